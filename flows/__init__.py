@@ -1,0 +1,1 @@
+"""Prefect flows over the stage functions of rmb_build.stages."""

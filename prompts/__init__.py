@@ -1,0 +1,1 @@
+"""Prompt text shipped with rmb_build (judge, classifier, guard, criteria, leak patterns)."""

@@ -1,0 +1,42 @@
+"""Atomic file writes: write a temporary file beside the target, fsync, then rename over it.
+
+A crash never leaves a half-written file where a reader would find it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
+    write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

@@ -1,0 +1,247 @@
+"""The build config (YAML): endpoints, generators, judge, guard, sources and stage settings.
+
+Validated with pydantic before anything runs; a wrong type, an unknown key or a missing endpoint
+fails with a ConfigError that names the file and the field. Keys shared with other tools are fixed
+in INTERFACES.md (``name, endpoints, generators, judge, guard``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+EMBEDDED_MODELS = ("smollm2", "gemma3")
+STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Price(_Strict):
+    input: float = Field(ge=0, description="USD per million input tokens")
+    output: float = Field(ge=0, description="USD per million output tokens")
+
+
+class EndpointConfig(_Strict):
+    """An OpenAI-compatible endpoint, or the embedded local server (``embedded: smollm2``)."""
+
+    embedded: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    structured_output: Literal["json_schema", "json_object", "none"] | None = None
+    max_concurrency: int | None = Field(default=None, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=8, ge=0)
+    outage_limit_s: float = Field(default=600.0, ge=0, description="keep retrying an unreachable endpoint this long")
+    price_per_mtok: Price | None = None
+    n_ctx: int = Field(default=4096, ge=256, description="context size of an embedded server")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parsed = urlparse(v)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"{v!r} is not an http(s) URL")
+        return v.rstrip("/")
+
+    @field_validator("embedded")
+    @classmethod
+    def _embedded(cls, v: str | None) -> str | None:
+        if v is not None and v not in EMBEDDED_MODELS:
+            raise ValueError(f"unknown embedded model {v!r} (known: {', '.join(EMBEDDED_MODELS)})")
+        return v
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "EndpointConfig":
+        if (self.embedded is None) == (self.base_url is None):
+            raise ValueError("give exactly one of 'embedded' or 'base_url'")
+        if self.embedded is not None:
+            # llama_cpp.server runs one request at a time and answers HTTP 500 to json_schema.
+            self.max_concurrency = 1
+            self.structured_output = self.structured_output or "json_object"
+        else:
+            self.max_concurrency = self.max_concurrency or 8
+            self.structured_output = self.structured_output or "json_schema"
+        return self
+
+    def api_key(self) -> str | None:
+        """The key from the environment (never stored); None for endpoints that need none."""
+        if self.embedded is not None:
+            return None
+        return os.environ.get(self.api_key_env or "OPENAI_API_KEY")
+
+
+class ModelRef(_Strict):
+    endpoint: str
+    model: str
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int = Field(default=512, ge=1)
+
+
+class GeneratorConfig(ModelRef):
+    name: str | None = None  # llm_name written to the release; defaults to the model
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    system_prompt: str | None = None
+    seed: int | None = None
+
+    @property
+    def llm_name(self) -> str:
+        return self.name or self.model
+
+
+class JudgeConfig(ModelRef):
+    samples: int = Field(default=3, ge=1)
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    max_tokens: int = Field(default=256, ge=1)
+    max_reasks: int = Field(default=2, ge=0)
+
+
+class GuardConfig(ModelRef):
+    max_tokens: int = Field(default=16, ge=1)
+
+
+class ClassifierConfig(_Strict):
+    method: Literal["embedding", "llm"] = "embedding"
+    endpoint: str | None = None
+    model: str | None = None
+    train_release: str | None = Field(default=None, description="a labelled release to train the embedding classifier")
+    min_confidence: float = Field(default=0.0, ge=0, le=1)
+
+
+class SourceConfig(_Strict):
+    """Where queries come from. ``kind`` decides which other keys matter."""
+
+    kind: Literal["sharegpt", "hf", "jsonl", "json", "parquet", "rmb_release"]
+    path: str | None = None  # a file, a folder, or a Hub dataset name for kind 'hf'
+    name: str | None = Field(default=None, description="Hub configuration name for kind 'hf'")
+    split: str = "train"
+    streaming: bool = True
+    fields: dict[str, str] = Field(default_factory=dict, description="our field -> the source's field")
+    languages: list[str] | None = None
+    max_turns: int | None = Field(default=None, ge=1)
+    min_chars: int = Field(default=1, ge=0)
+    max_chars: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    skip: int = Field(default=0, ge=0)
+    license: str | None = None
+
+
+class DedupConfig(_Strict):
+    threshold: float = Field(default=0.9, gt=0, le=1)
+    model: str = "all-MiniLM-L6-v2"
+    block_size: int = Field(default=4096, ge=64)
+
+
+class SetsConfig(_Strict):
+    margin: float = Field(default=1.0, ge=0)
+    max_losers: int = Field(default=6, ge=2, le=6)
+    min_losers: int = Field(default=2, ge=1)
+    max_pairs_per_query: int = Field(default=3, ge=1)
+    seed: int = 0
+
+
+class RunConfig(_Strict):
+    task_runner: Literal["thread", "dask"] = "thread"
+    dask_address: str | None = None
+    batch_size: int = Field(default=200, ge=1)
+    max_cost: float | None = Field(default=None, ge=0)
+    max_queries: int | None = Field(default=None, ge=1)
+
+
+class BuildConfig(_Strict):
+    name: str
+    endpoints: dict[str, EndpointConfig]
+    generators: list[GeneratorConfig] = Field(min_length=1)
+    judge: JudgeConfig
+    guard: GuardConfig
+    classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
+    sources: list[SourceConfig] = Field(default_factory=list)
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
+    sets: SetsConfig = Field(default_factory=SetsConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+    stages: list[str] = Field(default_factory=lambda: list(STAGES))
+    license: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v):
+            raise ValueError(f"{v!r}: use letters, digits, '.', '_' and '-' (it names folders)")
+        return v
+
+    @field_validator("stages")
+    @classmethod
+    def _stages(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if s not in STAGES:
+                raise ValueError(f"unknown stage {s!r} (stages: {', '.join(STAGES)})")
+        return v
+
+    @model_validator(mode="after")
+    def _endpoints_exist(self) -> "BuildConfig":
+        refs: list[tuple[str, str | None]] = [(f"generators[{i}].endpoint", g.endpoint) for i, g in enumerate(self.generators)]
+        refs += [("judge.endpoint", self.judge.endpoint), ("guard.endpoint", self.guard.endpoint)]
+        if self.classifier.method == "llm":
+            refs.append(("classifier.endpoint", self.classifier.endpoint))
+        for where, name in refs:
+            if name not in self.endpoints:
+                raise ValueError(f"{where}: endpoint {name!r} is not defined under 'endpoints' "
+                                 f"(defined: {', '.join(self.endpoints) or 'none'})")
+        return self
+
+
+def _loc(err: dict) -> str:
+    out = ""
+    for part in err.get("loc", ()):
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_config(data: Any, file: str = "<config>") -> BuildConfig:
+    """Validate a config mapping; raises ConfigError naming the first bad field."""
+    if not isinstance(data, dict):
+        raise ConfigError(file, None, f"expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return BuildConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        return _raise(file, _loc(err) or None, msg)
+
+
+def _raise(file: str, field: str | None, msg: str):
+    raise ConfigError(file, field, msg)
+
+
+def load_config(path: str | os.PathLike) -> BuildConfig:
+    """Read and validate a YAML build config."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), None, "no such file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), None, f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(str(path), None, f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    return parse_config(data, str(path))

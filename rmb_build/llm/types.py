@@ -1,0 +1,60 @@
+"""The records every LLM call goes through: a request (what changes the answer) and its result.
+
+A request's cache key is built from exactly the fields that change the answer: the endpoint's
+identity, model, messages, sampling parameters, response format and sample index. Never from the
+API key, timeout, retry count, stage or tag (those only describe how and why we asked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    endpoint: str                     # name of an endpoint in the build config
+    model: str
+    messages: tuple[tuple[str, str], ...]  # (role, content) pairs, hashable
+    temperature: float = 0.0
+    top_p: float | None = None
+    max_tokens: int = 512
+    seed: int | None = None
+    sample_index: int = 0             # k-th of repeated samples of the same request
+    response_schema: dict[str, Any] | None = None  # JSON schema the reply must follow
+    schema_name: str = "reply"
+    top_logprobs: int | None = None   # ask for token logprobs (chat top_logprobs)
+    stage: str = ""                   # accounting only, not part of the key
+    tag: str = ""                     # caller's label (e.g. an item uid), not part of the key
+
+    @staticmethod
+    def from_messages(endpoint: str, model: str, messages: list[dict[str, str]], **kw: Any) -> "ChatRequest":
+        return ChatRequest(endpoint, model, tuple((m["role"], m["content"]) for m in messages), **kw)
+
+    def message_dicts(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class ChatResult:
+    """What came back. Failures are recorded (``error`` set), never raised out of a batch."""
+
+    request: ChatRequest
+    text: str | None = None
+    parsed: Any = None                # the reply parsed against response_schema, when one was given
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob", "top": [{"token","logprob"}]}]
+    cached: bool = False
+    error: str | None = None          # why it finally failed (after retries / re-asks)
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None

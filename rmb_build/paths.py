@@ -1,0 +1,53 @@
+"""Where files go (see INTERFACES.md): data/raw/<name>/, data/release/<name>/, runs/<name>/ under a workdir."""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from pathlib import Path
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._ +\-()&,]")
+
+
+def workdir(explicit: str | os.PathLike | None = None) -> Path:
+    """The folder that holds data/ and runs/: ``--workdir``, else $RMB_WORKDIR, else the current folder."""
+    return Path(explicit or os.environ.get("RMB_WORKDIR") or Path.cwd()).resolve()
+
+
+def raw_dir(name: str, base: str | os.PathLike | None = None) -> Path:
+    return workdir(base) / "data" / "raw" / safe_name(name)
+
+
+def release_dir(name: str, base: str | os.PathLike | None = None) -> Path:
+    return workdir(base) / "data" / "release" / safe_name(name)
+
+
+def run_dir(name: str, base: str | os.PathLike | None = None) -> Path:
+    return workdir(base) / "runs" / safe_name(name)
+
+
+def safe_name(name: str) -> str:
+    """A single path component made from a user-given name (model, build, endpoint): no separators, no '..'."""
+    cleaned = _UNSAFE.sub("_", str(name)).strip(" .")
+    if not cleaned:
+        raise ValueError(f"name {name!r} gives an empty file name")
+    return cleaned[:120]
+
+
+def check_relative_id(value: str, what: str = "scenario") -> str:
+    """Validate an id made of '/'-separated names (a scenario id) before it is used as a path."""
+    parts = value.split("/")
+    if (not value or value.startswith("/") or "\\" in value or "\x00" in value
+            or any(p in ("", ".", "..") or p != p.strip() for p in parts)):
+        raise ValueError(f"{what} {value!r} is not a safe relative path")
+    return value
+
+
+def prompts_dir() -> Path:
+    """The shipped ``prompts/`` folder (inside the wheel as ``rmb_build.prompts``)."""
+    return Path(str(resources.files("rmb_build.prompts")))
+
+
+def flows_package() -> str:
+    return "rmb_build.flows"

@@ -1,0 +1,121 @@
+"""Read a release: RMB's folder layout, or its Hugging Face form (a local folder or a Hub id)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import InputError, RMBError
+from ..paths import check_relative_id
+from ..records import BonItem, Item, PairwiseItem
+from ..taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, SET_FOLDERS, is_known
+from .rmb_format import parse_set_file
+
+ANNOTATIONS_FILE = "annotations.jsonl"
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass
+class Release:
+    """A release in memory. ``files`` maps (set, scenario id) to that file's items in file order."""
+
+    name: str
+    root: Path | None
+    files: dict[tuple[str, str], list[Item]] = field(default_factory=dict)
+    manifest: dict | None = None
+    source_format: str = "rmb"  # "rmb" or "hf"
+
+    @property
+    def pairwise(self) -> list[PairwiseItem]:
+        return [it for (s, _), items in self.files.items() if s == PAIRWISE_SET for it in items]  # type: ignore[misc]
+
+    @property
+    def bon(self) -> list[BonItem]:
+        return [it for (s, _), items in self.files.items() if s == BON_SET for it in items]  # type: ignore[misc]
+
+    def items(self, set_name: str | None = None) -> Iterator[Item]:
+        for (s, _), items in self.files.items():
+            if set_name is None or s == set_name:
+                yield from items
+
+    def scenarios(self, set_name: str | None = None) -> list[str]:
+        return [sc for (s, sc) in self.files if set_name is None or s == set_name]
+
+    def file_of(self, item: Item) -> str:
+        """The item's file relative to the release root: ``Pairwise_set/Harmlessness/S6.json``."""
+        return f"{SET_FOLDERS[item.set_name]}/{item.scenario_id}.json"
+
+    def add(self, item: Item) -> None:
+        self.files.setdefault((item.set_name, item.scenario_id), []).append(item)
+
+    def annotations(self) -> list[dict]:
+        """Lines of ``annotations.jsonl`` (judge scores, guard labels, sources), if the release has them."""
+        if self.root is None or not (self.root / ANNOTATIONS_FILE).exists():
+            return []
+        out = []
+        with open(self.root / ANNOTATIONS_FILE, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        out.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise InputError(str(self.root / ANNOTATIONS_FILE), f"invalid JSON: {exc.msg}", line=n) from None
+        return out
+
+
+def find_rmb_root(path: Path) -> Path | None:
+    """The folder holding ``Pairwise_set/`` or ``BoN_set/`` (``path`` itself or its ``RMB_dataset/``)."""
+    for cand in (path, path / "RMB_dataset"):
+        if any((cand / folder).is_dir() for folder in FOLDER_SETS):
+            return cand
+    return None
+
+
+def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = None) -> Release:
+    """Read RMB's layout. ``strict`` also rejects empty conversations, conversations that do not end
+    with a user turn and unknown scenarios (use ``strict=False`` to audit such a release)."""
+    path = Path(path)
+    root = find_rmb_root(path)
+    if root is None:
+        raise InputError(str(path), "not an RMB release: no Pairwise_set/ or BoN_set/ folder found")
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and child.name not in FOLDER_SETS and any(child.rglob("*.json")):
+            raise InputError(str(child), f"unknown set folder {child.name!r} (expected {' or '.join(FOLDER_SETS)})")
+    release = Release(name=name or path.resolve().name, root=root)
+    for folder, set_name in FOLDER_SETS.items():
+        set_root = root / folder
+        if not set_root.is_dir():
+            continue
+        for file in sorted(set_root.rglob("*.json")):
+            rel = file.relative_to(root).as_posix()
+            scenario_id = file.relative_to(set_root).with_suffix("").as_posix()
+            try:
+                check_relative_id(scenario_id)
+            except ValueError as exc:
+                raise InputError(rel, str(exc)) from None
+            if strict and not is_known(scenario_id):
+                raise InputError(rel, f"unknown scenario {scenario_id!r}: not one of RMB's 49 "
+                                      f"(run 'rmb audit' to inspect the release)")
+            release.files[(set_name, scenario_id)] = parse_set_file(file, set_name, scenario_id, rel, strict)
+    if (root / MANIFEST_FILE).exists():
+        from .rmb_format import load_json_file
+        release.manifest = load_json_file(root / MANIFEST_FILE, str(root / MANIFEST_FILE))
+    if not release.files:
+        raise InputError(str(path), "the release holds no set files")
+    return release
+
+
+def read_release(source: str | Path, strict: bool = True) -> Release:
+    """Read a release from RMB's layout, a local Hugging Face folder, or a Hub dataset id."""
+    path = Path(source)
+    if path.exists():
+        if find_rmb_root(path) is not None:
+            return read_rmb_release(path, strict=strict)
+        from .hf import read_hf_release  # local Hugging Face form
+        return read_hf_release(str(path), strict=strict)
+    if "/" in str(source) and not str(source).startswith((".", "/")) and str(source).count("/") == 1:
+        from .hf import read_hf_release
+        return read_hf_release(str(source), strict=strict)
+    raise RMBError(f"{source}: no such release folder (and not a Hugging Face Hub id of the form ORG/NAME)")

@@ -1,0 +1,33 @@
+"""Write a release in RMB's exact layout: one JSON file per (set, scenario), plus annotations and manifest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+from .. import atomic
+from ..paths import check_relative_id
+from ..taxonomy import SET_FOLDERS
+from .read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
+from .rmb_format import dumps_items
+
+
+def write_release(release: Release, root: str | os.PathLike, annotations: Iterable[dict] | None = None,
+                  manifest: dict | None = None) -> list[Path]:
+    """Write every set file of ``release`` under ``root`` atomically; returns the files written.
+
+    Files are byte-identical to RMB's: ``json.dumps(items, indent=1, ensure_ascii=False)``, no newline.
+    """
+    root = Path(root)
+    written = []
+    for (set_name, scenario_id), items in release.files.items():
+        check_relative_id(scenario_id)
+        path = root / SET_FOLDERS[set_name] / f"{scenario_id}.json"
+        atomic.write_text(path, dumps_items(items))
+        written.append(path)
+    if annotations is not None:
+        atomic.write_jsonl(root / ANNOTATIONS_FILE, annotations)
+    if manifest is not None:
+        atomic.write_json(root / MANIFEST_FILE, manifest)
+    return written

@@ -1,0 +1,29 @@
+"""Shared fixtures. Everything runs offline: no hub downloads, no network beyond 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_ROOT = REPO.parent / "shared" / "rmb-sample" / "RMB_dataset"
+
+# Offline and quiet before anything imports huggingface or prefect.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rmb-test-prefect-"))
+
+
+@pytest.fixture(scope="session")
+def rmb_sample() -> Path:
+    """The ten real files of the official RMB release, from ../shared/rmb-sample (skipped where absent)."""
+    if not SAMPLE_ROOT.is_dir():
+        pytest.skip(f"official RMB sample not found at {SAMPLE_ROOT} (../shared/rmb-sample is absent)")
+    return SAMPLE_ROOT
