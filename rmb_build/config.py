@@ -174,7 +174,18 @@ class BuildConfig(_Strict):
     sets: SetsConfig = Field(default_factory=SetsConfig)
     run: RunConfig = Field(default_factory=RunConfig)
     stages: list[str] = Field(default_factory=lambda: list(STAGES))
+    scenarios: list[str] | None = Field(default=None, description="build only these scenario ids")
     license: str | None = None
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios(cls, v: list[str] | None) -> list[str] | None:
+        from .taxonomy import is_known
+
+        for s in v or []:
+            if not is_known(s):
+                raise ValueError(f"unknown scenario {s!r} (ids look like 'Helpfulness/Chat/Discussion' or 'Harmlessness/S6')")
+        return v
 
     @field_validator("name")
     @classmethod
