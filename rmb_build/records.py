@@ -200,3 +200,99 @@ class Query:
 def query_id(source: str, source_id: str) -> str:
     """Stable id of a query from its source and the source's own id."""
     return hashlib.sha256(f"{source}\x00{source_id}".encode("utf-8")).hexdigest()[:16]
+
+
+# --- Stage records: what generate, judge and guard produce, and what went wrong ----------------
+
+def _record_json(rec: Any) -> dict[str, Any]:
+    return {f: (list(v) if isinstance(v, tuple) else v)
+            for f in rec.__dataclass_fields__ for v in (getattr(rec, f),)}
+
+
+def _record_from_json(cls: type, d: dict[str, Any]) -> Any:
+    kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items() if k in cls.__dataclass_fields__}
+    return cls(**kw)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """One generated answer to a query. ``generator`` is the llm_name the release will show."""
+
+    query_id: str
+    generator: str
+    model: str
+    endpoint: str
+    text: str
+    finish_reason: str | None = None
+    input_chars_cut: int = 0       # characters of the conversation cut to fit the model's context
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return _record_json(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Response":
+        return _record_from_json(Response, d)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeScore:
+    """k pointwise judge samples (1-10) for one response; ``spread`` is their population std."""
+
+    query_id: str
+    generator: str
+    scores: tuple[float, ...]
+    mean: float
+    spread: float
+    rationales: tuple[str, ...]
+    judge: str = ""                # "<endpoint>/<model>"
+    criteria: str = ""             # the criteria file used, relative to prompts/
+    failed_samples: int = 0        # samples that stayed unparseable after re-asks
+
+    def to_json(self) -> dict[str, Any]:
+        return _record_json(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "JudgeScore":
+        return _record_from_json(JudgeScore, d)
+
+
+@dataclass(frozen=True, slots=True)
+class GuardLabel:
+    """A Llama-Guard verdict on a harmlessness prompt (``target="prompt"``, ``generator=None``) or on
+    one response to it (``target="response"``). ``verdict`` is safe, unsafe or unknown (unparseable);
+    for prompts, ``scenario_id`` is what the categories imply (``Harmlessness/S<n>`` or ``/multi``)."""
+
+    query_id: str
+    target: str
+    generator: str | None
+    verdict: str
+    categories: tuple[str, ...] = ()
+    scenario_id: str | None = None
+    raw: str = ""
+    guard: str = ""                # "<endpoint>/<model>"
+
+    def to_json(self) -> dict[str, Any]:
+        return _record_json(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "GuardLabel":
+        return _record_from_json(GuardLabel, d)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Something a stage could not do for one query (and generator); recorded, never raised."""
+
+    stage: str
+    query_id: str
+    generator: str | None
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return _record_json(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Failure":
+        return _record_from_json(Failure, d)
