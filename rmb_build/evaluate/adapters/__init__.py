@@ -1,0 +1,131 @@
+"""Reward-model adapters: one module per RM kind, found by name.
+
+An RM spec is ``<kind>:<target>`` (``hf:./my-rm``, ``baseline:length``). The kind names a module of
+this package that defines ``ADAPTER``, a ``RewardModel`` subclass built as ``ADAPTER(target, options)``;
+adding a kind of RM is adding one file. Modules starting with ``_`` are helpers, not kinds.
+
+Two shapes of RM exist:
+- a ``RewardModel`` scores one (conversation, answer) text at a time (``score_stream``);
+- a ``PairJudge`` (a ``RewardModel`` with ``compares_pairs = True``) says which of two answers is
+  better (``judge_stream``); generative RMs in pairwise mode are judges.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+from ...errors import RMBError
+from ...records import Conversation
+
+
+@dataclass
+class RMOptions:
+    """Everything from the command line that an adapter may use; each adapter reads what it needs."""
+
+    batch_size: int = 16
+    dtype: str = "auto"                 # auto | bf16 | fp32
+    max_length: int | None = None
+    chat_template: str | None = None    # a Jinja template string or a file holding one
+    device: str | None = None           # None: cuda when present, else cpu
+    seed: int = 0
+    votes: int = 1
+    judge_mode: str = "pairwise"        # pairwise | pointwise
+    with_criteria: bool = False
+    config: Any = None                  # a BuildConfig (for openai:<model>@<endpoint name>)
+    llm_cache_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScoreText:
+    """One unique text to score. ``scenario_id`` is set only for RMs whose score depends on it
+    (``per_scenario``: a generative RM given the scenario's criteria); it is None otherwise."""
+
+    key: str
+    conversation: Conversation
+    answer: str
+    scenario_id: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgePair:
+    """Two answers to one conversation; ``scenario_id`` selects the criteria where they are used."""
+
+    key: str
+    conversation: Conversation
+    first: str
+    second: str
+    scenario_id: str
+
+
+class RewardModel:
+    """Base class: subclasses set ``kind`` and implement ``describe`` and ``score_batch`` (or ``score_stream``)."""
+
+    kind = ""
+    compares_pairs = False  # True for PairJudge
+    per_scenario = False    # True when a score depends on the item's scenario, not only on the text
+
+    def __init__(self, target: str, options: RMOptions):
+        self.target, self.options = target, options
+        self.stats: dict[str, Any] = {}  # reported in results.json under "scoring" (e.g. truncated texts)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.kind}:{self.target}"
+
+    def describe(self) -> dict[str, Any]:
+        """What determines the scores (model identity, options that change them): the fingerprint's input."""
+        raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        """A hash of ``describe()``: the score cache's key for this RM."""
+        payload = json.dumps({"kind": self.kind, **self.describe()}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def score_batch(self, texts: Sequence[ScoreText]) -> list[float]:
+        raise NotImplementedError
+
+    def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float]]]:
+        """Scores as they are ready: ``(indices into texts, scores)`` per batch, in any order."""
+        bs = max(1, self.options.batch_size)
+        for start in range(0, len(texts), bs):
+            idx = list(range(start, min(start + bs, len(texts))))
+            yield idx, self.score_batch([texts[i] for i in idx])
+
+    def close(self) -> None:
+        """Free what the RM holds (a model, a client); called once scoring is over."""
+
+
+class PairJudge(RewardModel):
+    """An RM that compares two answers. ``judge_stream`` yields, per pair, the votes of each order:
+    ``{"ab": [1 if the first answer won else 0 ...], "ba": [same with the order swapped]}``."""
+
+    compares_pairs = True
+
+    def judge_stream(self, pairs: Sequence[JudgePair]) -> Iterator[tuple[list[int], list[dict]]]:
+        raise NotImplementedError
+
+
+def available_kinds() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    kind, sep, target = spec.partition(":")
+    if not sep or not kind or not target:
+        raise RMBError(f"--rm {spec!r}: expected KIND:TARGET (kinds: {', '.join(available_kinds())})")
+    if kind not in available_kinds():
+        raise RMBError(f"--rm {spec!r}: unknown RM kind {kind!r} (kinds: {', '.join(available_kinds())})")
+    return kind, target
+
+
+def load_rm(spec: str, options: RMOptions | None = None) -> RewardModel:
+    """The adapter for ``spec``; models load lazily, on the first text that needs scoring."""
+    kind, target = parse_spec(spec)
+    module = importlib.import_module(f"{__name__}.{kind}")
+    return module.ADAPTER(target, options or RMOptions())

@@ -1,0 +1,69 @@
+"""``rmb evaluate``: score a reward model against a release (RMB layout, local HF folder or Hub id)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--release", required=True, help="an RMB release folder, a local Hugging Face folder, or a Hub id")
+    p.add_argument("--rm", required=True, metavar="SPEC",
+                   help="hf:<path|hub id>, openai:<model>[@<endpoint|base URL>], python:<module>:<function>, "
+                        "dpo:<policy>,<reference>, baseline:length, baseline:random")
+    p.add_argument("--out", required=True, help="folder for results.json, predictions.jsonl, report.md, heatmap.png")
+    p.add_argument("--ties", choices=("strict", "half"), default="strict",
+                   help="a pairwise tie counts 0 (strict, as RMB's script) or 0.5 (half)")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--cache", default=None, help="score cache folder (default <workdir>/runs/score_cache)")
+    p.add_argument("--workdir", default=None, help="folder holding data/ and runs/ (default: $RMB_WORKDIR or .)")
+    p.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto",
+                   help="hf:/dpo: weights dtype (auto: bf16 on GPU, fp32 on CPU)")
+    p.add_argument("--max-length", type=int, default=None, help="hf:/dpo: tokens per text; longer texts are cut")
+    p.add_argument("--chat-template", default=None, help="hf:/dpo: a Jinja chat template (string or file)")
+    p.add_argument("--device", default=None, help="hf:/dpo: torch device (default: cuda when present)")
+    p.add_argument("--config", default=None, help="build config whose endpoints openai:<model>@<name> may name")
+    p.add_argument("--votes", type=int, default=1, help="openai: samples per judgement (majority vote)")
+    p.add_argument("--judge-mode", choices=("pairwise", "pointwise"), default="pairwise",
+                   help="openai: compare two answers, or rate each answer alone")
+    p.add_argument("--with-criteria", action="store_true", help="openai: add the scenario's evaluation criteria")
+    p.add_argument("--seed", type=int, default=0, help="baseline:random seed and the bootstrap seed")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..errors import RMBError
+    from ..evaluate.adapters import RMOptions, load_rm
+    from ..evaluate.run import evaluate
+    from ..paths import workdir
+    from ..release import read_release
+
+    for name in ("batch_size", "votes", "bootstrap"):
+        if getattr(args, name) < 1:
+            raise RMBError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.max_length is not None and args.max_length < 8:
+        raise RMBError("--max-length must be at least 8")
+    config = None
+    if args.config:
+        from ..config import load_config
+        config = load_config(args.config)
+    cache_dir = Path(args.cache) if args.cache else workdir(args.workdir) / "runs" / "score_cache"
+    release = read_release(args.release)
+    options = RMOptions(batch_size=args.batch_size, dtype=args.dtype, max_length=args.max_length,
+                        chat_template=args.chat_template, device=args.device, seed=args.seed, votes=args.votes,
+                        judge_mode=args.judge_mode, with_criteria=args.with_criteria, config=config,
+                        llm_cache_dir=str(cache_dir / "llm"))
+    rm = load_rm(args.rm, options)
+    results = evaluate(release, rm, args.out, cache_dir, ties=args.ties, resamples=args.bootstrap,
+                       seed=args.seed, release_label=str(args.release), progress=not args.no_progress)
+    s = results["scoring"]
+    for set_name in ("pairwise", "bon"):
+        overall = results[set_name].get("overall")
+        if overall:
+            print(f"{set_name:9s} macro {100 * overall['macro']:.1f}  micro {100 * overall['micro']:.1f}  "
+                  f"(n={overall['n']})")
+    print(f"scored {s['scored']} texts, {s['cached']} from the cache ({s['unique']} unique of {s['naive']}); "
+          f"wrote {Path(args.out) / 'results.json'}")
+    return 0

@@ -1,0 +1,67 @@
+"""The persistent score cache: SQLite, one row per (RM fingerprint, text key).
+
+Rows are committed batch by batch while scoring runs, so an interrupted run resumes where it
+stopped. Values are JSON (a float for a text score, a dict of votes for a judged pair); Python's
+JSON writes floats with repr, so a cached score reads back bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS scores (fp TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+                                   PRIMARY KEY (fp, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS models (fp TEXT PRIMARY KEY, spec TEXT NOT NULL, describe TEXT NOT NULL);
+"""
+_CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps each query small
+
+
+class ScoreCache:
+    """``get_many``/``put_many`` for one folder's ``scores.sqlite``; usable as a context manager."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / "scores.sqlite"
+        self.db = sqlite3.connect(self.path, timeout=60)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(SCHEMA)
+
+    def register(self, fp: str, spec: str, describe: Mapping[str, Any]) -> None:
+        """Remember which RM a fingerprint stands for (for people inspecting the cache)."""
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
+                            (fp, spec, json.dumps(describe, sort_keys=True, ensure_ascii=False)))
+
+    def get_many(self, fp: str, keys: Iterable[str]) -> dict[str, Any]:
+        keys = list(keys)
+        found: dict[str, Any] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for key, value in self.db.execute(
+                    f"SELECT key, value FROM scores WHERE fp = ? AND key IN ({marks})", (fp, *chunk)):
+                found[key] = json.loads(value)
+        return found
+
+    def put_many(self, fp: str, values: Mapping[str, Any]) -> None:
+        """Store and commit: what is written here survives an interrupted run."""
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?)",
+                                [(fp, k, json.dumps(v)) for k, v in values.items()])
+
+    def count(self, fp: str) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM scores WHERE fp = ?", (fp,)).fetchone()[0]
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "ScoreCache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
