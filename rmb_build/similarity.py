@@ -27,29 +27,28 @@ def similar_pairs(a: np.ndarray, b: np.ndarray | None = None, threshold: float =
     a = np.ascontiguousarray(a, dtype=np.float32)
     self_join = b is None
     b = a if self_join else np.ascontiguousarray(b, dtype=np.float32)
-    n_a, n_b = len(a), len(b)
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     sims: list[np.ndarray] = []
     thr = np.float32(threshold)
-    tile = None
-    for r0 in range(0, n_a, block_size):
-        r1 = min(r0 + block_size, n_a)
-        c_start = r0 if self_join else 0
-        for c0 in range(c_start, n_b, block_size):
-            c1 = min(c0 + block_size, n_b)
-            shape = (r1 - r0, c1 - c0)
-            if tile is None or tile.shape != shape:
-                tile = np.empty(shape, dtype=np.float32)
-            np.matmul(a[r0:r1], b[c0:c1].T, out=tile)
-            if self_join and c0 == r0:
-                # the diagonal tile: keep only the strict upper triangle (i < j)
-                tile[np.tril_indices(shape[0], 0, shape[1])] = -np.inf
-            ii, jj = np.nonzero(tile >= thr)
-            if len(ii):
-                rows.append(ii + r0)
-                cols.append(jj + c0)
-                sims.append(tile[ii, jj].copy())
+    for r0, c0, tile in _tiles(a, b, block_size, upper=self_join):
+        if self_join and c0 == r0:
+            np.fill_diagonal(tile, -np.inf)  # a row is not its own duplicate
+        # Near-duplicates are rare: one vectorised row-max pass finds the few rows worth scanning,
+        # so the cost beyond the matrix product stays a small fraction of it.
+        hot = np.flatnonzero(tile.max(axis=1) >= thr)
+        if not hot.size:
+            continue
+        ii, jj = np.nonzero(tile[hot] >= thr)
+        ii = hot[ii]
+        s = tile[ii, jj]
+        i, j = ii + r0, jj + c0
+        if self_join and c0 == r0:
+            keep = i < j  # the diagonal tile holds each pair twice
+            i, j, s = i[keep], j[keep], s[keep]
+        rows.append(i)
+        cols.append(j)
+        sims.append(s)
     if not rows:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty.copy(), np.empty(0, dtype=np.float32)
@@ -60,20 +59,32 @@ def similar_pairs(a: np.ndarray, b: np.ndarray | None = None, threshold: float =
     return i[order], j[order], s[order]
 
 
+def _tiles(a: np.ndarray, b: np.ndarray, block_size: int, upper: bool):
+    """Yield (row offset, column offset, a-block @ b-block.T) reusing one buffer; ``upper``: only
+    blocks on or above the diagonal (a self-join). The yielded tile is overwritten by the next one."""
+    buf = np.empty((min(block_size, len(a)) * min(block_size, len(b)),), dtype=np.float32)
+    for r0 in range(0, len(a), block_size):
+        r1 = min(r0 + block_size, len(a))
+        for c0 in range(r0 if upper else 0, len(b), block_size):
+            c1 = min(c0 + block_size, len(b))
+            tile = buf[: (r1 - r0) * (c1 - c0)].reshape(r1 - r0, c1 - c0)
+            np.matmul(a[r0:r1], b[c0:c1].T, out=tile)
+            yield r0, c0, tile
+
+
 def best_match(a: np.ndarray, b: np.ndarray, block_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """For each row of ``a``, the index of its most similar row of ``b`` and that cosine."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     best_j = np.zeros(len(a), dtype=np.int64)
     best_s = np.full(len(a), -np.inf, dtype=np.float32)
-    for r0 in range(0, len(a), block_size):
-        r1 = min(r0 + block_size, len(a))
-        for c0 in range(0, len(b), block_size):
-            c1 = min(c0 + block_size, len(b))
-            tile = a[r0:r1] @ b[c0:c1].T
-            j = tile.argmax(axis=1)
-            s = tile[np.arange(len(j)), j]
-            better = s > best_s[r0:r1]
-            best_s[r0:r1][better] = s[better]
-            best_j[r0:r1][better] = j[better] + c0
+    if not len(b):
+        return best_j, best_s
+    for r0, c0, tile in _tiles(a, b, block_size, upper=False):
+        j = tile.argmax(axis=1)
+        s = tile[np.arange(len(j)), j]
+        rows = slice(r0, r0 + len(j))
+        better = s > best_s[rows]
+        best_s[rows][better] = s[better]
+        best_j[rows][better] = j[better] + c0
     return best_j, best_s
