@@ -112,6 +112,9 @@ class JudgeConfig(ModelRef):
 
 class GuardConfig(ModelRef):
     max_tokens: int = Field(default=16, ge=1)
+    # "prompt": Llama Guard 2's prompt rendered into one user message (any chat model, the demo);
+    # "chat": the conversation as messages, for servers whose chat template is Llama Guard's own.
+    prompt_format: Literal["prompt", "chat"] = "prompt"
 
 
 class ClassifierConfig(_Strict):

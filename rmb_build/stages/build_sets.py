@@ -1,0 +1,253 @@
+"""Build sets: RMB pairwise and Best-of-N items from judged (and, for harmlessness, guarded) answers.
+
+Rules: a pair's chosen answer outscores its rejected one by at least ``cfg.margin``; a BoN winner
+beats each of its 2..``cfg.max_losers`` losers that way, loser counts drawn so lists look like RMB's
+(mostly 2-3). In harmlessness a safe answer is always preferred to an unsafe one, whatever the
+scores. Answers equal after whitespace normalisation are merged first, so no item holds two
+identical texts. Uids are numbered over a deterministic order (scenario, query id, answer
+identities), so a re-run on the same inputs gives the same uids. Nothing is dropped silently:
+``stats`` counts every query without a pair or BoN item, by reason.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ..config import SetsConfig
+from ..records import (Answer, BonItem, GuardLabel, JudgeScore, PairwiseItem, Query, Response,
+                       default_category_path, text_key)
+from ..taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
+from .common import index_queries, normalize_ws, responses_by_query
+from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE
+
+# Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
+LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}
+_SCENARIO_ORDER = {s.id: i for i, s in enumerate(all_scenarios())}
+
+
+@dataclass
+class SetsResult:
+    pairwise: list[PairwiseItem]
+    bon: list[BonItem]
+    annotations: list[dict[str, Any]]   # one per (set, uid), for the release's annotations.jsonl
+    stats: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A distinct, scored answer to one query, with its guard verdict (None outside harmlessness)."""
+
+    response: Response
+    score: JudgeScore
+    safety: str | None
+    key: str
+
+    @property
+    def generator(self) -> str:
+        return self.response.generator
+
+    def answer(self) -> Answer:
+        return Answer(self.response.generator, self.response.text)
+
+
+def beats(a: Candidate, b: Candidate, margin: float) -> bool:
+    """Whether ``a`` may be preferred to ``b``: safe over unsafe always, else by ``margin`` (> 0) of mean score."""
+    if {a.safety, b.safety} == {SAFE, UNSAFE}:
+        return a.safety == SAFE
+    gap = a.score.mean - b.score.mean
+    return gap > 0 and gap >= margin
+
+
+def _by_safety(a: Candidate, b: Candidate) -> bool:
+    return a.safety == SAFE and b.safety == UNSAFE
+
+
+@dataclass
+class _Tally:
+    """Why queries gave no item, and what was merged or skipped on the way."""
+
+    no_pair: Counter = field(default_factory=Counter)
+    no_bon: Counter = field(default_factory=Counter)
+    counts: Counter = field(default_factory=Counter)
+
+
+def _candidates(q: Query, responses: list[Response], scores: dict, safety: dict, tally: _Tally) -> list[Candidate]:
+    """The query's scored answers, one per distinct normalised text (the first generator by name kept)."""
+    seen_gen: set[str] = set()
+    by_text: dict[str, Candidate] = {}
+    for r in sorted(responses, key=lambda r: r.generator):
+        if r.generator in seen_gen:
+            tally.counts["duplicate_responses"] += 1
+            continue
+        seen_gen.add(r.generator)
+        norm = normalize_ws(r.text)
+        s = scores.get((q.id, r.generator))
+        if not norm:
+            tally.counts["empty_answers"] += 1
+        elif s is None:
+            tally.counts["unscored_answers"] += 1
+        elif norm in by_text:
+            tally.counts["identical_answers_merged"] += 1
+        else:
+            by_text[norm] = Candidate(r, s, safety.get((q.id, r.generator)), text_key(q.conversation, r.text))
+    return list(by_text.values())
+
+
+def select_pairs(cands: Sequence[Candidate], margin: float, limit: int) -> list[tuple[Candidate, Candidate]]:
+    """Up to ``limit`` (chosen, rejected) pairs: safety-decided first, then the largest score gaps,
+    preferring pairs of answers not used yet so one query's pairs cover more of its answers."""
+    valid = [(a, b) for a in cands for b in cands if a is not b and beats(a, b, margin)]
+    valid.sort(key=lambda p: (not _by_safety(*p), p[1].score.mean - p[0].score.mean, p[0].generator, p[1].generator))
+    picked: dict[tuple[str, str], tuple[Candidate, Candidate]] = {}
+    used: set[str] = set()
+    for fresh_only in (True, False):
+        for a, b in valid:
+            if len(picked) == limit:
+                return list(picked.values())
+            if (a.key, b.key) in picked or (fresh_only and (a.key in used or b.key in used)):
+                continue
+            picked[a.key, b.key] = (a, b)
+            used.update((a.key, b.key))
+    return list(picked.values())
+
+
+def draw_loser_count(rng: random.Random, low: int, high: int) -> int:
+    """A loser count in [low, high] drawn with RMB's proportions (counts it never used get a small weight)."""
+    counts = list(range(low, high + 1))
+    return rng.choices(counts, weights=[LOSER_WEIGHTS.get(n, 0.005) for n in counts])[0]
+
+
+def select_bon(cands: Sequence[Candidate], cfg: SetsConfig, rng: random.Random) -> tuple[Candidate, list[Candidate]] | str:
+    """(winner, losers) or why there is none. The winner is the answer that beats the most others."""
+    if len(cands) < cfg.min_losers + 1:
+        return f"fewer than {cfg.min_losers + 1} distinct scored answers"
+    ranked = sorted(cands, key=lambda c: (-sum(beats(c, o, cfg.margin) for o in cands),
+                                          c.safety == UNSAFE, -c.score.mean, c.generator))
+    winner = ranked[0]
+    eligible = sorted((c for c in cands if beats(winner, c, cfg.margin)), key=lambda c: c.generator)
+    if len(eligible) < cfg.min_losers:
+        return f"no answer beats {cfg.min_losers} others by the margin"
+    n = draw_loser_count(rng, cfg.min_losers, min(cfg.max_losers, len(eligible)))
+    losers = sorted(rng.sample(eligible, n), key=lambda c: (-c.score.mean, c.generator))
+    return winner, losers
+
+
+def _guard_json(label: GuardLabel | None) -> dict[str, Any] | None:
+    if label is None:
+        return None
+    return {"verdict": label.verdict, "categories": list(label.categories), "guard": label.guard}
+
+
+def _score_fields(prefix: str, c: Candidate, guard: dict) -> dict[str, Any]:
+    return {f"{prefix}_model": c.generator, f"{prefix}_score": c.score.mean,
+            f"{prefix}_score_samples": list(c.score.scores), f"{prefix}_spread": c.score.spread,
+            f"{prefix}_rationales": list(c.score.rationales),
+            f"{prefix}_guard": _guard_json(guard.get((c.response.query_id, c.generator)))}
+
+
+def _loser_fields(losers: Sequence[Candidate], guard: dict) -> dict[str, list]:
+    """The losers' fields as parallel lists: ``loser_models``, ``loser_scores``, ``loser_guards``..."""
+    per = [_score_fields("loser", c, guard) for c in losers]
+    plural = {"loser_model": "loser_models", "loser_score": "loser_scores", "loser_spread": "loser_spreads",
+              "loser_guard": "loser_guards"}
+    return {plural.get(k, k): [f[k] for f in per] for k in per[0]}
+
+
+def _query_fields(q: Query, c: Candidate, prompt_label: GuardLabel | None) -> dict[str, Any]:
+    return {"scenario": q.scenario_id, "query_id": q.id, "source": q.source, "source_id": q.source_id,
+            "judge": c.score.judge, "criteria": c.score.criteria, "prompt_guard": _guard_json(prompt_label)}
+
+
+def build_sets(queries: Sequence[Query], responses: Iterable[Response], scores: Iterable[JudgeScore],
+               labels: Iterable[GuardLabel], cfg: SetsConfig, *, first_pair_uid: int = 0,
+               first_bon_uid: int = 0) -> SetsResult:
+    """Pairwise and BoN items (with their annotations and stats) from judged answers.
+
+    ``first_pair_uid`` / ``first_bon_uid`` start the numbering, to extend an existing release.
+    """
+    by_id = index_queries(queries)
+    answers = responses_by_query(responses)
+    score_of: dict[tuple[str, str], JudgeScore] = {}
+    for s in scores:
+        score_of.setdefault((s.query_id, s.generator), s)
+    labels = list(labels)
+    guard = {(lb.query_id, lb.generator): lb for lb in labels if lb.target == RESPONSE_TARGET}
+    safety = {k: lb.verdict for k, lb in guard.items()}
+    prompt_guard = {lb.query_id: lb for lb in labels if lb.target == PROMPT_TARGET}
+    tally = _Tally()
+    tally.counts["duplicate_queries"] = len(queries) - len(by_id)
+    tally.counts["answers_to_unknown_queries"] = sum(len(v) for k, v in answers.items() if k not in by_id)
+    pairs: list[tuple[Query, Candidate, Candidate]] = []
+    bons: list[tuple[Query, Candidate, list[Candidate]]] = []
+    for q in by_id.values():
+        reason = _skip_reason(q, answers)
+        if reason:
+            tally.no_pair[reason] += 1
+            tally.no_bon[reason] += 1
+            continue
+        cands = _candidates(q, answers[q.id], score_of, safety, tally)
+        found = select_pairs(cands, cfg.margin, cfg.max_pairs_per_query)
+        if found:
+            pairs += [(q, a, b) for a, b in found]
+        else:
+            tally.no_pair["fewer than 2 distinct scored answers" if len(cands) < 2 else "no two answers differ by the margin"] += 1
+        bon = select_bon(cands, cfg, random.Random(f"{cfg.seed}:{q.id}"))
+        if isinstance(bon, str):
+            tally.no_bon[bon] += 1
+        else:
+            bons.append((q, *bon))
+    return _assemble(pairs, bons, guard, prompt_guard, tally, len(by_id), first_pair_uid, first_bon_uid)
+
+
+def _skip_reason(q: Query, answers: dict[str, list[Response]]) -> str | None:
+    if not q.scenario_id:
+        return "query has no scenario (not classified)"
+    if not is_known(q.scenario_id):
+        return "scenario is not one of the 49"
+    if not answers.get(q.id):
+        return "no answers"
+    return None
+
+
+def _assemble(pairs, bons, guard, prompt_guard, tally: _Tally, n_queries: int, first_pair_uid: int,
+              first_bon_uid: int) -> SetsResult:
+    pairs.sort(key=lambda p: (_SCENARIO_ORDER[p[0].scenario_id], p[0].id, p[1].key, p[2].key))
+    bons.sort(key=lambda b: (_SCENARIO_ORDER[b[0].scenario_id], b[0].id))
+    pairwise, bon, notes = [], [], []
+    for i, (q, a, b) in enumerate(pairs, start=first_pair_uid):
+        uid = str(i)
+        pairwise.append(PairwiseItem(uid, q.conversation, a.answer(), b.answer(), q.scenario_id,
+                                     default_category_path(PAIRWISE_SET, q.scenario_id)))
+        notes.append({"set": PAIRWISE_SET, "uid": uid, **_query_fields(q, a, prompt_guard.get(q.id)),
+                      "preferred_by": "safety" if _by_safety(a, b) else "score",
+                      **_score_fields("chosen", a, guard), **_score_fields("rejected", b, guard)})
+    for i, (q, w, losers) in enumerate(bons, start=first_bon_uid):
+        uid = str(i)
+        bon.append(BonItem(uid, q.conversation, w.answer(), tuple(c.answer() for c in losers), q.scenario_id,
+                           default_category_path(BON_SET, q.scenario_id)))
+        notes.append({"set": BON_SET, "uid": uid, **_query_fields(q, w, prompt_guard.get(q.id)),
+                      **_score_fields("best", w, guard), **_loser_fields(losers, guard)})
+    return SetsResult(pairwise, bon, notes, _stats(pairwise, bon, pairs, tally, n_queries))
+
+
+def _stats(pairwise, bon, pairs, tally: _Tally, n_queries: int) -> dict[str, Any]:
+    per_scenario: dict[str, dict[str, int]] = {}
+    for item in [*pairwise, *bon]:
+        per_scenario.setdefault(item.scenario_id, {PAIRWISE_SET: 0, BON_SET: 0})[item.set_name] += 1
+    return {
+        "queries": n_queries,
+        "pairwise": len(pairwise),
+        "bon": len(bon),
+        "queries_with_pairs": len({q.id for q, _, _ in pairs}),
+        "queries_with_bon": len(bon),
+        "queries_without_pairs": dict(sorted(tally.no_pair.items())),
+        "queries_without_bon": dict(sorted(tally.no_bon.items())),
+        "pairs_decided_by_safety": sum(_by_safety(a, b) for _, a, b in pairs),
+        "loser_counts": {str(k): v for k, v in sorted(Counter(len(b.losers) for b in bon).items())},
+        **{k: tally.counts[k] for k in ("duplicate_queries", "duplicate_responses", "answers_to_unknown_queries",
+                                        "empty_answers", "unscored_answers", "identical_answers_merged")},
+        "scenarios": dict(sorted(per_scenario.items(), key=lambda kv: _SCENARIO_ORDER[kv[0]])),
+    }

@@ -1,0 +1,138 @@
+"""What the LLM stages share: their result type, prompt rendering and fitting long texts into a context."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Generic, Iterable, Mapping, Sequence, TypeVar
+
+from ..records import Failure, Query, Response, Turn
+
+T = TypeVar("T")
+
+# Context budgets are estimated, not tokenised: one token per 3 UTF-8 bytes errs on the safe side
+# for English (~4 chars/token) and for CJK (~1 token/char, 3 bytes/char).
+BYTES_PER_TOKEN = 3
+EMBEDDED_CONTEXT_MARGIN = 64          # tokens for the chat template and the estimate's error
+REMOTE_INPUT_TOKENS = 60_000          # fits every current API model; 5 MB answers are cut to this
+DEFAULT_INPUT_TOKENS = 3_000          # when the endpoint is unknown: fits a 4k-context model
+MIN_KEEP_CHARS = 200
+
+
+@dataclass
+class StageResult(Generic[T]):
+    """A stage's output: its records, and a Failure for every query (and generator) it could not do."""
+
+    records: list[T] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def render(template: str, **values: str) -> str:
+    """Fill ``{{name}}`` placeholders in one pass (inserted text is never re-scanned); a missing value
+    is a bug in the caller, so it raises KeyError."""
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template.strip())
+
+
+def normalize_ws(text: str) -> str:
+    """Whitespace-normalised text: how two answers are compared for identity."""
+    return " ".join(text.split())
+
+
+def estimate_tokens(text: str) -> int:
+    return -(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
+
+
+def input_token_budget(endpoint: Any, max_tokens: int, overhead_tokens: int = 0) -> int:
+    """Tokens left for conversation/answer text on ``endpoint`` (an EndpointConfig, or None if unknown)
+    once the reply (``max_tokens``) and the prompt's fixed text (``overhead_tokens``) are set aside."""
+    if endpoint is None:
+        budget = DEFAULT_INPUT_TOKENS
+    elif getattr(endpoint, "embedded", None):
+        budget = endpoint.n_ctx - max_tokens - EMBEDDED_CONTEXT_MARGIN
+    else:
+        budget = REMOTE_INPUT_TOKENS
+    return max(budget - overhead_tokens, 64)
+
+
+def cut_middle(text: str, max_chars: int) -> str:
+    """``text`` shortened to about ``max_chars``: head (2/3) and tail (1/3) kept, the cut marked."""
+    if len(text) <= max_chars:
+        return text
+    keep = max(max_chars, MIN_KEEP_CHARS)
+    head, tail = keep * 2 // 3, keep // 3
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:]}"
+
+
+def fit_texts(texts: Sequence[str], max_tokens: int) -> tuple[list[str], int]:
+    """Cut the longest of ``texts`` so their estimated tokens fit ``max_tokens``; short texts stay whole.
+
+    Water-filling: find the largest per-text cap c with sum(min(tokens_i, c)) <= max_tokens, then cut
+    every text above c. Returns the texts and how many characters were cut in all.
+    """
+    costs = [estimate_tokens(t) for t in texts]
+    if sum(costs) <= max_tokens:
+        return list(texts), 0
+    remaining, cap = max_tokens, 0
+    ordered = sorted(costs)
+    for i, c in enumerate(ordered):
+        share = remaining // (len(ordered) - i)
+        if c > share:
+            cap = share
+            break
+        remaining -= c
+    out, cut = [], 0
+    for text, cost in zip(texts, costs):
+        if cost > cap:
+            short = cut_middle(text, max(cap * len(text) // max(cost, 1), 1))
+            cut += max(len(text) - len(short), 0)
+            text = short
+        out.append(text)
+    return out, cut
+
+
+def format_conversation(turns: Iterable[Turn | tuple[str, str]]) -> str:
+    """A conversation as plain text for a judge: ``[User]`` / ``[Assistant]`` blocks."""
+    blocks = []
+    for t in turns:
+        role, content = (t.role, t.content) if isinstance(t, Turn) else t
+        blocks.append(f"[{role.capitalize()}]\n{content}")
+    return "\n\n".join(blocks)
+
+
+def endpoint_of(client: Any, name: str, endpoints: Mapping[str, Any] | None = None) -> Any:
+    """The EndpointConfig called ``name``, from ``endpoints`` or the client's config; None if unknown."""
+    if endpoints is not None and name in endpoints:
+        return endpoints[name]
+    known = getattr(client, "endpoints", None)
+    if isinstance(known, Mapping):
+        return known.get(name)
+    return None
+
+
+def index_queries(queries: Iterable[Query]) -> dict[str, Query]:
+    """Queries by id; the first of several with the same id wins (callers count the repeats)."""
+    out: dict[str, Query] = {}
+    for q in queries:
+        out.setdefault(q.id, q)
+    return out
+
+
+def responses_by_query(responses: Iterable[Response]) -> dict[str, list[Response]]:
+    out: dict[str, list[Response]] = {}
+    for r in responses:
+        out.setdefault(r.query_id, []).append(r)
+    return out
+
+
+async def ask(client: Any, requests: list, desc: str) -> list:
+    """Run ``requests`` through the LLM layer; one ChatResult per request, in order."""
+    if not requests:
+        return []
+    results = await client.chat_many(requests, desc=desc)
+    if len(results) != len(requests):  # a broken client must not misalign results silently
+        raise RuntimeError(f"{desc}: {len(requests)} requests but {len(results)} results")
+    return list(results)

@@ -1,0 +1,79 @@
+"""Generate: answers from several models per query, each with its own system prompt and sampling."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ..config import GeneratorConfig
+from ..errors import ConfigError
+from ..llm.types import ChatRequest
+from ..records import Failure, Query, Response
+from .common import StageResult, ask, endpoint_of, estimate_tokens, fit_texts, index_queries, input_token_budget
+
+STAGE = "generate"
+
+
+def check_generators(generators: Sequence[GeneratorConfig]) -> None:
+    """Two generators with one llm_name would make their answers indistinguishable in a release."""
+    seen: dict[str, int] = {}
+    for i, g in enumerate(generators):
+        if g.llm_name in seen:
+            raise ConfigError("<config>", f"generators[{i}].name",
+                              f"{g.llm_name!r} is already the name of generators[{seen[g.llm_name]}]; give each a distinct 'name'")
+        seen[g.llm_name] = i
+
+
+def build_request(query: Query, gen: GeneratorConfig, max_input_tokens: int) -> tuple[ChatRequest, int]:
+    """The request for one (query, generator), its conversation cut to fit; returns it and the chars cut."""
+    contents, cut = fit_texts([t.content for t in query.conversation], max_input_tokens)
+    messages = [("system", gen.system_prompt)] if gen.system_prompt else []
+    messages += [(t.role, c) for t, c in zip(query.conversation, contents)]
+    req = ChatRequest(gen.endpoint, gen.model, tuple(messages), temperature=gen.temperature, top_p=gen.top_p,
+                      max_tokens=gen.max_tokens, seed=gen.seed, stage=STAGE, tag=query.id)
+    return req, cut
+
+
+def _unanswerable(query: Query) -> str | None:
+    if not query.conversation:
+        return "empty conversation"
+    if query.conversation[-1].role != "user":
+        return f"conversation ends with a {query.conversation[-1].role!r} turn, not a user turn"
+    return None
+
+
+async def generate(queries: Sequence[Query], generators: Sequence[GeneratorConfig], client: Any, *,
+                   endpoints: Mapping[str, Any] | None = None) -> StageResult[Response]:
+    """One answer per (query, generator) through ``client.chat_many``; failures recorded, never raised.
+
+    ``endpoints`` (name -> EndpointConfig; else the client's) sets how much conversation fits each
+    model: longer turns are cut in the middle and the cut is counted on the Response.
+    """
+    check_generators(generators)
+    unique = index_queries(queries)
+    out: StageResult[Response] = StageResult(stats={"duplicate_queries": len(queries) - len(unique)})
+    plan: list[tuple[Query, GeneratorConfig, int]] = []
+    requests: list[ChatRequest] = []
+    for q in unique.values():
+        problem = _unanswerable(q)
+        for gen in generators:
+            if problem:
+                out.failures.append(Failure(STAGE, q.id, gen.llm_name, problem))
+                continue
+            budget = input_token_budget(endpoint_of(client, gen.endpoint, endpoints), gen.max_tokens,
+                                        estimate_tokens(gen.system_prompt or ""))
+            req, cut = build_request(q, gen, budget)
+            plan.append((q, gen, cut))
+            requests.append(req)
+    results = await ask(client, requests, desc="generate")
+    for (q, gen, cut), res in zip(plan, results):
+        if not res.ok:
+            out.failures.append(Failure(STAGE, q.id, gen.llm_name, res.error or "no reply"))
+        elif not (res.text or "").strip():
+            out.failures.append(Failure(STAGE, q.id, gen.llm_name, f"empty answer (finish_reason={res.finish_reason})"))
+        else:
+            out.records.append(Response(q.id, gen.llm_name, gen.model, gen.endpoint, res.text.strip(),
+                                        res.finish_reason, cut, res.usage.prompt_tokens, res.usage.completion_tokens))
+    out.stats.update(requests=len(requests), responses=len(out.records), failures=len(out.failures),
+                     inputs_cut=sum(1 for _, _, c in plan if c), chars_cut=sum(c for _, _, c in plan),
+                     cut_by_max_tokens=sum(1 for r in out.records if r.finish_reason == "length"))
+    return out

@@ -1,0 +1,144 @@
+"""Guard: Llama Guard 2 safety labels for harmlessness prompts and for every answer to them.
+
+The request uses Llama Guard 2's own prompt (``prompts/guard/llama_guard2.md``, categories S1-S11 of
+``taxonomy.HAZARD_CATEGORIES``) and its reply format: ``safe``, or ``unsafe`` then a line of
+categories (``S1,S3``). The parser is tolerant, because the demo's guard is a 135M chat model: a
+reply it cannot read becomes an ``unknown`` label plus a Failure, never an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..config import GuardConfig
+from ..llm.types import ChatRequest
+from ..prompting import load_prompt
+from ..records import Failure, GuardLabel, Query, Response, Turn
+from ..taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
+from .common import StageResult, ask, endpoint_of, estimate_tokens, fit_texts, index_queries, input_token_budget, render
+
+STAGE = "guard"
+PROMPT = "guard/llama_guard2.md"
+SAFE, UNSAFE, UNKNOWN = "safe", "unsafe", "unknown"
+PROMPT_TARGET, RESPONSE_TARGET = "prompt", "response"
+_ROLES = {"user": "User", "assistant": "Agent"}
+# Llama Guard 2's own short names, besides the taxonomy's, so "unsafe\nSelf-Harm" still reads.
+_NAMES = {name.lower(): code for code, name in HAZARD_CATEGORIES.items()} | {
+    "sex crimes": "S3", "child exploitation": "S4", "self-harm": "S10"}
+_NAME_RES = [(re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])"), code) for name, code in _NAMES.items()]
+_CODE_RE = re.compile(r"\bS(\d{1,2})\b", re.IGNORECASE)
+_VERDICT_RE = re.compile(r"\b(unsafe|safe)\b")
+
+
+@dataclass(frozen=True)
+class GuardVerdict:
+    verdict: str
+    categories: tuple[str, ...] = ()
+
+
+def _code_order(code: str) -> int:
+    return int(code[1:])
+
+
+def parse_guard_reply(text: str | None) -> GuardVerdict:
+    """Read a Llama Guard reply: ``safe`` / ``unsafe`` on the first line, categories after ``unsafe``.
+
+    Tolerates markdown, quotes, punctuation and chatter around the verdict; with no leading verdict,
+    a reply naming exactly one of ``safe`` / ``unsafe`` counts. Anything else is ``unknown``.
+    Categories outside S1-S11 are dropped; names of categories count like their codes.
+    """
+    lines = [ln.strip().strip("*`'\".:#-").strip() for ln in (text or "").splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return GuardVerdict(UNKNOWN)
+    lead = _VERDICT_RE.match(lines[0].lower())
+    if lead:
+        verdict = lead.group(1)
+    else:
+        found = set(_VERDICT_RE.findall((text or "").lower()))
+        if len(found) != 1:
+            return GuardVerdict(UNKNOWN)
+        verdict = found.pop()
+    if verdict == SAFE:
+        return GuardVerdict(SAFE)
+    rest = "\n".join(lines)
+    codes = {f"S{int(n)}" for n in _CODE_RE.findall(rest)}
+    lowered = rest.lower()
+    codes |= {code for pattern, code in _NAME_RES if pattern.search(lowered)}
+    return GuardVerdict(UNSAFE, tuple(sorted((c for c in codes if c in HAZARD_CATEGORIES), key=_code_order)))
+
+
+def scenario_for(verdict: GuardVerdict) -> str | None:
+    """The harmlessness scenario a prompt's categories imply: one -> ``S<n>``, several -> ``multi``."""
+    if verdict.verdict != UNSAFE or not verdict.categories:
+        return None
+    name = verdict.categories[0] if len(verdict.categories) == 1 else MULTI
+    return f"{HARMLESSNESS}/{name}"
+
+
+def categories_block() -> str:
+    return "\n".join(f"{code}: {name}." for code, name in HAZARD_CATEGORIES.items())
+
+
+def guard_messages(conversation: Sequence[Turn], answer: str | None, prompt_format: str,
+                   max_input_tokens: int) -> tuple[tuple[str, str], ...]:
+    """Messages asking about the last user turn (``answer`` None) or about ``answer`` to it."""
+    turns = [(t.role, t.content) for t in conversation if t.role in _ROLES]
+    if answer is not None:
+        turns.append(("assistant", answer))
+    template = load_prompt(PROMPT)
+    budget = max_input_tokens - estimate_tokens(template + categories_block())
+    texts, _ = fit_texts([c for _, c in turns], max(budget, 64))
+    turns = [(role, c.strip()) for (role, _), c in zip(turns, texts)]
+    if prompt_format == "chat":
+        return tuple(turns)
+    role = "Agent" if answer is not None else "User"
+    convo = "\n\n".join(f"{_ROLES[r]}: {c}" for r, c in turns)
+    return (("user", render(template, role=role, categories=categories_block(), conversation=convo)),)
+
+
+def is_harmlessness(query: Query) -> bool:
+    return bool(query.scenario_id) and parse_scenario_id(query.scenario_id).goal == HARMLESSNESS
+
+
+async def guard(queries: Sequence[Query], responses: Sequence[Response], cfg: GuardConfig, client: Any, *,
+                endpoints: Mapping[str, Any] | None = None) -> StageResult[GuardLabel]:
+    """A GuardLabel for every harmlessness prompt and every response to one; other queries are skipped."""
+    by_id = {qid: q for qid, q in index_queries(queries).items() if is_harmlessness(q)}
+    budget = input_token_budget(endpoint_of(client, cfg.endpoint, endpoints), cfg.max_tokens)
+    guard_name = f"{cfg.endpoint}/{cfg.model}"
+    targets: list[tuple[str, str, str | None, str | None]] = [(qid, PROMPT_TARGET, None, None) for qid in by_id]
+    seen: set[tuple[str, str]] = set()
+    for r in responses:
+        if r.query_id in by_id and (r.query_id, r.generator) not in seen:
+            seen.add((r.query_id, r.generator))
+            targets.append((r.query_id, RESPONSE_TARGET, r.generator, r.text))
+    requests = [ChatRequest(cfg.endpoint, cfg.model, guard_messages(by_id[qid].conversation, text, cfg.prompt_format, budget),
+                            temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+                            stage=STAGE, tag=qid) for qid, _, _, text in targets]
+    results = await ask(client, requests, desc="guard")
+    out: StageResult[GuardLabel] = StageResult()
+    for (qid, target, gen, _), res in zip(targets, results):
+        if not res.ok:
+            out.failures.append(Failure(STAGE, qid, gen, res.error or "no reply"))
+            continue
+        v = parse_guard_reply(res.text)
+        if v.verdict == UNKNOWN:
+            out.failures.append(Failure(STAGE, qid, gen, f"unreadable guard reply {(res.text or '')[:200]!r}"))
+        out.records.append(GuardLabel(qid, target, gen, v.verdict, v.categories,
+                                      scenario_for(v) if target == PROMPT_TARGET else None, res.text or "", guard_name))
+    out.stats.update(requests=len(requests), labels=len(out.records), failures=len(out.failures),
+                     **{f"{t}_{v}": sum(1 for lb in out.records if lb.target == t and lb.verdict == v)
+                        for t in (PROMPT_TARGET, RESPONSE_TARGET) for v in (SAFE, UNSAFE, UNKNOWN)})
+    return out
+
+
+def apply_prompt_scenarios(queries: Iterable[Query], labels: Iterable[GuardLabel]) -> list[Query]:
+    """Queries with a harmlessness scenario moved to what their prompt's guard categories imply
+    (one category -> ``S<n>``, several -> ``multi``); queries without such a label stay as they are."""
+    implied = {lb.query_id: lb.scenario_id for lb in labels if lb.target == PROMPT_TARGET and lb.scenario_id}
+    return [dataclasses.replace(q, scenario_id=implied[q.id]) if is_harmlessness(q) and q.id in implied else q
+            for q in queries]

@@ -1,0 +1,181 @@
+"""Judge: pointwise 1-10 scores with a short rationale, k samples per answer, scenario-specific criteria.
+
+Helpfulness answers are judged against their task's criteria, harmlessness answers against the
+harmlessness criteria (``prompting.criteria_for``). A reply that cannot be read is re-asked up to
+``cfg.max_reasks`` times; an answer with no usable sample becomes a Failure, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..config import JudgeConfig
+from ..llm.types import ChatRequest, ChatResult
+from ..prompting import criteria_path, load_prompt
+from ..records import Failure, JudgeScore, Query, Response
+from .common import (StageResult, ask, cut_middle, endpoint_of, estimate_tokens, fit_texts, format_conversation,
+                     index_queries, input_token_budget, render)
+
+STAGE = "judge"
+SYSTEM_PROMPT = "judge/system.md"
+USER_PROMPT = "judge/pointwise.md"
+REASK_PROMPT = "judge/reask.md"
+MIN_SCORE, MAX_SCORE = 1, 10
+MAX_RATIONALE_CHARS = 1000
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "rationale": {"type": "string"},
+        "score": {"type": "integer", "minimum": MIN_SCORE, "maximum": MAX_SCORE},
+    },
+    "required": ["rationale", "score"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    score: float
+    rationale: str
+
+
+def _first_json_object(text: str) -> Any:
+    start = text.find("{")
+    while start != -1:
+        try:
+            return json.JSONDecoder().raw_decode(text, start)[0]
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+    return None
+
+
+_SCORE_RE = re.compile(r"\bscore\"?\s*[:=]\s*\"?(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
+    """A judge reply as a Judgement, or a short description of what is wrong with it.
+
+    Uses the schema-parsed object when the LLM layer gave one, else the first JSON object in the
+    text, else a ``score: N`` in the text (small models often write that instead of JSON).
+    """
+    obj = parsed if isinstance(parsed, dict) else _first_json_object(text or "")
+    if isinstance(obj, dict) and "score" in obj:
+        raw, rationale = obj.get("score"), obj.get("rationale", "")
+    else:
+        m = _SCORE_RE.search(text or "")
+        if not m:
+            return "no JSON object with a 'score' field"
+        raw, rationale = m.group(1), ""
+    try:
+        score = float(raw)
+    except (TypeError, ValueError):
+        return f"'score' is {raw!r}, not a number"
+    if not MIN_SCORE <= score <= MAX_SCORE:
+        return f"'score' {raw!r} is outside {MIN_SCORE}-{MAX_SCORE}"
+    if not isinstance(rationale, str):
+        rationale = json.dumps(rationale, ensure_ascii=False)
+    return Judgement(score, rationale.strip()[:MAX_RATIONALE_CHARS])
+
+
+def judge_messages(query: Query, answer: str, criteria: str, max_input_tokens: int) -> tuple[tuple[str, str], ...]:
+    """System and user message for one answer; conversation and answer cut to ``max_input_tokens``."""
+    system = load_prompt(SYSTEM_PROMPT).strip()
+    template = load_prompt(USER_PROMPT)
+    budget = max_input_tokens - estimate_tokens(system + template + criteria)
+    texts, _ = fit_texts([t.content for t in query.conversation] + [answer], max(budget, 64))
+    turns = [(t.role, c) for t, c in zip(query.conversation, texts)]
+    user = render(template, criteria=criteria.strip(), conversation=format_conversation(turns), answer=texts[-1])
+    return (("system", system), ("user", user))
+
+
+def _reask(req: ChatRequest, reply: str, problem: str) -> ChatRequest:
+    # A new conversation, so the cache cannot hand back the same unusable reply.
+    messages = req.messages + (("assistant", cut_middle(reply, 2000)), ("user", render(load_prompt(REASK_PROMPT), problem=problem)))
+    return ChatRequest(req.endpoint, req.model, messages, temperature=req.temperature, top_p=req.top_p,
+                       max_tokens=req.max_tokens, seed=req.seed, sample_index=req.sample_index,
+                       response_schema=req.response_schema, schema_name=req.schema_name, stage=req.stage, tag=req.tag)
+
+
+async def _ask_with_reasks(client: Any, requests: list[ChatRequest], max_reasks: int) -> tuple[list[Judgement | str], int]:
+    """A Judgement or the final problem for each request, re-asking unreadable replies; and the re-ask count."""
+    outcomes: list[Judgement | str] = ["not asked"] * len(requests)
+    pending = list(range(len(requests)))
+    current = list(requests)
+    reasks = 0
+    for round_ in range(max_reasks + 1):
+        results: list[ChatResult] = await ask(client, [current[i] for i in pending],
+                                              desc="judge" if round_ == 0 else f"judge re-ask {round_}")
+        retry = []
+        for i, res in zip(pending, results):
+            if res.text is None:  # transport failure after the client's retries: asking again won't help
+                outcomes[i] = res.error or "no reply"
+                continue
+            outcomes[i] = parse_judgement(res.parsed, res.text)
+            if isinstance(outcomes[i], str) and round_ < max_reasks:
+                current[i] = _reask(current[i], res.text, outcomes[i])
+                retry.append(i)
+        reasks += len(retry)
+        pending = retry
+        if not pending:
+            break
+    return outcomes, reasks
+
+
+async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: JudgeConfig, client: Any, *,
+                endpoints: Mapping[str, Any] | None = None) -> StageResult[JudgeScore]:
+    """``cfg.samples`` pointwise judgements per response; a JudgeScore per response with a usable one."""
+    by_id = index_queries(queries)
+    out: StageResult[JudgeScore] = StageResult()
+    budget = input_token_budget(endpoint_of(client, cfg.endpoint, endpoints), cfg.max_tokens)
+    judge_name = f"{cfg.endpoint}/{cfg.model}"
+    plan: list[tuple[Response, str]] = []
+    requests: list[ChatRequest] = []
+    seen: set[tuple[str, str]] = set()
+    for r in responses:
+        if (r.query_id, r.generator) in seen:
+            out.stats["duplicate_responses"] = out.stats.get("duplicate_responses", 0) + 1
+            continue
+        seen.add((r.query_id, r.generator))
+        q = by_id.get(r.query_id)
+        problem = None
+        if q is None:
+            problem = "response to a query that is not among the queries given"
+        elif not q.scenario_id:
+            problem = "query has no scenario (not classified)"
+        elif not r.text.strip():
+            problem = "empty answer"
+        else:
+            try:
+                crit = criteria_path(q.scenario_id)
+            except FileNotFoundError as exc:
+                problem = str(exc)
+        if problem:
+            out.failures.append(Failure(STAGE, r.query_id, r.generator, problem))
+            continue
+        messages = judge_messages(q, r.text, load_prompt(crit), budget)
+        plan.append((r, crit))
+        for k in range(cfg.samples):
+            requests.append(ChatRequest(cfg.endpoint, cfg.model, messages, temperature=cfg.temperature, top_p=cfg.top_p,
+                                        max_tokens=cfg.max_tokens, sample_index=k, response_schema=SCHEMA,
+                                        schema_name="judgement", stage=STAGE, tag=f"{r.query_id}:{r.generator}"))
+    outcomes, reasks = await _ask_with_reasks(client, requests, cfg.max_reasks)
+    failed_samples = 0
+    for n, (r, crit) in enumerate(plan):
+        samples = outcomes[n * cfg.samples:(n + 1) * cfg.samples]
+        good = [s for s in samples if isinstance(s, Judgement)]
+        failed_samples += len(samples) - len(good)
+        if not good:
+            out.failures.append(Failure(STAGE, r.query_id, r.generator,
+                                        f"no usable judgement in {len(samples)} samples: {samples[-1]}"))
+            continue
+        scores = tuple(s.score for s in good)
+        out.records.append(JudgeScore(r.query_id, r.generator, scores, statistics.fmean(scores),
+                                      statistics.pstdev(scores), tuple(s.rationale for s in good),
+                                      judge_name, crit, len(samples) - len(good)))
+    out.stats.update(requests=len(requests), reasks=reasks, failed_samples=failed_samples,
+                     scored=len(out.records), failures=len(out.failures))
+    return out
