@@ -157,6 +157,15 @@ class SetsConfig(_Strict):
     seed: int = 0
 
 
+class SelectConfig(_Strict):
+    """Which classified queries go on to generation: a subset balanced over goals and scenarios."""
+
+    total: int | None = Field(default=None, ge=1, description="queries to keep (none: all)")
+    min_per_goal: int = Field(default=0, ge=0, description="at least this many per goal where there are as many")
+    per_scenario: int | None = Field(default=None, ge=1, description="at most this many per scenario")
+    seed: int = 0
+
+
 class RunConfig(_Strict):
     task_runner: Literal["thread", "dask"] = "thread"
     dask_address: str | None = None
@@ -175,6 +184,7 @@ class BuildConfig(_Strict):
     sources: list[SourceConfig] = Field(default_factory=list)
     dedup: DedupConfig = Field(default_factory=DedupConfig)
     sets: SetsConfig = Field(default_factory=SetsConfig)
+    select: SelectConfig = Field(default_factory=SelectConfig)
     run: RunConfig = Field(default_factory=RunConfig)
     stages: list[str] = Field(default_factory=lambda: list(STAGES))
     scenarios: list[str] | None = Field(default=None, description="build only these scenario ids")
