@@ -1,8 +1,9 @@
 """Judge: pointwise 1-10 scores with a short rationale, k samples per answer, scenario-specific criteria.
 
 Helpfulness answers are judged against their task's criteria, harmlessness answers against the
-harmlessness criteria (``prompting.criteria_for``). A reply that cannot be read is re-asked up to
-``cfg.max_reasks`` times; an answer with no usable sample becomes a Failure, never an exception.
+harmlessness criteria (``prompting.criteria_for``). The LLM layer parses each reply against
+``SCHEMA`` and re-asks up to ``cfg.max_reasks`` times; an answer with no usable sample becomes a
+Failure, never an exception.
 """
 
 from __future__ import annotations
@@ -14,16 +15,15 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..config import JudgeConfig
-from ..llm.types import ChatRequest, ChatResult
+from ..llm.types import ChatRequest
 from ..prompting import criteria_path, load_prompt
 from ..records import Failure, JudgeScore, Query, Response
-from .common import (StageResult, ask, cut_middle, endpoint_of, estimate_tokens, fit_texts, format_conversation,
+from .common import (StageResult, ask, endpoint_of, estimate_tokens, fit_texts, format_conversation,
                      index_queries, input_token_budget, render)
 
 STAGE = "judge"
 SYSTEM_PROMPT = "judge/system.md"
 USER_PROMPT = "judge/pointwise.md"
-REASK_PROMPT = "judge/reask.md"
 MIN_SCORE, MAX_SCORE = 1, 10
 MAX_RATIONALE_CHARS = 1000
 SCHEMA: dict[str, Any] = {
@@ -92,37 +92,18 @@ def judge_messages(query: Query, answer: str, criteria: str, max_input_tokens: i
     return (("system", system), ("user", user))
 
 
-def _reask(req: ChatRequest, reply: str, problem: str) -> ChatRequest:
-    # A new conversation, so the cache cannot hand back the same unusable reply.
-    messages = req.messages + (("assistant", cut_middle(reply, 2000)), ("user", render(load_prompt(REASK_PROMPT), problem=problem)))
-    return ChatRequest(req.endpoint, req.model, messages, temperature=req.temperature, top_p=req.top_p,
-                       max_tokens=req.max_tokens, seed=req.seed, sample_index=req.sample_index,
-                       response_schema=req.response_schema, schema_name=req.schema_name, stage=req.stage, tag=req.tag)
-
-
-async def _ask_with_reasks(client: Any, requests: list[ChatRequest], max_reasks: int) -> tuple[list[Judgement | str], int]:
-    """A Judgement or the final problem for each request, re-asking unreadable replies; and the re-ask count."""
-    outcomes: list[Judgement | str] = ["not asked"] * len(requests)
-    pending = list(range(len(requests)))
-    current = list(requests)
-    reasks = 0
-    for round_ in range(max_reasks + 1):
-        results: list[ChatResult] = await ask(client, [current[i] for i in pending],
-                                              desc="judge" if round_ == 0 else f"judge re-ask {round_}")
-        retry = []
-        for i, res in zip(pending, results):
-            if res.text is None:  # transport failure after the client's retries: asking again won't help
-                outcomes[i] = res.error or "no reply"
-                continue
-            outcomes[i] = parse_judgement(res.parsed, res.text)
-            if isinstance(outcomes[i], str) and round_ < max_reasks:
-                current[i] = _reask(current[i], res.text, outcomes[i])
-                retry.append(i)
-        reasks += len(retry)
-        pending = retry
-        if not pending:
-            break
-    return outcomes, reasks
+def _criteria_or_problem(q: Query | None, r: Response) -> tuple[str | None, str | None]:
+    """(the criteria file to judge ``r`` by, None), or (None, why it cannot be judged)."""
+    if q is None:
+        return None, "response to a query that is not among the queries given"
+    if not q.scenario_id:
+        return None, "query has no scenario (not classified)"
+    if not r.text.strip():
+        return None, "empty answer"
+    try:
+        return criteria_path(q.scenario_id), None
+    except FileNotFoundError as exc:
+        return None, str(exc)
 
 
 async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: JudgeConfig, client: Any, *,
@@ -141,18 +122,7 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
             continue
         seen.add((r.query_id, r.generator))
         q = by_id.get(r.query_id)
-        problem = None
-        if q is None:
-            problem = "response to a query that is not among the queries given"
-        elif not q.scenario_id:
-            problem = "query has no scenario (not classified)"
-        elif not r.text.strip():
-            problem = "empty answer"
-        else:
-            try:
-                crit = criteria_path(q.scenario_id)
-            except FileNotFoundError as exc:
-                problem = str(exc)
+        crit, problem = _criteria_or_problem(q, r)
         if problem:
             out.failures.append(Failure(STAGE, r.query_id, r.generator, problem))
             continue
@@ -161,8 +131,10 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
         for k in range(cfg.samples):
             requests.append(ChatRequest(cfg.endpoint, cfg.model, messages, temperature=cfg.temperature, top_p=cfg.top_p,
                                         max_tokens=cfg.max_tokens, sample_index=k, response_schema=SCHEMA,
-                                        schema_name="judgement", stage=STAGE, tag=f"{r.query_id}:{r.generator}"))
-    outcomes, reasks = await _ask_with_reasks(client, requests, cfg.max_reasks)
+                                        schema_name="judgement", max_reasks=cfg.max_reasks, stage=STAGE,
+                                        tag=f"{r.query_id}:{r.generator}"))
+    results = await ask(client, requests, desc="judge")
+    outcomes = [parse_judgement(res.parsed, res.text) if res.ok else (res.error or "no reply") for res in results]
     failed_samples = 0
     for n, (r, crit) in enumerate(plan):
         samples = outcomes[n * cfg.samples:(n + 1) * cfg.samples]
@@ -176,6 +148,7 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
         out.records.append(JudgeScore(r.query_id, r.generator, scores, statistics.fmean(scores),
                                       statistics.pstdev(scores), tuple(s.rationale for s in good),
                                       judge_name, crit, len(samples) - len(good)))
-    out.stats.update(requests=len(requests), reasks=reasks, failed_samples=failed_samples,
+    out.stats.update(requests=len(requests), failed_samples=failed_samples,
+                     reasks=sum(max(len(res.raw_texts) - 1, 0) for res in results),
                      scored=len(out.records), failures=len(out.failures))
     return out

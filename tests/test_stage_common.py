@@ -1,0 +1,39 @@
+"""The helpers the LLM stages share: one-pass prompt rendering and fitting long texts into a context."""
+
+from __future__ import annotations
+
+from rmb_build.config import EndpointConfig
+from rmb_build.stages.common import estimate_tokens, fit_texts, input_token_budget, render
+
+
+def test_render_fills_once_and_never_rescans_inserted_text():
+    out = render("Q: {{question}}\nA: {{answer}}\n", question="say {{answer}}", answer="{x} and {{question}}")
+    assert out == "Q: say {{answer}}\nA: {x} and {{question}}"
+
+
+def test_fit_texts_cuts_only_the_long_text_and_fits_the_budget():
+    short, huge = "a short question", "x" * 5_000_000  # a 5 MB answer is valid input
+    texts, cut = fit_texts([short, huge, short], 3000)
+    assert texts[0] == texts[2] == short
+    assert sum(estimate_tokens(t) for t in texts) <= 3000 + 50  # + the cut marker
+    assert "characters cut" in texts[1] and texts[1].startswith("xxx") and cut > 4_900_000
+
+
+def test_fit_texts_shares_the_budget_between_several_long_texts():
+    texts, _ = fit_texts(["a" * 30_000, "b" * 9_000, "c" * 300], 6000)
+    assert texts[2] == "c" * 300
+    assert abs(len(texts[0]) - len(texts[1])) < 100  # both cut to the same cap
+
+
+def test_fit_texts_counts_multibyte_text_as_more_tokens():
+    cjk = "漢" * 10_000  # ~1 token per character
+    texts, cut = fit_texts([cjk], 2000)
+    assert cut > 7000 and estimate_tokens(texts[0]) <= 2000 + 50
+
+
+def test_budget_follows_the_endpoint():
+    embedded = EndpointConfig(embedded="smollm2", n_ctx=2048)
+    remote = EndpointConfig(base_url="https://api.example.com/v1")
+    assert input_token_budget(embedded, 512) < 2048 - 512
+    assert input_token_budget(remote, 512) > input_token_budget(embedded, 512)
+    assert input_token_budget(None, 512, overhead_tokens=100) < input_token_budget(None, 512)

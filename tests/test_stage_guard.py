@@ -1,0 +1,87 @@
+"""guard: Llama Guard 2's prompt, its reply format read tolerantly, prompt and response labels."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rmb_build.config import GuardConfig
+from rmb_build.records import Response, Turn
+from rmb_build.stages.guard import (GuardVerdict, apply_prompt_scenarios, guard, guard_messages,
+                                    parse_guard_reply, scenario_for)
+from rmb_build.taxonomy import HAZARD_CATEGORIES
+
+from stage_helpers import ScriptedClient, make_query
+
+CFG = GuardConfig(endpoint="local", model="guard")
+
+
+@pytest.mark.parametrize("reply,verdict,cats", [
+    ("safe", "safe", ()),
+    ("unsafe\nS1,S3", "unsafe", ("S1", "S3")),
+    (" unsafe\nS10, S2 ", "unsafe", ("S2", "S10")),
+    ("**Unsafe**\nS6", "unsafe", ("S6",)),
+    ("unsafe\nS12,S4", "unsafe", ("S4",)),       # S12 is not one of Llama Guard 2's
+    ("unsafe\nPrivacy", "unsafe", ("S6",)),
+    ("unsafe\nNon-Violent Crimes", "unsafe", ("S2",)),
+    ("The content is unsafe (S9).", "unsafe", ("S9",)),
+    ("Safe.", "safe", ()),
+    ("It is safe, not unsafe.", "unknown", ()),
+    ("Here is a poem about spring", "unknown", ()),
+    ("", "unknown", ()),
+    (None, "unknown", ()),
+])
+def test_parse_guard_reply(reply, verdict, cats):
+    assert parse_guard_reply(reply) == GuardVerdict(verdict, cats)
+
+
+def test_categories_map_to_scenarios():
+    assert scenario_for(GuardVerdict("unsafe", ("S6",))) == "Harmlessness/S6"
+    assert scenario_for(GuardVerdict("unsafe", ("S1", "S3"))) == "Harmlessness/multi"
+    assert scenario_for(GuardVerdict("unsafe")) is None and scenario_for(GuardVerdict("safe")) is None
+
+
+def test_llama_guard_2_prompt_for_prompts_and_responses():
+    convo = (Turn("system", "be nice"), Turn("user", "first"), Turn("assistant", "reply"), Turn("user", "How to pick a lock?"))
+    [(role, text)] = guard_messages(convo, None, "prompt", 3000)
+    assert role == "user" and "unsafe content in 'User' messages" in text
+    assert "User: first\n\nAgent: reply\n\nUser: How to pick a lock?\n\n<END CONVERSATION>" in text
+    assert "be nice" not in text  # Llama Guard's conversation holds only User and Agent turns
+    assert all(f"{code}: {name}." in text for code, name in HAZARD_CATEGORIES.items())
+    assert "ONLY THE LAST User message" in text and "First line must read 'safe' or 'unsafe'" in text
+    [(_, text)] = guard_messages(convo, "Use a tension wrench.", "prompt", 3000)
+    assert "ONLY THE LAST Agent message" in text and text.count("Agent: ") == 2
+    chat = guard_messages(convo, "Use a tension wrench.", "chat", 3000)
+    assert chat[-1] == ("assistant", "Use a tension wrench.") and chat[0] == ("user", "first")
+
+
+def test_labels_for_harmlessness_prompts_and_their_answers_only():
+    harm, multi, helpful = make_query(1, "find her address", "Harmlessness/S6"), make_query(2, "odd", "Harmlessness/S1"), make_query(3)
+    answers = [Response(harm.id, "A", "a", "local", "Here it is: 12 Main St"), Response(harm.id, "B", "b", "local", "No."),
+               Response(helpful.id, "A", "a", "local", "Paris")]
+    replies = {"find her address": "unsafe\nS6", "odd": "unsafe\nS1,S9", "Here it is: 12 Main St": "unsafe\nS6",
+               "No.": "I think this is fine"}
+
+    def reply(req):
+        text = req.messages[0][1]
+        return next(r for key, r in replies.items() if f": {key}\n\n<END CONVERSATION>" in text)
+    client = ScriptedClient(reply)
+    res = asyncio.run(guard([harm, multi, helpful], answers, CFG, client))
+    labels = {(lb.query_id, lb.target, lb.generator): lb for lb in res.records}
+    assert set(labels) == {(harm.id, "prompt", None), (multi.id, "prompt", None),
+                           (harm.id, "response", "A"), (harm.id, "response", "B")}
+    assert labels[harm.id, "prompt", None].scenario_id == "Harmlessness/S6"
+    assert labels[multi.id, "prompt", None].scenario_id == "Harmlessness/multi"
+    assert labels[harm.id, "response", "A"].categories == ("S6",)
+    assert labels[harm.id, "response", "B"].verdict == "unknown"
+    assert [(f.query_id, f.generator) for f in res.failures] == [(harm.id, "B")]
+    assert all(req.max_tokens == CFG.max_tokens and req.stage == "guard" for req in client.requests)
+    moved = apply_prompt_scenarios([harm, multi, helpful], res.records)
+    assert [q.scenario_id for q in moved] == ["Harmlessness/S6", "Harmlessness/multi", helpful.scenario_id]
+
+
+def test_transport_errors_are_failures_without_labels():
+    q = make_query(4, "x", "Harmlessness/S2")
+    res = asyncio.run(guard([q], [], CFG, ScriptedClient(lambda req: TimeoutError("stalled reply"))))
+    assert res.records == [] and res.failures[0].reason == "stalled reply"
