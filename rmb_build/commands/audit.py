@@ -1,0 +1,86 @@
+"""``rmb audit RELEASE [--json OUT] [--strict] [--fix OUT_DIR] [--no-embeddings]``: find a release's defects."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("release", help="an RMB-layout release folder, a local Hugging Face form, or a Hub id")
+    parser.add_argument("--json", metavar="OUT", help="write the audit JSON (see INTERFACES.md) to OUT")
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when any defect is found")
+    parser.add_argument("--fix", metavar="OUT_DIR",
+                        help="write a copy without the defective items to OUT_DIR (RMB layout) and a log of "
+                             "what was removed (OUT_DIR/removed.jsonl); the input is never touched")
+    parser.add_argument("--no-embeddings", action="store_true",
+                        help="skip the embedding model: near-duplicate prompts are then found only when equal")
+    parser.add_argument("--threshold", type=float, default=0.95, metavar="COS",
+                        help="cosine at or above which two prompts are near-duplicates (default 0.95)")
+
+
+def format_table(report, limit: int | None = None) -> str:
+    """Counts per kind, then one line per defect: kind, set, uid, file, detail."""
+    counts = report.counts
+    width = max(len(k) for k in counts)
+    lines = [f"audit of {report.release}: {report.total} defects on {len(report.flagged_items())} items"]
+    lines += [f"  {k:<{width}}  {n:>6}" for k, n in counts.items()]
+    rows = [(k, d) for k, entries in report.defects.items() for d in entries]
+    if rows:
+        lines.append("")
+        lines.append(f"{'kind':<{width}}  {'set':<8}  {'uid':<8}  file: detail")
+    for n, (kind, d) in enumerate(rows):
+        if limit is not None and n >= limit:
+            lines.append(f"... and {len(rows) - limit} more (see --json)")
+            break
+        lines.append(f"{kind:<{width}}  {d['set']:<8}  {d['uid']:<8}  {d['file']}: {d['detail']}")
+    lines += [f"note: {note}" for note in report.notes]
+    return "\n".join(lines)
+
+
+def _check_fix_target(out: Path, release) -> None:
+    from ..errors import RMBError
+
+    out_r = out.resolve()
+    if release.root is not None:
+        root = release.root.resolve()
+        if out_r == root or root in out_r.parents or out_r in root.parents:
+            raise RMBError(f"--fix {out}: must be outside the audited release ({release.root})")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise RMBError(f"--fix {out}: exists and is not an empty folder; choose a new folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import atomic
+    from ..errors import RMBError
+    from ..release import read_release, write_release
+    from ..release.audit import audit_release, fix_release
+
+    if not 0.0 < args.threshold <= 1.0:
+        raise RMBError(f"--threshold {args.threshold}: must be in (0, 1]")
+    release = read_release(args.release, strict=False)
+    if args.fix:
+        _check_fix_target(Path(args.fix), release)  # before the slow part: fail early
+    report = audit_release(release, near_duplicates=not args.no_embeddings, near_threshold=args.threshold)
+    print(format_table(report))
+    if args.json:
+        atomic.write_json(args.json, report.to_json())
+        print(f"audit JSON written to {args.json}")
+    if args.fix:
+        clean, removed = fix_release(release, report)
+        kept = {(it.set_name, it.uid) for it in clean.items()}
+        all_annotations = release.annotations()
+        annotations = [a for a in all_annotations if (a.get("set"), str(a.get("uid"))) in kept]
+        manifest = dict(release.manifest or {})
+        manifest["audit_fix"] = {"source": str(args.release), "removed": len(removed),
+                                 "counts": report.counts, "notes": report.notes}
+        out = Path(args.fix)
+        write_release(clean, out, annotations=annotations if all_annotations else None, manifest=manifest)
+        atomic.write_jsonl(out / "removed.jsonl", removed)
+        print(f"cleaned copy written to {out}: removed {len(removed)} items "
+              f"(log: {out / 'removed.jsonl'}), kept {len(kept)}")
+    if args.strict and report.total:
+        print(f"rmb audit: --strict: {report.total} defects found", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,69 @@
+"""``rmb publish RELEASE --repo-id ORG/NAME [--license ID] [--private] [--dry-run --out DIR]``.
+
+Writes the release's Hugging Face form (Parquet per configuration + dataset card) and pushes it.
+The Hugging Face token comes from ``HF_TOKEN`` or the Hugging Face login and is never written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# What an earlier publish of ours leaves in --out; anything else there is someone else's and is kept safe.
+OWN_ENTRIES = {"README.md", "manifest.json", "pairwise", "bon"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("release", help="an RMB-layout release folder (or a local Hugging Face form)")
+    parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset to create or update")
+    parser.add_argument("--license", metavar="ID",
+                        help="licence id for the card (e.g. cc-by-4.0); required when the release's "
+                             "manifest.json names none")
+    parser.add_argument("--private", action="store_true", help="create the Hub dataset as private")
+    parser.add_argument("--dry-run", action="store_true", help="write what would be pushed to --out, push nothing")
+    parser.add_argument("--out", metavar="DIR", help="where to write the Hugging Face form (required with --dry-run)")
+    parser.add_argument("--no-embeddings", action="store_true",
+                        help="audit without the embedding model (near-duplicates only when equal)")
+
+
+def _check_out(out: Path) -> None:
+    from ..errors import RMBError
+
+    if out.exists():
+        if not out.is_dir():
+            raise RMBError(f"--out {out}: exists and is not a folder")
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in OWN_ENTRIES)
+        if foreign:
+            raise RMBError(f"--out {out}: holds files that are not a previous publish's "
+                           f"({', '.join(foreign[:3])}); choose an empty folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import RMBError
+    from ..release import read_release
+    from ..release.audit import audit_release
+    from ..release.card import render_card, resolve_license
+    from ..release.hf import push_release, write_hf_release
+
+    if not REPO_ID.match(args.repo_id):
+        raise RMBError(f"--repo-id {args.repo_id!r}: expected ORG/NAME")
+    if args.dry_run and not args.out:
+        raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
+    if args.out:
+        _check_out(Path(args.out))
+    release = read_release(args.release)
+    resolve_license(release.manifest, args.license)  # refuse before the slow audit
+    annotations = release.annotations()
+    report = audit_release(release, near_duplicates=not args.no_embeddings)
+    card = render_card(release, repo_id=args.repo_id, license=args.license, audit=report, annotations=annotations)
+    if args.out:
+        written = write_hf_release(release, args.out, card, annotations=annotations)
+        print(f"wrote {len(written)} files to {args.out} ({report.total} audit defects noted in the card)")
+    if args.dry_run:
+        print(f"dry run: nothing pushed to {args.repo_id}")
+        return 0
+    url = push_release(release, args.repo_id, card, private=args.private, annotations=annotations)
+    print(f"pushed to {url}")
+    return 0

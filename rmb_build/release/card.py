@@ -1,0 +1,193 @@
+"""The dataset card (``README.md``) of a release's Hugging Face form: the Hub's YAML header and the text.
+
+The text comes from ``prompts/dataset_card.md`` (``$name`` placeholders, see ``string.Template``).
+"""
+
+from __future__ import annotations
+
+import string
+from collections import Counter
+from typing import Any, Iterable
+
+import yaml
+
+from ..errors import RMBError
+from ..taxonomy import BON_SET, PAIRWISE_SET
+from .audit import DEFECT_KINDS, AuditReport
+from .hf import CONFIGS, SPLIT, data_files_pattern, judge_scores
+from .read import Release
+
+CARD_TEMPLATE = "dataset_card.md"
+TASK_CATEGORIES = ["text-classification"]
+TAGS = ["reward-modeling", "preference", "rlhf", "benchmark", "rmb"]
+
+# Language names as RMB's per-turn ``language`` tags spell them -> ISO 639-1 codes for the Hub.
+LANGUAGE_CODES = {
+    "arabic": "ar", "bengali": "bn", "bulgarian": "bg", "catalan": "ca", "chinese": "zh", "czech": "cs",
+    "danish": "da", "dutch": "nl", "english": "en", "estonian": "et", "finnish": "fi", "french": "fr",
+    "german": "de", "greek": "el", "hebrew": "he", "hindi": "hi", "hungarian": "hu", "indonesian": "id",
+    "italian": "it", "japanese": "ja", "korean": "ko", "latin": "la", "malay": "ms", "maori": "mi",
+    "norwegian": "no", "persian": "fa", "polish": "pl", "portuguese": "pt", "romanian": "ro",
+    "russian": "ru", "serbian": "sr", "slovak": "sk", "spanish": "es", "swahili": "sw", "swedish": "sv",
+    "tagalog": "tl", "tamil": "ta", "thai": "th", "turkish": "tr", "ukrainian": "uk", "urdu": "ur",
+    "vietnamese": "vi",
+}
+
+
+def resolve_license(manifest: dict | None, override: str | None = None) -> tuple[str | list[str], list[dict]]:
+    """The card's ``license`` (``override``, else the manifest's ``license``, else its sources'
+    licences) and the manifest's sources. Raises RMBError when nothing names a licence."""
+    manifest = manifest or {}
+    sources = [s for s in manifest.get("sources") or [] if isinstance(s, dict)]
+    if override:
+        return override.strip().lower(), sources
+    if isinstance(manifest.get("license"), str) and manifest["license"].strip():
+        return manifest["license"].strip().lower(), sources
+    licences = list(dict.fromkeys(str(s["license"]).strip().lower() for s in sources if s.get("license")))
+    if not licences:
+        raise RMBError("refusing to publish: the release's manifest.json names no licence (neither 'license' "
+                       "nor 'sources[].license'); pass --license ID (e.g. --license cc-by-nc-4.0)")
+    return (licences[0] if len(licences) == 1 else licences), sources
+
+
+def size_category(n: int) -> str:
+    """The Hub's ``size_categories`` value for ``n`` rows."""
+    labels = ["n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B",
+              "1B<n<10B", "10B<n<100B", "100B<n<1T"]
+    for power, label in enumerate(labels, start=3):
+        if n < 10**power:
+            return label
+    return "n>1T"
+
+
+def languages(release: Release) -> tuple[list[str], Counter]:
+    """ISO codes for the Hub header, and the count of turns per language tag as the release spells it."""
+    tags = Counter(t.language for it in release.items() for t in it.conversation if t.language)
+    codes = []
+    for tag, _ in tags.most_common():
+        code = tag.lower() if len(tag) == 2 and tag.isalpha() else LANGUAGE_CODES.get(tag.strip().lower())
+        if code and code not in codes:
+            codes.append(code)
+    return codes, tags
+
+
+def card_header(release: Release, license_: str | list[str], pretty_name: str) -> dict[str, Any]:
+    """The YAML header: license, language, task categories, size category, and ``configs``."""
+    codes, _ = languages(release)
+    configs = [c for c in CONFIGS if any(True for _ in release.items(c))]
+    n = sum(1 for _ in release.items())
+    header: dict[str, Any] = {"license": license_}
+    if codes:
+        header["language"] = codes
+    header.update({
+        "task_categories": TASK_CATEGORIES, "tags": TAGS, "pretty_name": pretty_name,
+        "size_categories": [size_category(n)],
+        "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": data_files_pattern(c)}]}
+                    for c in configs],
+    })
+    return header
+
+
+def _table(header: list[str], rows: Iterable[list[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _scenario_table(release: Release) -> str:
+    counts: dict[str, Counter] = {}
+    for it in release.items():
+        counts.setdefault(it.scenario_id, Counter())[it.set_name] += 1
+    rows = [[f"`{sc}`", c[PAIRWISE_SET], c[BON_SET]] for sc, c in sorted(counts.items())]
+    rows.append(["**total**", sum(c[PAIRWISE_SET] for c in counts.values()), sum(c[BON_SET] for c in counts.values())])
+    return _table(["scenario", "pairwise", "bon"], rows)
+
+
+def _model_table(release: Release) -> str:
+    counts: dict[str, Counter] = {}
+    for it in release.items():
+        for a in it.answers():
+            counts.setdefault(a.llm_name, Counter())[it.set_name] += 1
+    rows = [[f"`{m}`", c[PAIRWISE_SET], c[BON_SET]] for m, c in sorted(counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))]
+    return _table(["model", "answers in pairwise", "answers in bon"], rows)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_describe(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(_describe(v) for v in value)
+    return str(value)
+
+
+def _judges(release: Release, annotations: list[dict]) -> str:
+    manifest = release.manifest or {}
+    lines = []
+    for key in ("judges", "judge", "guard"):
+        if manifest.get(key):
+            entries = manifest[key] if isinstance(manifest[key], list) else [manifest[key]]
+            lines += [f"- {key.rstrip('s')}: {_describe(e)}" for e in entries]
+    named = Counter(str(a[k]) for a in annotations for k in ("judge", "judge_model") if a.get(k))
+    lines += [f"- `{name}` (named by {n} annotation lines)" for name, n in named.most_common()]
+    scored = {k for rows in judge_scores(annotations).values() for r in rows.values() for k in r}
+    if scored:
+        lines.append(f"- judge scores are included as columns: {', '.join(f'`{k}`' for k in sorted(scored))}")
+    return "\n".join(lines) or "The release records no judges (it has no judge annotations or manifest entry)."
+
+
+def _audit(audit: AuditReport | dict | None) -> str:
+    if audit is None:
+        return "No audit was run."
+    summary = audit.summary() if isinstance(audit, AuditReport) else audit
+    counts = summary.get("counts", {})
+    rows = [[f"`{k}`", counts.get(k, 0)] for k in (*DEFECT_KINDS, *sorted(set(counts) - set(DEFECT_KINDS)))]
+    text = ("Defects found by `rmb audit` (definitions in `rmb_build.release.audit`); the items are "
+            "published as they are.\n\n" + _table(["defect", "count"], rows))
+    text += f"\n\nTotal: {summary.get('total', sum(counts.values()))} defects"
+    if "items_flagged" in summary:
+        text += f" on {summary['items_flagged']} items"
+    text += "."
+    for note in summary.get("notes", []):
+        text += f"\n\nNote: {note}"
+    return text
+
+
+def _sources(sources: list[dict]) -> str:
+    if not sources:
+        return "The release's manifest lists no query sources."
+    rows = [[s.get("name") or s.get("id") or "?", s.get("license") or "not stated", s.get("url") or "",
+             s.get("count", s.get("queries", ""))] for s in sources]
+    return _table(["source", "licence", "url", "queries"], rows)
+
+
+def render_card(release: Release, *, repo_id: str, license: str | None = None,
+                audit: AuditReport | dict | None = None, annotations: list[dict] | None = None,
+                title: str | None = None) -> str:
+    """The full ``README.md``: YAML header, then the text of ``prompts/dataset_card.md`` filled in.
+
+    Raises RMBError when neither ``license`` nor the release's manifest names a licence.
+    """
+    from ..prompting import load_prompt
+
+    license_, sources = resolve_license(release.manifest, license)
+    annotations = release.annotations() if annotations is None else annotations
+    title = title or (release.manifest or {}).get("name") or release.name
+    scores = sorted({k for rows in judge_scores(annotations).values() for r in rows.values() for k in r})
+    body = string.Template(load_prompt(CARD_TEMPLATE)).substitute(
+        title=title, repo_id=repo_id,
+        origin=str((release.manifest or {}).get("description", "")),
+        n_pairwise=sum(1 for _ in release.items(PAIRWISE_SET)), n_bon=sum(1 for _ in release.items(BON_SET)),
+        n_scenarios=len({it.scenario_id for it in release.items()}),
+        score_columns=(", and judge scores " + ", ".join(f"`{k}`" for k in scores)) if scores else "",
+        scenario_table=_scenario_table(release), model_table=_model_table(release),
+        judges=_judges(release, annotations), audit=_audit(audit), sources=_sources(sources),
+        license=license_ if isinstance(license_, str) else ", ".join(license_),
+    )
+    header = yaml.safe_dump(card_header(release, license_, title), sort_keys=False, allow_unicode=True)
+    return f"---\n{header}---\n\n{body}"
+
+
+__all__ = ["card_header", "render_card", "resolve_license", "size_category"]
