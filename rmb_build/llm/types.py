@@ -24,6 +24,7 @@ class ChatRequest:
     response_schema: dict[str, Any] | None = None  # JSON schema the reply must follow
     schema_name: str = "reply"
     top_logprobs: int | None = None   # ask for token logprobs (chat top_logprobs)
+    max_reasks: int = 2               # re-asks when a reply does not fit response_schema; not part of the key
     stage: str = ""                   # accounting only, not part of the key
     tag: str = ""                     # caller's label (e.g. an item uid), not part of the key
 
@@ -53,7 +54,9 @@ class ChatResult:
     logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob", "top": [{"token","logprob"}]}]
     cached: bool = False
     error: str | None = None          # why it finally failed (after retries / re-asks)
-    attempts: int = 0
+    attempts: int = 0                 # HTTP calls made for this result (0 when fully cached)
+    cost_usd: float = 0.0             # spent on this result in this run (0 when cached)
+    raw_texts: list[str] = field(default_factory=list)  # every reply received, re-asked ones included
 
     @property
     def ok(self) -> bool:

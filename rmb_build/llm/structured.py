@@ -1,0 +1,92 @@
+"""Structured output: send a JSON schema the way a server understands it, then parse tolerantly.
+
+Small models and some servers wrap JSON in code fences, put prose before it, or leave trailing
+commas; ``parse_reply`` recovers the first JSON value that validates against the schema, and
+``reask_message`` tells the model what was wrong when nothing does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+
+
+class ReplyError(ValueError):
+    """A reply that holds no JSON value valid against the schema."""
+
+
+def response_format(mode: str, schema: dict[str, Any], name: str = "reply") -> dict[str, Any] | None:
+    """The ``response_format`` argument for an endpoint's ``structured_output`` mode (None: send none)."""
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+    if mode == "json_object":
+        # llama_cpp.server turns this schema into a grammar; OpenAI ignores unknown keys here.
+        return {"type": "json_object", "schema": schema}
+    if mode == "none":
+        return None
+    raise ValueError(f"unknown structured_output mode {mode!r}")
+
+
+def _candidates(text: str):
+    """Substrings of ``text`` that may hold the JSON value, most likely first."""
+    stripped = text.strip()
+    yield stripped
+    for block in _FENCE.findall(text):
+        yield block.strip()
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            try:
+                _, end = decoder.raw_decode(text, i)
+            except json.JSONDecodeError:
+                yield text[i:]  # trailing commas or a cut-off end: _loads repairs those
+                continue
+            yield text[i:end]
+
+
+def _loads(candidate: str) -> Any:
+    try:
+        return json.loads(candidate)
+    except json.JSONDecodeError:
+        cleaned = _TRAILING_COMMA.sub(r"\1", candidate)
+        if cleaned != candidate:
+            return json.loads(cleaned)
+        if candidate.count("{") > candidate.count("}"):  # cut off by max_tokens right before the end
+            return json.loads(_TRAILING_COMMA.sub(r"\1", candidate.rstrip().rstrip(",") + "}" * (candidate.count("{") - candidate.count("}"))))
+        raise
+
+
+def parse_reply(text: str | None, schema: dict[str, Any] | None) -> Any:
+    """The first JSON value in ``text`` that validates against ``schema``; raises ReplyError otherwise."""
+    if text is None or not text.strip():
+        raise ReplyError("the reply is empty")
+    first_error: str | None = None
+    for candidate in _candidates(text):
+        try:
+            value = _loads(candidate)
+        except (json.JSONDecodeError, ValueError) as exc:
+            first_error = first_error or f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})"
+            continue
+        if schema is None:
+            return value
+        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.path))
+        if not errors:
+            return value
+        err = errors[0]
+        where = "/".join(str(p) for p in err.path) or "(top level)"
+        first_error = f"does not match the schema at {where}: {err.message}"
+        if isinstance(value, dict):  # a JSON object that is wrong is the answer to correct, not a fragment
+            break
+    raise ReplyError(first_error or "no JSON value found")
+
+
+def reask_message(error: str, schema: dict[str, Any]) -> str:
+    """The follow-up user message after a reply that did not parse."""
+    return (f"Your reply {error}. Reply again with only one JSON object that follows this JSON schema, "
+            f"and nothing else:\n{json.dumps(schema, ensure_ascii=False)}")
