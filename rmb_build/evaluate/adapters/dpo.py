@@ -1,0 +1,96 @@
+"""``dpo:<policy>,<reference>``: the implicit reward of a DPO-trained policy, as RewardBench computes it:
+the sum over the answer's tokens of log p_policy - log p_reference (beta left out: it does not change
+any ranking). Both models must share the policy's tokenizer, whose chat template renders the text.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+from ...errors import RMBError
+from . import RewardModel, ScoreText
+from . import _transformers as T
+
+
+class DPORewardModel(RewardModel):
+    kind = "dpo"
+
+    def __init__(self, target, options):
+        super().__init__(target, options)
+        policy, sep, reference = target.partition(",")
+        if not sep or not policy.strip() or not reference.strip():
+            raise RMBError(f"--rm dpo:{target}: expected dpo:<policy>,<reference>")
+        self.policy_name, self.reference_name = policy.strip(), reference.strip()
+        self.device = T.resolve_device(options)
+        self.tokenizer = T.load_tokenizer(self.policy_name, options.chat_template)
+        self.models = None
+        self.stats = {"truncated": 0}
+
+    def describe(self) -> dict:
+        return {"policy": T.model_identity(self.policy_name), "reference": T.model_identity(self.reference_name),
+                **T.describe_common(self.tokenizer, self.options, self.device)}
+
+    def _load(self):
+        if self.models is None:
+            from transformers import AutoModelForCausalLM
+
+            dtype = T.torch_dtype(T.resolve_dtype(self.options, self.device))
+            models = []
+            for name in (self.policy_name, self.reference_name):
+                try:
+                    models.append(AutoModelForCausalLM.from_pretrained(name, dtype=dtype).to(self.device).eval())
+                except (OSError, ValueError) as exc:
+                    raise RMBError(f"model {name!r}: cannot load it as a causal LM: {str(exc).splitlines()[0]}") from None
+            vocab = [m.get_output_embeddings().weight.shape[0] for m in models]
+            if vocab[0] != vocab[1]:
+                raise RMBError(f"dpo: policy {self.policy_name!r} and reference {self.reference_name!r} have different "
+                               f"vocabularies ({vocab[0]} vs {vocab[1]} tokens)")
+            self.models = models
+            self.max_length = self.options.max_length or T.max_positions(models[0].config, self.tokenizer)
+        return self.models
+
+    def encode(self, text: ScoreText) -> tuple[list[int], int]:
+        """Token ids of the whole text and how many of them, at the end, belong to the answer."""
+        tok = self.tokenizer
+        prompt = tok.apply_chat_template(T.messages(text.conversation), tokenize=False, add_generation_prompt=True)
+        full = T.render(tok, text.conversation, text.answer)
+        if not full.startswith(prompt):
+            raise RMBError(f"dpo: the chat template of {self.policy_name!r} does not render the conversation as a "
+                           "prefix of conversation + answer; give one that does with --chat-template")
+        prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        answer_ids = tok(full[len(prompt):], add_special_tokens=False)["input_ids"]
+        ids, cut = T.truncate_left(prompt_ids + answer_ids, self.max_length)
+        self.stats["truncated"] += cut
+        # The first token is never predicted, so at most len(ids) - 1 answer tokens are scored.
+        return ids, min(len(answer_ids), len(ids) - 1)
+
+    def _answer_logprob(self, model, input_ids, mask, n_answer):
+        import torch
+
+        with torch.inference_mode():
+            logits = model(input_ids=input_ids, attention_mask=mask).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+        lengths = mask.sum(dim=1)
+        positions = torch.arange(input_ids.shape[1] - 1, device=input_ids.device)[None, :]
+        # Target position p predicts token p + 1; answer tokens are the last n_answer real tokens.
+        start = (lengths - 1 - n_answer)[:, None]
+        answer_mask = (positions >= start) & (positions < (lengths - 1)[:, None])
+        return (logp * answer_mask).sum(dim=1)
+
+    def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float]]]:
+        import torch
+
+        policy, reference = self._load()
+        encoded = [self.encode(t) for t in texts]
+        for idx in T.sorted_batches([len(ids) for ids, _ in encoded], self.options.batch_size):
+            input_ids, mask = T.pad([encoded[i][0] for i in idx], self.tokenizer.pad_token_id, self.device)
+            n_answer = torch.tensor([encoded[i][1] for i in idx], device=input_ids.device)
+            reward = (self._answer_logprob(policy, input_ids, mask, n_answer)
+                      - self._answer_logprob(reference, input_ids, mask, n_answer))
+            yield idx, reward.cpu().tolist()
+
+    def close(self) -> None:
+        self.models = None
+
+
+ADAPTER = DPORewardModel

