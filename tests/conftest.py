@@ -27,3 +27,13 @@ def rmb_sample() -> Path:
     if not SAMPLE_ROOT.is_dir():
         pytest.skip(f"official RMB sample not found at {SAMPLE_ROOT} (../shared/rmb-sample is absent)")
     return SAMPLE_ROOT
+
+
+@pytest.fixture(scope="session")
+def embedded_server(tmp_path_factory):
+    """The real SmolLM2-135M-Instruct behind llama_cpp.server, started once per test session."""
+    from rmb_build.llm import EmbeddedServer
+
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with EmbeddedServer(("smollm2",), n_ctx=1024, log_path=log) as server:
+        yield server
