@@ -125,14 +125,16 @@ def _describe(value: Any) -> str:
 
 def _judges(release: Release, annotations: list[dict]) -> str:
     manifest = release.manifest or {}
+    models = manifest.get("models") if isinstance(manifest.get("models"), dict) else {}
     lines = []
     for key in ("judges", "judge", "guard"):
-        if manifest.get(key):
-            entries = manifest[key] if isinstance(manifest[key], list) else [manifest[key]]
-            lines += [f"- {key.rstrip('s')}: {_describe(e)}" for e in entries]
+        for where in (manifest, models):
+            if where.get(key):
+                entries = where[key] if isinstance(where[key], list) else [where[key]]
+                lines += [f"- {key.rstrip('s')}: {_describe(e)}" for e in entries]
     named = Counter(str(a[k]) for a in annotations for k in ("judge", "judge_model") if a.get(k))
     lines += [f"- `{name}` (named by {n} annotation lines)" for name, n in named.most_common()]
-    scored = {k for rows in judge_scores(annotations).values() for r in rows.values() for k in r}
+    scored = {k for keys in judge_scores(annotations)[1].values() for k in keys}
     if scored:
         lines.append(f"- judge scores are included as columns: {', '.join(f'`{k}`' for k in sorted(scored))}")
     return "\n".join(lines) or "The release records no judges (it has no judge annotations or manifest entry)."
@@ -175,7 +177,7 @@ def render_card(release: Release, *, repo_id: str, license: str | None = None,
     license_, sources = resolve_license(release.manifest, license)
     annotations = release.annotations() if annotations is None else annotations
     title = title or (release.manifest or {}).get("name") or release.name
-    scores = sorted({k for rows in judge_scores(annotations).values() for r in rows.values() for k in r})
+    scores = sorted({k for keys in judge_scores(annotations)[1].values() for k in keys})
     body = string.Template(load_prompt(CARD_TEMPLATE)).substitute(
         title=title, repo_id=repo_id,
         origin=str((release.manifest or {}).get("description", "")),

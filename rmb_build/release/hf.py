@@ -47,7 +47,7 @@ def data_files_pattern(config: str) -> str:
     return f"{config}/{SPLIT}-*"
 
 
-def _features(set_name: str, scores: dict[str, bool]):
+def _features(set_name: str, scores: dict[str, int]):
     from datasets import Features, List, Value
 
     string = Value("string")
@@ -60,8 +60,11 @@ def _features(set_name: str, scores: dict[str, bool]):
     else:
         cols.update(best=string, best_model=string, losers=List(string), loser_models=List(string))
     cols["category_path"] = string
-    for name, is_list in scores.items():
-        cols[name] = List(Value("float64")) if is_list else Value("float64")
+    for name, depth in scores.items():
+        feature: Any = Value("float64")
+        for _ in range(depth):
+            feature = List(feature)
+        cols[name] = feature
     return Features(cols)
 
 
@@ -81,39 +84,56 @@ def _row(item: Item) -> dict[str, Any]:
     return row
 
 
-def _score_value(value: Any, where: str, field: str, line: int) -> tuple[Any, bool]:
-    """A score as float (or list of floats); the bool says whether it is a list."""
-    def num(v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise InputError(where, f"expected a number, got {type(v).__name__}", line=line, field=field)
-        return float(v)
-
+def _score(value: Any, fail) -> tuple[Any, int | None]:
+    """A score as float, or nested lists of floats (nulls kept), with its nesting depth (None: an
+    empty list, whose depth the other lines decide)."""
+    if value is None:
+        return None, None
     if isinstance(value, list):
-        return [num(v) for v in value], True
-    return num(value), False
+        parts = [_score(v, fail) for v in value]
+        depths = {d for _, d in parts if d is not None}
+        if len(depths) > 1:
+            fail("mixes numbers and lists inside one list")
+        return [v for v, _ in parts], (depths.pop() + 1 if depths else None)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        fail(f"expected a number or a list of numbers, got {type(value).__name__}")
+    return float(value), 0
 
 
-def judge_scores(annotations: Iterable[dict], where: str = ANNOTATIONS_FILE) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{set: {uid: {score column: value}}}`` from annotation lines keyed by (set, uid).
-
-    Every key containing ``score`` is a score column; null values stay null.
-    """
-    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    kinds: dict[tuple[str, str], bool] = {}
+def judge_scores(annotations: Iterable[dict], where: str = ANNOTATIONS_FILE
+                 ) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, int]]]:
+    """Score columns from annotation lines keyed by (set, uid): ``({set: {uid: {key: value}}},
+    {set: {key: nesting depth}})``. Every key containing ``score`` is a score column (numbers, or
+    lists of them such as ``loser_scores`` and ``loser_score_samples``)."""
+    values: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    depths: dict[str, dict[str, int | None]] = defaultdict(dict)
     for n, line in enumerate(annotations, 1):
         set_name, uid = line.get("set"), line.get("uid")
         if set_name not in CONFIGS or uid is None:
             raise InputError(where, f"an annotation needs 'set' ({' or '.join(CONFIGS)}) and 'uid'", line=n)
-        for key, value in line.items():
-            if "score" not in key or value is None:
+        for key, raw in line.items():
+            if "score" not in key:
                 continue
             if key in COMMON_COLUMNS + SET_COLUMNS[set_name] + EXTRA_COLUMNS:
                 raise InputError(where, f"score key {key!r} clashes with a column of the Hugging Face form", line=n)
-            value, is_list = _score_value(value, where, key, n)
-            if kinds.setdefault((set_name, key), is_list) != is_list:
-                raise InputError(where, "mixes numbers and lists of numbers across lines", line=n, field=key)
-            out[set_name].setdefault(str(uid), {})[key] = value
-    return dict(out)
+
+            def fail(msg: str, key: str = key, n: int = n):
+                raise InputError(where, msg, line=n, field=key)
+
+            value, depth = _score(raw, fail)
+            known = depths[set_name].get(key)
+            if depth is not None and known is not None and depth != known:
+                fail("nests numbers differently from earlier lines")
+            if known is None:
+                depths[set_name][key] = depth
+            values[set_name].setdefault(str(uid), {})[key] = value
+    final: dict[str, dict[str, int]] = {}
+    for set_name, keys in depths.items():
+        rows = values[set_name].values()
+        # a key seen only as null is a number column; seen only as empty lists, a list column
+        final[set_name] = {k: d if d is not None else int(any(isinstance(r.get(k), list) for r in rows))
+                           for k, d in keys.items()}
+    return dict(values), final
 
 
 def release_to_dataset_dict(release: Release, annotations: Iterable[dict] | None = None) -> dict[str, "DatasetDict"]:
@@ -123,14 +143,15 @@ def release_to_dataset_dict(release: Release, annotations: Iterable[dict] | None
     """
     from datasets import Dataset, DatasetDict
 
-    scores = judge_scores(release.annotations() if annotations is None else annotations)
+    where = str(release.root / ANNOTATIONS_FILE) if release.root is not None else ANNOTATIONS_FILE
+    scores, depths = judge_scores(release.annotations() if annotations is None else annotations, where)
     out = {}
     for config in CONFIGS:
         items = list(release.items(config))
         if not items:
             continue
         set_scores = scores.get(config, {})
-        columns = {k: isinstance(v, list) for s in set_scores.values() for k, v in s.items()}
+        columns = depths.get(config, {})
         rows = []
         for item in items:
             row = _row(item)
