@@ -2,7 +2,8 @@
 
 Pairwise: chosen > rejected scores 1; a tie 0 under ``strict`` (the official script), 0.5 under
 ``half``. BoN: 1 only if the best answer's score is strictly greater than every loser's.
-A pair judge's "score" of an answer is the number of votes it won over both orders.
+A pair judge's "score" of an answer is the number of votes it won over both orders. An item
+with a text the RM could not score (a failed generative judgement) counts as wrong.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def predict(items: Sequence[Item], values: Mapping[str, Any], *, ties: str = "st
                 c = values[unit_key(item, item.chosen.answer, per_scenario)]
                 r = values[unit_key(item, item.rejected.answer, per_scenario)]
             row["scores"] = {"chosen": c, "rejected": r}
-            row["outcome"] = pairwise_outcome(c, r, ties)
+            row["outcome"] = _failed(row) if None in (c, r) else pairwise_outcome(c, r, ties)
             row["length"] = _length_side(item)
         else:
             if judge:
@@ -73,9 +74,15 @@ def predict(items: Sequence[Item], values: Mapping[str, Any], *, ties: str = "st
                 b = values[unit_key(item, item.best.answer, per_scenario)]
                 ls = [values[unit_key(item, x.answer, per_scenario)] for x in item.losers]
                 row["scores"] = {"best": b, "losers": ls}
-                row["outcome"] = bon_outcome(b, ls)
+                row["outcome"] = _failed(row) if None in (b, *ls) else bon_outcome(b, ls)
         rows.append(row)
     return rows
+
+
+def _failed(row: dict[str, Any]) -> float:
+    """An item with an unscored text (a failed generative judgement) counts as wrong."""
+    row["failed"] = True
+    return 0.0
 
 
 def length_bias(predictions: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float | int | None]]:

@@ -26,11 +26,13 @@ class ScoringStats:
     naive: int = 0       # texts (or pairs) a per-item scorer would score
     unique: int = 0      # distinct texts (or pairs): what this toolkit needs
     cached: int = 0      # found in the cache
-    scored: int = 0      # scored in this run
+    scored: int = 0      # scored in this run and cached
+    failed: int = 0      # not scored (a failed judgement): counted wrong, asked again next run
     rm: dict[str, Any] = field(default_factory=dict)  # the adapter's own counts (truncated texts, ...)
 
     def to_json(self) -> dict[str, Any]:
-        return {"naive": self.naive, "unique": self.unique, "cached": self.cached, "scored": self.scored, **self.rm}
+        return {"naive": self.naive, "unique": self.unique, "cached": self.cached, "scored": self.scored,
+                "failed": self.failed, **self.rm}
 
 
 def _sha(*parts: str) -> str:
@@ -77,9 +79,10 @@ def collect_pairs(items: Sequence[Item], per_scenario: bool = False) -> list[Jud
     return list(seen.values())
 
 
-def _run_cached(units: Sequence[Any], stream, fp: str, cache: ScoreCache, desc: str,
+def _run_cached(units: Sequence[Any], stream, rm: RewardModel, fp: str, cache: ScoreCache, desc: str,
                 progress: bool, stats: ScoringStats) -> dict[str, Any]:
-    """Values for ``units`` (each with ``.key``): cached ones read, the rest produced by ``stream`` and stored."""
+    """Values for ``units`` (each with ``.key``): cached ones read, the rest produced by ``stream``; those
+    the RM calls cacheable are stored (a failed judgement is not, so the next run asks again)."""
     from tqdm.auto import tqdm
 
     values = cache.get_many(fp, (u.key for u in units))
@@ -93,7 +96,11 @@ def _run_cached(units: Sequence[Any], stream, fp: str, cache: ScoreCache, desc: 
     try:
         for idx, batch_values in stream(missing):
             for i, v in zip(idx, batch_values):
-                pending[missing[i].key] = v
+                if rm.cacheable(v):
+                    pending[missing[i].key] = v
+                else:
+                    values[missing[i].key] = v
+                    stats.failed += 1
             bar.update(len(idx))
             if time.monotonic() - last >= COMMIT_EVERY_S:
                 cache.put_many(fp, pending)
@@ -119,10 +126,10 @@ def score_items(items: Sequence[Item], rm: RewardModel, cache: ScoreCache,
     if rm.compares_pairs:
         units: Sequence[Any] = collect_pairs(items, rm.per_scenario)
         stats.naive = sum(len(item_pairs(it)) for it in items)
-        values = _run_cached(units, rm.judge_stream, fp, cache, f"judging with {rm.spec}", progress, stats)
+        values = _run_cached(units, rm.judge_stream, rm, fp, cache, f"judging with {rm.spec}", progress, stats)
     else:
         units = collect_texts(items, rm.per_scenario)
         stats.naive = sum(len(it.answers()) for it in items)
-        values = _run_cached(units, rm.score_stream, fp, cache, f"scoring with {rm.spec}", progress, stats)
+        values = _run_cached(units, rm.score_stream, rm, fp, cache, f"scoring with {rm.spec}", progress, stats)
     stats.rm = dict(rm.stats)
     return values, stats

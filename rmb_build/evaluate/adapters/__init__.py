@@ -97,6 +97,10 @@ class RewardModel:
             idx = list(range(start, min(start + bs, len(texts))))
             yield idx, self.score_batch([texts[i] for i in idx])
 
+    def cacheable(self, value: Any) -> bool:
+        """Whether a value may go to the score cache (None: this run could not score the unit)."""
+        return value is not None
+
     def close(self) -> None:
         """Free what the RM holds (a model, a client); called once scoring is over."""
 

@@ -1,0 +1,176 @@
+"""``openai:<model>[@<endpoint name | base URL>]``: a generative RM (LLM-as-judge) on any OpenAI-compatible
+endpoint, through ``rmb_build.llm.LLMClient`` (cached, concurrent, retried).
+
+The two factors the RMB paper studied are options: ``--judge-mode pairwise`` (which of two answers
+is better, each pair asked in both orders so position bias shows) or ``pointwise`` (a 1-10 score per
+answer), and ``--with-criteria`` (the scenario's evaluation criteria in the prompt). ``--votes k``
+asks k samples of every judgement: pairwise votes are counted, pointwise scores averaged.
+Without ``@``, the endpoint is $OPENAI_BASE_URL (else OpenAI's API); keys come from $OPENAI_API_KEY.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Sequence
+
+from ...errors import RMBError
+from ...prompting import criteria_for, load_prompt, prompt_hash
+from ...records import Conversation
+from . import JudgePair, PairJudge, RewardModel, ScoreText
+
+ENDPOINT = "rm"  # the name this adapter gives a URL-only endpoint
+PROMPTS = {"pairwise": "rm_judge/pairwise.md", "pointwise": "rm_judge/pointwise.md"}
+SYSTEM, CRITERIA = "rm_judge/system.md", "rm_judge/criteria.md"
+PAIRWISE_SCHEMA = {"type": "object", "properties": {"rationale": {"type": "string"},
+                                                    "winner": {"type": "string", "enum": ["A", "B"]}},
+                   "required": ["rationale", "winner"]}
+POINTWISE_SCHEMA = {"type": "object", "properties": {"rationale": {"type": "string"},
+                                                     "score": {"type": "integer", "minimum": 1, "maximum": 10}},
+                    "required": ["rationale", "score"]}
+CHUNK = 32  # units per client call: progress and cache commits happen at least this often
+
+
+def resolve_endpoint(where: str | None, config: Any):
+    """(endpoint name, {name: EndpointConfig}) for ``@<where>``: a base URL or an endpoint of ``--config``."""
+    from ...config import EndpointConfig
+
+    if where is None or where.startswith(("http://", "https://")):
+        url = where or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        try:
+            return ENDPOINT, {ENDPOINT: EndpointConfig(base_url=url, api_key_env="OPENAI_API_KEY")}
+        except ValueError as exc:
+            raise RMBError(f"--rm openai:…@{url}: not a usable endpoint URL ({exc.errors()[0]['msg']})") from None
+    if config is None:
+        raise RMBError(f"--rm openai:…@{where}: {where!r} is not a URL; to name an endpoint, give --config")
+    if where not in config.endpoints:
+        raise RMBError(f"--rm openai:…@{where}: no endpoint {where!r} in --config "
+                       f"(defined: {', '.join(config.endpoints) or 'none'})")
+    return where, dict(config.endpoints)
+
+
+def render_conversation(conversation: Conversation) -> str:
+    return "\n\n".join(f"[{t.role}]\n{t.content}" for t in conversation)
+
+
+def fill(template: str, **values: str) -> str:
+    for name, value in values.items():
+        template = template.replace("{{" + name + "}}", value)
+    return template
+
+
+class GenerativeRM(PairJudge):
+    """A judge in pairwise mode; a text scorer (``per_scenario`` with criteria) in pointwise mode."""
+
+    kind = "openai"
+
+    def __init__(self, target, options):
+        RewardModel.__init__(self, target, options)
+        model, sep, where = target.partition("@")
+        if not model or (sep and not where):
+            raise RMBError(f"--rm openai:{target}: expected openai:<model>[@<endpoint name or base URL>]")
+        if options.judge_mode not in PROMPTS:
+            raise RMBError(f"--judge-mode {options.judge_mode!r}: expected pairwise or pointwise")
+        self.model = model
+        self.endpoint, self.endpoints = resolve_endpoint(where or None, options.config)
+        self.compares_pairs = options.judge_mode == "pairwise"
+        self.per_scenario = options.with_criteria
+        self.votes = max(1, options.votes)
+        self.client = None
+        self.stats = {"failed_judgements": 0}
+
+    def describe(self) -> dict:
+        from ...llm import endpoint_identity
+
+        prompts = [SYSTEM, PROMPTS[self.options.judge_mode]] + ([CRITERIA] if self.per_scenario else [])
+        return {"model": self.model, "endpoint": endpoint_identity(self.endpoints[self.endpoint]),
+                "judge_mode": self.options.judge_mode, "votes": self.votes, "with_criteria": self.per_scenario,
+                "temperature": self._temperature(), "prompts": {p: prompt_hash(p) for p in prompts}}
+
+    def _temperature(self) -> float:
+        return 0.0 if self.votes == 1 else 0.7  # several votes of a greedy judge would all agree
+
+    def _client(self):
+        if self.client is None:
+            from ...llm import LLMClient
+
+            cache_dir = self.options.llm_cache_dir or os.path.join("runs", "score_cache", "llm")
+            self.client = LLMClient(self.endpoints, cache_dir, progress=False)
+        return self.client
+
+    def _criteria(self, scenario_id: str | None) -> str:
+        if not self.per_scenario or scenario_id is None:
+            return ""
+        try:
+            return fill(load_prompt(CRITERIA), criteria=criteria_for(scenario_id).strip())
+        except FileNotFoundError as exc:
+            raise RMBError(f"--with-criteria: {exc}") from None
+
+    def _requests(self, user_prompt: str, schema: dict, tag: str):
+        from ...llm import ChatRequest
+
+        messages = (("system", load_prompt(SYSTEM).strip()), ("user", user_prompt))
+        return [ChatRequest(self.endpoint, self.model, messages, temperature=self._temperature(),
+                            max_tokens=384, sample_index=j, response_schema=schema, schema_name="verdict",
+                            stage="evaluate", tag=tag) for j in range(self.votes)]
+
+    def _ask(self, requests):
+        results = self._client().run(requests, desc=f"openai:{self.model}", progress=False)
+        self.stats["failed_judgements"] += sum(not r.ok for r in results)
+        return results
+
+    def cacheable(self, value: Any) -> bool:
+        """Judgements with a failed sample are used in this run but asked again by the next one."""
+        if isinstance(value, dict):
+            return all(v is not None for votes in value.values() for v in votes)
+        return value is not None
+
+    # ---- pairwise: both orders, k votes each -------------------------------------------------------
+
+    def judge_stream(self, pairs: Sequence[JudgePair]) -> Iterator[tuple[list[int], list[dict]]]:
+        template = load_prompt(PROMPTS["pairwise"])
+        for start in range(0, len(pairs), CHUNK):
+            idx = list(range(start, min(start + CHUNK, len(pairs))))
+            requests = []
+            for i in idx:
+                p = pairs[i]
+                base = dict(criteria=self._criteria(p.scenario_id), conversation=render_conversation(p.conversation))
+                requests += self._requests(fill(template, **base, answer_a=p.first, answer_b=p.second),
+                                           PAIRWISE_SCHEMA, f"{p.key[:12]}:ab")
+                requests += self._requests(fill(template, **base, answer_a=p.second, answer_b=p.first),
+                                           PAIRWISE_SCHEMA, f"{p.key[:12]}:ba")
+            results = self._ask(requests)
+            votes = []
+            for n in range(len(idx)):
+                chunk = results[n * 2 * self.votes:(n + 1) * 2 * self.votes]
+                verdicts = [(1 if r.parsed["winner"] == "A" else 0) if r.ok and r.parsed else None for r in chunk]
+                votes.append({"ab": verdicts[:self.votes], "ba": verdicts[self.votes:]})
+            yield idx, votes
+
+    # ---- pointwise: a 1-10 score per answer, averaged over k votes ---------------------------------
+
+    def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float | None]]]:
+        template = load_prompt(PROMPTS["pointwise"])
+        for start in range(0, len(texts), CHUNK):
+            idx = list(range(start, min(start + CHUNK, len(texts))))
+            requests = []
+            for i in idx:
+                t = texts[i]
+                prompt = fill(template, criteria=self._criteria(t.scenario_id),
+                              conversation=render_conversation(t.conversation), answer=t.answer)
+                requests += self._requests(prompt, POINTWISE_SCHEMA, t.key[:12])
+            results = self._ask(requests)
+            scores: list[float | None] = []
+            for n in range(len(idx)):
+                got = [float(r.parsed["score"]) for r in results[n * self.votes:(n + 1) * self.votes]
+                       if r.ok and r.parsed]
+                # All k votes or none: a mean over fewer would be cached as if it were the full one.
+                scores.append(sum(got) / len(got) if len(got) == self.votes else None)
+            yield idx, scores
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+
+ADAPTER = GenerativeRM
