@@ -160,9 +160,13 @@ def _audit(audit: AuditReport | dict | None) -> str:
 def _sources(sources: list[dict]) -> str:
     if not sources:
         return "The release's manifest lists no query sources."
-    rows = [[s.get("name") or s.get("id") or "?", s.get("license") or "not stated", s.get("url") or "",
-             s.get("count", s.get("queries", ""))] for s in sources]
-    return _table(["source", "licence", "url", "queries"], rows)
+
+    def first(s: dict, *keys: str) -> Any:
+        return next((s[k] for k in keys if s.get(k) not in (None, "")), "")
+
+    rows = [[first(s, "name", "id", "kind") or "?", first(s, "url", "path"), first(s, "license") or "not stated",
+             first(s, "kept", "count", "queries")] for s in sources]
+    return _table(["source", "where", "licence", "queries kept"], rows)
 
 
 def render_card(release: Release, *, repo_id: str, license: str | None = None,
