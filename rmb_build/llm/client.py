@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import threading
 import time
@@ -28,7 +29,7 @@ from tqdm.auto import tqdm
 from ..config import EndpointConfig
 from ..errors import ConfigError, RMBError
 from .cache import ResponseCache, endpoint_identity, request_key
-from .cost import cost_usd, max_cost_usd
+from .cost import cost_usd, estimate_prompt_tokens
 from .limits import RateLimiter
 from .retry import Failure, backoff_s, classify
 from .server import EmbeddedServer
@@ -102,6 +103,7 @@ class LLMClient:
         self._usage: dict[tuple[str, str], dict[str, Any]] = defaultdict(_usage_row)
         self._spent = 0.0
         self._reserved = 0.0
+        self._prompt_scale: dict[str, float] = {}
 
     # ---- endpoints and the embedded server -------------------------------------------------
 
@@ -237,35 +239,39 @@ class LLMClient:
         http = await self._http(rt, req.endpoint, ep)
         sem = self._semaphore(rt, req.endpoint, ep)
         kwargs = self._kwargs(req, ep, messages)
-        est_tokens = sum(len(c) for _, c in messages) / 4 + req.max_tokens
+        sized = ChatRequest(req.endpoint, req.model, tuple(messages), max_tokens=req.max_tokens)
+        est_prompt = estimate_prompt_tokens(sized)
         attempt, outage_since = 0, None
         while True:
-            reserved = max_cost_usd(ChatRequest(req.endpoint, req.model, tuple(messages), max_tokens=req.max_tokens), ep)
-            self._reserve(reserved)
-            spent = 0.0
-            try:
-                async with sem:
-                    if ep.rpm:
-                        await rt.rpm.setdefault(req.endpoint, RateLimiter(ep.rpm)).acquire(1)
-                    if ep.tpm:
-                        await rt.tpm.setdefault(req.endpoint, RateLimiter(ep.tpm)).acquire(est_tokens)
+            async with sem:
+                if ep.rpm:
+                    await rt.rpm.setdefault(req.endpoint, RateLimiter(ep.rpm)).acquire(1)
+                if ep.tpm:
+                    await rt.tpm.setdefault(req.endpoint, RateLimiter(ep.tpm)).acquire(est_prompt + req.max_tokens)
+                # Reserved inside the semaphore: only calls about to be sent hold budget.
+                scale = self._prompt_scale.get(req.endpoint, 1.0)
+                reserved = cost_usd(ep, math.ceil(est_prompt * scale), req.max_tokens)
+                self._reserve(reserved)
+                spent = 0.0
+                try:
                     result.attempts += 1
                     completion = await http.chat.completions.create(**kwargs)
-                choice = completion.choices[0]
-                usage = completion.usage
-                p, c = (usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else (0, 0)
-                if choice.message is None or choice.message.content is None:
-                    raise ValueError("the reply has no message content")
-                spent = cost_usd(ep, p, c)
-                return {"text": choice.message.content, "finish_reason": choice.finish_reason,
-                        "usage": {"prompt_tokens": p, "completion_tokens": c},
-                        "logprobs": _logprobs(choice), "model": getattr(completion, "model", None)}
-            except (asyncio.CancelledError, _BudgetStop):
-                raise
-            except Exception as exc:  # every API failure is classified, retried or recorded
-                failure = classify(exc)
-            finally:
-                self._settle(reserved, spent)
+                    choice = completion.choices[0]
+                    usage = completion.usage
+                    p, c = (usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else (0, 0)
+                    spent = cost_usd(ep, p, c)
+                    if choice.message is None or choice.message.content is None:
+                        raise ValueError("the reply has no message content")
+                    self._observe_prompt(req.endpoint, p, est_prompt)
+                    return {"text": choice.message.content, "finish_reason": choice.finish_reason,
+                            "usage": {"prompt_tokens": p, "completion_tokens": c},
+                            "logprobs": _logprobs(choice), "model": getattr(completion, "model", None)}
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # every API failure is classified, then retried or recorded
+                    failure = classify(exc)
+                finally:
+                    self._settle(reserved, spent)
             failure = Failure(failure.kind, self._scrub(failure.reason, ep), failure.retry_after)
             if not failure.retryable:
                 return failure.reason
@@ -282,6 +288,12 @@ class LLMClient:
             delay = backoff_s(max(attempt, 1), self.retry_base_s, self.retry_max_s, failure.retry_after)
             log.debug("%s %s: %s; retrying in %.2fs", req.endpoint, req.tag, failure.reason, delay)
             await asyncio.sleep(delay)
+
+    def _observe_prompt(self, endpoint: str, actual: int, estimated: int) -> None:
+        """Learn how far the character-based estimate undercounts (chat templates, system prompts)."""
+        if actual > 0 and estimated > 0:
+            with self._lock:
+                self._prompt_scale[endpoint] = max(self._prompt_scale.get(endpoint, 1.0), actual / estimated)
 
     # ---- one request: cache, send, parse, re-ask ----------------------------------------------
 

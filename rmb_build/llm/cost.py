@@ -33,11 +33,6 @@ def estimate_prompt_tokens(req: ChatRequest) -> int:
     return math.ceil(chars / _CHARS_PER_TOKEN) + _TOKENS_PER_MESSAGE * len(req.messages) + 3
 
 
-def max_cost_usd(req: ChatRequest, endpoint: EndpointConfig) -> float:
-    """The most one call of ``req`` can cost: estimated prompt plus ``max_tokens`` of completion."""
-    return cost_usd(endpoint, estimate_prompt_tokens(req), req.max_tokens)
-
-
 def estimate(requests: Iterable[ChatRequest], endpoints: Mapping[str, EndpointConfig], *,
              cache: ResponseCache | None = None) -> dict:
     """Calls, prompt/completion tokens and cost of sending ``requests``, without calling anything.

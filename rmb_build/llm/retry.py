@@ -16,7 +16,7 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str                   # rate_limit | server | timeout | unreachable | bad_response | fatal
+    kind: str                   # rate_limit | server | timeout | unreachable | dropped | bad_response | fatal
     reason: str                 # one line for ChatResult.error and logs
     retry_after: float | None = None
 
@@ -50,7 +50,10 @@ def classify(exc: BaseException) -> Failure:
         return Failure("timeout", "timed out waiting for the reply")
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
-        return Failure("unreachable", f"connection failed: {type(cause).__name__}: {cause}".strip(": "))
+        detail = f"{type(cause).__name__}: {cause}".rstrip(": ")
+        if isinstance(cause, (httpx.ConnectError, ConnectionRefusedError)):
+            return Failure("unreachable", f"cannot connect: {detail}")
+        return Failure("dropped", f"connection dropped: {detail}")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         detail = f"HTTP {status}: {str(exc.message)[:200]}"

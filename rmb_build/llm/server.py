@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from collections import deque
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..errors import RMBError
 
@@ -78,14 +78,18 @@ def _tail(path: Path, n: int = 15) -> str:
 class EmbeddedServer:
     """``llama_cpp.server`` for the named embedded models; a context manager giving ``.base_url``.
 
+    ``model_files`` serves other GGUF files too, under the given names (``{"mine": "/x.gguf"}``).
+
     ``start()`` returns once ``/v1/models`` answers (or raises ServerError with the server's last
     log lines); ``stop()`` kills the whole process group. Safe to stop twice.
     """
 
     def __init__(self, models: Iterable[str] = ("smollm2",), n_ctx: int = 4096, *,
                  log_path: str | Path | None = None, model_cache_dir: str | Path | None = None,
-                 startup_timeout_s: float = 120.0, n_threads: int | None = None):
-        self.models = tuple(dict.fromkeys(models))
+                 startup_timeout_s: float = 120.0, n_threads: int | None = None,
+                 model_files: Mapping[str, str | Path] | None = None):
+        self.model_files = {k: Path(v) for k, v in (model_files or {}).items()}
+        self.models = tuple(dict.fromkeys([*models, *self.model_files]))
         if not self.models:
             raise ValueError("EmbeddedServer needs at least one model")
         self.n_ctx = n_ctx
@@ -110,7 +114,8 @@ class EmbeddedServer:
     def _config(self, port: int) -> dict:
         models = []
         for name in self.models:
-            entry = {"model": str(model_path(name, self.model_cache_dir)), "model_alias": name,
+            path = self.model_files.get(name) or model_path(name, self.model_cache_dir)
+            entry = {"model": str(path), "model_alias": name,
                      "n_ctx": self.n_ctx, "verbose": False}
             if self.n_threads:
                 entry.update(n_threads=self.n_threads, n_threads_batch=self.n_threads)

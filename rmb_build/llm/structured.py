@@ -40,14 +40,18 @@ def _candidates(text: str):
     for block in _FENCE.findall(text):
         yield block.strip()
     decoder = json.JSONDecoder()
-    for i, ch in enumerate(text):
-        if ch in "{[":
+    i = 0
+    while i < len(text):
+        if text[i] in "{[":
             try:
                 _, end = decoder.raw_decode(text, i)
             except json.JSONDecodeError:
                 yield text[i:]  # trailing commas or a cut-off end: _loads repairs those
+            else:
+                yield text[i:end]
+                i = end  # never a value nested inside one already offered
                 continue
-            yield text[i:end]
+        i += 1
 
 
 def _loads(candidate: str) -> Any:
@@ -65,13 +69,14 @@ def _loads(candidate: str) -> Any:
 def parse_reply(text: str | None, schema: dict[str, Any] | None) -> Any:
     """The first JSON value in ``text`` that validates against ``schema``; raises ReplyError otherwise."""
     if text is None or not text.strip():
-        raise ReplyError("the reply is empty")
-    first_error: str | None = None
+        raise ReplyError("is empty")
+    json_error: str | None = None
+    schema_error: str | None = None  # preferred: a JSON answer that is wrong is what to correct
     for candidate in _candidates(text):
         try:
             value = _loads(candidate)
         except (json.JSONDecodeError, ValueError) as exc:
-            first_error = first_error or f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})"
+            json_error = json_error or f"is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})"
             continue
         if schema is None:
             return value
@@ -80,10 +85,8 @@ def parse_reply(text: str | None, schema: dict[str, Any] | None) -> Any:
             return value
         err = errors[0]
         where = "/".join(str(p) for p in err.path) or "(top level)"
-        first_error = f"does not match the schema at {where}: {err.message}"
-        if isinstance(value, dict):  # a JSON object that is wrong is the answer to correct, not a fragment
-            break
-    raise ReplyError(first_error or "no JSON value found")
+        schema_error = schema_error or f"does not match the schema at {where}: {err.message}"
+    raise ReplyError(schema_error or json_error or "holds no JSON value")
 
 
 def reask_message(error: str, schema: dict[str, Any]) -> str:

@@ -1,0 +1,167 @@
+"""LLMClient against the real llama_cpp.server with the real SmolLM2 file (no mock of the API).
+
+Requests reach the server through tests/fault_proxy.py (passing everything here) so the number
+of requests that really reached it can be counted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fault_proxy import FaultProxy
+from rmb_build.config import EndpointConfig
+from rmb_build.errors import ConfigError
+from rmb_build.llm import BudgetExceeded, ChatRequest, EmbeddedServer, LLMClient, ServerError
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
+
+
+def ask(text: str, **kw) -> ChatRequest:
+    kw.setdefault("max_tokens", 6)
+    return ChatRequest(kw.pop("endpoint", "proxy"), "smollm2", (("user", text),), **kw)
+
+
+@pytest.fixture
+def proxy(embedded_server):
+    with FaultProxy(embedded_server.base_url) as p:
+        yield p
+
+
+def client_for(proxy: FaultProxy, tmp_path, **ep) -> LLMClient:
+    cfg = EndpointConfig(base_url=proxy.url, structured_output="json_object", **ep)
+    return LLMClient({"proxy": cfg}, tmp_path / "llm_cache", retry_base_s=0.05, progress=False)
+
+
+def test_chat_completion_logprobs_and_cache(proxy, tmp_path):
+    reqs = [ask("Say hi.", stage="generate"), ask("Name a colour.", top_logprobs=2, max_tokens=2, stage="generate")]
+    with client_for(proxy, tmp_path) as client:
+        first = client.run(reqs)
+        assert all(r.ok and r.text and not r.cached and r.attempts == 1 for r in first)
+        assert first[0].usage.prompt_tokens > 0 and 0 < first[0].usage.completion_tokens <= 6
+        lp = first[1].logprobs
+        assert len(lp) == first[1].usage.completion_tokens
+        assert all(t["logprob"] <= 0 and 2 <= len(t["top"]) <= 3 for t in lp)
+        assert proxy.chat_forwarded() == 2
+        # The second identical call is answered from the cache: no request reaches the server.
+        again = client.run(reqs)
+        assert [r.text for r in again] == [r.text for r in first] and all(r.cached for r in again)
+        assert again[1].logprobs == lp
+        assert proxy.chat_forwarded() == 2
+        usage = client.usage()["generate"]["smollm2"]
+        assert usage["requests"] == 2 and usage["cached"] == 2 and usage["prompt_tokens"] > 0
+    # A new process (here: a new client) on the same folder resumes from the cache.
+    with client_for(proxy, tmp_path) as client:
+        assert [r.text for r in client.run(reqs)] == [r.text for r in first]
+    assert proxy.chat_forwarded() == 2
+
+
+def test_schema_constrained_judge_reply_parses(proxy, tmp_path):
+    req = ask("Rate the answer '2+2=4' from 1 to 10. Reply in JSON.", response_schema=SCHEMA, max_tokens=12, stage="judge")
+    with client_for(proxy, tmp_path) as client:
+        result = client.run([req])[0]
+    assert result.ok, result.error
+    assert isinstance(result.parsed, dict) and isinstance(result.parsed["score"], int)
+    # llama_cpp.server got the schema inside a json_object response_format (it 500s on json_schema).
+    assert proxy.injected == {}
+
+
+def test_concurrency_is_bounded_per_endpoint(proxy, tmp_path):
+    reqs = [ask(f"Count to {i}.", max_tokens=3) for i in range(8)]
+    with client_for(proxy, tmp_path, max_concurrency=3) as client:
+        results = client.run(reqs)
+    assert all(r.ok for r in results) and [r.request for r in results] == reqs  # order kept
+    assert proxy.max_in_flight == 3  # the llama.cpp server queues them; the client never sends a 4th
+
+
+def test_budget_stops_cleanly_and_resumes(proxy, tmp_path):
+    reqs = [ask(f"Word number {i}?", max_tokens=4) for i in range(5)]
+    price = {"input": 1000.0, "output": 1000.0}  # USD per million tokens: a call costs ~0.02-0.03
+    with client_for(proxy, tmp_path, max_concurrency=1, price_per_mtok=price) as client:
+        client.max_cost = 0.07
+        with pytest.raises(BudgetExceeded, match="max_cost"):
+            client.run(reqs)
+        made = proxy.chat_forwarded()
+        assert 1 <= made < 5 and client.spent_usd <= 0.07
+    with client_for(proxy, tmp_path, max_concurrency=1, price_per_mtok=price) as client:
+        results = client.run(reqs)  # no max_cost: only the unanswered requests are sent
+    assert all(r.ok for r in results) and sum(r.cached for r in results) == made
+    assert proxy.chat_forwarded() == 5
+
+
+def test_unknown_endpoint_or_model_fails_before_any_call(proxy, tmp_path):
+    with client_for(proxy, tmp_path) as client:
+        with pytest.raises(ConfigError, match="'nowhere' is not configured"):
+            client.run([ask("hi", endpoint="nowhere")])
+    client = LLMClient({"local": EndpointConfig(embedded="smollm2")}, tmp_path / "c2", progress=False)
+    with client, pytest.raises(ConfigError, match="serves only 'smollm2'"):
+        client.run([ChatRequest("local", "gpt-4o", (("user", "hi"),))])
+    assert client._server is None and proxy.received == {}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purposes (it only waits for its parent to reap it).
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pid: int, seconds: float = 15) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_embedded_endpoint_starts_and_stops_its_server(tmp_path):
+    client = LLMClient({"local": EndpointConfig(embedded="smollm2", n_ctx=512)}, tmp_path / "runs" / "x" / "llm_cache",
+                       progress=False)
+    with client:
+        result = client.run([ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=2)])[0]
+        assert result.ok, result.error
+        url = client.base_url("local")
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        pid = client._server.proc.pid
+        assert _alive(pid)
+    assert _wait_gone(pid)
+    assert (tmp_path / "runs" / "x" / "logs" / "llama_server.log").stat().st_size > 0
+
+
+def test_server_dies_with_a_killed_parent(tmp_path):
+    """A parent killed with SIGKILL (no atexit, no finally) leaves no server behind."""
+    code = ("import sys, time\nfrom rmb_build.llm import EmbeddedServer\n"
+            "s = EmbeddedServer(n_ctx=256).start()\nprint(s.proc.pid, flush=True)\ntime.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        assert _alive(pid)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        assert _wait_gone(pid), "the server outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_server_that_cannot_start_says_why(tmp_path):
+    bogus = tmp_path / "broken.gguf"
+    bogus.write_bytes(b"this is not a GGUF file")
+    server = EmbeddedServer((), model_files={"broken": bogus}, log_path=tmp_path / "server.log", startup_timeout_s=60)
+    with pytest.raises(ServerError, match="exited with status .* last log lines"):
+        server.start()
+    assert not server.running
