@@ -20,9 +20,8 @@ turn's ``language`` never count. A conversation is its turns' (role, norm(conten
 - ``leaked_instruction``: a turn or an answer matching a pattern of ``prompts/leak_patterns.txt``
   (regular expressions, case-insensitive, matched against the normed text).
 - ``unknown_scenario``: an item in a file whose scenario id is not one of RMB's 49.
-- ``bad_turns``: an empty conversation, a role other than user/assistant/system, a system turn
-  other than the first, two consecutive turns with the same role, or a last turn that is not a
-  user turn.
+- ``bad_turns``: an empty conversation, two consecutive turns with the same role, a last turn
+  that is not a user turn, or a role other than user/assistant/system (which strict reading rejects).
 - ``near_duplicate_prompt``: two prompts (distinct conversations, or one conversation) used in
   different scenarios, with cosine >= ``near_threshold`` between their embeddings (or simply equal,
   which is checked even without embeddings). The pairwise and BoN sets share conversations by
@@ -45,8 +44,9 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import InputError, RMBError
 from ..records import BonItem, Item, PairwiseItem, Turn, default_category_path
-from ..taxonomy import BON_SET, PAIRWISE_SET, SET_FOLDERS, is_known
+from ..taxonomy import PAIRWISE_SET, SET_FOLDERS, is_known
 from .read import Release
+from .rmb_format import VALID_ROLES
 
 SCHEMA_VERSION = 1
 LEAK_PATTERNS_FILE = "leak_patterns.txt"
@@ -62,7 +62,6 @@ DEFECT_KINDS = (
     "bad_turns",
     "near_duplicate_prompt",
 )
-_ROLES = ("user", "assistant", "system")
 
 
 def norm(text: str) -> str:
@@ -296,14 +295,9 @@ def turn_problems(turns: Sequence[Turn]) -> list[str]:
     """Why a conversation is malformed (empty list when it alternates roles and ends with a user turn)."""
     if not turns:
         return ["empty conversation"]
-    problems = []
-    for i, t in enumerate(turns):
-        if t.role not in _ROLES:
-            problems.append(f"turn {i} has unknown role {t.role!r}")
-        elif t.role == "system" and i > 0:
-            problems.append(f"turn {i} is a system turn after the start")
-        if i > 0 and t.role == turns[i - 1].role:
-            problems.append(f"turns {i - 1} and {i} are both {t.role!r}")
+    problems = [f"turn {i} has unknown role {t.role!r}" for i, t in enumerate(turns) if t.role not in VALID_ROLES]
+    problems += [f"turns {i - 1} and {i} are both {t.role!r}" for i, t in enumerate(turns)
+                 if i > 0 and t.role == turns[i - 1].role]
     if turns[-1].role != "user":
         problems.append(f"ends with a {turns[-1].role!r} turn, not a user turn")
     return problems
