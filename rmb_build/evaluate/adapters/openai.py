@@ -113,10 +113,19 @@ class GenerativeRM(PairJudge):
                             max_tokens=384, sample_index=j, response_schema=schema, schema_name="verdict",
                             stage="evaluate", tag=tag) for j in range(self.votes)]
 
-    def _ask(self, requests):
-        results = self._client().run(requests, desc=f"openai:{self.model}", progress=False)
-        self.stats["failed_judgements"] += sum(not r.ok for r in results)
-        return results
+    def _ask_chunks(self, units: Sequence[Any], build) -> Iterator[tuple[list[int], list[list[Any]]]]:
+        """Ask ``build(unit)``'s requests for CHUNK units at a time; yields (indices, each unit's results)."""
+        for start in range(0, len(units), CHUNK):
+            idx = list(range(start, min(start + CHUNK, len(units))))
+            per_unit = [build(units[i]) for i in idx]
+            results = self._client().run([r for reqs in per_unit for r in reqs], desc=f"openai:{self.model}",
+                                         progress=False)
+            self.stats["failed_judgements"] += sum(not r.ok for r in results)
+            grouped, pos = [], 0
+            for reqs in per_unit:
+                grouped.append(results[pos:pos + len(reqs)])
+                pos += len(reqs)
+            yield idx, grouped
 
     def cacheable(self, value: Any) -> bool:
         """Judgements with a failed sample are used in this run but asked again by the next one."""
@@ -128,21 +137,18 @@ class GenerativeRM(PairJudge):
 
     def judge_stream(self, pairs: Sequence[JudgePair]) -> Iterator[tuple[list[int], list[dict]]]:
         template = load_prompt(PROMPTS["pairwise"])
-        for start in range(0, len(pairs), CHUNK):
-            idx = list(range(start, min(start + CHUNK, len(pairs))))
-            requests = []
-            for i in idx:
-                p = pairs[i]
-                base = dict(criteria=self._criteria(p.scenario_id), conversation=render_conversation(p.conversation))
-                requests += self._requests(fill(template, **base, answer_a=p.first, answer_b=p.second),
-                                           PAIRWISE_SCHEMA, f"{p.key[:12]}:ab")
-                requests += self._requests(fill(template, **base, answer_a=p.second, answer_b=p.first),
-                                           PAIRWISE_SCHEMA, f"{p.key[:12]}:ba")
-            results = self._ask(requests)
+
+        def build(p: JudgePair):
+            base = dict(criteria=self._criteria(p.scenario_id), conversation=render_conversation(p.conversation))
+            return (self._requests(fill(template, **base, answer_a=p.first, answer_b=p.second),
+                                   PAIRWISE_SCHEMA, f"{p.key[:12]}:ab")
+                    + self._requests(fill(template, **base, answer_a=p.second, answer_b=p.first),
+                                     PAIRWISE_SCHEMA, f"{p.key[:12]}:ba"))
+
+        for idx, grouped in self._ask_chunks(pairs, build):
             votes = []
-            for n in range(len(idx)):
-                chunk = results[n * 2 * self.votes:(n + 1) * 2 * self.votes]
-                verdicts = [(1 if r.parsed["winner"] == "A" else 0) if r.ok and r.parsed else None for r in chunk]
+            for results in grouped:
+                verdicts = [(1 if r.parsed["winner"] == "A" else 0) if r.ok and r.parsed else None for r in results]
                 votes.append({"ab": verdicts[:self.votes], "ba": verdicts[self.votes:]})
             yield idx, votes
 
@@ -150,19 +156,16 @@ class GenerativeRM(PairJudge):
 
     def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float | None]]]:
         template = load_prompt(PROMPTS["pointwise"])
-        for start in range(0, len(texts), CHUNK):
-            idx = list(range(start, min(start + CHUNK, len(texts))))
-            requests = []
-            for i in idx:
-                t = texts[i]
-                prompt = fill(template, criteria=self._criteria(t.scenario_id),
-                              conversation=render_conversation(t.conversation), answer=t.answer)
-                requests += self._requests(prompt, POINTWISE_SCHEMA, t.key[:12])
-            results = self._ask(requests)
+
+        def build(t: ScoreText):
+            prompt = fill(template, criteria=self._criteria(t.scenario_id),
+                          conversation=render_conversation(t.conversation), answer=t.answer)
+            return self._requests(prompt, POINTWISE_SCHEMA, t.key[:12])
+
+        for idx, grouped in self._ask_chunks(texts, build):
             scores: list[float | None] = []
-            for n in range(len(idx)):
-                got = [float(r.parsed["score"]) for r in results[n * self.votes:(n + 1) * self.votes]
-                       if r.ok and r.parsed]
+            for results in grouped:
+                got = [float(r.parsed["score"]) for r in results if r.ok and r.parsed]
                 # All k votes or none: a mean over fewer would be cached as if it were the full one.
                 scores.append(sum(got) / len(got) if len(got) == self.votes else None)
             yield idx, scores

@@ -62,7 +62,11 @@ class PythonScorer(RewardModel):
         out = []
         for t in texts:
             conversation = [t_.to_rmb() for t_ in t.conversation]
-            value = self.fn(conversation, t.answer)
+            try:
+                value = self.fn(conversation, t.answer)
+            except Exception as exc:  # the user's code: report it as one line, keep what was scored
+                raise RMBError(f"--rm python:{self.target}: raised {type(exc).__name__}: {exc} "
+                               f"(text {t.key[:12]}; texts scored before it are cached)") from exc
             try:
                 value = float(value)
             except (TypeError, ValueError):
