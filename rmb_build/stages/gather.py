@@ -187,30 +187,35 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
     return Query(query_id(label, source_id), conversation, label, source_id, language, scenario)
 
 
-def _release_queries(src: SourceConfig) -> Iterator[tuple[int, Query]]:
-    """One query per distinct conversation of an RMB release, labelled with its scenario."""
+def release_queries(release: Any, label: str | None = None) -> list[Query]:
+    """One Query per distinct conversation of an RMB release (first occurrence wins), labelled with
+    its file's scenario; ``source_id`` is ``<set>:<uid>``."""
     from ..records import conversation_key
-    from ..release.read import read_release
 
-    if not src.path:
-        raise InputError("rmb_release", "an 'rmb_release' source needs a 'path'", field="path")
-    release = read_release(src.path)
-    label = source_label(src)
-    seen: set[str] = set()
-    for n, item in enumerate(release.items()):
+    label = label or release.name
+    out, seen = [], set()
+    for item in release.items():
         key = conversation_key(item.conversation)
         if key in seen:
             continue
         seen.add(key)
-        last = item.conversation[-1] if item.conversation else None
         sid = f"{item.set_name}:{item.uid}"
-        yield n, Query(query_id(label, sid), tuple(item.conversation), label, sid,
-                       last.language if last else None, item.scenario_id)
+        language = item.conversation[-1].language if item.conversation else None
+        out.append(Query(query_id(label, sid), tuple(item.conversation), label, sid, language, item.scenario_id))
+    return out
+
+
+def _release_queries(src: SourceConfig) -> list[Query]:
+    from ..release.read import read_release
+
+    if not src.path:
+        raise InputError("rmb_release", "an 'rmb_release' source needs a 'path'", field="path")
+    return release_queries(read_release(src.path), source_label(src))
 
 
 def _iter_source(src: SourceConfig, label: str, stats: SourceStats, quarantine: list[dict]) -> Iterator[Query]:
     if src.kind == "rmb_release":
-        for n, q in _release_queries(src):
+        for q in _release_queries(src):
             stats.read += 1
             if stats.read > src.skip:
                 try:
