@@ -55,8 +55,9 @@ def test_dry_run_publish_loads_and_round_trips(built: Path, tmp_path: Path, caps
     out = tmp_path / "hf"
     assert main(["publish", str(built), "--repo-id", "me/demo", "--dry-run", "--out", str(out), "--no-embeddings"]) == 0
     assert "nothing pushed" in capsys.readouterr().out
-    pairwise = load_dataset(str(out), "pairwise", split="test")
-    bon = load_dataset(str(out), "bon", split="test")
+    # a private cache: datasets keys a local folder's cache by its base name, not its path
+    pairwise = load_dataset(str(out), "pairwise", split="test", cache_dir=str(tmp_path / "cache"))
+    bon = load_dataset(str(out), "bon", split="test", cache_dir=str(tmp_path / "cache"))
     assert pairwise.num_rows == 2 and bon.num_rows == 1
     row = pairwise[1]
     assert (row["uid"], row["goal"], row["task"], row["scenario"]) == (
@@ -153,3 +154,16 @@ def test_dataset_dict_shape_without_annotations(tmp_path: Path):
         "category_path"]
     with pytest.raises(InputError, match="line 1: field 'chosen_score'"):
         release_to_dataset_dict(release, annotations=[{"set": "pairwise", "uid": "0", "chosen_score": "high"}])
+
+
+def test_writing_again_replaces_the_previous_form(built: Path, tmp_path: Path):
+    out = tmp_path / "hf"
+    full = read_release(built)
+    write_hf_release(full, out, render_card(full, repo_id="me/demo"))
+    assert (out / "bon").is_dir() and (out / "manifest.json").exists()
+    only_pairwise = Release(name="p", root=None)
+    for it in full.pairwise:
+        only_pairwise.add(it)
+    write_hf_release(only_pairwise, out, render_card(only_pairwise, repo_id="me/demo", license="mit"))
+    assert not list((out / "bon").glob("*.parquet")) and not (out / "manifest.json").exists()
+    assert list(read_hf_release(str(out)).files) == list(only_pairwise.files)

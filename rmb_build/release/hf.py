@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
@@ -168,8 +169,15 @@ def write_hf_release(release: Release, out_dir: str | os.PathLike, card: str,
     """Write the Hugging Face form under ``out_dir``: Parquet per configuration, ``README.md`` (``card``),
     and ``manifest.json`` when the release has one; exactly what ``push_release`` uploads."""
     out = Path(out_dir)
+    dicts = release_to_dataset_dict(release, annotations)
+    # a previous write's shards would otherwise linger beside (and be mistaken for) this one's
+    for config in CONFIGS:
+        for old in (out / config).glob(f"{SPLIT}-*.parquet"):
+            old.unlink()
+    if release.manifest is None and (out / MANIFEST_FILE).exists():
+        (out / MANIFEST_FILE).unlink()
     written = []
-    for config, dd in release_to_dataset_dict(release, annotations).items():
+    for config, dd in dicts.items():
         path = out / data_file(config)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
@@ -227,6 +235,17 @@ def _configs(source: str) -> list[str]:
     return configs
 
 
+def _load_split(source: str, config: str):
+    from datasets import load_dataset
+
+    if Path(source).is_dir():
+        # datasets keys a local folder's cache on its base name and config, not its path or contents:
+        # two folders named alike would share (and serve each other's) rows. Read through a private cache.
+        with tempfile.TemporaryDirectory(prefix="rmb-hf-cache-") as cache:
+            return load_dataset(source, config, split=SPLIT, cache_dir=cache, keep_in_memory=True)
+    return load_dataset(source, config, split=SPLIT)
+
+
 def _raw_item(set_name: str, row: dict[str, Any], where: str, index: int) -> dict[str, Any]:
     """A row as RMB's JSON item, so that rmb_format validates it exactly as it validates a set file."""
     def answer(text_col: str, model_col: str) -> dict[str, Any]:
@@ -276,12 +295,10 @@ def read_hf_release(source: str, strict: bool = True) -> Release:
     Rows are validated exactly like RMB's set files (``strict`` as in ``read_rmb_release``); the
     ``scenario`` column gives each item's file, ``category_path`` is kept when the column exists.
     """
-    from datasets import load_dataset
-
     name = Path(source).name if Path(source).is_dir() else source.replace("/", "__")
     release = Release(name=name, root=None, source_format="hf")
     for config in _configs(source):
-        ds = load_dataset(source, config, split=SPLIT)
+        ds = _load_split(source, config)
         where = f"{source} [{config}/{SPLIT}]"
         missing = [c for c in COMMON_COLUMNS + SET_COLUMNS[config] if c not in ds.column_names]
         if missing:
