@@ -1,0 +1,67 @@
+"""Which release prompts also appear in a training set: exact (normalised text) or near-duplicate
+(cosine of sentence embeddings >= threshold, searched block by block like dedup)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..embeddings import DEFAULT_MODEL
+from ..records import Query, conversation_key
+from ..similarity import best_match
+from .dedup import embed_queries, normalized_text, query_text
+from .gather import release_queries
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    set: str
+    uid: str
+    scenario: str
+    similarity: float
+    kind: str          # "exact" or "near"
+    train_id: str      # the training record's own id (``Query.source_id``)
+    prompt: str
+    train_prompt: str
+
+    def to_json(self, excerpt: int = 300) -> dict[str, Any]:
+        return {"set": self.set, "uid": self.uid, "scenario": self.scenario, "similarity": round(self.similarity, 4),
+                "kind": self.kind, "train_id": self.train_id, "prompt": self.prompt[:excerpt],
+                "train_prompt": self.train_prompt[:excerpt]}
+
+
+def find_contamination(release: Any, train: Sequence[Query], threshold: float = 0.9,
+                       model: str = DEFAULT_MODEL, block_size: int = 4096,
+                       show_progress: bool = False) -> list[Hit]:
+    """Every release item whose conversation's user turns match a training query's, most similar first.
+
+    Each distinct conversation is compared once; all items that share it are listed.
+    """
+    convs = release_queries(release)
+    if not convs or not train:
+        return []
+    exact = {}
+    for t in train:
+        exact.setdefault(normalized_text(t.conversation), t)
+    match: dict[str, tuple[float, str, Query]] = {}
+    rest = []
+    for q in convs:
+        t = exact.get(normalized_text(q.conversation))
+        if t is not None:
+            match[conversation_key(q.conversation)] = (1.0, "exact", t)
+        else:
+            rest.append(q)
+    if rest:
+        j, s = best_match(embed_queries(rest, model), embed_queries(train, model, show_progress), block_size)
+        for q, jj, ss in zip(rest, j.tolist(), s.tolist()):
+            if ss >= threshold:
+                match[conversation_key(q.conversation)] = (min(float(ss), 1.0), "near", train[jj])
+    hits = []
+    for item in release.items():
+        found = match.get(conversation_key(item.conversation))
+        if found:
+            sim, kind, t = found
+            hits.append(Hit(item.set_name, item.uid, item.scenario_id, sim, kind, t.source_id,
+                            query_text(item.conversation), query_text(t.conversation)))
+    hits.sort(key=lambda h: (-h.similarity, h.set, h.scenario, h.uid))
+    return hits
