@@ -142,11 +142,19 @@ def _answer_fields(item: Item) -> list[str]:
 
 def _entries(release: Release) -> list[_Entry]:
     out: list[_Entry] = []
+    memo: dict[str, str] = {}  # texts repeat a lot (a conversation is in ~7 items): norm each once
+
+    def n(text: str) -> str:
+        got = memo.get(text)
+        if got is None:
+            got = memo[text] = norm(text)
+        return got
+
     for (set_name, scenario_id), items in release.files.items():
         file = f"{SET_FOLDERS[set_name]}/{scenario_id}.json"
         for index, item in enumerate(items):
-            conv = tuple((t.role, norm(t.content)) for t in item.conversation)
-            answers = tuple(norm(a.answer) for a in item.answers())
+            conv = tuple((t.role, n(t.content)) for t in item.conversation)
+            answers = tuple(n(a.answer) for a in item.answers())
             texts = tuple((f"conversation_input[{i}].content", c) for i, (_, c) in enumerate(conv))
             texts += tuple(zip(_answer_fields(item), answers))
             out.append(_Entry(item, file, index, len(out), conv, answers, texts))
@@ -270,17 +278,18 @@ def load_leak_patterns(relpath: str = LEAK_PATTERNS_FILE) -> tuple[re.Pattern, .
 
 
 def _leaks(entries: list[_Entry], patterns: Sequence[re.Pattern]) -> list[dict]:
+    memo: dict[str, tuple[str, str] | None] = {}
+
+    def first_match(text: str) -> tuple[str, str] | None:
+        if text not in memo:
+            memo[text] = next(((p.pattern, m.group(0)) for p in patterns for m in [p.search(text)] if m), None)
+        return memo[text]
+
     out = []
     for e in entries:
-        hits = []
-        for name, text in e.texts:
-            for p in patterns:
-                m = p.search(text)
-                if m:
-                    hits.append((name, p.pattern, m.group(0)))
-                    break
+        hits = [(name, hit) for name, text in e.texts if (hit := first_match(text))]
         if hits:
-            name, pattern, matched = hits[0]
+            name, (pattern, matched) = hits[0]
             out.append(_defect(e, f"{name} contains data-generation prompt text: {matched[:80]!r}",
                                fields=[h[0] for h in hits], field=name, pattern=pattern))
     return out
