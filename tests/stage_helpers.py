@@ -37,3 +37,12 @@ class ScriptedClient:
             else:
                 out.append(ChatResult(req, text=got, finish_reason="stop", usage=Usage(len(str(req.messages)) // 4, len(got) // 4), attempts=1))
         return out
+
+
+def served_client(server, tmp_path):
+    """The real LLMClient on the session's embedded SmolLM2 server (endpoint name ``local``)."""
+    from rmb_build.config import EndpointConfig
+    from rmb_build.llm import LLMClient
+
+    endpoint = EndpointConfig(base_url=server.base_url, structured_output="json_object", max_concurrency=1)
+    return LLMClient({"local": endpoint}, tmp_path / "llm_cache", progress=False)

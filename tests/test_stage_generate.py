@@ -12,7 +12,7 @@ from rmb_build.records import Query, Turn
 from rmb_build.stages.common import estimate_tokens
 from rmb_build.stages.generate import generate
 
-from stage_helpers import ScriptedClient, make_query
+from stage_helpers import ScriptedClient, make_query, served_client
 
 GENS = [GeneratorConfig(endpoint="local", model="m1", name="Polite", system_prompt="Be polite.", temperature=0.2, seed=1),
         GeneratorConfig(endpoint="local", model="m2", temperature=1.0, top_p=0.9, max_tokens=64)]
@@ -67,3 +67,17 @@ def test_two_generators_with_one_name_fail_before_any_call():
     with pytest.raises(ConfigError, match=r"generators\[1\]\.name"):
         asyncio.run(generate([make_query(1)], gens, client))
     assert client.requests == []
+
+
+@pytest.mark.slow
+def test_generate_on_the_embedded_model(embedded_server, tmp_path):
+    gens = [GeneratorConfig(endpoint="local", model="smollm2", name="Smol-A", max_tokens=12),
+            GeneratorConfig(endpoint="local", model="smollm2", name="Smol-B", system_prompt="Answer in one sentence.",
+                            temperature=1.0, seed=3, max_tokens=12)]
+    with served_client(embedded_server, tmp_path) as client:
+        res = asyncio.run(generate([make_query(1)], gens, client))
+        assert not res.failures and [r.generator for r in res.records] == ["Smol-A", "Smol-B"]
+        assert all(r.text and r.completion_tokens <= 12 and r.model == "smollm2" for r in res.records)
+        again = asyncio.run(generate([make_query(1)], gens, client))  # answered from the LLM cache
+        assert [r.text for r in again.records] == [r.text for r in res.records]
+        assert client.usage()["generate"]["smollm2"]["cached"] == 2

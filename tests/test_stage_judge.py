@@ -13,7 +13,7 @@ from rmb_build.records import Response
 from rmb_build.stages.common import estimate_tokens
 from rmb_build.stages.judge import SCHEMA, Judgement, judge, parse_judgement
 
-from stage_helpers import ScriptedClient, make_query
+from stage_helpers import ScriptedClient, make_query, served_client
 
 CFG = JudgeConfig(endpoint="local", model="judge", samples=3)
 
@@ -84,3 +84,17 @@ def test_a_5mb_answer_is_cut_for_the_judge():
     assert res.records[0].mean == 3.0
     sent = client.requests[0].messages
     assert sum(estimate_tokens(c) for _, c in sent) < 4096 - CFG.max_tokens and "characters cut" in sent[-1][1]
+
+
+@pytest.mark.slow
+def test_judge_on_the_embedded_model(embedded_server, tmp_path):
+    q = make_query(6)
+    answers = [Response(q.id, "A", "a", "local", "The capital of France is Paris.")]
+    cfg = JudgeConfig(endpoint="local", model="smollm2", samples=2, max_tokens=64)
+    with served_client(embedded_server, tmp_path) as client:
+        res = asyncio.run(judge([q], answers, cfg, client))
+    # A 135M judge's scores are noise; what must hold is the shape. The grammar-constrained JSON and
+    # the LLM layer's re-asks make a usable sample all but certain.
+    [s] = res.records
+    assert 1 <= len(s.scores) <= 2 and all(1 <= x <= 10 for x in s.scores) and s.criteria == "criteria/Open QA.md"
+    assert s.failed_samples == 2 - len(s.scores) and len(s.rationales) == len(s.scores)
