@@ -1,0 +1,177 @@
+"""The build flow: gather -> dedup -> classify -> select -> generate -> judge + guard -> build sets -> release.
+
+CPU stages are synchronous tasks (``dedup`` and ``classify`` batches go through the configured task
+runner); LLM stages are async tasks awaited in this flow's event loop, one chain (generate, then
+judge and guard side by side) per batch of queries, all batches at once: the LLM client's limits
+decide how many requests are in flight. Each stage's seconds, batches and cache hits land in
+``runs/<name>/summary.json``, its failures in ``runs/<name>/failures.jsonl``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
+
+from rmb_build.assemble import write_built_release
+from rmb_build.config import BuildConfig, parse_config
+from rmb_build.manifest import Accounting
+from rmb_build.paths import raw_dir, release_dir, run_dir
+from rmb_build.preflight import preflight
+from rmb_build.run_state import RunState
+
+from . import keys as K
+from . import steps
+from .runners import make_task_runner
+from .tasks import Timed, bind_storage
+
+
+@dataclass(frozen=True)
+class BuildPaths:
+    raw: Path
+    release: Path
+    run: Path
+
+    @property
+    def results(self) -> Path:
+        return self.run / "prefect-results"
+
+    @property
+    def llm_cache(self) -> Path:
+        return self.run / "llm_cache"
+
+    @staticmethod
+    def of(name: str, workdir: str | os.PathLike | None) -> "BuildPaths":
+        return BuildPaths(raw_dir(name, workdir), release_dir(name, workdir), run_dir(name, workdir))
+
+
+def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
+    """``items`` in batches of ``size`` (one empty batch for no items, so every stage still reports)."""
+    return [list(items[i:i + size]) for i in range(0, len(items), size)] or [[]]
+
+
+class _Recorder:
+    """Adds task outcomes to the run state: seconds of work only for batches computed in this run."""
+
+    def __init__(self, state: RunState, log: Any):
+        self.state, self.log, self.run_id = state, log, flow_run.get_id()
+
+    def __call__(self, stage: str, outcomes: Sequence[Timed]) -> list[Any]:
+        rec = self.state.stage(stage)
+        for t in outcomes:
+            rec.batches += 1
+            if t.flow_run_id != self.run_id:
+                rec.cached_batches += 1
+            else:
+                rec.seconds += t.seconds
+            self.state.add_failures(getattr(t.value, "failures", None) or ())
+        rec.stats = steps.merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
+        cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
+        self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, steps.brief(rec.stats))
+        self.state.flush()
+        return [t.value for t in outcomes]
+
+
+@flow(name="rmb-build")
+async def build_flow(config: dict[str, Any], workdir: str | None = None, config_file: str = "<config>",
+                     max_cost: float | None = None, dry_run: bool = False) -> dict[str, Any]:
+    """Build the release described by ``config`` (a build config as a mapping); returns the run summary.
+
+    ``dry_run`` stops after selection and returns the estimated LLM cost instead of calling any model.
+    """
+    cfg = parse_config(config, config_file)
+    stages = preflight(cfg, config_file)
+    paths = BuildPaths.of(cfg.name, workdir)
+    state = RunState(paths.run)
+    log = get_run_logger()
+    record = _Recorder(state, log)
+    tasks = bind_storage(paths.results)
+    size = cfg.run.batch_size
+    log.info("build %r: stages %s; working state in %s", cfg.name, ", ".join(stages), paths.run)
+
+    gathered = record("gather", [tasks["gather"](K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"),
+                                                 cfg.run.max_queries)])[0]
+    steps.write_queries_file(gathered.queries, paths.raw / steps.RAW_QUERIES)
+    acc = Accounting(gathered=len(gathered.queries), sources=steps.sources_section(cfg, gathered.stats))
+    queries = gathered.queries
+    if "dedup" in stages:
+        deduped = record("dedup", [tasks["dedup"].submit(K.dedup_key(cfg, queries), queries, cfg.dedup).result()])[0]
+        acc.dedup_removed = steps.count_by(deduped.removed, "kind")
+        queries = deduped.kept
+    if "classify" in stages:
+        futures = [tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier) for b in batched(queries, size)]
+        queries = [q for part in record("classify", [f.result() for f in futures]) for q in part]
+    selected, acc.not_selected = steps.select(queries, cfg)
+    acc.selected = len(selected)
+    steps.write_queries_file(selected, paths.run / steps.SELECTED_QUERIES)
+    log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
+    if dry_run:
+        estimate = steps.estimate_cost(selected, cfg, paths.llm_cache)
+        state.flush(dry_run=True, estimate=estimate, accounting=acc.to_json())
+        return {"dry_run": True, "selected": len(selected), "estimate": estimate, "run": str(paths.run)}
+    if "generate" not in stages:
+        state.flush(accounting=acc.to_json())
+        return {"selected": len(selected), "run": str(paths.run)}
+
+    from rmb_build.llm import LLMClient
+
+    limit = max_cost if max_cost is not None else cfg.run.max_cost
+    async with LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit) as client:
+        try:
+            chains = await asyncio.gather(*(_llm_chain(tasks, cfg, stages, b, client, log)
+                                            for b in batched(selected, size)))
+        finally:
+            usage = steps.jsonable(client.usage())
+            state.flush(usage=usage)
+    responses = [r for part in record("generate", [c[0] for c in chains]) for r in part.records]
+    if "judge" not in stages:
+        state.flush(accounting=acc.to_json(), usage=usage)
+        return {"selected": len(selected), "responses": len(responses), "run": str(paths.run)}
+    scores = [s for part in record("judge", [c[1] for c in chains]) for s in part.records]
+    labels = [lb for part in record("guard", [c[2] for c in chains]) for lb in part.records]
+    selected = steps.apply_guard_scenarios(selected, labels)
+    sets = record("build_sets", [tasks["build_sets"](K.sets_key(cfg, selected, responses, scores, labels),
+                                                     selected, responses, scores, labels, cfg.sets)])[0]
+    acc.fill(selected, responses, scores, [*sets.pairwise, *sets.bon], len(cfg.generators),
+             state.failure_counts().get("generate", 0))
+    if "release" not in stages:
+        state.flush(accounting=acc.to_json(), usage=usage)
+        return {"selected": len(selected), "pairwise": len(sets.pairwise), "bon": len(sets.bon), "run": str(paths.run)}
+    manifest = write_built_release(cfg, [*sets.pairwise, *sets.bon], sets.annotations, paths.release,
+                                   accounting=acc, stages=[s.to_json() for s in state.stages.values()],
+                                   failures=state.failure_counts(), usage=usage, log=log.info)
+    state.flush(accounting=acc.to_json(), usage=usage, release=str(paths.release))
+    log.info("release written to %s: %s", paths.release, manifest["counts"]["items"])
+    return {"release": str(paths.release), "run": str(paths.run), "counts": manifest["counts"],
+            "accounting": manifest["accounting"], "audit": manifest["audit"].get("counts", {}),
+            "failures": manifest["failures"], "stages": manifest["stages"]}
+
+
+async def _llm_chain(tasks: dict[str, Any], cfg: BuildConfig, stages: list[str], batch: list[Any], client: Any,
+                     log: Any) -> tuple[Timed, Timed | None, Timed | None]:
+    """One batch through generate, then judge and guard side by side."""
+    gen = await tasks["generate"](K.generate_key(cfg, batch), batch, cfg.generators, client)
+    log.info("generate: batch of %d queries -> %d answers", len(batch), len(gen.value.records))
+    if "judge" not in stages:
+        return gen, None, None
+    answers = gen.value.records
+    judged, guarded = await asyncio.gather(
+        tasks["judge"](K.judge_key(cfg, batch, answers), batch, answers, cfg.judge, client),
+        tasks["guard"](K.guard_key(cfg, batch, answers), batch, answers, cfg.guard, client))
+    log.info("judge + guard: batch of %d queries -> %d scores, %d guard labels",
+             len(batch), len(judged.value.records), len(guarded.value.records))
+    return gen, judged, guarded
+
+
+def run_build(cfg: BuildConfig, workdir: str | os.PathLike | None = None, *, config_file: str = "<config>",
+              max_cost: float | None = None, dry_run: bool = False) -> dict[str, Any]:
+    """Run :func:`build_flow` with the task runner the config names (call ``configure_prefect`` first)."""
+    runner = make_task_runner(cfg.run, config_file)
+    flow_ = build_flow.with_options(task_runner=runner, flow_run_name=f"build-{cfg.name}")
+    return asyncio.run(flow_(cfg.model_dump(mode="json", exclude_none=True), str(workdir) if workdir else None,
+                             config_file, max_cost, dry_run))

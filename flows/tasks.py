@@ -1,0 +1,109 @@
+"""Prefect tasks: each wraps one stage function over one batch (100-1,000 queries), never one item.
+
+Every task is cached under an explicit key the flow computes (``keys.py``) and persists its result
+to the run folder (the flow sets ``result_storage``), so a build started again after a kill reloads
+every finished batch instead of redoing it. Tasks return a :class:`Timed`: the stage's own result,
+the seconds its work took and the flow run that computed it (another run's id means a cache hit).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+from prefect import task
+from prefect.runtime import flow_run
+
+from .keys import by_cache_key
+
+CACHED = dict(cache_key_fn=by_cache_key, persist_result=True)
+
+
+@dataclass
+class Timed:
+    value: Any
+    seconds: float
+    flow_run_id: str | None
+
+
+def _timed(start: float, value: Any) -> Timed:
+    return Timed(value, time.perf_counter() - start, flow_run.get_id())
+
+
+@task(name="gather", **CACHED)
+def gather_task(cache_key: str, sources: Sequence[Any], quarantine_path: str, limit: int | None) -> Timed:
+    from rmb_build.stages.gather import gather
+
+    t = time.perf_counter()
+    return _timed(t, gather(sources, quarantine_path=quarantine_path, limit=limit))
+
+
+@task(name="dedup", **CACHED)
+def dedup_task(cache_key: str, queries: Sequence[Any], dedup_cfg: Any) -> Timed:
+    from rmb_build.stages.dedup import dedup
+
+    t = time.perf_counter()
+    return _timed(t, dedup(queries, dedup_cfg))
+
+
+@lru_cache(maxsize=4)
+def _classifier(train_release: str | None) -> Any:
+    from rmb_build.stages.classify import EmbeddingClassifier
+
+    if train_release:
+        from rmb_build.release.read import read_release
+
+        return EmbeddingClassifier.from_release(read_release(train_release))
+    return EmbeddingClassifier.default()
+
+
+@task(name="classify", **CACHED)
+def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any) -> Timed:
+    from rmb_build.stages.classify import classify
+
+    t = time.perf_counter()
+    return _timed(t, classify(queries, _classifier(classifier_cfg.train_release)))
+
+
+@task(name="generate", **CACHED)
+async def generate_task(cache_key: str, queries: Sequence[Any], generators: Sequence[Any], client: Any) -> Timed:
+    from rmb_build.stages.generate import generate
+
+    t = time.perf_counter()
+    return _timed(t, await generate(queries, generators, client))
+
+
+@task(name="judge", **CACHED)
+async def judge_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], judge_cfg: Any, client: Any) -> Timed:
+    from rmb_build.stages.judge import judge
+
+    t = time.perf_counter()
+    return _timed(t, await judge(queries, responses, judge_cfg, client))
+
+
+@task(name="guard", **CACHED)
+async def guard_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], guard_cfg: Any, client: Any) -> Timed:
+    from rmb_build.stages.guard import guard
+
+    t = time.perf_counter()
+    return _timed(t, await guard(queries, responses, guard_cfg, client))
+
+
+@task(name="build_sets", **CACHED)
+def build_sets_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], scores: Sequence[Any],
+                    labels: Sequence[Any], sets_cfg: Any) -> Timed:
+    from rmb_build.stages.build_sets import build_sets
+
+    t = time.perf_counter()
+    return _timed(t, build_sets(queries, responses, scores, labels, sets_cfg))
+
+
+ALL_TASKS = (gather_task, dedup_task, classify_task, generate_task, judge_task, guard_task, build_sets_task)
+
+
+def bind_storage(storage: Path) -> dict[str, Any]:
+    """The tasks by name, their results persisted under ``storage`` (a folder in the run's folder)."""
+    return {t.name: t.with_options(result_storage=storage) for t in ALL_TASKS}

@@ -1,0 +1,78 @@
+"""``rmb build``: build a benchmark release with the Prefect flows (the embedded demo by default)."""
+
+from __future__ import annotations
+
+import argparse
+
+DEMO_CONFIG = "demo.yaml"  # shipped in rmb_build.flows
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=None,
+                   help="build config (YAML); default: the embedded demo (ShareGPT queries, local SmolLM2, no network)")
+    p.add_argument("--workdir", default=None, help="folder holding data/ and runs/ (default: $RMB_WORKDIR or .)")
+    p.add_argument("--name", default=None, help="build name (folder names under data/ and runs/); overrides the config's")
+    p.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                   help="stop before the LLM calls of this run would cost more (overrides run.max_cost)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="gather, dedup, classify and select, then print the LLM calls, tokens and cost a build would spend")
+
+
+def load_build_config(path: str | None, name: str | None = None):
+    """The config at ``path`` (or the embedded demo), with ``name`` overriding its own; (config, file label)."""
+    from importlib import resources
+
+    from ..config import load_config, parse_config
+
+    if path is None:
+        with resources.as_file(resources.files("rmb_build.flows") / DEMO_CONFIG) as demo:
+            cfg, label = load_config(demo), f"<embedded {DEMO_CONFIG}>"
+    else:
+        cfg, label = load_config(path), path
+    if name is not None:
+        cfg = parse_config({**cfg.model_dump(mode="json", exclude_none=True), "name": name}, f"--name {name!r}")
+    return cfg, label
+
+
+def _print_summary(summary: dict) -> None:
+    if summary.get("dry_run"):
+        est = summary["estimate"]
+        print(f"dry run: {summary['selected']} queries selected; the LLM stages would make {est['calls']} calls "
+              f"({est['cached']} already cached), about {est['prompt_tokens']} prompt and at most "
+              f"{est['completion_tokens']} completion tokens, at most ${est['cost_usd']:.4f}")
+        for name, row in est.get("by_endpoint", {}).items():
+            print(f"  {name}: {row['calls']} calls, ${row['cost_usd']:.4f}")
+        return
+    if "release" not in summary:
+        print(f"stopped after the last stage listed in 'stages'; working state in {summary['run']}")
+        return
+    counts = summary["counts"]
+    print(f"release: {summary['release']}")
+    print(f"  {counts['queries']} queries, {counts['answers']} answers; items: "
+          + ", ".join(f"{s} {n}" for s, n in counts["items"].items()))
+    for set_name, goals in counts["per_goal"].items():
+        print(f"  {set_name}: " + ", ".join(f"{g} {n}" for g, n in sorted(goals.items())))
+    defects = {k: v for k, v in summary.get("audit", {}).items() if v}
+    print(f"  audit: {defects or 'no defects'}; failures: {summary['failures']['total']} "
+          f"(see {summary['run']}/failures.jsonl)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    from ..paths import workdir
+    from ..preflight import preflight
+
+    base = workdir(args.workdir)
+    cfg, label = load_build_config(args.config, args.name)
+    preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts
+
+    from ..flows.env import configure_prefect
+
+    configure_prefect(base)
+    for noisy in ("httpx", "httpx2"):  # one INFO line per HTTP request (LLM calls, Prefect's API) drowns progress
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from ..flows.build import run_build
+
+    _print_summary(run_build(cfg, base, config_file=label, max_cost=args.max_cost, dry_run=args.dry_run))
+    return 0

