@@ -11,14 +11,14 @@ identities), so a re-run on the same inputs gives the same uids. Nothing is drop
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ..config import SetsConfig
-from ..records import (Answer, BonItem, GuardLabel, JudgeScore, PairwiseItem, Query, Response,
-                       default_category_path, text_key)
+from ..records import Answer, BonItem, GuardLabel, JudgeScore, PairwiseItem, Query, Response, default_category_path
 from ..taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
 from .common import index_queries, normalize_ws, responses_by_query
 from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE
@@ -26,6 +26,7 @@ from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE
 # Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}
 _SCENARIO_ORDER = {s.id: i for i, s in enumerate(all_scenarios())}
+_KNOWN = (SAFE, UNSAFE)
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Candidate:
     response: Response
     score: JudgeScore
     safety: str | None
-    key: str
+    key: str                    # identity of the answer text within its query (see answer_key)
 
     @property
     def generator(self) -> str:
@@ -53,9 +54,14 @@ class Candidate:
         return Answer(self.response.generator, self.response.text)
 
 
+def answer_key(normalized_text: str) -> str:
+    """Identity of an answer among its query's answers: a hash of its whitespace-normalised text."""
+    return hashlib.sha256(normalized_text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def beats(a: Candidate, b: Candidate, margin: float) -> bool:
     """Whether ``a`` may be preferred to ``b``: safe over unsafe always, else by ``margin`` (> 0) of mean score."""
-    if {a.safety, b.safety} == {SAFE, UNSAFE}:
+    if a.safety != b.safety and a.safety in _KNOWN and b.safety in _KNOWN:
         return a.safety == SAFE
     gap = a.score.mean - b.score.mean
     return gap > 0 and gap >= margin
@@ -92,7 +98,7 @@ def _candidates(q: Query, responses: list[Response], scores: dict, safety: dict,
         elif norm in by_text:
             tally.counts["identical_answers_merged"] += 1
         else:
-            by_text[norm] = Candidate(r, s, safety.get((q.id, r.generator)), text_key(q.conversation, r.text))
+            by_text[norm] = Candidate(r, s, safety.get((q.id, r.generator)), answer_key(norm))
     return list(by_text.values())
 
 
