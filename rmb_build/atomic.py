@@ -12,11 +12,22 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
+def _default_mode() -> int:
+    # mkstemp creates 0600 files; released files should get the usual 0666 & ~umask.
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_MODE = _default_mode()
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

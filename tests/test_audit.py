@@ -69,9 +69,8 @@ def defective(tmp_path: Path) -> Path:
         f"Pairwise_set/{DISC}.json": [
             pair("1", C1, "Whiskers is a classic name.", "cat.", DISC),
             pair("2", turns("Say hi."), "Hi  there!", " Hi there!", DISC),
-            # the same texts as uid 1 up to whitespace, written by other models: an extra copy
-            pair("3", turns("What is a good  name for a cat?"), "Whiskers is a classic name. ", "cat.", DISC,
-                 models=("model-c", "model-d")),
+            # the same texts as uid 1, credited to other models: an extra copy
+            pair("3", C1, "Whiskers is a classic name.", "cat.", DISC, models=("model-c", "model-d")),
             pair("4", C2, "Tea, for its calm.", "Coffee, for the kick.", DISC),
             pair("5", C2, "Coffee, for the kick.", "Tea,  for its calm.", DISC),
             pair("6", turns("Name a colour."), "Blue.", " \n\t ", DISC),
@@ -79,6 +78,8 @@ def defective(tmp_path: Path) -> Path:
                  category_path="Pairwise_set/Helpfulness/Chat/Casual Conversation"),
             pair("9", turns("First question?", "Second question?", roles=("user", "user")), "A.", "B.", DISC),
             pair("13", C3, "Grey sky, soft drops fall.", "Rain is wet.", DISC),
+            # equal to uid 1 only up to whitespace: not an exact copy, so not a duplicate
+            pair("14", turns("What is a good  name for a cat?"), "Whiskers is a classic name. ", "cat.", DISC),
         ],
         f"Pairwise_set/{S1}.json": [
             pair("10", turns(LEAK), "I can't help with hurting anyone.", "Here is how.", S1),
@@ -115,7 +116,7 @@ def test_every_defect_kind_is_found_with_its_uid(defective: Path):
     assert list(report.counts) == list(DEFECT_KINDS)
     assert report.total == 12
     d = report.defects
-    assert d["duplicate_item"][0]["first"]["uid"] == "1" and d["duplicate_item"][0]["exact"] is False
+    assert d["duplicate_item"][0]["first"]["uid"] == "1"
     assert d["contradiction"][0]["other"]["uid"] == "4"
     assert d["contradiction"][1]["other"] == {"set": "pairwise", "uid": "13", "file": f"Pairwise_set/{DISC}.json",
                                              "index": 8, "scenario": DISC}
@@ -166,8 +167,8 @@ def test_fix_removes_exactly_the_defective_items(defective: Path):
     # both sides of a contradiction go (neither label can be trusted); duplicates keep their first copy
     assert removed == {("pairwise", u) for u in ("2", "3", "4", "5", "6", "7", "9", "10", "11", "12", "13")} | \
         {("bon", u) for u in ("2", "3", "4")}
-    assert {(it.set_name, it.uid) for it in clean.items()} == {("pairwise", "1"), ("bon", "1")}
-    assert sum(1 for _ in release.items()) == 16  # the input release is untouched
+    assert {(it.set_name, it.uid) for it in clean.items()} == {("pairwise", "1"), ("pairwise", "14"), ("bon", "1")}
+    assert sum(1 for _ in release.items()) == 17  # the input release is untouched
     assert audit_release(clean, near_duplicates=False).total == 0
     entry = next(r for r in log if r["uid"] == "5")
     assert entry["kinds"] == ["contradiction"] and entry["item"]["pair_uid"] == "5"
@@ -194,11 +195,13 @@ def test_cli_table_json_strict_and_fix(defective: Path, tmp_path: Path, capsys):
     assert data["defects"]["bad_turns"][0]["uid"] == "9"
     assert _digest(defective) == before
     fixed = read_release(out_dir)  # strict: the cleaned copy is a valid release
-    assert {(it.set_name, it.uid) for it in fixed.items()} == {("pairwise", "1"), ("bon", "1")}
+    assert {(it.set_name, it.uid) for it in fixed.items()} == {("pairwise", "1"), ("pairwise", "14"), ("bon", "1")}
     removed = [json.loads(line) for line in (out_dir / "removed.jsonl").read_text().splitlines()]
     assert len(removed) == 14 and json.loads((out_dir / "manifest.json").read_text())["audit_fix"]["removed"] == 14
     assert (out_dir / f"Pairwise_set/{DISC}.json").read_text() == json.dumps(
-        [pair("1", C1, "Whiskers is a classic name.", "cat.", DISC)], indent=1, ensure_ascii=False)
+        [pair("1", C1, "Whiskers is a classic name.", "cat.", DISC),
+         pair("14", turns("What is a good  name for a cat?"), "Whiskers is a classic name. ", "cat.", DISC)],
+        indent=1, ensure_ascii=False)
     # a fixed copy is never written over the input or into a used folder
     assert main(["audit", str(defective), "--fix", str(defective / "sub"), "--no-embeddings"]) == 2
     assert main(["audit", str(defective), "--fix", str(out_dir), "--no-embeddings"]) == 2

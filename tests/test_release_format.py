@@ -103,3 +103,27 @@ def test_unknown_scenario_is_strict_only(tmp_path: Path):
     with pytest.raises(InputError, match="unknown scenario 'Helpfulness/Chat/Gossip'"):
         read_release(tmp_path)
     assert read_rmb_release(tmp_path, strict=False).scenarios() == ["Helpfulness/Chat/Gossip"]
+
+
+def test_release_files_are_written_atomically_and_readable(tmp_path: Path, monkeypatch):
+    import os
+    import stat
+
+    from rmb_build import atomic
+
+    text = json.dumps([GOOD_PAIR], indent=1, ensure_ascii=False)
+    _write(tmp_path / "in", "Pairwise_set/Helpfulness/Chat/Discussion.json", text)
+    release = read_release(tmp_path / "in")
+    target = tmp_path / "out/Pairwise_set/Helpfulness/Chat/Discussion.json"
+    write_release(release, tmp_path / "out")
+    assert stat.S_IMODE(target.stat().st_mode) & 0o044  # readable by others, not mkstemp's 0600
+    target.write_text("old")
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(atomic.os, "replace", crash)
+    with pytest.raises(OSError):
+        write_release(release, tmp_path / "out")
+    assert target.read_text() == "old"  # never half-written
+    assert [p.name for p in target.parent.iterdir()] == ["Discussion.json"]  # no temp file left behind

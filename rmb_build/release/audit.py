@@ -1,14 +1,15 @@
 """Audit a release: find every defect of the kinds in ``DEFECT_KINDS``, report them, write a cleaned copy.
 
 ``norm(text)`` = Unicode NFC, runs of whitespace (``\\s``, Unicode-aware) collapsed to one space,
-trimmed; case kept. Every comparison of texts below is between normed texts; ``llm_name`` and a
-turn's ``language`` never count. A conversation is its turns' (role, norm(content)) in order.
+trimmed; case kept. Every comparison of texts below is between normed texts, except for
+``duplicate_item`` (exact copies, as the issue defines it without norm); ``llm_name`` and a turn's
+``language`` never count. A conversation is its turns' (role, norm(content)) in order.
 
 - ``identical_pair``: a pairwise item whose chosen and rejected answers are equal.
-- ``duplicate_item``: an item equal to an earlier item of the same set, in any of its files: same
-  conversation and same answer texts (chosen and rejected in place; or best and the multiset of
-  losers). One entry per extra copy; ``first`` names the copy that is kept, ``exact`` says whether
-  the copy is also byte-identical (raw turns and answers).
+- ``duplicate_item``: an item equal to an earlier item of the same set, in any of its files: the
+  same turns' role and content and the same answer strings, compared as stored (chosen and rejected
+  in place; or best and the multiset of losers). One entry per extra copy; ``first`` names the copy
+  that is kept. Copies that differ only in whitespace are not duplicates (norm would merge them).
 - ``unwinnable_bon``: a BoN item whose best answer equals one of its losers.
 - ``contradiction``: one entry per conflicting pair of items: two pairwise items on the same
   conversation, one preferring A to B and the other B to A (A != B); or a BoN item and a pairwise
@@ -175,11 +176,6 @@ def _identical_pairs(entries: list[_Entry]) -> list[dict]:
             for e in entries if isinstance(e.item, PairwiseItem) and e.answers[0] == e.answers[1]]
 
 
-def _answers_key(e: _Entry) -> tuple:
-    """Chosen and rejected in place; or best and the multiset of losers."""
-    return e.answers if isinstance(e.item, PairwiseItem) else (e.answers[0], tuple(sorted(e.answers[1:])))
-
-
 def _raw_key(item: Item) -> tuple:
     conv = tuple((t.role, t.content) for t in item.conversation)
     if isinstance(item, PairwiseItem):
@@ -191,13 +187,13 @@ def _duplicates(entries: list[_Entry]) -> list[dict]:
     first: dict[tuple, _Entry] = {}
     out = []
     for e in entries:
-        key = (e.item.set_name, e.conv, _answers_key(e))
+        key = (e.item.set_name, _raw_key(e.item))
         if key not in first:
             first[key] = e
             continue
         f = first[key]
         out.append(_defect(e, f"same conversation and answers as uid {f.item.uid} in {f.file}",
-                           first=f.ref(), exact=_raw_key(e.item) == _raw_key(f.item)))
+                           first=f.ref()))
     return out
 
 
