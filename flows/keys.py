@@ -47,19 +47,23 @@ def _deps(module: ModuleType) -> set[str]:
     return out
 
 
-@lru_cache(maxsize=None)
-def code_version(module_name: str) -> str:
-    """Hash of the source of ``module_name`` and every rmb_build module it reaches."""
+def reached_modules(module_name: str) -> set[str]:
+    """``module_name`` and every rmb_build module (outside flows) reachable through module globals."""
     seen: set[str] = set()
     stack = [module_name]
     while stack:
         name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        stack.extend(_deps(importlib.import_module(name)) - seen)
+        if name not in seen:
+            seen.add(name)
+            stack.extend(_deps(importlib.import_module(name)) - seen)
+    return seen
+
+
+@lru_cache(maxsize=None)
+def code_version(module_name: str) -> str:
+    """Hash of the source of ``module_name`` and every rmb_build module it reaches."""
     h = hashlib.sha256(__version__.encode())
-    for name in sorted(seen):
+    for name in sorted(reached_modules(module_name)):
         try:
             source = inspect.getsource(importlib.import_module(name))
         except (OSError, TypeError):  # a namespace package or a module without a file

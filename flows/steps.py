@@ -43,9 +43,14 @@ def stats_of(value: Any) -> dict[str, Any]:
 
 def brief(stats: Mapping[str, Any], limit: int = 8) -> str:
     """The top-level numbers of ``stats`` as one short log line."""
-    nums = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in stats.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    flat = stats if any(_is_number(v) for v in stats.values()) else \
+        merge_stats(v for v in stats.values() if isinstance(v, Mapping))  # per-source stats: summed
+    nums = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in flat.items() if _is_number(v)]
     return ", ".join(nums[:limit]) or "done"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def count_by(records: Iterable[Any], attr: str) -> dict[str, int]:

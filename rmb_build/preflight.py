@@ -96,7 +96,11 @@ def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     if "generate" in stages:
         from .stages.generate import check_generators
 
-        check_generators(cfg.generators)
+        try:
+            check_generators(cfg.generators)
+        except ConfigError as exc:  # the stage does not know the file's name
+            prefix = f"{exc.file}: " + (f"field {exc.field!r}: " if exc.field else "")
+            raise ConfigError(file, exc.field, str(exc).removeprefix(prefix)) from None
     if cfg.run.task_runner == "dask":
         from importlib.util import find_spec
 

@@ -37,3 +37,16 @@ def embedded_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with EmbeddedServer(("smollm2",), n_ctx=1024, log_path=log) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One temporary Prefect server and database for the whole session (starting one takes ~10 s).
+
+    ``server_startup_timeout=None`` uses PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS (90 s,
+    set above): several sessions starting at once on 2 cores pass Prefect's 30 s default.
+    """
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=None):
+        yield
