@@ -161,4 +161,4 @@ def test_length_bias_split():
 
 def test_predict_rejects_unknown_tie_rule():
     with pytest.raises(ValueError, match="ties"):
-        predict([], {}, ties="lenient")
+        predict([], [], {}, ties="lenient")

@@ -183,7 +183,7 @@ def test_dpo_is_sum_of_answer_logprob_ratios(tiny_policy, tiny_reference, tmp_pa
     from rmb_build.evaluate.scoring import score_items
 
     with ScoreCache(tmp_path / "cache") as cache:
-        values, stats = score_items(list(release.items()), rm, cache, progress=False)
+        values, _, stats = score_items(list(release.items()), rm, cache, progress=False)
     for t in texts[:4]:
         assert values[t.key] == pytest.approx(_reference_dpo(tiny_policy, tiny_reference, t), abs=1e-3)
     assert stats.scored == len(texts)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..records import Item, PairwiseItem
-from .scoring import item_pairs, pair_key, unit_key
 
 TIES = ("strict", "half")
 
@@ -45,36 +44,34 @@ def _length_side(item: PairwiseItem) -> str:
     return "chosen_shorter" if c < r else "chosen_longer" if c > r else "same_length"
 
 
-def predict(items: Sequence[Item], values: Mapping[str, Any], *, ties: str = "strict",
-            judge: bool = False, per_scenario: bool = False) -> list[dict[str, Any]]:
-    """One prediction per item, in item order: ``set, uid, scenario, scores, outcome`` (+ details)."""
+def predict(items: Sequence[Item], keys: Sequence[Sequence[str]], values: Mapping[str, Any], *,
+            ties: str = "strict", judge: bool = False) -> list[dict[str, Any]]:
+    """One prediction per item, in item order: ``set, uid, scenario, scores, outcome`` (+ details).
+
+    ``keys`` are each item's unit keys from ``score_items``: its texts' (chosen/best first), or for a
+    judge its (better, worse) pairs'.
+    """
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
     rows = []
-    for item in items:
+    for item, ks in zip(items, keys):
         row: dict[str, Any] = {"set": item.set_name, "uid": item.uid, "scenario": item.scenario_id}
+        got = [values[k] for k in ks]
         if judge:
-            votes = [values[pair_key(item, a, b, per_scenario)] for a, b in item_pairs(item)]
-            counts = [vote_counts(v) for v in votes]
-            row["votes"] = votes
+            row["votes"] = got
+            counts = [vote_counts(v) for v in got]
         if isinstance(item, PairwiseItem):
-            if judge:
-                c, r = counts[0]
-            else:
-                c = values[unit_key(item, item.chosen.answer, per_scenario)]
-                r = values[unit_key(item, item.rejected.answer, per_scenario)]
+            c, r = counts[0] if judge else got
             row["scores"] = {"chosen": c, "rejected": r}
             row["outcome"] = _failed(row) if None in (c, r) else pairwise_outcome(c, r, ties)
             row["length"] = _length_side(item)
+        elif judge:
+            row["scores"] = {"best": [b for b, _ in counts], "losers": [l for _, l in counts]}
+            row["outcome"] = 1.0 if all(b > l for b, l in counts) else 0.0
         else:
-            if judge:
-                row["scores"] = {"best": [b for b, _ in counts], "losers": [l for _, l in counts]}
-                row["outcome"] = 1.0 if all(b > l for b, l in counts) else 0.0
-            else:
-                b = values[unit_key(item, item.best.answer, per_scenario)]
-                ls = [values[unit_key(item, x.answer, per_scenario)] for x in item.losers]
-                row["scores"] = {"best": b, "losers": ls}
-                row["outcome"] = _failed(row) if None in (b, *ls) else bon_outcome(b, ls)
+            b, ls = got[0], got[1:]
+            row["scores"] = {"best": b, "losers": ls}
+            row["outcome"] = _failed(row) if None in got else bon_outcome(b, ls)
         rows.append(row)
     return rows
 

@@ -104,18 +104,22 @@ def write_heatmap(results: Mapping[str, Any], path: str | Path) -> bool:
         for i, sc in enumerate(rows):
             if sc in results[s]["scenarios"]:
                 grid[i, j] = results[s]["scenarios"][sc]["accuracy"]
-    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(sets), 1.2 + 0.28 * len(rows)))
+    labels = [r.removeprefix("Helpfulness/") for r in rows]
+    label_in = 0.055 * max(len(x) for x in labels)  # fixed margins: tight_layout re-measures every label
+    width, height = label_in + 1.0 + 1.2 * len(sets), 1.0 + 0.2 * len(rows)
+    fig, ax = plt.subplots(figsize=(width, height))
+    fig.subplots_adjust(left=(label_in + 0.1) / width, right=1 - 1.0 / width, top=1 - 0.45 / height,
+                        bottom=0.35 / height)
     im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(len(sets)), [SET_TITLES[s] for s in sets])
-    ax.set_yticks(range(len(rows)), [r.removeprefix("Helpfulness/") for r in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
     for i in range(len(rows)):
         for j in range(len(sets)):
             if not np.isnan(grid[i, j]):
                 ax.text(j, i, f"{100 * grid[i, j]:.0f}", ha="center", va="center", fontsize=7,
                         color="white" if grid[i, j] < 0.6 else "black")
     ax.set_title(f"{results['rm']}: accuracy per scenario", fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.05)
-    fig.tight_layout()
+    fig.colorbar(im, ax=ax, fraction=0.08, pad=0.04)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(path).with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=110)

@@ -23,10 +23,10 @@ def evaluate(release: Release, rm: RewardModel, out_dir: str | Path, cache_dir: 
     items = list(release.items())
     with ScoreCache(cache_dir) as cache:
         try:
-            values, stats = score_items(items, rm, cache, progress=progress)
+            values, keys, stats = score_items(items, rm, cache, progress=progress)
         finally:
             rm.close()
-    predictions = predict(items, values, ties=ties, judge=rm.compares_pairs, per_scenario=rm.per_scenario)
+    predictions = predict(items, keys, values, ties=ties, judge=rm.compares_pairs)
     bias: dict[str, Any] = {"length": length_bias([p for p in predictions if p["set"] == "pairwise"])}
     if rm.compares_pairs:
         bias["position"] = position_bias(predictions)

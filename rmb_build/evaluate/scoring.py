@@ -10,11 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..records import BonItem, Item, PairwiseItem, text_key, unique_texts
+from ..records import Item, text_key
 from .adapters import JudgePair, RewardModel, ScoreText
 from .cache import ScoreCache
 
@@ -39,43 +38,43 @@ def _sha(*parts: str) -> str:
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def unit_key(item: Item, answer: str, per_scenario: bool) -> str:
-    """The cache key of one of an item's texts (with the scenario when the RM's score depends on it)."""
-    key = text_key(item.conversation, answer)
-    return _sha(key, item.scenario_id) if per_scenario else key
-
-
-def collect_texts(items: Sequence[Item], per_scenario: bool = False) -> list[ScoreText]:
-    """The distinct texts of ``items`` in first-seen order (per scenario when ``per_scenario``)."""
-    if not per_scenario:
-        return [ScoreText(t.key, t.conversation, t.answer) for t in unique_texts(items)]
-    groups: dict[str, list[Item]] = defaultdict(list)
+def item_keys(items: Sequence[Item], per_scenario: bool = False) -> list[list[str]]:
+    """Per item, the cache key of each answer in ``item.answers()`` order: its ``text_key`` (hashed with
+    the scenario when the RM's score depends on it). Computed once per answer and reused."""
+    out = []
     for item in items:
-        groups[item.scenario_id].append(item)
-    return [ScoreText(_sha(t.key, sc), t.conversation, t.answer, sc)
-            for sc, group in groups.items() for t in unique_texts(group)]
+        keys = [text_key(item.conversation, a.answer) for a in item.answers()]
+        out.append([_sha(k, item.scenario_id) for k in keys] if per_scenario else keys)
+    return out
 
 
-def item_pairs(item: Item) -> list[tuple[str, str]]:
-    """(better, worse) answer pairs an item asks a judge about: chosen vs rejected, best vs each loser."""
-    if isinstance(item, PairwiseItem):
-        return [(item.chosen.answer, item.rejected.answer)]
-    assert isinstance(item, BonItem)
-    return [(item.best.answer, loser.answer) for loser in item.losers]
+def pair_keys(keys: Sequence[str]) -> list[str]:
+    """Keys of an item's (better, worse) pairs: chosen vs rejected, or best vs each loser."""
+    return [_sha(keys[0], k) for k in keys[1:]]
 
 
-def pair_key(item: Item, first: str, second: str, per_scenario: bool) -> str:
-    return _sha(unit_key(item, first, per_scenario), unit_key(item, second, per_scenario))
+def collect_texts(items: Sequence[Item], keys: Sequence[Sequence[str]] | None = None,
+                  per_scenario: bool = False) -> list[ScoreText]:
+    """The distinct texts of ``items``, each once, in first-seen order (per scenario when ``per_scenario``)."""
+    keys = keys if keys is not None else item_keys(items, per_scenario)
+    seen: dict[str, ScoreText] = {}
+    for item, ks in zip(items, keys):
+        for answer, k in zip(item.answers(), ks):
+            if k not in seen:
+                seen[k] = ScoreText(k, item.conversation, answer.answer, item.scenario_id if per_scenario else None)
+    return list(seen.values())
 
 
-def collect_pairs(items: Sequence[Item], per_scenario: bool = False) -> list[JudgePair]:
+def collect_pairs(items: Sequence[Item], keys: Sequence[Sequence[str]] | None = None,
+                  per_scenario: bool = False) -> list[JudgePair]:
     """The distinct (conversation, better, worse) pairs of ``items``, each once, in first-seen order."""
+    keys = keys if keys is not None else item_keys(items, per_scenario)
     seen: dict[str, JudgePair] = {}
-    for item in items:
-        for first, second in item_pairs(item):
-            key = pair_key(item, first, second, per_scenario)
-            if key not in seen:
-                seen[key] = JudgePair(key, item.conversation, first, second, item.scenario_id)
+    for item, ks in zip(items, keys):
+        answers = item.answers()
+        for worse, k in zip(answers[1:], pair_keys(ks)):
+            if k not in seen:
+                seen[k] = JudgePair(k, item.conversation, answers[0].answer, worse.answer, item.scenario_id)
     return list(seen.values())
 
 
@@ -118,18 +117,24 @@ def _run_cached(units: Sequence[Any], stream, rm: RewardModel, fp: str, cache: S
 
 
 def score_items(items: Sequence[Item], rm: RewardModel, cache: ScoreCache,
-                progress: bool = True) -> tuple[dict[str, Any], ScoringStats]:
-    """Cache key -> score (a float for a text RM, a votes dict for a pair judge) for every unit of ``items``."""
+                progress: bool = True) -> tuple[dict[str, Any], list[list[str]], ScoringStats]:
+    """Score every unit of ``items`` through the cache.
+
+    Returns (cache key -> value, each item's unit keys, stats). A unit is a text for a text RM (value:
+    a float; keys in ``item.answers()`` order) or a (better, worse) pair for a judge (value: votes).
+    """
     fp = rm.fingerprint()
     cache.register(fp, rm.spec, rm.describe())
     stats = ScoringStats()
+    keys = item_keys(items, rm.per_scenario)
     if rm.compares_pairs:
-        units: Sequence[Any] = collect_pairs(items, rm.per_scenario)
-        stats.naive = sum(len(item_pairs(it)) for it in items)
-        values = _run_cached(units, rm.judge_stream, rm, fp, cache, f"judging with {rm.spec}", progress, stats)
+        units: Sequence[Any] = collect_pairs(items, keys, rm.per_scenario)
+        keys = [pair_keys(k) for k in keys]
+        desc, stream = f"judging with {rm.spec}", rm.judge_stream
     else:
-        units = collect_texts(items, rm.per_scenario)
-        stats.naive = sum(len(it.answers()) for it in items)
-        values = _run_cached(units, rm.score_stream, rm, fp, cache, f"scoring with {rm.spec}", progress, stats)
+        units = collect_texts(items, keys, rm.per_scenario)
+        desc, stream = f"scoring with {rm.spec}", rm.score_stream
+    stats.naive = sum(len(k) for k in keys)
+    values = _run_cached(units, stream, rm, fp, cache, desc, progress, stats)
     stats.rm = dict(rm.stats)
-    return values, stats
+    return values, keys, stats
