@@ -162,3 +162,41 @@ def test_length_bias_split():
 def test_predict_rejects_unknown_tie_rule():
     with pytest.raises(ValueError, match="ties"):
         predict([], [], {}, ties="lenient")
+
+
+def _generated_release(root: Path) -> Path:
+    """Every one of the 49 scenarios in both sets, unequal sizes, shared texts and many length ties."""
+    import random
+
+    from rmb_build.records import Answer, BonItem, PairwiseItem, Turn
+    from rmb_build.release import write_release
+    from rmb_build.release.read import Release
+    from rmb_build.taxonomy import all_scenarios
+
+    rng = random.Random(5)
+    rel = Release(name="generated", root=None)
+    uid = 0
+    for k, sc in enumerate(all_scenarios()):
+        convs = [(Turn("user", f"q{k}.{c}"),) for c in range(3)]
+        pool = [Answer(f"m{i}", "x" * rng.choice((1, 2, 3, 5))) for i in range(6)]
+        for _ in range(1 + k % 7):
+            a, b = rng.sample(pool, 2)
+            rel.add(PairwiseItem(str(uid), rng.choice(convs), a, b, sc.id))
+            best, *losers = rng.sample(pool, rng.randint(3, 6))
+            rel.add(BonItem(str(uid), rng.choice(convs), best, tuple(losers), sc.id))
+            uid += 1
+    write_release(rel, root)
+    return root
+
+
+@pytest.mark.parametrize("ties", ["strict", "half"])
+def test_python_scorer_agrees_with_independent_rules_on_all_49_scenarios(tmp_path, ties):
+    root = _generated_release(tmp_path / "rel")
+    scorer = tmp_path / "len_scorer.py"
+    scorer.write_text("def score(conversation, answer):\n    return len(answer) + 0.5 * (len(conversation) > 1)\n")
+    results = evaluate(read_release(root), load_rm(f"python:{scorer}:score", RMOptions()), tmp_path / "out",
+                       tmp_path / "cache", ties=ties, resamples=20, progress=False)
+    expected = _independent(root, lambda conv, a: len(a) + 0.5 * (len(conv) > 1), ties)
+    _check_against_independent(results, expected)
+    assert len(results["pairwise"]["scenarios"]) == len(results["bon"]["scenarios"]) == 49
+    assert len(results["pairwise"]["tasks"]) == 12 and set(results["bon"]["goals"]) == {"Helpfulness", "Harmlessness"}
