@@ -20,7 +20,8 @@ from prefect.runtime import flow_run
 
 from rmb_build.assemble import write_built_release
 from rmb_build.config import BuildConfig, parse_config
-from rmb_build.manifest import Accounting
+from rmb_build.errors import RMBError
+from rmb_build.manifest import Accounting, sources_section
 from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.preflight import preflight
 from rmb_build.run_state import RunState
@@ -69,6 +70,7 @@ class _Recorder:
                 rec.cached_batches += 1
             else:
                 rec.seconds += t.seconds
+                self.state.spans.append((t.started, t.started + t.seconds))
             self.state.add_failures(getattr(t.value, "failures", None) or ())
         rec.stats = steps.merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
         cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
@@ -97,14 +99,15 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
     gathered = record("gather", [tasks["gather"](K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"),
                                                  cfg.run.max_queries)])[0]
     steps.write_queries_file(gathered.queries, paths.raw / steps.RAW_QUERIES)
-    acc = Accounting(gathered=len(gathered.queries), sources=steps.sources_section(cfg, gathered.stats))
+    acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
     queries = gathered.queries
     if "dedup" in stages:
         deduped = record("dedup", [tasks["dedup"].submit(K.dedup_key(cfg, queries), queries, cfg.dedup).result()])[0]
         acc.dedup_removed = steps.count_by(deduped.removed, "kind")
         queries = deduped.kept
     if "classify" in stages:
-        futures = [tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier) for b in batched(queries, size)]
+        futures = [tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier, cfg.endpoints, str(paths.llm_cache))
+                   for b in batched(queries, size)]
         queries = [q for part in record("classify", [f.result() for f in futures]) for q in part]
     selected, acc.not_selected = steps.select(queries, cfg)
     acc.selected = len(selected)
@@ -139,9 +142,12 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
                                                      selected, responses, scores, labels, cfg.sets)])[0]
     acc.fill(selected, responses, scores, [*sets.pairwise, *sets.bon], len(cfg.generators),
              state.failure_counts().get("generate", 0))
+    state.flush(accounting=acc.to_json(), usage=usage)
     if "release" not in stages:
-        state.flush(accounting=acc.to_json(), usage=usage)
         return {"selected": len(selected), "pairwise": len(sets.pairwise), "bon": len(sets.bon), "run": str(paths.run)}
+    if not sets.pairwise and not sets.bon:
+        raise RMBError(f"build {cfg.name!r}: no pairwise or BoN item could be built from {len(selected)} queries "
+                       f"(why: {paths.run / 'summary.json'}, stages.build_sets.stats; failures.jsonl)")
     manifest = write_built_release(cfg, [*sets.pairwise, *sets.bon], sets.annotations, paths.release,
                                    accounting=acc, stages=[s.to_json() for s in state.stages.values()],
                                    failures=state.failure_counts(), usage=usage, log=log.info)

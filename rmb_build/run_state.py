@@ -42,6 +42,7 @@ class RunState:
         self.root = Path(root)
         self.failures: list[Failure] = []
         self.stages: dict[str, StageRecord] = {}
+        self.spans: list[tuple[float, float]] = []  # (start, end) of stage work computed in this run
         self.started = time.time()
 
     def stage(self, name: str) -> StageRecord:
@@ -60,10 +61,22 @@ class RunState:
         atomic.write_json(self.root / SUMMARY_FILE, {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "elapsed_s": round(time.time() - self.started, 3),
+            "work_s": round(busy_seconds(self.spans), 3),
             "stages": [s.to_json() for s in self.stages.values()],
             "failures": self.failure_counts(),
             **extra,
         })
+
+
+def busy_seconds(spans: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``spans``: wall time during which some stage work was running
+    (batches run concurrently, so their seconds overlap)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
 
 
 def read_failures(path: str | Path) -> list[Failure]:
