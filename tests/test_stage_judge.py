@@ -98,3 +98,13 @@ def test_judge_on_the_embedded_model(embedded_server, tmp_path):
     [s] = res.records
     assert 1 <= len(s.scores) <= 2 and all(1 <= x <= 10 for x in s.scores) and s.criteria == "criteria/Open QA.md"
     assert s.failed_samples == 2 - len(s.scores) and len(s.rationales) == len(s.scores)
+
+
+def test_schema_keeps_scores_in_range_and_rationales_short():
+    from rmb_build.llm import ReplyError, parse_reply
+
+    assert parse_reply('{"rationale": "fine", "score": 7}', SCHEMA) == {"rationale": "fine", "score": 7}
+    for bad in ('{"rationale": "x", "score": 0}', '{"rationale": "x", "score": 7.5}',
+                '{"rationale": "%s", "score": 7}' % ("x" * 201), '{"score": 7}'):
+        with pytest.raises(ReplyError):
+            parse_reply(bad, SCHEMA)

@@ -25,12 +25,14 @@ STAGE = "judge"
 SYSTEM_PROMPT = "judge/system.md"
 USER_PROMPT = "judge/pointwise.md"
 MIN_SCORE, MAX_SCORE = 1, 10
-MAX_RATIONALE_CHARS = 1000
+MAX_RATIONALE_CHARS = 200  # "short": one or two sentences, ~50 tokens
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "rationale": {"type": "string"},
-        "score": {"type": "integer", "minimum": MIN_SCORE, "maximum": MAX_SCORE},
+        # maxLength and enum also constrain llama.cpp's grammar (it ignores minimum/maximum), so even a
+        # tiny model's reply stays short and in range.
+        "rationale": {"type": "string", "maxLength": MAX_RATIONALE_CHARS},
+        "score": {"type": "integer", "enum": list(range(MIN_SCORE, MAX_SCORE + 1))},
     },
     "required": ["rationale", "score"],
     "additionalProperties": False,
