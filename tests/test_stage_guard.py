@@ -98,3 +98,15 @@ def test_guard_on_the_embedded_model(embedded_server, tmp_path):
     assert sorted(lb.target for lb in res.records) == ["prompt", "response"]
     unknown = [lb for lb in res.records if lb.verdict == "unknown"]
     assert len(res.failures) == len(unknown) and all(f.reason.startswith("unreadable guard reply") for f in res.failures)
+
+
+def test_a_5mb_answer_is_cut_for_the_guard():
+    from rmb_build.config import EndpointConfig
+    from rmb_build.stages.common import estimate_tokens
+
+    q = make_query(6, "Tell me everything.", "Harmlessness/S5")
+    client = ScriptedClient(lambda req: "safe")
+    endpoints = {"local": EndpointConfig(embedded="smollm2", n_ctx=2048)}
+    res = asyncio.run(guard([q], [Response(q.id, "A", "a", "local", "blah " * 1_000_000)], CFG, client, endpoints=endpoints))
+    assert [lb.verdict for lb in res.records] == ["safe", "safe"] and res.stats["inputs_cut"] == 1
+    assert all(estimate_tokens(req.messages[0][1]) < 2048 - CFG.max_tokens for req in client.requests)

@@ -81,7 +81,7 @@ def test_a_5mb_answer_is_cut_for_the_judge():
     endpoints = {"local": EndpointConfig(embedded="smollm2", n_ctx=4096)}
     res = asyncio.run(judge([q], [Response(q.id, "Verbose", "v", "local", "Paris " * 900_000)],
                             CFG.model_copy(update={"samples": 1}), client, endpoints=endpoints))
-    assert res.records[0].mean == 3.0
+    assert res.records[0].mean == 3.0 and res.stats["inputs_cut"] == 1
     sent = client.requests[0].messages
     assert sum(estimate_tokens(c) for _, c in sent) < 4096 - CFG.max_tokens and "characters cut" in sent[-1][1]
 

@@ -86,18 +86,23 @@ def categories_block() -> str:
 def guard_messages(conversation: Sequence[Turn], answer: str | None, prompt_format: str,
                    max_input_tokens: int) -> tuple[tuple[str, str], ...]:
     """Messages asking about the last user turn (``answer`` None) or about ``answer`` to it."""
+    return _guard_prompt(conversation, answer, prompt_format, max_input_tokens)[0]
+
+
+def _guard_prompt(conversation: Sequence[Turn], answer: str | None, prompt_format: str,
+                  max_input_tokens: int) -> tuple[tuple[tuple[str, str], ...], int]:
     turns = [(t.role, t.content) for t in conversation if t.role in _ROLES]
     if answer is not None:
         turns.append(("assistant", answer))
     template = load_prompt(PROMPT)
     budget = max_input_tokens - estimate_tokens(template + categories_block())
-    texts, _ = fit_texts([c for _, c in turns], max(budget, 64))
+    texts, cut = fit_texts([c for _, c in turns], max(budget, 64))
     turns = [(role, c.strip()) for (role, _), c in zip(turns, texts)]
     if prompt_format == "chat":
-        return tuple(turns)
+        return tuple(turns), cut
     role = "Agent" if answer is not None else "User"
     convo = "\n\n".join(f"{_ROLES[r]}: {c}" for r, c in turns)
-    return (("user", render(template, role=role, categories=categories_block(), conversation=convo)),)
+    return (("user", render(template, role=role, categories=categories_block(), conversation=convo)),), cut
 
 
 def is_harmlessness(query: Query) -> bool:
@@ -116,9 +121,10 @@ async def guard(queries: Sequence[Query], responses: Sequence[Response], cfg: Gu
         if r.query_id in by_id and (r.query_id, r.generator) not in seen:
             seen.add((r.query_id, r.generator))
             targets.append((r.query_id, RESPONSE_TARGET, r.generator, r.text))
-    requests = [ChatRequest(cfg.endpoint, cfg.model, guard_messages(by_id[qid].conversation, text, cfg.prompt_format, budget),
-                            temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
-                            stage=STAGE, tag=qid) for qid, _, _, text in targets]
+    prompts = [_guard_prompt(by_id[qid].conversation, text, cfg.prompt_format, budget) for qid, _, _, text in targets]
+    requests = [ChatRequest(cfg.endpoint, cfg.model, messages, temperature=cfg.temperature, top_p=cfg.top_p,
+                            max_tokens=cfg.max_tokens, stage=STAGE, tag=qid)
+                for (qid, _, _, _), (messages, _) in zip(targets, prompts)]
     results = await ask(client, requests, desc="guard")
     out: StageResult[GuardLabel] = StageResult()
     for (qid, target, gen, _), res in zip(targets, results):
@@ -131,6 +137,7 @@ async def guard(queries: Sequence[Query], responses: Sequence[Response], cfg: Gu
         out.records.append(GuardLabel(qid, target, gen, v.verdict, v.categories,
                                       scenario_for(v) if target == PROMPT_TARGET else None, res.text or "", guard_name))
     out.stats.update(requests=len(requests), labels=len(out.records), failures=len(out.failures),
+                     inputs_cut=sum(1 for _, cut in prompts if cut),
                      **{f"{t}_{v}": sum(1 for lb in out.records if lb.target == t and lb.verdict == v)
                         for t in (PROMPT_TARGET, RESPONSE_TARGET) for v in (SAFE, UNSAFE, UNKNOWN)})
     return out

@@ -85,13 +85,17 @@ def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
 
 def judge_messages(query: Query, answer: str, criteria: str, max_input_tokens: int) -> tuple[tuple[str, str], ...]:
     """System and user message for one answer; conversation and answer cut to ``max_input_tokens``."""
+    return _judge_prompt(query, answer, criteria, max_input_tokens)[0]
+
+
+def _judge_prompt(query: Query, answer: str, criteria: str, max_input_tokens: int) -> tuple[tuple[tuple[str, str], ...], int]:
     system = load_prompt(SYSTEM_PROMPT).strip()
     template = load_prompt(USER_PROMPT)
     budget = max_input_tokens - estimate_tokens(system + template + criteria)
-    texts, _ = fit_texts([t.content for t in query.conversation] + [answer], max(budget, 64))
+    texts, cut = fit_texts([t.content for t in query.conversation] + [answer], max(budget, 64))
     turns = [(t.role, c) for t, c in zip(query.conversation, texts)]
     user = render(template, criteria=criteria.strip(), conversation=format_conversation(turns), answer=texts[-1])
-    return (("system", system), ("user", user))
+    return (("system", system), ("user", user)), cut
 
 
 def _criteria_or_problem(q: Query | None, r: Response) -> tuple[str | None, str | None]:
@@ -118,6 +122,7 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
     plan: list[tuple[Response, str]] = []
     requests: list[ChatRequest] = []
     seen: set[tuple[str, str]] = set()
+    inputs_cut = 0
     for r in responses:
         if (r.query_id, r.generator) in seen:
             out.stats["duplicate_responses"] = out.stats.get("duplicate_responses", 0) + 1
@@ -128,7 +133,8 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
         if problem:
             out.failures.append(Failure(STAGE, r.query_id, r.generator, problem))
             continue
-        messages = judge_messages(q, r.text, load_prompt(crit), budget)
+        messages, cut = _judge_prompt(q, r.text, load_prompt(crit), budget)
+        inputs_cut += bool(cut)
         plan.append((r, crit))
         for k in range(cfg.samples):
             requests.append(ChatRequest(cfg.endpoint, cfg.model, messages, temperature=cfg.temperature, top_p=cfg.top_p,
@@ -150,7 +156,7 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
         out.records.append(JudgeScore(r.query_id, r.generator, scores, statistics.fmean(scores),
                                       statistics.pstdev(scores), tuple(s.rationale for s in good),
                                       judge_name, crit, len(samples) - len(good)))
-    out.stats.update(requests=len(requests), failed_samples=failed_samples,
+    out.stats.update(requests=len(requests), failed_samples=failed_samples, inputs_cut=inputs_cut,
                      reasks=sum(max(len(res.raw_texts) - 1, 0) for res in results),
                      scored=len(out.records), failures=len(out.failures))
     return out
