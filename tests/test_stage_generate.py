@@ -81,3 +81,10 @@ def test_generate_on_the_embedded_model(embedded_server, tmp_path):
         again = asyncio.run(generate([make_query(1)], gens, client))  # answered from the LLM cache
         assert [r.text for r in again.records] == [r.text for r in res.records]
         assert client.usage()["generate"]["smollm2"]["cached"] == 2
+
+
+def test_generator_system_prompt_merges_with_the_conversations_own():
+    q = make_query(7, "Hi", turns=(Turn("system", "You are a pirate."),))
+    client = ScriptedClient(lambda req: "Arr")
+    asyncio.run(generate([q], GENS[:1], client))
+    assert client.requests[0].messages == (("system", "Be polite.\n\nYou are a pirate."), ("user", "Hi"))

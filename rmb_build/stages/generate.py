@@ -26,8 +26,13 @@ def check_generators(generators: Sequence[GeneratorConfig]) -> None:
 def build_request(query: Query, gen: GeneratorConfig, max_input_tokens: int) -> tuple[ChatRequest, int]:
     """The request for one (query, generator), its conversation cut to fit; returns it and the chars cut."""
     contents, cut = fit_texts([t.content for t in query.conversation], max_input_tokens)
-    messages = [("system", gen.system_prompt)] if gen.system_prompt else []
-    messages += [(t.role, c) for t, c in zip(query.conversation, contents)]
+    messages = [(t.role, c) for t, c in zip(query.conversation, contents)]
+    if gen.system_prompt:
+        # One system message: many chat templates reject a second one.
+        if messages and messages[0][0] == "system":
+            messages[0] = ("system", f"{gen.system_prompt}\n\n{messages[0][1]}")
+        else:
+            messages.insert(0, ("system", gen.system_prompt))
     req = ChatRequest(gen.endpoint, gen.model, tuple(messages), temperature=gen.temperature, top_p=gen.top_p,
                       max_tokens=gen.max_tokens, seed=gen.seed, stage=STAGE, tag=query.id)
     return req, cut
