@@ -50,7 +50,7 @@ def test_k_samples_with_scenario_criteria_give_mean_and_spread():
     prompts = [req.messages[-1][1] for req in client.requests]
     assert criteria_for("Helpfulness/Code/Documentation").strip() in prompts[0]
     assert criteria_for("Harmlessness/S6").strip() in prompts[3]
-    assert [req.sample_index for req in client.requests] == [0, 1, 2, 0, 1, 2]
+    assert [(req.sample_index, req.seed) for req in client.requests] == [(k, k) for k in (0, 1, 2, 0, 1, 2)]
     assert all(req.response_schema == SCHEMA and req.max_reasks == CFG.max_reasks for req in client.requests)
 
 

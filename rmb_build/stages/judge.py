@@ -136,9 +136,9 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
         messages, cut = _judge_prompt(q, r.text, load_prompt(crit), budget)
         inputs_cut += bool(cut)
         plan.append((r, crit))
-        for k in range(cfg.samples):
+        for k in range(cfg.samples):  # seed k: samples differ, and a re-run without the cache asks the same
             requests.append(ChatRequest(cfg.endpoint, cfg.model, messages, temperature=cfg.temperature, top_p=cfg.top_p,
-                                        max_tokens=cfg.max_tokens, sample_index=k, response_schema=SCHEMA,
+                                        max_tokens=cfg.max_tokens, seed=k, sample_index=k, response_schema=SCHEMA,
                                         schema_name="judgement", max_reasks=cfg.max_reasks, stage=STAGE,
                                         tag=f"{r.query_id}:{r.generator}"))
     results = await ask(client, requests, desc="judge")
