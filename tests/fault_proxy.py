@@ -70,6 +70,8 @@ class _Handler(BaseHTTPRequestHandler):
                 proxy.injected[fault] += 1
         try:
             self._respond(fault, path, body)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. its timeout)
+            self.close_connection = True
         finally:
             with proxy._lock:
                 proxy._in_flight -= 1
@@ -102,9 +104,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data[: len(data) // 2])
-                self.wfile.flush()
                 self.close_connection = True
-                self._reset()
+                self.connection.shutdown(socket.SHUT_RDWR)  # a clean close, short of the promised length
                 return
             self._send(status, data, {"Content-Type": headers.get("Content-Type", "application/json")})
 
@@ -121,6 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         try:
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()  # they hold the fd: the socket only really closes with them
+            self.wfile.close()
             self.connection.close()
         except OSError:
             pass

@@ -7,8 +7,8 @@ import json
 import random
 import time
 from dataclasses import dataclass
+from typing import Any
 
-import httpx
 import openai
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -25,7 +25,7 @@ class Failure:
         return self.kind != "fatal"
 
 
-def retry_after(headers: httpx.Headers | None) -> float | None:
+def retry_after(headers: Any) -> float | None:
     """Seconds asked for by ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
     if not headers:
         return None
@@ -51,7 +51,8 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
         detail = f"{type(cause).__name__}: {cause}".rstrip(": ")
-        if isinstance(cause, (httpx.ConnectError, ConnectionRefusedError)):
+        # openai may ship its own httpx fork (httpx2): match the transport error by name.
+        if isinstance(cause, ConnectionRefusedError) or type(cause).__name__ == "ConnectError":
             return Failure("unreachable", f"cannot connect: {detail}")
         return Failure("dropped", f"connection dropped: {detail}")
     if isinstance(exc, openai.APIStatusError):
@@ -64,10 +65,10 @@ def classify(exc: BaseException) -> Failure:
             return Failure("server", detail, after)
         return Failure("fatal", detail)
     if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError, ValueError, KeyError,
-                        TypeError, AttributeError, httpx.DecodingError)):
+                        TypeError, AttributeError, IndexError)) or type(exc).__name__ == "DecodingError":
         return Failure("bad_response", f"malformed response: {type(exc).__name__}: {str(exc)[:200]}")
-    if isinstance(exc, httpx.HTTPError):
-        return Failure("unreachable", f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, OSError) or type(exc).__name__ in ("TransportError", "NetworkError", "RemoteProtocolError"):
+        return Failure("dropped", f"{type(exc).__name__}: {exc}")
     return Failure("fatal", f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
