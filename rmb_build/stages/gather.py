@@ -8,7 +8,8 @@ Rules, the same for every source:
   most ``max_turns`` turns (system turn not counted) that ends with a user turn, as RMB's 1-, 3- and
   5-turn conversations are;
 - ``min_chars`` applies to the final user turn, ``max_chars`` to the whole conversation, ``languages``
-  to the final user turn's language (its own tag, else a heuristic guess: see ``language.py``).
+  to the final user turn's language (its own tag, else a heuristic guess: see ``language.py``);
+  an RMB release's conversations are kept as they are (``max_turns`` filters them instead).
 A well-formed record that fails a filter is *filtered*; a malformed one is *quarantined* (written to
 the quarantine JSONL with the reason). Every query keeps its source and the source's own id.
 """
@@ -147,6 +148,16 @@ def shape_conversation(turns: list[Turn], max_turns: int | None) -> tuple[Turn, 
     return tuple(system + body[:n])
 
 
+def check_filters(conversation: Sequence[Turn], language: str | None, src: SourceConfig) -> None:
+    """The length and language filters of a source (Skip, not quarantined, when one fails)."""
+    if len(conversation[-1].content.strip()) < src.min_chars:
+        raise Skip(f"final user turn shorter than min_chars={src.min_chars}", False)
+    if src.max_chars is not None and sum(len(t.content) for t in conversation) > src.max_chars:
+        raise Skip(f"conversation longer than max_chars={src.max_chars}", False)
+    if src.languages and (language or "").casefold() not in {x.casefold() for x in src.languages}:
+        raise Skip(f"language {language or 'unknown'} not in {src.languages}", False)
+
+
 def tag_languages(conversation: tuple[Turn, ...], final: str | None) -> tuple[Turn, ...]:
     """Give untagged turns a ``language`` as RMB does per turn (``final`` for the last user turn)."""
     last = len(conversation) - 1
@@ -168,15 +179,10 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
         raise Skip(record.reason, True)
     conversation = shape_conversation(record_turns(record, src), src.max_turns)
     last = conversation[-1]
-    if len(last.content.strip()) < src.min_chars:
-        raise Skip(f"final user turn shorter than min_chars={src.min_chars}", False)
-    if src.max_chars is not None and sum(len(t.content) for t in conversation) > src.max_chars:
-        raise Skip(f"conversation longer than max_chars={src.max_chars}", False)
     _, lang = _field(record, src, "language", ("language",))
     language = last.language or (lang if isinstance(lang, str) else None) or detect_language(last.content)
+    check_filters(conversation, language, src)
     conversation = tag_languages(conversation, language)
-    if src.languages and (language or "").casefold() not in {x.casefold() for x in src.languages}:
-        raise Skip(f"language {language or 'unknown'} not in {src.languages}", False)
     scenario = None
     name, label_value = _field(record, src, "scenario", SCENARIO_FIELDS)
     if label_value is not None:
@@ -248,16 +254,10 @@ def _iter_source(src: SourceConfig, label: str, stats: SourceStats, quarantine: 
 
 
 def _check_release_query(q: Query, src: SourceConfig) -> Query:
-    """A release's conversations are already shaped; only the length and language filters apply."""
+    """A release's conversations are already shaped: ``max_turns`` filters them instead of cutting."""
     if len(q.conversation) > (src.max_turns or len(q.conversation)):
         raise Skip(f"more than max_turns={src.max_turns} turns", False)
-    if len(q.prompt.strip()) < src.min_chars:
-        raise Skip(f"final user turn shorter than min_chars={src.min_chars}", False)
-    if src.max_chars is not None and sum(len(t.content) for t in q.conversation) > src.max_chars:
-        raise Skip(f"conversation longer than max_chars={src.max_chars}", False)
-    language = q.language or detect_language(q.prompt)
-    if src.languages and (language or "").casefold() not in {x.casefold() for x in src.languages}:
-        raise Skip(f"language {language or 'unknown'} not in {src.languages}", False)
+    check_filters(q.conversation, q.language or detect_language(q.prompt), src)
     return q
 
 
