@@ -1,0 +1,35 @@
+"""``rmb serve``: run the embedded local model server in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", action="append", choices=["smollm2", "gemma3"], dest="models",
+                   help="embedded model to serve (repeatable; default: smollm2)")
+    p.add_argument("--n-ctx", type=int, default=4096, help="context size (default: 4096)")
+    p.add_argument("--log", default=None, help="server log file (default: a temporary file)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from ..llm.server import EmbeddedServer
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with EmbeddedServer(args.models or ["smollm2"], n_ctx=args.n_ctx, log_path=args.log) as server:
+        print(f"serving {', '.join(server.models)} at {server.base_url} (OpenAI-compatible; log: {server.log_path})", flush=True)
+        print(f"point a config at it with  base_url: {server.base_url}  structured_output: json_object; Ctrl-C stops it",
+              flush=True)
+        try:
+            while not stop.wait(0.5):
+                if not server.running:
+                    print(f"the server exited with status {server.proc.returncode if server.proc else '?'}; see {server.log_path}")
+                    return 1
+        except KeyboardInterrupt:
+            pass
+    print("stopped")
+    return 0
