@@ -138,6 +138,8 @@ def test_unreadable_sources_name_the_file(tmp_path):
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(InputError, match="bad.parquet.*Parquet"):
         gather([SourceConfig(kind="parquet", path=str(tmp_path / "bad.parquet"))])
+    with pytest.raises(InputError, match="someorg/absent-dataset: field 'path': cannot load the dataset"):
+        gather([SourceConfig(kind="hf", path="someorg/absent-dataset")])  # offline in tests: unreachable
     (tmp_path / "latin1.jsonl").write_bytes('{"prompt": "caf\xe9"}\n'.encode("latin-1"))
     with pytest.raises(InputError, match="latin1.jsonl: line 1: invalid UTF-8"):
         gather([SourceConfig(kind="jsonl", path=str(tmp_path / "latin1.jsonl"))])

@@ -87,7 +87,7 @@ def iter_hf(src: SourceConfig) -> Iterator[RawRecord]:
             ds = datasets.load_dataset(builder, data_files=str(local), split=src.split, streaming=src.streaming)
         else:
             ds = datasets.load_dataset(src.path, src.name, split=src.split, streaming=src.streaming)
-    except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as exc:
+    except (OSError, ValueError, datasets.exceptions.DatasetNotFoundError) as exc:  # OSError: also offline/unreachable
         raise InputError(src.path, f"cannot load the dataset (split {src.split!r}): {exc}", field="path") from None
     for n, row in enumerate(ds):
         yield n, row
