@@ -15,6 +15,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ..config import DedupConfig
+from ..embeddings import DEFAULT_MODEL
 from ..records import Query, Turn
 from ..similarity import similar_pairs
 
@@ -98,9 +99,9 @@ def near_duplicates(embeddings: np.ndarray, threshold: float, block_size: int = 
     return resolve_near(len(embeddings), i, j, s, protected)
 
 
-def embed_queries(queries: Sequence[Query], model: str = "all-MiniLM-L6-v2", show_progress: bool = False) -> np.ndarray:
+def embed_queries(queries: Sequence[Query], model: str = DEFAULT_MODEL, show_progress: bool = False) -> np.ndarray:
     """Unit embeddings of each query's ``query_text`` (one row per query)."""
-    from ..embeddings import embed
+    from ..embeddings import embed  # torch loads only when embeddings are needed
 
     return embed([query_text(q.conversation) for q in queries], name=model, show_progress=show_progress)
 
