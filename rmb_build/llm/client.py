@@ -68,12 +68,12 @@ def _usage_row() -> dict[str, Any]:
             "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
 
 
-def _logprobs(choice: Any) -> list[dict[str, Any]] | None:
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
+def _logprobs(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
+    content = (choice.get("logprobs") or {}).get("content")
     if not content:
         return None
-    return [{"token": t.token, "logprob": t.logprob,
-             "top": [{"token": a.token, "logprob": a.logprob} for a in (t.top_logprobs or [])]}
+    return [{"token": t["token"], "logprob": t["logprob"],
+             "top": [{"token": a["token"], "logprob": a["logprob"]} for a in (t.get("top_logprobs") or [])]}
             for t in content]
 
 
@@ -255,17 +255,20 @@ class LLMClient:
                 spent = 0.0
                 try:
                     result.attempts += 1
-                    completion = await http.chat.completions.create(**kwargs)
-                    choice = completion.choices[0]
-                    usage = completion.usage
-                    p, c = (usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else (0, 0)
+                    # The official client's own transport, auth, timeouts and error types, without its
+                    # per-call pydantic transform and parse (they cost more CPU than the HTTP round trip).
+                    reply = await http.post("/chat/completions", cast_to=object, body=kwargs)
+                    choice = reply["choices"][0]
+                    usage = reply.get("usage") or {}
+                    p, c = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
                     spent = cost_usd(ep, p, c)
-                    if choice.message is None or choice.message.content is None:
+                    text = (choice.get("message") or {}).get("content")
+                    if not isinstance(text, str):
                         raise ValueError("the reply has no message content")
                     self._observe_prompt(req.endpoint, p, est_prompt)
-                    return {"text": choice.message.content, "finish_reason": choice.finish_reason,
+                    return {"text": text, "finish_reason": choice.get("finish_reason"),
                             "usage": {"prompt_tokens": p, "completion_tokens": c},
-                            "logprobs": _logprobs(choice), "model": getattr(completion, "model", None)}
+                            "logprobs": _logprobs(choice), "model": reply.get("model")}
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # every API failure is classified, then retried or recorded
