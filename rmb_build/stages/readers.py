@@ -35,16 +35,21 @@ def _require_file(src: SourceConfig, where: str) -> Path:
 
 
 def iter_jsonl(path: Path) -> Iterator[RawRecord]:
-    with open(path, encoding="utf-8", errors="strict") as fh:
-        n = 0
-        while True:
+    # Bytes, decoded line by line: a text-mode reader decodes 8 KB chunks, so one bad byte would fail
+    # the whole chunk (and name the wrong line) instead of quarantining the one record it is in.
+    # A first record that is not UTF-8 means a file in another encoding: that is one error.
+    decoded = False
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
             try:
-                line = fh.readline()
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InputError(str(path), f"invalid UTF-8 at byte {exc.start} of the line", line=n + 1) from None
-            if not line:
-                return
-            n += 1
+                if not decoded:
+                    raise InputError(str(path), f"invalid UTF-8 at byte {exc.start} of the line "
+                                                "(is the file in another encoding?)", line=n) from None
+                yield n, BadRecord(f"invalid UTF-8 at byte {exc.start} of the line", raw[:2000].decode("utf-8", "replace"))
+                continue
+            decoded = decoded or bool(line.strip())
             if not line.strip():
                 continue
             try:
