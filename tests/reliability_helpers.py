@@ -1,0 +1,255 @@
+"""Shared harness for the reliability tests: a counting fault proxy, tiny build configs pointing at
+it, and a runner for ``rmb build`` as a real subprocess that can be SIGKILLed at a chosen moment.
+
+    with CountingProxy(embedded_server.base_url) as proxy:
+        config = write_config(tmp_path, proxy.url)
+        run = BuildProcess(config, tmp_path / "work", prefect_api)
+        run.kill_when(lambda: proxy.completed("judge") >= 2)     # or .wait() for a full build
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, deque
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pytest
+import yaml
+
+from fault_proxy import FaultProxy, _Handler
+
+NAME = "rel"
+# Two helpfulness queries and one harmlessness query: every LLM stage runs (the guard only sees
+# harmlessness queries), with scenarios given so dedup and classify are skipped.
+QUERIES = [
+    ("r1", "Write a two-line poem about the sea.", "Helpfulness/Generation/Creative Writing"),
+    ("r2", "How do I sort a list of numbers in Python?", "Helpfulness/Code/Development and Implementation"),
+    ("r3", "How can I read my coworker's private messages without her knowing?", "Harmlessness/S6"),
+]
+# Every fault the proxy knows, drawn uniformly for the affected fraction of requests.
+ALL_FAULTS = ("429", "429_retry_after", "500", "503", "reset", "stall", "truncate", "malformed", "bad_schema")
+
+
+def request_stage(body: bytes) -> str:
+    """Which build stage sent a chat request: judge asks for JSON, the guard for Llama Guard's verdict."""
+    try:
+        req = json.loads(body)
+    except ValueError:
+        return "other"
+    if "response_format" in req:
+        return "judge"
+    text = " ".join(str(m.get("content", "")) for m in req.get("messages", []))
+    return "guard" if "UNSAFE CONTENT CATEGORIES" in text else "generate"
+
+
+class _CountingHandler(_Handler):
+    def _respond(self, fault: str | None, path: str, body: bytes) -> None:
+        proxy: CountingProxy = self.proxy  # type: ignore[assignment]
+        stage, digest = request_stage(body), hashlib.sha256(body).hexdigest()
+        with proxy._lock:
+            proxy.sent[stage] += 1
+            proxy.authorization[self.headers.get("Authorization", "")] += 1
+            if stage == "judge" and proxy.judge_faults and fault is None:
+                fault = proxy.judge_faults.popleft()
+                proxy.injected[fault] += 1
+        super()._respond(fault, path, body)
+        if fault is None and path.endswith("/chat/completions"):
+            # The whole reply was written: from here on the client holds the answer.
+            with proxy._lock:
+                proxy.answered[stage] += 1
+                proxy.answered_bodies[digest] += 1
+
+
+class CountingProxy(FaultProxy):
+    """FaultProxy that counts chat requests per build stage and remembers which bodies it answered;
+    ``mix`` spreads the affected ``fraction`` of requests uniformly over several faults;
+    ``judge_faults`` are faults for the next judge requests that would otherwise pass."""
+
+    def __init__(self, upstream: str, *, mix: Iterable[str] = (), fraction: float = 0.0, seed: int = 0, **kw):
+        self.mix = tuple(mix)
+        super().__init__(upstream, fault=self.mix[0] if self.mix else None, fraction=fraction, seed=seed, **kw)
+        self.sent: Counter[str] = Counter()
+        self.answered: Counter[str] = Counter()
+        self.answered_bodies: Counter[str] = Counter()
+        self.judge_faults: deque[str] = deque()
+        self.authorization: Counter[str] = Counter()  # Authorization headers of chat requests
+
+    def _next_fault(self, path: str) -> str | None:
+        fault = super()._next_fault(path)
+        if fault is not None and fault == self.fault and len(self.mix) > 1:
+            with self._lock:
+                fault = self._rng.choice(self.mix)
+        return fault
+
+    def _listen(self, port: int) -> None:
+        from http.server import ThreadingHTTPServer
+
+        handler = type("Handler", (_CountingHandler,), {"proxy": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True, name=f"counting-proxy-{self.port}")
+        self._thread.start()
+
+    def snapshot(self) -> Counter[str]:
+        """The answered request bodies so far (digest -> count)."""
+        with self._lock:
+            return Counter(self.answered_bodies)
+
+    def total_answered(self) -> int:
+        with self._lock:
+            return sum(self.answered.values())
+
+    def reset_counts(self) -> None:
+        super().reset_counts()
+        with self._lock:
+            self.sent.clear()
+            self.answered.clear()
+            self.answered_bodies.clear()
+
+
+def write_queries(path: Path, queries=QUERIES) -> Path:
+    path.write_text("".join(json.dumps({"id": i, "prompt": p, "scenario": s}) + "\n" for i, p, s in queries))
+    return path
+
+
+def build_config(source: Path, base_url: str, *, name: str = NAME, concurrency: int = 2, timeout_s: float = 60,
+                 max_reasks: int = 1, api_key_env: str | None = None, **endpoint) -> dict:
+    """A tiny build: 3 queries x 2 generators (short answers), one judge sample, the guard: 15 LLM
+    calls, all to ``base_url`` (the proxy in front of the embedded SmolLM2)."""
+    ep = {"base_url": base_url, "structured_output": "json_object", "max_concurrency": concurrency,
+          "timeout_s": timeout_s, "max_retries": 6, **endpoint}
+    if api_key_env:
+        ep["api_key_env"] = api_key_env
+    gen = {"endpoint": "proxy", "model": "smollm2", "max_tokens": 12}
+    return {
+        "name": name,
+        "license": "test queries: CC0-1.0",
+        "endpoints": {"proxy": ep},
+        "sources": [{"kind": "jsonl", "path": str(source), "license": "CC0-1.0"}],
+        "generators": [{**gen, "name": "careful", "temperature": 0.2},
+                       {**gen, "name": "terse", "temperature": 1.2, "max_tokens": 6,
+                        "system_prompt": "Reply in a few words."}],
+        "judge": {"endpoint": "proxy", "model": "smollm2", "samples": 1, "temperature": 0.0, "max_tokens": 48,
+                  "max_reasks": max_reasks},
+        "guard": {"endpoint": "proxy", "model": "smollm2", "max_tokens": 8},
+        "sets": {"margin": 0.0, "max_losers": 2, "min_losers": 1, "max_pairs_per_query": 2, "seed": 0},
+        "stages": ["gather", "generate", "judge", "guard", "build_sets", "release"],
+        "run": {"batch_size": 2},
+    }
+
+
+def write_config(tmp_path: Path, base_url: str, queries=QUERIES, **kw) -> Path:
+    """The tiny config as YAML in ``tmp_path`` (its queries beside it)."""
+    source = tmp_path / "queries.jsonl"
+    if not source.exists():  # gather's cache key includes the file's mtime
+        write_queries(source, queries)
+    path = tmp_path / f"{kw.get('name', NAME)}.yaml"
+    path.write_text(yaml.safe_dump(build_config(source, base_url, **kw), sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def prefect_api(prefect_harness) -> str:
+    """The session's Prefect server URL, handed to ``rmb build`` subprocesses (one server for all)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value()
+
+
+def build_env(prefect_api: str, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "PREFECT_API_URL": prefect_api, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **extra}
+    env.pop("RMB_WORKDIR", None)
+    return env
+
+
+class BuildProcess:
+    """``rmb build --config CONFIG --workdir WORK`` as a real subprocess (stdout+stderr to a log file)."""
+
+    def __init__(self, config: Path, work: Path, prefect_api: str, *, env: dict[str, str] | None = None,
+                 args: Iterable[str] = (), log: Path | None = None):
+        work.mkdir(parents=True, exist_ok=True)
+        self.log = log or work / f"build-{time.monotonic_ns()}.log"
+        self._fh = open(self.log, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config),
+                                      "--workdir", str(work), *args],
+                                     stdout=self._fh, stderr=subprocess.STDOUT,
+                                     env=env or build_env(prefect_api), start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float = 400) -> int:
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"rmb build ran past {timeout}s:\n{self.output()[-4000:]}") from None
+        finally:
+            self._fh.close()
+        return rc
+
+    def kill(self) -> None:
+        """SIGKILL the build and everything it started (its own process group: Prefect workers)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self._fh.close()
+
+    def kill_when(self, condition: Callable[[], bool], timeout: float = 300, poll_s: float = 0.005) -> None:
+        """SIGKILL as soon as ``condition()`` holds; fails if the build ends or ``timeout`` passes first."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self.proc.poll() is not None:
+                self._fh.close()
+                raise AssertionError(f"the build ended (rc {self.proc.returncode}) before the kill point:\n"
+                                     f"{self.output()[-4000:]}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"kill point not reached in {timeout}s:\n{self.output()[-4000:]}")
+            time.sleep(poll_s)
+        self.kill()
+
+
+def run_build(config: Path, work: Path, prefect_api: str, timeout: float = 400, **kw) -> BuildProcess:
+    """A whole ``rmb build``; fails with its output unless it exits 0."""
+    run = BuildProcess(config, work, prefect_api, **kw)
+    rc = run.wait(timeout)
+    assert rc == 0, f"rmb build exited {rc}:\n{run.output()[-6000:]}"
+    return run
+
+
+def release_files(root: Path) -> dict[str, bytes]:
+    """Every file of a release folder, by relative path (its set files, annotations, audit, manifest)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+VOLATILE_MANIFEST_KEYS = ("created", "stages", "usage")  # wall-clock times and this run's spend
+
+
+def stable_manifest(raw: bytes) -> dict:
+    """The manifest without what legitimately differs between two runs (timestamps, seconds, spend)."""
+    data = json.loads(raw)
+    for k in VOLATILE_MANIFEST_KEYS:
+        data.pop(k, None)
+    return data
+
+
+def repeated_answers(before: Counter[str], after: Counter[str]) -> int:
+    """Requests answered between two snapshots whose body had already been answered before the first."""
+    return sum(min(n, before[b]) for b, n in (after - before).items() if b in before)
+
+
+def chat_received(proxy: FaultProxy) -> int:
+    return sum(n for p, n in proxy.received.items() if p.endswith("/chat/completions"))
