@@ -176,3 +176,69 @@ def test_optional_gemma3_is_served_beside_smollm2(tmp_path):
         assert client.base_url("gemma") == client.base_url("local")  # one server process, two models
     assert all(r.ok for r in results), [r.error for r in results]
     assert results[0].usage.completion_tokens > 0 and results[0].text.strip()
+
+
+def test_threads_share_the_endpoint_limit(proxy, tmp_path):
+    """Prefect's thread runner may call one client from several threads: the limit stays global."""
+    import threading
+
+    with client_for(proxy, tmp_path, max_concurrency=2) as client:
+        out: dict[int, list] = {}
+        threads = [threading.Thread(target=lambda k=k: out.__setitem__(k, client.run([ask(f"Thread {k} item {i}.", max_tokens=2)
+                                                                                      for i in range(3)])))
+                   for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+    assert all(r.ok for rs in out.values() for r in rs) and len(out) == 3
+    assert proxy.max_in_flight == 2
+
+
+def test_a_killed_run_resumes_without_asking_twice(proxy, tmp_path):
+    """SIGKILL in the middle of a batch: every response received before is kept and never re-asked."""
+    code = f"""
+import sys
+from rmb_build.config import EndpointConfig
+from rmb_build.llm import ChatRequest, LLMClient
+ep = EndpointConfig(base_url={proxy.url!r}, max_concurrency=1)
+reqs = [ChatRequest("proxy", "smollm2", (("user", f"Item {{i}}."),), max_tokens=3) for i in range(6)]
+with LLMClient({{"proxy": ep}}, {str(tmp_path / "llm_cache")!r}, progress=False) as c:
+    c.run(reqs)
+"""
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 120
+        while proxy.chat_forwarded() < 3 and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    from rmb_build.llm import ResponseCache
+
+    with ResponseCache(tmp_path / "llm_cache") as cache:
+        kept = len(cache)
+    assert 2 <= kept <= 6
+    sent_before = proxy.chat_forwarded()
+    with client_for(proxy, tmp_path, max_concurrency=1) as client:
+        reqs = [ChatRequest("proxy", "smollm2", (("user", f"Item {i}."),), max_tokens=3) for i in range(6)]
+        results = client.run(reqs)
+    assert all(r.ok for r in results) and sum(r.cached for r in results) == kept
+    assert proxy.chat_forwarded() - sent_before == 6 - kept
+
+
+def test_api_key_is_never_written(proxy, tmp_path, monkeypatch):
+    secret = "sk-rmbtest-" + "x7" * 16
+    monkeypatch.setenv("RMB_TEST_KEY", secret)
+    with client_for(proxy, tmp_path, api_key_env="RMB_TEST_KEY", max_retries=0) as client:
+        ok = client.run([ask("Hello key.")])[0]
+        proxy.schedule("500")
+        failed = client.run([ask("Hello again.")])[0]
+        usage = client.usage()
+    assert ok.ok and not failed.ok
+    written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert secret.encode() not in written and b"x7x7x7" not in written
+    assert secret not in repr(ok) + repr(failed) + repr(usage)
+    assert client._scrub(f"Incorrect API key provided: {secret}", client.endpoints["proxy"]) == "Incorrect API key provided: ***"

@@ -30,7 +30,7 @@ from ..config import EndpointConfig
 from ..errors import ConfigError, RMBError
 from .cache import ResponseCache, endpoint_identity, request_key
 from .cost import cost_usd, estimate_prompt_tokens
-from .limits import RateLimiter
+from .limits import RateLimiter, SharedSemaphore
 from .retry import Failure, backoff_s, classify
 from .server import EmbeddedServer
 from .structured import ReplyError, parse_reply, reask_message, response_format
@@ -53,13 +53,10 @@ class _BudgetStop(Exception):
 
 @dataclass
 class _Runtime:
-    """What is bound to one event loop: HTTP clients, semaphores and rate limiters."""
+    """What is bound to one event loop: the HTTP clients (limits are shared by all loops)."""
 
     loop: asyncio.AbstractEventLoop
     clients: dict[str, openai.AsyncOpenAI] = field(default_factory=dict)
-    semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
-    rpm: dict[str, RateLimiter] = field(default_factory=dict)
-    tpm: dict[str, RateLimiter] = field(default_factory=dict)
     client_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -104,6 +101,8 @@ class LLMClient:
         self._spent = 0.0
         self._reserved = 0.0
         self._prompt_scale: dict[str, float] = {}
+        self._semaphores: dict[str, SharedSemaphore] = {}
+        self._rates: dict[str, tuple[RateLimiter | None, RateLimiter | None]] = {}
 
     # ---- endpoints and the embedded server -------------------------------------------------
 
@@ -160,11 +159,15 @@ class LLMClient:
                                                       timeout=ep.timeout_s, max_retries=0)
         return rt.clients[name]
 
-    def _semaphore(self, rt: _Runtime, name: str, ep: EndpointConfig) -> asyncio.Semaphore:
+    def _limits(self, name: str, ep: EndpointConfig) -> tuple[SharedSemaphore, RateLimiter | None, RateLimiter | None]:
+        """The endpoint's concurrency slot and rpm/tpm buckets, shared by every loop and thread."""
         key = _EMBEDDED_KEY if ep.embedded else name
-        if key not in rt.semaphores:
-            rt.semaphores[key] = asyncio.Semaphore(1 if ep.embedded else (ep.max_concurrency or 8))
-        return rt.semaphores[key]
+        with self._lock:
+            if key not in self._semaphores:
+                self._semaphores[key] = SharedSemaphore(1 if ep.embedded else (ep.max_concurrency or 8))
+            if name not in self._rates:
+                self._rates[name] = (RateLimiter(ep.rpm) if ep.rpm else None, RateLimiter(ep.tpm) if ep.tpm else None)
+            return (self._semaphores[key], *self._rates[name])
 
     async def _close_runtime(self) -> None:
         loop = asyncio.get_running_loop()
@@ -237,17 +240,17 @@ class LLMClient:
                     messages: list[tuple[str, str]], result: ChatResult) -> dict[str, Any] | str:
         """One answer for ``messages`` (a response dict), or why there is none (a string)."""
         http = await self._http(rt, req.endpoint, ep)
-        sem = self._semaphore(rt, req.endpoint, ep)
+        sem, rpm, tpm = self._limits(req.endpoint, ep)
         kwargs = self._kwargs(req, ep, messages)
         sized = ChatRequest(req.endpoint, req.model, tuple(messages), max_tokens=req.max_tokens)
         est_prompt = estimate_prompt_tokens(sized)
         attempt, outage_since = 0, None
         while True:
             async with sem:
-                if ep.rpm:
-                    await rt.rpm.setdefault(req.endpoint, RateLimiter(ep.rpm)).acquire(1)
-                if ep.tpm:
-                    await rt.tpm.setdefault(req.endpoint, RateLimiter(ep.tpm)).acquire(est_prompt + req.max_tokens)
+                if rpm:
+                    await rpm.acquire(1)
+                if tpm:
+                    await tpm.acquire(est_prompt + req.max_tokens)
                 # Reserved inside the semaphore: only calls about to be sent hold budget.
                 scale = self._prompt_scale.get(req.endpoint, 1.0)
                 reserved = cost_usd(ep, math.ceil(est_prompt * scale), req.max_tokens)
@@ -266,6 +269,8 @@ class LLMClient:
                     if not isinstance(text, str):
                         raise ValueError("the reply has no message content")
                     self._observe_prompt(req.endpoint, p, est_prompt)
+                    if tpm and est_prompt + req.max_tokens > p + c:
+                        tpm.refund(est_prompt + req.max_tokens - p - c)
                     return {"text": text, "finish_reason": choice.get("finish_reason"),
                             "usage": {"prompt_tokens": p, "completion_tokens": c},
                             "logprobs": _logprobs(choice), "model": reply.get("model")}
