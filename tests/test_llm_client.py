@@ -242,3 +242,14 @@ def test_api_key_is_never_written(proxy, tmp_path, monkeypatch):
     assert secret.encode() not in written and b"x7x7x7" not in written
     assert secret not in repr(ok) + repr(failed) + repr(usage)
     assert client._scrub(f"Incorrect API key provided: {secret}", client.endpoints["proxy"]) == "Incorrect API key provided: ***"
+
+
+def test_a_crashed_embedded_server_stops_the_run_with_its_log(tmp_path):
+    client = LLMClient({"local": EndpointConfig(embedded="smollm2", n_ctx=512, outage_limit_s=300)},
+                       tmp_path / "llm_cache", progress=False)
+    with client:
+        assert client.run([ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=2)])[0].ok
+        os.killpg(client._server.proc.pid, signal.SIGKILL)
+        client._server.proc.wait(10)
+        with pytest.raises(ServerError, match=r"exited with status -9; last log lines"):
+            client.run([ChatRequest("local", "smollm2", (("user", "Hello?"),), max_tokens=2)])

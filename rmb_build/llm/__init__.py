@@ -3,6 +3,16 @@
     from rmb_build.llm import LLMClient, ChatRequest
     with LLMClient(cfg.endpoints, run_dir / "llm_cache") as client:
         results = client.run([ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=16)])
+
+The embedded models (SmolLM2-135M-Instruct; optionally Gemma 3 270M, a base model) make the
+toolkit run with no network, but they are far too small to judge or guard well (SmolLM2 scores
+"2+2=4" as 2/10). For a real benchmark point the same config at a real endpoint:
+
+    endpoints:
+      vllm:   {base_url: http://gpu-box:8000/v1, structured_output: json_schema, max_concurrency: 64}
+      openai: {base_url: https://api.openai.com/v1, api_key_env: OPENAI_API_KEY, rpm: 500,
+               price_per_mtok: {input: 2.5, output: 10}}
+    judge: {endpoint: openai, model: gpt-4o, samples: 3}
 """
 
 from .cache import ResponseCache, endpoint_identity, request_key

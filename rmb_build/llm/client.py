@@ -118,7 +118,9 @@ class LLMClient:
 
     def _ensure_server(self) -> EmbeddedServer:
         with self._server_lock:
-            if self._server is None or not self._server.running:
+            if self._server is not None:
+                self._server.check_alive()  # crashed: say so (with its log) rather than quietly restart
+            else:
                 n_ctx = max(ep.n_ctx for ep in self.endpoints.values() if ep.embedded)
                 server = EmbeddedServer(self._embedded_models(), n_ctx=n_ctx,
                                         log_path=self.log_dir / "llama_server.log",
@@ -281,6 +283,8 @@ class LLMClient:
                 finally:
                     self._settle(reserved, spent)
             failure = Failure(failure.kind, self._scrub(failure.reason, ep), failure.retry_after)
+            if ep.embedded and self._server is not None:
+                self._server.check_alive()  # a crashed local server is a stop for the run, not an outage to wait out
             if not failure.retryable:
                 return failure.reason
             if failure.kind == "unreachable":

@@ -157,6 +157,12 @@ class EmbeddedServer:
                 raise
         raise AssertionError("unreachable")
 
+    def check_alive(self) -> None:
+        """Raise ServerError (with the last log lines) when the server process has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ServerError(f"the embedded server exited with status {self.proc.returncode}; "
+                              f"last log lines ({self.log_path}): {_tail(self.log_path)}")
+
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         url = f"http://127.0.0.1:{self.port}/v1/models"
