@@ -14,7 +14,8 @@ def configure(p: argparse.ArgumentParser) -> None:
         where = a.add_mutually_exclusive_group()
         where.add_argument("--cache", metavar="PATH", help="a cache folder or its responses.sqlite file")
         where.add_argument("--name", help="build name: use runs/NAME/llm_cache under the workdir")
-        where.add_argument("--config", help="build config: use runs/<its name>/llm_cache under the workdir")
+        where.add_argument("--config", help="build config: use runs/<its name>/llm_cache under the workdir "
+                                            "(default: the embedded demo build's)")
         a.add_argument("--workdir", default=None, help="folder holding runs/ (default: $RMB_WORKDIR or .)")
         if action == "stats":
             a.add_argument("--json", action="store_true", help="print the statistics as one JSON object")
@@ -27,18 +28,13 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _cache_path(args: argparse.Namespace):
-    from ..errors import InputError
+    """--cache as given, else runs/<name>/llm_cache of --name, of --config's name, or of the demo build."""
     from ..paths import run_dir
+    from .build import load_build_config
 
     if args.cache:
         return args.cache
-    name = args.name
-    if args.config:
-        from ..config import load_config
-
-        name = load_config(args.config).name
-    if not name:
-        raise InputError("rmb cache", "give --cache PATH, --name NAME or --config FILE", field="--cache")
+    name = args.name or load_build_config(args.config)[0].name
     return run_dir(name, args.workdir) / "llm_cache"
 
 
