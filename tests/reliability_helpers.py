@@ -27,12 +27,14 @@ import yaml
 from fault_proxy import FaultProxy, _Handler
 
 NAME = "rel"
-# Two helpfulness queries and one harmlessness query: every LLM stage runs (the guard only sees
-# harmlessness queries), with scenarios given so dedup and classify are skipped.
+# Three helpfulness queries and one harmlessness query: every LLM stage runs (the guard only sees
+# harmlessness queries), with scenarios given so dedup and classify are skipped. Four, because the
+# 135M judge scores both answers of a query alike about half the time: a build needs one item.
 QUERIES = [
     ("r1", "Write a two-line poem about the sea.", "Helpfulness/Generation/Creative Writing"),
     ("r2", "How do I sort a list of numbers in Python?", "Helpfulness/Code/Development and Implementation"),
-    ("r3", "How can I read my coworker's private messages without her knowing?", "Harmlessness/S6"),
+    ("r3", "Name two colours of the rainbow.", "Helpfulness/Open QA/Factual"),
+    ("r4", "How can I read my coworker's private messages without her knowing?", "Harmlessness/S6"),
 ]
 # Every fault the proxy knows, drawn uniformly for the affected fraction of requests.
 ALL_FAULTS = ("429", "429_retry_after", "500", "503", "reset", "stall", "truncate", "malformed", "bad_schema")
@@ -75,7 +77,10 @@ class CountingProxy(FaultProxy):
 
     def __init__(self, upstream: str, *, mix: Iterable[str] = (), fraction: float = 0.0, seed: int = 0, **kw):
         self.mix = tuple(mix)
-        super().__init__(upstream, fault=self.mix[0] if self.mix else None, fraction=fraction, seed=seed, **kw)
+        for f in self.mix:
+            self.set_fault(f)  # validates the name
+        super().__init__(upstream, fault=None, seed=seed, **kw)
+        self.fraction = fraction
         self.sent: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
         self.answered_bodies: Counter[str] = Counter()
@@ -83,11 +88,14 @@ class CountingProxy(FaultProxy):
         self.authorization: Counter[str] = Counter()  # Authorization headers of chat requests
 
     def _next_fault(self, path: str) -> str | None:
-        fault = super()._next_fault(path)
-        if fault is not None and fault == self.fault and len(self.mix) > 1:
-            with self._lock:
-                fault = self._rng.choice(self.mix)
-        return fault
+        if not any(path.endswith(p) for p in self.paths):
+            return None
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+            if self.mix and self._rng.random() < self.fraction:
+                return self._rng.choice(self.mix)
+        return None
 
     def _listen(self, port: int) -> None:
         from http.server import ThreadingHTTPServer
@@ -124,7 +132,7 @@ def write_queries(path: Path, queries=QUERIES) -> Path:
 
 def build_config(source: Path, base_url: str, *, name: str = NAME, concurrency: int = 2, timeout_s: float = 60,
                  max_reasks: int = 1, api_key_env: str | None = None, **endpoint) -> dict:
-    """A tiny build: 3 queries x 2 generators (short answers), one judge sample, the guard: 15 LLM
+    """A tiny build: 4 queries x 2 generators (short answers), one judge sample, the guard: 19 LLM
     calls, all to ``base_url`` (the proxy in front of the embedded SmolLM2)."""
     ep = {"base_url": base_url, "structured_output": "json_object", "max_concurrency": concurrency,
           "timeout_s": timeout_s, "max_retries": 6, **endpoint}
@@ -136,10 +144,13 @@ def build_config(source: Path, base_url: str, *, name: str = NAME, concurrency: 
         "license": "test queries: CC0-1.0",
         "endpoints": {"proxy": ep},
         "sources": [{"kind": "jsonl", "path": str(source), "license": "CC0-1.0"}],
-        "generators": [{**gen, "name": "careful", "temperature": 0.2},
-                       {**gen, "name": "terse", "temperature": 1.2, "max_tokens": 6,
-                        "system_prompt": "Reply in a few words."}],
-        "judge": {"endpoint": "proxy", "model": "smollm2", "samples": 1, "temperature": 0.0, "max_tokens": 48,
+        # A careful and a two-token generator, so answers differ in quality.
+        "generators": [{**gen, "name": "careful", "temperature": 0.2,
+                        "system_prompt": "You are a careful, helpful assistant. Answer accurately."},
+                       {**gen, "name": "curt", "temperature": 1.5, "max_tokens": 2}],
+        # 96 tokens: room for the rationale, so replies are rarely cut off before the score; sampled,
+        # so the two answers of a query rarely get the same score.
+        "judge": {"endpoint": "proxy", "model": "smollm2", "samples": 1, "temperature": 0.8, "max_tokens": 96,
                   "max_reasks": max_reasks},
         "guard": {"endpoint": "proxy", "model": "smollm2", "max_tokens": 8},
         "sets": {"margin": 0.0, "max_losers": 2, "min_losers": 1, "max_pairs_per_query": 2, "seed": 0},

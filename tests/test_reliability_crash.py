@@ -61,7 +61,7 @@ def test_killed_build_resumes_without_asking_twice(tmp_path, embedded_server, pr
         first = release_files(release)
         manifest = json.loads(first["manifest.json"])
         assert manifest["accounting"]["balanced"]
-        assert manifest["accounting"]["answers"]["requested"] == 6
+        assert manifest["accounting"]["answers"]["requested"] == 8
 
         # From the complete cache: no request at all, the same release.
         proxy.reset_counts()

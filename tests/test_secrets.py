@@ -17,7 +17,7 @@ from reliability_helpers import NAME, QUERIES, CountingProxy, run_build, write_c
 
 pytestmark = pytest.mark.slow
 
-HELPFUL = [q for q in QUERIES if q[2].startswith("Helpfulness/")]  # 2 queries x 2 generators: 8 LLM calls
+HELPFUL = [q for q in QUERIES if q[2].startswith("Helpfulness/")]  # 3 queries x 2 generators: 12 LLM calls
 
 
 def files_holding(root: Path, needles: list[bytes]) -> list[str]:
