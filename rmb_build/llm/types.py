@@ -19,7 +19,7 @@ class ChatRequest:
     temperature: float = 0.0
     top_p: float | None = None
     max_tokens: int = 512
-    seed: int | None = None
+    seed: int | None = None           # sent as seed + sample_index, so repeated samples differ
     sample_index: int = 0             # k-th of repeated samples of the same request
     response_schema: dict[str, Any] | None = None  # JSON schema the reply must follow
     schema_name: str = "reply"
