@@ -7,6 +7,8 @@ an earlier build) where ``rmb evaluate`` would read it.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -46,9 +48,25 @@ def write_built_release(cfg: BuildConfig, items: Iterable[Any], annotations: Ite
     the manifest. The release is read back strictly (as ``rmb evaluate`` reads it) before it replaces
     whatever ``target`` held."""
     target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Two builds of one name (sharing a run folder) would otherwise write into, or delete, each
+    # other's .building folder: releases are assembled one at a time, under a lock on their parent
+    # folder (no lock file left behind; the kernel releases it when a killed build's process dies).
+    fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _assemble(cfg, list(items), list(annotations), target, accounting=accounting, stages=stages,
+                         failures=failures, usage=usage, near_duplicates=near_duplicates, log=log)
+    finally:
+        os.close(fd)
+
+
+def _assemble(cfg: BuildConfig, items: list[Any], annotations: list[dict], target: Path, *, accounting: Accounting,
+              stages: Iterable[Mapping[str, Any]], failures: Mapping[str, int], usage: Any, near_duplicates: bool,
+              log: Callable[[str], None]) -> dict[str, Any]:
     building = target.with_name(f".{target.name}.building")
     shutil.rmtree(building, ignore_errors=True)
-    write_release(release_of(cfg.name, items), building, annotations=list(annotations))
+    write_release(release_of(cfg.name, items), building, annotations=annotations)
     written = read_release(building)
     written.name = cfg.name
     log(f"release: {len(written.pairwise)} pairwise and {len(written.bon)} BoN items written; auditing")
