@@ -21,6 +21,7 @@ from prefect.runtime import flow_run
 from rmb_build.assemble import write_built_release
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
+from rmb_build.llm import LLMClient
 from rmb_build.manifest import Accounting, sources_section
 from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.preflight import preflight
@@ -120,8 +121,6 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
     if "generate" not in stages:
         state.flush(accounting=acc.to_json())
         return {"selected": len(selected), "run": str(paths.run)}
-
-    from rmb_build.llm import LLMClient
 
     limit = max_cost if max_cost is not None else cfg.run.max_cost
     async with LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit) as client:
