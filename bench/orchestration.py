@@ -8,7 +8,7 @@ the embedded SmolLM2, with small batches so that there are many task runs. Its w
   result persistence, plus the flow's glue (selection, writing the release).
 ``overhead_fraction`` = overhead_s / wall_s (goal under 0.1); ``overhead_fraction_warm`` leaves out
 the temporary server's start (a long-running Prefect server pays it once, not per build).
-Prints a table, then one JSON line. Usage: python bench/orchestration.py [--queries 8] [--batch-size 2]
+Prints a table, then one JSON line. Usage: python bench/orchestration.py [--queries 6] [--batch-size 2]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def bench_config(queries: int, batch_size: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--queries", type=int, default=8)
+    ap.add_argument("--queries", type=int, default=6)
     ap.add_argument("--batch-size", type=int, default=2)
     args = ap.parse_args()
 
