@@ -52,12 +52,14 @@ def check_accounting(work) -> dict:
 
 def test_build_completes_through_30_percent_faults(tmp_path, embedded_server, prefect_api):
     # judge.max_reasks 0: a judge reply that ignores the schema is final (the judge never gets a usable reply).
+    # One request at a time (as the embedded server runs them): a timeout means a stalled reply, never
+    # a queued one, however busy the machine.
     with CountingProxy(embedded_server.base_url, mix=ALL_FAULTS, fraction=0.3, seed=3,
-                       retry_after_s=1.0, stall_s=25) as proxy:
+                       retry_after_s=1.0, stall_s=70) as proxy:
         # Every kind of fault at least once, then 30% of requests at random; the judge's bad schema for sure.
         proxy.schedule(*[f for fault in ALL_FAULTS if fault != "bad_schema" for f in (fault, None)])
         proxy.judge_faults.append("bad_schema")
-        config = write_config(tmp_path, proxy.url, timeout_s=20, max_reasks=0)
+        config = write_config(tmp_path, proxy.url, concurrency=1, timeout_s=60, max_reasks=0)
         work = tmp_path / "work"
         run_build(config, work, prefect_api, timeout=900)
     injected = sum(proxy.injected.values())
