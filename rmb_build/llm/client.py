@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 _EMBEDDED_KEY = "<embedded>"   # all embedded endpoints share one single-request server
 _NO_KEY = "sk-no-key-required"  # local servers want some bearer token; this one is not a secret
+OUTAGE_POLL_MAX_S = 15.0  # longest wait between two tries at an unreachable endpoint
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*]{6,}", re.I)
 
 
@@ -246,7 +247,7 @@ class LLMClient:
         kwargs = self._kwargs(req, ep, messages)
         sized = ChatRequest(req.endpoint, req.model, tuple(messages), max_tokens=req.max_tokens)
         est_prompt = estimate_prompt_tokens(sized)
-        attempt, outage_since = 0, None
+        attempt, outage_since, outage_tries = 0, None, 0
         while True:
             async with sem:
                 if rpm:
@@ -289,15 +290,19 @@ class LLMClient:
                 return failure.reason
             if failure.kind == "unreachable":
                 outage_since = outage_since or time.monotonic()
+                outage_tries += 1
                 if time.monotonic() - outage_since > ep.outage_limit_s:
                     return f"endpoint unreachable for over {ep.outage_limit_s:g}s: {failure.reason}"
+                # An outage backs off too (every waiting request would otherwise knock about once a
+                # second), capped so that the endpoint's return is noticed within OUTAGE_POLL_MAX_S.
+                delay = backoff_s(outage_tries, self.retry_base_s, min(self.retry_max_s, OUTAGE_POLL_MAX_S))
             else:
-                outage_since = None
+                outage_since, outage_tries = None, 0
                 attempt += 1
                 if attempt > ep.max_retries:
                     return f"gave up after {result.attempts} attempts: {failure.reason}"
+                delay = backoff_s(attempt, self.retry_base_s, self.retry_max_s, failure.retry_after)
             self._account(req, retries=1)
-            delay = backoff_s(max(attempt, 1), self.retry_base_s, self.retry_max_s, failure.retry_after)
             log.debug("%s %s: %s; retrying in %.2fs", req.endpoint, req.tag, failure.reason, delay)
             await asyncio.sleep(delay)
 
