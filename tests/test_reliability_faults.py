@@ -88,5 +88,9 @@ def test_build_waits_out_a_one_minute_outage(tmp_path, embedded_server, prefect_
     assert any(t >= back for t, _, _ in proxy.requests)  # the build went on once the endpoint was back
     manifest = check_accounting(work)
     assert manifest["accounting"]["answers"]["generated"] == 8  # nothing was given up on
+    # Backed off, not polled: each waiting request tries about a dozen times in a minute (capped
+    # exponential backoff), where a retry every second would make ~60 tries each.
+    usage = [row for models in manifest["usage"].values() for row in models.values()]
+    assert sum(r["retries"] for r in usage) <= 12 * sum(r["requests"] for r in usage)
     failures = read_failures(work / "runs" / NAME)
     assert not [f for f in failures if "unreachable" in f.reason or "connect" in f.reason], failures
