@@ -4,7 +4,7 @@ it, and a runner for ``rmb build`` as a real subprocess that can be SIGKILLed at
     with CountingProxy(embedded_server.base_url) as proxy:
         config = write_config(tmp_path, proxy.url)
         run = BuildProcess(config, tmp_path / "work", prefect_api)
-        run.kill_when(lambda: proxy.completed("judge") >= 2)     # or .wait() for a full build
+        run.kill_when(lambda: proxy.answered["judge"] >= 2)      # or .wait() for a whole build
 """
 
 from __future__ import annotations
