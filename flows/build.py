@@ -2,7 +2,8 @@
 
 CPU stages are synchronous tasks (``dedup`` and ``classify`` batches go through the configured task
 runner); LLM stages are async tasks awaited in this flow's event loop, one chain (generate, then
-judge and guard side by side) per batch of queries, all batches at once: the LLM client's limits
+judge and guard side by side, or one after the other when they share a one-request-at-a-time server) per
+batch of queries, all batches at once: the LLM client's limits
 decide how many requests are in flight. Each stage's seconds, batches and cache hits land in
 ``runs/<name>/summary.json``, its failures in ``runs/<name>/failures.jsonl``.
 """
@@ -167,12 +168,27 @@ async def _llm_chain(tasks: dict[str, Any], cfg: BuildConfig, stages: list[str],
         return gen, None, None
     answers = gen.value.records
     log.info("judge + guard: %d answers to %d queries started", len(answers), len(batch))
-    judged, guarded = await asyncio.gather(
-        tasks["judge"](K.judge_key(cfg, batch, answers), batch, answers, cfg.judge, client),
-        tasks["guard"](K.guard_key(cfg, batch, answers), batch, answers, cfg.guard, client))
+    judge_run = tasks["judge"](K.judge_key(cfg, batch, answers), batch, answers, cfg.judge, client)
+    guard_run = tasks["guard"](K.guard_key(cfg, batch, answers), batch, answers, cfg.guard, client)
+    if _one_slot(cfg, cfg.judge.endpoint, cfg.guard.endpoint):
+        # One request at a time on one server: interleaving judge and guard prompts would throw away
+        # the server's KV cache of the previous prompt's prefix (shared instructions, criteria, query)
+        # on every switch, so run them one after the other.
+        judged = await judge_run
+        guarded = await guard_run
+    else:
+        judged, guarded = await asyncio.gather(judge_run, guard_run)
     log.info("judge + guard: batch of %d queries -> %d scores, %d guard labels",
              len(batch), len(judged.value.records), len(guarded.value.records))
     return gen, judged, guarded
+
+
+def _one_slot(cfg: BuildConfig, *endpoint_names: str) -> bool:
+    """True when the endpoints are one server that answers one request at a time (the embedded one)."""
+    eps = [cfg.endpoints[name] for name in endpoint_names]
+    if all(ep.embedded for ep in eps):
+        return True  # every embedded model is served by one llama.cpp process
+    return len({ep.base_url for ep in eps}) == 1 and all(ep.max_concurrency == 1 for ep in eps)
 
 
 def run_build(cfg: BuildConfig, workdir: str | os.PathLike | None = None, *, config_file: str = "<config>",

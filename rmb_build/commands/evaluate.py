@@ -26,6 +26,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-mode", choices=("pairwise", "pointwise"), default="pairwise",
                    help="openai: compare two answers, or rate each answer alone")
     p.add_argument("--with-criteria", action="store_true", help="openai: add the scenario's evaluation criteria")
+    p.add_argument("--structured-output", choices=("json_schema", "json_object", "none"), default="json_schema",
+                   help="openai:<model>@<URL>: how the endpoint takes a JSON schema (json_object for "
+                        "llama_cpp.server, which answers HTTP 500 to json_schema); endpoints from --config say it themselves")
     p.add_argument("--seed", type=int, default=0, help="baseline:random seed and the bootstrap seed")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -54,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     options = RMOptions(batch_size=args.batch_size, dtype=args.dtype, max_length=args.max_length,
                         chat_template=args.chat_template, device=args.device, seed=args.seed, votes=args.votes,
                         judge_mode=args.judge_mode, with_criteria=args.with_criteria, config=config,
+                        structured_output=args.structured_output,
                         llm_cache_dir=str(cache_dir / "llm"))
     rm = load_rm(args.rm, options)
     results = evaluate(release, rm, args.out, cache_dir, ties=args.ties, resamples=args.bootstrap,

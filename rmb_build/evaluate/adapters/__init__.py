@@ -37,6 +37,7 @@ class RMOptions:
     judge_mode: str = "pairwise"        # pairwise | pointwise
     with_criteria: bool = False
     config: Any = None                  # a BuildConfig (for openai:<model>@<endpoint name>)
+    structured_output: str = "json_schema"  # openai:<model>@<URL>: json_schema | json_object | none
     llm_cache_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

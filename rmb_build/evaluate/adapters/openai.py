@@ -30,14 +30,15 @@ POINTWISE_SCHEMA = {"type": "object", "properties": {"rationale": {"type": "stri
 CHUNK = 32  # units per client call: progress and cache commits happen at least this often
 
 
-def resolve_endpoint(where: str | None, config: Any):
+def resolve_endpoint(where: str | None, config: Any, structured_output: str = "json_schema"):
     """(endpoint name, {name: EndpointConfig}) for ``@<where>``: a base URL or an endpoint of ``--config``."""
     from ...config import EndpointConfig
 
     if where is None or where.startswith(("http://", "https://")):
         url = where or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         try:
-            return ENDPOINT, {ENDPOINT: EndpointConfig(base_url=url, api_key_env="OPENAI_API_KEY")}
+            return ENDPOINT, {ENDPOINT: EndpointConfig(base_url=url, api_key_env="OPENAI_API_KEY",
+                                                        structured_output=structured_output)}
         except ValueError as exc:
             raise RMBError(f"--rm openai:…@{url}: not a usable endpoint URL ({exc.errors()[0]['msg']})") from None
     if config is None:
@@ -71,7 +72,7 @@ class GenerativeRM(PairJudge):
         if options.judge_mode not in PROMPTS:
             raise RMBError(f"--judge-mode {options.judge_mode!r}: expected pairwise or pointwise")
         self.model = model
-        self.endpoint, self.endpoints = resolve_endpoint(where or None, options.config)
+        self.endpoint, self.endpoints = resolve_endpoint(where or None, options.config, options.structured_output)
         self.compares_pairs = options.judge_mode == "pairwise"
         self.per_scenario = options.with_criteria
         self.votes = max(1, options.votes)
@@ -84,6 +85,7 @@ class GenerativeRM(PairJudge):
         prompts = [SYSTEM, PROMPTS[self.options.judge_mode]] + ([CRITERIA] if self.per_scenario else [])
         return {"model": self.model, "endpoint": endpoint_identity(self.endpoints[self.endpoint]),
                 "judge_mode": self.options.judge_mode, "votes": self.votes, "with_criteria": self.per_scenario,
+                "structured_output": self.endpoints[self.endpoint].structured_output,
                 "temperature": self._temperature(), "prompts": {p: prompt_hash(p) for p in prompts}}
 
     def _temperature(self) -> float:
