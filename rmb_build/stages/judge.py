@@ -25,7 +25,7 @@ STAGE = "judge"
 SYSTEM_PROMPT = "judge/system.md"
 USER_PROMPT = "judge/pointwise.md"
 MIN_SCORE, MAX_SCORE = 1, 10
-MAX_RATIONALE_CHARS = 200  # "short": one or two sentences, ~50 tokens
+MAX_RATIONALE_CHARS = 120  # "short": one sentence, ~25 tokens (every output token costs on small local judges)
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -123,7 +123,11 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
     requests: list[ChatRequest] = []
     seen: set[tuple[str, str]] = set()
     inputs_cut = 0
-    for r in responses:
+    # Answers to one query, and queries judged by one criteria file, go one after another: a server
+    # that keeps the previous prompt's KV cache (llama.cpp) then re-reads only what differs.
+    ordered = sorted(responses, key=lambda r: (_criteria_or_problem(by_id.get(r.query_id), r)[0] or "",
+                                               r.query_id, r.generator))
+    for r in ordered:
         if (r.query_id, r.generator) in seen:
             out.stats["duplicate_responses"] = out.stats.get("duplicate_responses", 0) + 1
             continue
