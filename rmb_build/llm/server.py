@@ -76,19 +76,21 @@ def _tail(path: Path, n: int = 15) -> str:
 
 
 def default_threads() -> int:
-    """Threads for the embedded server: $RMB_LLAMA_THREADS, else every core this process may use.
+    """Threads for the embedded server: $RMB_LLAMA_THREADS, else one per two cores this process may use.
 
-    On an idle machine all cores halve prompt processing (measured: a 400-token judge prompt 5.1 s on
-    one thread, 2.5 s on two). On a machine shared with other busy jobs llama.cpp's spinning threads
-    fight them and one thread per two cores is faster: set RMB_LLAMA_THREADS there.
+    llama.cpp's threads spin at every step and stall when any one of them is descheduled. In a build
+    the flow process and Prefect's server need some CPU too, so on 2 cores one thread was faster than
+    two (demo generation: 3:26 with one thread, 4:30 with two), although two threads halve prompt
+    processing when nothing else runs. Set RMB_LLAMA_THREADS on a machine with nothing else to do.
     """
     env = os.environ.get("RMB_LLAMA_THREADS")
     if env:
         return max(1, int(env))
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return max(1, cores // 2)
 
 
 class EmbeddedServer:
