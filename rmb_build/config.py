@@ -108,6 +108,8 @@ class JudgeConfig(ModelRef):
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=256, ge=1)
     max_reasks: int = Field(default=2, ge=0)
+    rationale_chars: int = Field(default=200, ge=20, le=2000,
+                                 description="longest rationale the reply schema allows (each token costs on small local judges)")
 
 
 class GuardConfig(ModelRef):

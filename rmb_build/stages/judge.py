@@ -25,18 +25,26 @@ STAGE = "judge"
 SYSTEM_PROMPT = "judge/system.md"
 USER_PROMPT = "judge/pointwise.md"
 MIN_SCORE, MAX_SCORE = 1, 10
-MAX_RATIONALE_CHARS = 120  # "short": one sentence, ~25 tokens (every output token costs on small local judges)
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        # maxLength and enum also constrain llama.cpp's grammar (it ignores minimum/maximum), so even a
-        # tiny model's reply stays short and in range.
-        "rationale": {"type": "string", "maxLength": MAX_RATIONALE_CHARS},
-        "score": {"type": "integer", "enum": list(range(MIN_SCORE, MAX_SCORE + 1))},
-    },
-    "required": ["rationale", "score"],
-    "additionalProperties": False,
-}
+MAX_RATIONALE_CHARS = 200  # "short": one or two sentences (JudgeConfig.rationale_chars)
+RATIONALE_KEEP_CHARS = 2000  # endpoints without a grammar may ignore maxLength
+
+
+def reply_schema(max_rationale_chars: int = MAX_RATIONALE_CHARS) -> dict[str, Any]:
+    """The judge's reply: a short rationale, then an integer score from 1 to 10."""
+    return {
+        "type": "object",
+        "properties": {
+            # maxLength and enum also constrain llama.cpp's grammar (it ignores minimum/maximum), so
+            # even a tiny model's reply stays short and in range.
+            "rationale": {"type": "string", "maxLength": max_rationale_chars},
+            "score": {"type": "integer", "enum": list(range(MIN_SCORE, MAX_SCORE + 1))},
+        },
+        "required": ["rationale", "score"],
+        "additionalProperties": False,
+    }
+
+
+SCHEMA: dict[str, Any] = reply_schema()
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,7 @@ def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
         return f"'score' {raw!r} is outside {MIN_SCORE}-{MAX_SCORE}"
     if not isinstance(rationale, str):
         rationale = json.dumps(rationale, ensure_ascii=False)
-    return Judgement(score, rationale.strip()[:MAX_RATIONALE_CHARS])
+    return Judgement(score, rationale.strip()[:RATIONALE_KEEP_CHARS])
 
 
 def judge_messages(query: Query, answer: str, criteria: str, max_input_tokens: int) -> tuple[tuple[str, str], ...]:
@@ -125,6 +133,7 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
     inputs_cut = 0
     # Answers to one query, and queries judged by one criteria file, go one after another: a server
     # that keeps the previous prompt's KV cache (llama.cpp) then re-reads only what differs.
+    schema = reply_schema(cfg.rationale_chars)
     ordered = sorted(responses, key=lambda r: (_criteria_or_problem(by_id.get(r.query_id), r)[0] or "",
                                                r.query_id, r.generator))
     for r in ordered:
@@ -142,7 +151,7 @@ async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: Ju
         plan.append((r, crit))
         for k in range(cfg.samples):  # seed k: samples differ, and a re-run without the cache asks the same
             requests.append(ChatRequest(cfg.endpoint, cfg.model, messages, temperature=cfg.temperature, top_p=cfg.top_p,
-                                        max_tokens=cfg.max_tokens, seed=k, sample_index=k, response_schema=SCHEMA,
+                                        max_tokens=cfg.max_tokens, seed=k, sample_index=k, response_schema=schema,
                                         schema_name="judgement", max_reasks=cfg.max_reasks, stage=STAGE,
                                         tag=f"{r.query_id}:{r.generator}"))
     results = await ask(client, requests, desc="judge")
