@@ -72,6 +72,7 @@ def test_serve_runs_until_interrupted(tmp_path):
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with opener.open(url + "/models", timeout=10) as resp:
             assert json.load(resp)["data"][0]["id"] == "smollm2"
+        assert "Ctrl-C stops it" in proc.stdout.readline()  # past start-up, in the serving loop
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
     finally:
