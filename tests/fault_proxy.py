@@ -222,13 +222,16 @@ class FaultProxy:
 
     # ---- lifetime ------------------------------------------------------------------------------------
 
+    handler_class: type = _Handler  # subclasses that count or inspect requests swap in their own handler
+    thread_name = "fault-proxy"
+
     def _listen(self, port: int) -> None:
-        handler = type("Handler", (_Handler,), {"proxy": self})
+        handler = type("Handler", (self.handler_class,), {"proxy": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True, name=f"fault-proxy-{self.port}")
+                                        daemon=True, name=f"{self.thread_name}-{self.port}")
         self._thread.start()
 
     def _close_listener(self) -> None:

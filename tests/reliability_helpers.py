@@ -75,6 +75,9 @@ class CountingProxy(FaultProxy):
     ``mix`` spreads the affected ``fraction`` of requests uniformly over several faults;
     ``judge_faults`` are faults for the next judge requests that would otherwise pass."""
 
+    handler_class = _CountingHandler
+    thread_name = "counting-proxy"
+
     def __init__(self, upstream: str, *, mix: Iterable[str] = (), fraction: float = 0.0, seed: int = 0, **kw):
         self.mix = tuple(mix)
         for f in self.mix:
@@ -96,17 +99,6 @@ class CountingProxy(FaultProxy):
             if self.mix and self._rng.random() < self.fraction:
                 return self._rng.choice(self.mix)
         return None
-
-    def _listen(self, port: int) -> None:
-        from http.server import ThreadingHTTPServer
-
-        handler = type("Handler", (_CountingHandler,), {"proxy": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True, name=f"counting-proxy-{self.port}")
-        self._thread.start()
 
     def snapshot(self) -> Counter[str]:
         """The answered request bodies so far (digest -> count)."""
