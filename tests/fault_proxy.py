@@ -192,9 +192,13 @@ class FaultProxy:
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
-            if self.fault and self._rng.random() < self.fraction:
-                return self.fault
+            if self._rng.random() < self.fraction:
+                return self._draw()
         return None
+
+    def _draw(self) -> str | None:
+        """The fault for a request picked at random (called under the lock)."""
+        return self.fault
 
     def reset_counts(self) -> None:
         with self._lock:

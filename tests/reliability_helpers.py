@@ -90,15 +90,8 @@ class CountingProxy(FaultProxy):
         self.judge_faults: deque[str] = deque()
         self.authorization: Counter[str] = Counter()  # Authorization headers of chat requests
 
-    def _next_fault(self, path: str) -> str | None:
-        if not any(path.endswith(p) for p in self.paths):
-            return None
-        with self._lock:
-            if self._queue:
-                return self._queue.popleft()
-            if self.mix and self._rng.random() < self.fraction:
-                return self._rng.choice(self.mix)
-        return None
+    def _draw(self) -> str | None:
+        return self._rng.choice(self.mix) if self.mix else None
 
     def snapshot(self) -> Counter[str]:
         """The answered request bodies so far (digest -> count)."""
