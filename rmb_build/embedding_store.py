@@ -4,7 +4,7 @@ Dedup, classification, the audit's near-duplicate check and ``rmb contamination`
 same texts; an :class:`EmbeddingStore` in the run folder makes every later request for a text a
 lookup, in this process or the next (a resumed or re-run build embeds nothing it already has).
 
-Layout, one folder per encoder fingerprint (``<store>/<slug>/``):
+Layout, one folder per encoder fingerprint and dtype (``<store>/<slug>/``, float16 rows in ``<slug>-float16/``):
 - ``vectors.bin``: rows of ``dim`` values (float16 or float32), appended, read memory-mapped;
 - ``keys.bin``: the sha256 digest (32 bytes) of each row's text, appended after the row is written,
   so a row counts only once its key is there (a process killed mid-write leaves a tail that the
@@ -75,7 +75,13 @@ class EmbeddingStore:
         self.fingerprint = fingerprint
         self.encode = encode
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", fingerprint)[:80] + "-" + hashlib.sha256(fingerprint.encode()).hexdigest()[:10]
-        self.folder = Path(folder) / slug
+
+        def place(kind: str) -> Path:  # float16 rows live beside float32 ones, never mixed
+            return Path(folder) / (slug if kind == "float32" else f"{slug}-{kind}")
+
+        if dtype is None:
+            dtype = next((k for k in ("float32", "float16") if (place(k) / "meta.json").is_file()), "float32")
+        self.folder = place(dtype)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.stats = StoreStats()
         self._index: dict[bytes, int] = {}
@@ -83,9 +89,9 @@ class EmbeddingStore:
         self.dim: int | None = None
         self._matrix: np.ndarray | None = None
         meta = self.folder / "meta.json"
-        info = json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else None
-        self.dtype = np.dtype(dtype or (info or {}).get("dtype") or "float32")
-        if info is not None:
+        self.dtype = np.dtype(dtype)
+        if meta.is_file():
+            info = json.loads(meta.read_text(encoding="utf-8"))
             if info.get("fingerprint") != fingerprint or info.get("dtype") != self.dtype.name:
                 raise ValueError(f"{meta}: store made for {info.get('fingerprint')!r} ({info.get('dtype')}), "
                                  f"not {fingerprint!r} ({self.dtype.name})")

@@ -215,8 +215,8 @@ def test_audit_and_contamination_reuse_a_store_folder(tmp_path, capsys):
     assert "embeddings: 5 distinct texts, 0 encoded" in capsys.readouterr().out
     assert json.loads(first.read_text())["items"] == json.loads(second.read_text())["items"] \
         == json.loads(plain.read_text())["items"]
-    # the audit embeds the release's 3 prompts: all in the store already
+    # the audit embeds the release's 3 prompts: prompt 0 matched exactly, so it was never embedded
     assert main(["audit", str(root), "--embeddings", str(store)]) == 0
-    assert "embeddings: 3 distinct texts, 0 encoded" in capsys.readouterr().out
+    assert "embeddings: 3 distinct texts, 1 encoded" in capsys.readouterr().out
     assert main(["audit", str(root), "--embeddings", str(store), "--embedding-backend", "tf"]) == 2
     assert "--embedding-backend tf" in capsys.readouterr().err
