@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .embedding_option import add_embedding_options, embedding_store, report_store
+from ._embedding_option import add_embedding_options, embedding_store, report_store
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .embedding_option import add_embedding_options, embedding_store, report_store
+from ._embedding_option import add_embedding_options, embedding_store, report_store
 
 
 def configure(p: argparse.ArgumentParser) -> None:

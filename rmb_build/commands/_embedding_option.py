@@ -1,5 +1,5 @@
-"""``--embeddings DIR`` for commands that embed prompts (``rmb audit``, ``rmb contamination``): reuse
-the vectors of an embedding store, e.g. a build's ``runs/<name>/embeddings``, and add the new ones."""
+"""Not a subcommand: ``--embeddings DIR``, shared by ``rmb audit`` and ``rmb contamination``: reuse the
+vectors of an embedding store (e.g. a build's ``runs/<name>/embeddings``) and add the new ones to it."""
 
 from __future__ import annotations
 
