@@ -215,10 +215,9 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
                                    accounting=acc, stages=[s.to_json() for s in state.stages.values()],
                                    failures=state.failure_counts(), usage=state.usage_total(), log=log.info,
                                    embed=store)
-    rec = state.stage("release")  # written, read back and audited: the audit embeds prompts
-    rec.batches, rec.seconds = 1, time.perf_counter() - started
-    rec.stats = {"embeddings": store.stats.to_json()}
-    _final_flush(cfg, paths, state, acc, release=str(paths.release))
+    # not a stage record (those count cached task batches): the release is written and audited every run
+    _final_flush(cfg, paths, state, acc, {"release": store.stats.to_json()}, release=str(paths.release),
+                 release_seconds=round(time.perf_counter() - started, 3))
     log.info("release written to %s: %s", paths.release, manifest["counts"]["items"])
     return {"release": str(paths.release), "run": str(paths.run), "counts": manifest["counts"],
             "accounting": manifest["accounting"], "audit": manifest["audit"].get("counts", {}),
@@ -233,9 +232,12 @@ def _classify_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, An
     return [q for part in record("classify", [f.result() for f in futures]) for q in part]
 
 
-def _final_flush(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounting, **extra: Any) -> None:
-    """summary.json with the accounting and the build's embedding figures (``embeddings_section``)."""
-    totals = embeddings_section([s.to_json() for s in state.stages.values()], open_store(cfg.embeddings, paths.embeddings))
+def _final_flush(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounting,
+                 more_embeddings: dict[str, Any] | None = None, **extra: Any) -> None:
+    """summary.json with the accounting and the build's embedding figures (``embeddings_section``:
+    the stages', plus ``more_embeddings``, e.g. the release audit's)."""
+    totals = embeddings_section([s.to_json() for s in state.stages.values()],
+                                open_store(cfg.embeddings, paths.embeddings), **(more_embeddings or {}))
     state.flush(accounting=acc.to_json(), embeddings=totals, **extra)
 
 
