@@ -156,6 +156,7 @@ def test_cache_keys_follow_the_encoder():
     assert len({K.classify_key(c, qs) for c in (base, onnx, half)}) == 3
 
 
+@pytest.mark.slow
 def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, prefect_harness):
     """dedup, classify and the release's audit through the run folder's store; the re-run (classify and
     dedup settings changed so that both run again) finds every vector there."""
