@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from rmb_build.build.select import select
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
 from rmb_build.llm import LLMClient
-from rmb_build.build.manifest import Accounting, public_config, sources_section
+from rmb_build.build.manifest import Accounting, embeddings_section, public_config, sources_section
 from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.build.preflight import preflight
 from rmb_build.build.run_state import RunState, merge_stats
@@ -37,7 +38,7 @@ from rmb_build.build.sets import finished
 from . import keys as K
 from . import label_checks, steps
 from .runners import make_task_runner
-from .tasks import Timed, bind_storage
+from .tasks import Timed, bind_storage, open_store
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class BuildPaths:
     @property
     def llm_cache(self) -> Path:
         return self.run / "llm_cache"
+
+    @property
+    def embeddings(self) -> Path:
+        """The build's embedding store (``rmb_build.embedding_store``): each text embedded once per encoder."""
+        return self.run / "embeddings"
 
     @staticmethod
     def of(name: str, workdir: str | os.PathLike | None) -> "BuildPaths":
@@ -72,6 +78,7 @@ class _Recorder:
 
     def __call__(self, stage: str, outcomes: Sequence[Timed]) -> list[Any]:
         rec = self.state.stage(stage)
+        embedded = []
         for t in outcomes:
             rec.batches += 1
             if t.flow_run_id != self.run_id:
@@ -79,8 +86,11 @@ class _Recorder:
             else:
                 rec.seconds += t.seconds
                 self.state.spans.append((t.started, t.started + t.seconds))
+                embedded.append(getattr(t, "embeddings", None) or {})
             self.state.add_failures(getattr(t.value, "failures", None) or ())
         rec.stats = merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
+        if any(embedded):  # the embedding store's figures, for batches computed in this run
+            rec.stats["embeddings"] = merge_stats([rec.stats.get("embeddings") or {}, *embedded])
         cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
         self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, steps.brief(rec.stats))
         self.state.flush()
@@ -129,7 +139,8 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
     acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
     queries = gathered.queries
     if "dedup" in stages:
-        deduped = record("dedup", [tasks["dedup"].submit(K.dedup_key(cfg, queries), queries, cfg.dedup).result()])[0]
+        deduped = record("dedup", [tasks["dedup"].submit(K.dedup_key(cfg, queries), queries, cfg.dedup, cfg.embeddings,
+                                                         str(paths.embeddings)).result()])[0]
         acc.dedup_removed = steps.count_by(deduped.removed, "kind")
         queries = deduped.kept
     limit = max_cost if max_cost is not None else cfg.run.max_cost
@@ -149,16 +160,16 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
     size = cfg.run.batch_size
     to_classify = queries
     if "classify" in stages and cfg.classifier.method == "llm":
-        runs = [tasks["classify_llm"](K.classify_key(cfg, b, offline=dry_run), b, cfg.classifier, client)
-                for b in batched(queries, size)]
+        runs = [tasks["classify_llm"](K.classify_key(cfg, b, offline=dry_run), b, cfg.classifier, client,
+                                      cfg.embeddings, str(paths.embeddings)) for b in batched(queries, size)]
         queries = [q for part in record("classify", await asyncio.gather(*runs)) for q in part]
     elif "classify" in stages:
-        queries = _classify_on_runner(cfg, tasks, record, queries)
+        queries = _classify_on_runner(cfg, paths, tasks, record, queries)
     selected = _select(cfg, paths, acc, log, queries)
     if dry_run:
         return _dry_run(cfg, stages, paths, state, acc, to_classify, selected)
     if "generate" not in stages:
-        state.flush(accounting=acc.to_json())
+        _final_flush(cfg, paths, state, acc)
         return {"selected": len(selected), "run": str(paths.run)}
 
     checks: dict[str, Any] = {}
@@ -179,7 +190,7 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
         state.flush()
     responses = [r for part in record("generate", [c[0] for c in chains]) for r in part.records]
     if "judge" not in stages:
-        state.flush(accounting=acc.to_json())
+        _final_flush(cfg, paths, state, acc)
         return {"selected": len(selected), "responses": len(responses), "run": str(paths.run)}
     scores = [s for part in record("judge", [c[1] for c in chains]) for s in part.records]
     labels = [lb for part in record("guard", [c[2] for c in chains]) for lb in part.records]
@@ -188,7 +199,7 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
                                                      selected, responses, scores, labels, cfg.sets)])[0]
     acc.fill(selected, responses, scores, [*sets.pairwise, *sets.bon], len(cfg.generators),
              state.failure_counts().get("generate", 0))
-    state.flush(accounting=acc.to_json())
+    _final_flush(cfg, paths, state, acc)
     if "release" not in stages:
         return {"selected": len(selected), "pairwise": len(sets.pairwise), "bon": len(sets.bon), "run": str(paths.run)}
     if not sets.pairwise and not sets.bon:
@@ -198,21 +209,36 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
     if routing is not None:  # goal routing (rmb_build.build.route): goal_from per item, counts in the manifest
         annotations = route.annotate(annotations, routing.decisions)
         checks["routing"] = {"scope": cfg.route.scope, "queries": routing.stats(), "items": route.item_summary(annotations)}
+    store, started = open_store(cfg.embeddings, paths.embeddings), time.perf_counter()
     manifest = write_built_release(cfg, [*sets.pairwise, *sets.bon], annotations, paths.release,
                                    checks={k: v for k, v in checks.items() if v is not None},
                                    accounting=acc, stages=[s.to_json() for s in state.stages.values()],
-                                   failures=state.failure_counts(), usage=state.usage_total(), log=log.info)
-    state.flush(accounting=acc.to_json(), release=str(paths.release))
+                                   failures=state.failure_counts(), usage=state.usage_total(), log=log.info,
+                                   embed=store)
+    # not a stage record (those count cached task batches): the release is written and audited every run
+    _final_flush(cfg, paths, state, acc, {"release": store.stats.to_json()}, release=str(paths.release),
+                 release_seconds=round(time.perf_counter() - started, 3))
     log.info("release written to %s: %s", paths.release, manifest["counts"]["items"])
     return {"release": str(paths.release), "run": str(paths.run), "counts": manifest["counts"],
             "accounting": manifest["accounting"], "audit": manifest["audit"].get("counts", {}),
             "failures": manifest["failures"], "stages": manifest["stages"]}
 
 
-def _classify_on_runner(cfg: BuildConfig, tasks: dict[str, Any], record: _Recorder, queries: list[Any]) -> list[Any]:
+def _classify_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder,
+                        queries: list[Any]) -> list[Any]:
     """The embedding classifier over batches on the configured task runner."""
-    futures = [tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier) for b in batched(queries, cfg.run.batch_size)]
+    futures = [tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier, cfg.embeddings, str(paths.embeddings))
+               for b in batched(queries, cfg.run.batch_size)]
     return [q for part in record("classify", [f.result() for f in futures]) for q in part]
+
+
+def _final_flush(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounting,
+                 more_embeddings: dict[str, Any] | None = None, **extra: Any) -> None:
+    """summary.json with the accounting and the build's embedding figures (``embeddings_section``:
+    the stages', plus ``more_embeddings``, e.g. the release audit's)."""
+    totals = embeddings_section([s.to_json() for s in state.stages.values()],
+                                open_store(cfg.embeddings, paths.embeddings), **(more_embeddings or {}))
+    state.flush(accounting=acc.to_json(), embeddings=totals, **extra)
 
 
 def _select(cfg: BuildConfig, paths: BuildPaths, acc: Accounting, log: Any, queries: list[Any]) -> list[Any]:
@@ -227,7 +253,7 @@ def _dry_run(cfg: BuildConfig, stages: list[str], paths: BuildPaths, state: RunS
              to_classify: list[Any], selected: list[Any]) -> dict[str, Any]:
     """The estimate of the requests the stages plan (what a build of ``selected`` sends)."""
     estimate = steps.estimate_cost(steps.planned_requests(to_classify, selected, cfg, stages), cfg, paths.llm_cache)
-    state.flush(dry_run=True, estimate=estimate, accounting=acc.to_json())
+    _final_flush(cfg, paths, state, acc, dry_run=True, estimate=estimate)
     return {"dry_run": True, "selected": len(selected), "estimate": estimate, "run": str(paths.run)}
 
 

@@ -105,24 +105,28 @@ def gather_key(cfg: Any) -> str:
                        [source_for(s).identity() for s in cfg.sources], cfg.run.max_queries)
 
 
-def dedup_key(cfg: Any, queries: Any) -> str:
+def encoder_identity(cfg: Any) -> list[str]:
+    """The build's sentence encoder as its vectors depend on it: model (version), backend, stored dtype."""
     from rmb_build.embeddings import model_fingerprint
 
-    return fingerprint("dedup", code_version("rmb_build.build.dedup"), cfg.dedup,
-                       model_fingerprint(cfg.dedup.model), _records(queries))
+    return [model_fingerprint(cfg.embeddings.model, cfg.embeddings.backend), cfg.embeddings.dtype]
+
+
+def dedup_key(cfg: Any, queries: Any) -> str:
+    return fingerprint("dedup", code_version("rmb_build.build.dedup"), cfg.dedup, encoder_identity(cfg),
+                       _records(queries))
 
 
 def classify_key(cfg: Any, queries: Any, *, offline: bool = False) -> str:
     """``offline``: a dry run's LLM classification (cached answers only, the embedding classifier for
     the rest), kept apart from a real run's."""
     from rmb_build.build.sources import file_identity
-    from rmb_build.embeddings import model_fingerprint
 
     llm = _endpoints(cfg, [cfg.classifier.endpoint]) if cfg.classifier.method == "llm" else None
     if llm is not None and offline:
         llm["offline"] = True
     return fingerprint("classify", code_version("rmb_build.build.classify"), cfg.classifier, llm,
-                       file_identity(cfg.classifier.train_release), model_fingerprint(),
+                       file_identity(cfg.classifier.train_release), encoder_identity(cfg),
                        prompts_digest("classify", "taxonomy.yaml"), _records(queries))
 
 

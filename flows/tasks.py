@@ -11,22 +11,21 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
 from prefect import task
 from prefect.runtime import flow_run
 
-from rmb_build.release.read import read_release
 from rmb_build.build.sets import build_sets
-from rmb_build.build.classify import EmbeddingClassifier, LLMClassifier, apply_predictions, classify
+from rmb_build.build.classify import LLMClassifier, apply_predictions, classify, embedding_classifier
 from rmb_build.build.common import ask
 from rmb_build.build.dedup import dedup
 from rmb_build.build.gather import gather
 from rmb_build.build.generate import generate
 from rmb_build.build.guard import guard
 from rmb_build.build.judge import judge
+from rmb_build.embeddings import store_for
 
 from .keys import by_cache_key
 
@@ -39,11 +38,19 @@ class Timed:
     seconds: float
     flow_run_id: str | None
     started: float = 0.0  # epoch seconds: the work's span is [started, started + seconds]
+    embeddings: dict[str, Any] | None = None  # the embedding store's stats for this work (StoreStats.to_json)
 
 
-def _timed(start: float, value: Any) -> Timed:
+def _timed(start: float, value: Any, store: Any = None) -> Timed:
     seconds = time.perf_counter() - start
-    return Timed(value, seconds, flow_run.get_id(), time.time() - seconds)
+    figures = store.stats.to_json() if store is not None else None
+    return Timed(value, seconds, flow_run.get_id(), time.time() - seconds, figures)
+
+
+def open_store(embeddings: Any, folder: str | Path) -> Any:
+    """The build's embedding store (``EmbeddingsConfig`` ``embeddings``) in ``folder``: a new object per
+    task, so that its stats are that task's; every object and process shares the folder's vectors."""
+    return store_for(folder, embeddings.model, embeddings.backend, embeddings.dtype)
 
 
 @task(name="gather", **CACHED)
@@ -53,34 +60,40 @@ def gather_task(cache_key: str, sources: Sequence[Any], quarantine_path: str, li
 
 
 @task(name="dedup", **CACHED)
-def dedup_task(cache_key: str, queries: Sequence[Any], dedup_cfg: Any) -> Timed:
+def dedup_task(cache_key: str, queries: Sequence[Any], dedup_cfg: Any, embeddings: Any, store_dir: str) -> Timed:
     t = time.perf_counter()
-    return _timed(t, dedup(queries, dedup_cfg))
+    store = open_store(embeddings, store_dir)
+    return _timed(t, dedup(queries, dedup_cfg, embed=store), store)
 
 
-@lru_cache(maxsize=4)
-def _embedding_classifier(train_release: str | None) -> Any:
-    if train_release:
-        return EmbeddingClassifier.from_release(read_release(train_release))
-    return EmbeddingClassifier.default()
+def _embedding_classifier(train_release: str | None, embeddings: Any = None, embed: Any = None) -> Any:
+    """The build's embedding classifier: on ``embeddings``' encoder (``EmbeddingsConfig``; None: the
+    default one), its vectors from ``embed`` (the build's store) when given."""
+    if embeddings is None:
+        return embedding_classifier(train_release)
+    return embedding_classifier(train_release, embeddings.model, embeddings.backend, embed)
 
 
 @task(name="classify", **CACHED)
-def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any) -> Timed:
+def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, embeddings: Any, store_dir: str) -> Timed:
     """The offline embedding classifier."""
     t = time.perf_counter()
-    return _timed(t, classify(queries, _embedding_classifier(classifier_cfg.train_release), classifier_cfg.min_confidence))
+    store = open_store(embeddings, store_dir)
+    clf = _embedding_classifier(classifier_cfg.train_release, embeddings, store)
+    return _timed(t, classify(queries, clf, classifier_cfg.min_confidence), store)
 
 
 @task(name="classify_llm", **CACHED)
-async def llm_classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, client: Any) -> Timed:
+async def llm_classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, client: Any,
+                            embeddings: Any, store_dir: str) -> Timed:
     """The LLM classifier through the build's client (the embedding one for unusable replies)."""
     t = time.perf_counter()
-    clf = LLMClassifier(client, classifier_cfg.endpoint, classifier_cfg.model,
-                        fallback=_embedding_classifier(classifier_cfg.train_release))
+    store = open_store(embeddings, store_dir)
+    fallback = await asyncio.to_thread(_embedding_classifier, classifier_cfg.train_release, embeddings, store)
+    clf = LLMClassifier(client, classifier_cfg.endpoint, classifier_cfg.model, fallback=fallback)
     results = await ask(client, clf.plan(queries), desc=clf.STAGE)
     preds = await asyncio.to_thread(clf.collect, queries, results)  # the fallback encodes on the CPU
-    return _timed(t, apply_predictions(queries, preds, classifier_cfg.min_confidence))
+    return _timed(t, apply_predictions(queries, preds, classifier_cfg.min_confidence), store)
 
 
 @task(name="generate", **CACHED)

@@ -176,8 +176,19 @@ def source_config(**fields: Any) -> Any:
 
 class DedupConfig(_Strict):
     threshold: float = Field(default=0.9, gt=0, le=1)
-    model: str = "all-MiniLM-L6-v2"
+    model: str = Field(default="all-MiniLM-L6-v2", description="deprecated: set embeddings.model (a build copies "
+                                                               "embeddings.model here)")
     block_size: int = Field(default=4096, ge=64)
+
+
+class EmbeddingsConfig(_Strict):
+    """The build's one sentence encoder: dedup, the embedding classifier and the release audit embed with it,
+    through one store in the run folder (``rmb_build.embedding_store``): each distinct text once."""
+
+    model: str = Field(default="all-MiniLM-L6-v2", description="the packaged all-MiniLM-L6-v2, a local folder or a Hub id")
+    backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        default="torch", description="onnx/onnx-int8: the same model run by ONNX Runtime (the 'onnx' extra)")
+    dtype: Literal["float32", "float16"] = Field(default="float32", description="how vectors are stored on disk")
 
 
 class SetsConfig(_Strict):
@@ -227,6 +238,7 @@ class BuildConfig(_Strict):
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     sources: list[SourceConfig] = Field(default_factory=list)
     dedup: DedupConfig = Field(default_factory=DedupConfig)
+    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     sets: SetsConfig = Field(default_factory=SetsConfig)
     select: SelectConfig = Field(default_factory=SelectConfig)
     route: RouteConfig = Field(default_factory=RouteConfig)
@@ -259,6 +271,18 @@ class BuildConfig(_Strict):
             if s not in STAGES:
                 raise ValueError(f"unknown stage {s!r} (stages: {', '.join(STAGES)})")
         return v
+
+    @model_validator(mode="after")
+    def _one_encoder(self) -> "BuildConfig":
+        """``dedup.model`` (deprecated) is read as ``embeddings.model`` when only it is set; both set must agree."""
+        if "model" in self.dedup.model_fields_set:
+            if "model" not in self.embeddings.model_fields_set:
+                self.embeddings.model = self.dedup.model
+            elif self.dedup.model != self.embeddings.model:
+                raise ValueError(f"dedup.model ({self.dedup.model!r}, deprecated) differs from embeddings.model "
+                                 f"({self.embeddings.model!r}): a build embeds with one encoder; set only embeddings.model")
+        self.dedup.model = self.embeddings.model
+        return self
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> "BuildConfig":

@@ -4,7 +4,7 @@ Dedup, classification, the audit's near-duplicate check and ``rmb contamination`
 same texts; an :class:`EmbeddingStore` in the run folder makes every later request for a text a
 lookup, in this process or the next (a resumed or re-run build embeds nothing it already has).
 
-Layout, one folder per encoder fingerprint (``<store>/<slug>/``):
+Layout, one folder per encoder fingerprint and dtype (``<store>/<slug>/``, float16 rows in ``<slug>-float16/``):
 - ``vectors.bin``: rows of ``dim`` values (float16 or float32), appended, read memory-mapped;
 - ``keys.bin``: the sha256 digest (32 bytes) of each row's text, appended after the row is written,
   so a row counts only once its key is there (a process killed mid-write leaves a tail that the
@@ -22,7 +22,7 @@ import json
 import os
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -46,28 +46,42 @@ class StoreStats:
     """What a store was asked for and what it had to encode (over this object's lifetime)."""
 
     requested: int = 0        # texts asked for, repeats included
-    encoded: int = 0          # texts this process sent to the encoder
+    encoded: int = 0          # texts this object sent to the encoder
     encode_seconds: float = 0.0
+    asked: set[bytes] = field(default_factory=set, repr=False)  # digests of the texts asked for
+
+    @property
+    def distinct(self) -> int:
+        """Distinct texts asked for."""
+        return len(self.asked)
 
     def to_json(self) -> dict[str, float | int]:
-        return {"requested": self.requested, "encoded": self.encoded, "encode_seconds": round(self.encode_seconds, 3)}
+        return {"requested": self.requested, "distinct": self.distinct, "encoded": self.encoded,
+                "encode_seconds": round(self.encode_seconds, 3)}
 
 
 class EmbeddingStore:
     """Embeddings of texts under one encoder, persisted in ``folder`` and computed only when missing.
 
     ``encode`` maps texts to unit-length rows (``rmb_build.embeddings.embed`` with a fixed model by
-    default); ``fingerprint`` names the encoder and must change whenever its vectors would.
+    default); ``fingerprint`` names the encoder and must change whenever its vectors would. ``dtype``
+    None: the dtype the folder already holds, float32 for a new one. One object per thread (its
+    stats and index are not locked; processes and objects share the folder safely).
     """
 
-    def __init__(self, folder: str | os.PathLike, fingerprint: str, encode: Encode, *, dtype: str = "float32"):
-        if dtype not in ("float16", "float32"):
+    def __init__(self, folder: str | os.PathLike, fingerprint: str, encode: Encode, *, dtype: str | None = "float32"):
+        if dtype not in ("float16", "float32", None):
             raise ValueError(f"dtype must be float16 or float32, not {dtype!r}")
         self.fingerprint = fingerprint
         self.encode = encode
-        self.dtype = np.dtype(dtype)
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", fingerprint)[:80] + "-" + hashlib.sha256(fingerprint.encode()).hexdigest()[:10]
-        self.folder = Path(folder) / slug
+
+        def place(kind: str) -> Path:  # float16 rows live beside float32 ones, never mixed
+            return Path(folder) / (slug if kind == "float32" else f"{slug}-{kind}")
+
+        if dtype is None:
+            dtype = next((k for k in ("float32", "float16") if (place(k) / "meta.json").is_file()), "float32")
+        self.folder = place(dtype)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.stats = StoreStats()
         self._index: dict[bytes, int] = {}
@@ -75,6 +89,7 @@ class EmbeddingStore:
         self.dim: int | None = None
         self._matrix: np.ndarray | None = None
         meta = self.folder / "meta.json"
+        self.dtype = np.dtype(dtype)
         if meta.is_file():
             info = json.loads(meta.read_text(encoding="utf-8"))
             if info.get("fingerprint") != fingerprint or info.get("dtype") != self.dtype.name:
@@ -173,6 +188,7 @@ class EmbeddingStore:
 
         self.stats.requested += len(texts)
         digests = [text_digest(t) for t in texts]
+        self.stats.asked.update(digests)
         self._refresh()
         missing: dict[bytes, str] = {}
         for d, t in zip(digests, texts):

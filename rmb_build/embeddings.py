@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -13,6 +14,11 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 BACKENDS = ("torch", "onnx", "onnx-int8")
+
+# What a stage embeds with: texts -> unit-length float32 rows, one per text. An ``Encoder`` (encodes
+# every call) or an ``EmbeddingStore`` (encodes each distinct text once); both name their encoder
+# in ``fingerprint``.
+Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 def model_path(name: str = DEFAULT_MODEL) -> str:
@@ -68,10 +74,32 @@ def model_fingerprint(name: str = DEFAULT_MODEL, backend: str = "torch") -> str:
     return base if backend == "torch" else f"{base}+{backend}"
 
 
+@dataclass(frozen=True)
+class Encoder:
+    """``embed`` with a fixed model and backend, as an ``Embed`` (no store: every call encodes)."""
+
+    name: str = DEFAULT_MODEL
+    backend: str = "torch"
+
+    @property
+    def fingerprint(self) -> str:
+        return model_fingerprint(self.name, self.backend)
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        return embed(list(texts), self.name, backend=self.backend)
+
+
+def check_encoder(embed_fn: Embed, name: str, backend: str = "torch") -> None:
+    """Refuse an ``Embed`` that names another encoder than ``name``/``backend`` (vectors would not compare)."""
+    have = getattr(embed_fn, "fingerprint", None)
+    if have is not None and have != model_fingerprint(name, backend):
+        raise ValueError(f"embeddings from {have!r} where {model_fingerprint(name, backend)!r} is needed")
+
+
 def store_for(folder: str | os.PathLike, name: str = DEFAULT_MODEL, backend: str = "torch",
-              dtype: str = "float32") -> "EmbeddingStore":
-    """An embedding store in ``folder`` for this model and backend (see ``rmb_build.embedding_store``)."""
+              dtype: str | None = "float32") -> "EmbeddingStore":
+    """An embedding store in ``folder`` for this model and backend (see ``rmb_build.embedding_store``);
+    ``dtype`` None: whatever the folder already holds."""
     from .embedding_store import EmbeddingStore
 
-    return EmbeddingStore(folder, model_fingerprint(name, backend),
-                          lambda texts: embed(texts, name, backend=backend), dtype=dtype)
+    return EmbeddingStore(folder, model_fingerprint(name, backend), Encoder(name, backend), dtype=dtype)

@@ -34,10 +34,10 @@ def _config(tmp_path, base_url, runner: dict) -> object:
 
 
 def _comparable(files: dict[str, bytes]) -> dict[str, object]:
-    """The release's files; the manifest without what differs between any two runs (times, spend, runner)."""
+    """The release's files; the manifest without what differs between any two runs (times, spend, encoding, runner)."""
     out: dict[str, object] = dict(files)
     manifest = json.loads(out.pop("manifest.json"))
-    for key in ("created", "stages", "usage"):
+    for key in ("created", "stages", "usage", "embeddings"):
         manifest.pop(key, None)
     manifest.get("config", {}).pop("run", None)
     out["manifest.json"] = manifest

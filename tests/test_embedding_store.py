@@ -106,10 +106,27 @@ def test_two_processes_share_one_store_without_duplicate_rows(tmp_path):
     assert os.path.getsize(store.folder / "keys.bin") == 300 * KEY_BYTES
 
 
-def test_wrong_dtype_for_an_existing_store_is_refused(tmp_path):
-    EmbeddingStore(tmp_path, "counting@1", CountingEncoder()).embed(["a"])
+def test_float16_and_float32_rows_are_kept_apart(tmp_path):
+    full = EmbeddingStore(tmp_path, "counting@1", CountingEncoder())
+    full.embed(["a"])
+    enc = CountingEncoder()
+    half = EmbeddingStore(tmp_path, "counting@1", enc, dtype="float16")
+    half.embed(["a"])
+    assert enc.seen == ["a"] and half.folder != full.folder  # a config's new dtype: its own rows
+    assert EmbeddingStore(tmp_path, "counting@1", CountingEncoder(), dtype=None).dtype == np.float32
+    only_half = tmp_path / "half"
+    EmbeddingStore(only_half, "counting@1", CountingEncoder(), dtype="float16").embed(["b"])
+    reopened = EmbeddingStore(only_half, "counting@1", CountingEncoder(), dtype=None)  # what the folder holds
+    assert reopened.dtype == np.float16 and "b" in reopened
+
+
+def test_a_store_whose_meta_names_another_dtype_is_refused(tmp_path):
+    store = EmbeddingStore(tmp_path, "counting@1", CountingEncoder())
+    store.embed(["a"])
+    meta = store.folder / "meta.json"
+    meta.write_text(meta.read_text().replace("float32", "float16"))
     with pytest.raises(ValueError, match="float16"):
-        EmbeddingStore(tmp_path, "counting@1", CountingEncoder(), dtype="float16")
+        EmbeddingStore(tmp_path, "counting@1", CountingEncoder())
 
 
 def test_real_minilm_vectors_from_the_store_equal_direct_encoding(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..embeddings import DEFAULT_MODEL
+from ..embeddings import DEFAULT_MODEL, Embed
 from ..items import conversation_key
 from ..records import Query
 from ..similarity import best_match
@@ -34,10 +34,11 @@ class Hit:
 
 def find_contamination(release: Any, train: Sequence[Query], threshold: float = 0.9,
                        model: str = DEFAULT_MODEL, block_size: int = 4096,
-                       show_progress: bool = False) -> list[Hit]:
+                       show_progress: bool = False, embed: Embed | None = None) -> list[Hit]:
     """Every release item whose conversation's user turns match a training query's, most similar first.
 
-    Each distinct conversation is compared once; all items that share it are listed.
+    Each distinct conversation is compared once; all items that share it are listed. ``embed``: what
+    embeds the texts (an embedding store reuses a build's vectors); default the plain encoder of ``model``.
     """
     convs = release_queries(release)
     if not convs or not train:
@@ -54,7 +55,8 @@ def find_contamination(release: Any, train: Sequence[Query], threshold: float = 
         else:
             rest.append(q)
     if rest:
-        j, s = best_match(embed_queries(rest, model), embed_queries(train, model, show_progress), block_size)
+        j, s = best_match(embed_queries(rest, model, embed=embed), embed_queries(train, model, show_progress, embed),
+                          block_size)
         for q, jj, ss in zip(rest, j.tolist(), s.tolist()):
             if ss >= threshold:
                 match[conversation_key(q.conversation)] = (min(float(ss), 1.0), "near", train[jj])

@@ -14,7 +14,9 @@ one interface (``predict(queries) -> list[Prediction]``):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping, Protocol, Sequence
@@ -22,7 +24,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 import yaml
 
-from ..embeddings import DEFAULT_MODEL, model_fingerprint
+from ..embeddings import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 from ..errors import InputError
 from ..prompting import load_prompt, prompt_hash
 from ..items import Turn, prompt_text
@@ -102,66 +104,82 @@ def load_taxonomy() -> dict[str, dict[str, Any]]:
 
 class EmbeddingClassifier:
     """Logistic regression over sentence embeddings (see the module docstring). It abstains (answers
-    ``Prediction(None, confidence, abstained=True)``) when its top probability is below ``threshold``."""
+    ``Prediction(None, confidence, abstained=True)``) when its top probability is below ``threshold``.
 
-    def __init__(self, model: Any, encoder: str = DEFAULT_MODEL, trained_on: str = "", threshold: float = 0.0):
+    ``encoder``/``backend`` name the sentence encoder; ``embed`` is what computes its vectors (the
+    build's embedding store, see ``using``), by default the plain encoder."""
+
+    def __init__(self, model: Any, encoder: str = DEFAULT_MODEL, trained_on: str = "", threshold: float = 0.0,
+                 backend: str = "torch", embed: Embed | None = None):
         self.model = model
         self.encoder = encoder
+        self.backend = backend
         self.trained_on = trained_on
         self.threshold = threshold
         self.labels: list[str] = [str(c) for c in model.classes_]
+        self.embed: Embed = embed or Encoder(encoder, backend)
+
+    def using(self, embed: Embed) -> "EmbeddingClassifier":
+        """This classifier with its vectors from ``embed`` (same encoder, e.g. the build's embedding store)."""
+        check_encoder(embed, self.encoder, self.backend)
+        clone = copy.copy(self)
+        clone.embed = embed
+        return clone
 
     @classmethod
     def fit(cls, texts: Sequence[str], labels: Sequence[str], encoder: str = DEFAULT_MODEL,
-            trained_on: str = "", C: float = 10.0, abstain: bool = True) -> "EmbeddingClassifier":
+            trained_on: str = "", C: float = 10.0, abstain: bool = True, *, backend: str = "torch",
+            embed: Embed | None = None) -> "EmbeddingClassifier":
         """Train on ``texts`` labelled with scenario ids (at least two distinct ones); with ``abstain``,
         the confidence threshold comes from cross-validation on the same examples (``abstain_threshold``).
 
         ``C`` = 10 was chosen on queries written for tests/test_classify.py, never on a release: with
         a few dozen examples per class, weaker regularisation gives better and less flat probabilities."""
-        from ..embeddings import embed
-
         if len(set(labels)) < 2:
             raise ValueError("an embedding classifier needs examples of at least two scenarios")
         import sklearn.linear_model  # noqa: F401  (loads scipy's BLAS, so that the limit below reaches it)
         from threadpoolctl import threadpool_limits
 
-        X, y = embed(list(texts), name=encoder), list(labels)
+        embed = embed or Encoder(encoder, backend)
+        check_encoder(embed, encoder, backend)
+        X, y = embed(list(texts)), list(labels)
         # One BLAS/OpenMP thread: on this small problem more only contend (measured on 2 busy cores:
         # one fit 31 s with the default threads, 1.4 s with one).
         with threadpool_limits(limits=1):
             threshold = abstain_threshold(X, y, C) if abstain else 0.0
-            return cls(_logistic(C).fit(X, y), encoder, trained_on, threshold)
+            return cls(_logistic(C).fit(X, y), encoder, trained_on, threshold, backend, embed)
 
     @classmethod
-    def default(cls, encoder: str = DEFAULT_MODEL) -> "EmbeddingClassifier":
-        """Trained on the descriptions and examples of ``prompts/taxonomy.yaml`` (cached per process)."""
-        return _default_classifier(encoder, prompt_hash(TAXONOMY_FILE))
+    def default(cls, encoder: str = DEFAULT_MODEL, backend: str = "torch",
+                embed: Embed | None = None) -> "EmbeddingClassifier":
+        """Trained on the descriptions and examples of ``prompts/taxonomy.yaml`` (see ``embedding_classifier``)."""
+        return embedding_classifier(None, encoder, backend, embed)
 
     @classmethod
     def from_queries(cls, queries: Sequence[Query], encoder: str = DEFAULT_MODEL,
-                     trained_on: str = "labelled queries") -> "EmbeddingClassifier":
+                     trained_on: str = "labelled queries", *, backend: str = "torch",
+                     embed: Embed | None = None) -> "EmbeddingClassifier":
         """Trained on queries that carry a ``scenario_id`` (unlabelled ones are ignored)."""
         labelled = [q for q in queries if q.scenario_id]
         return cls.fit([classifier_text(q.conversation) for q in labelled], [q.scenario_id for q in labelled],
-                       encoder, trained_on)
+                       encoder, trained_on, backend=backend, embed=embed)
 
     @classmethod
-    def from_release(cls, release: Any, encoder: str = DEFAULT_MODEL) -> "EmbeddingClassifier":
+    def from_release(cls, release: Any, encoder: str = DEFAULT_MODEL, *, backend: str = "torch",
+                     embed: Embed | None = None) -> "EmbeddingClassifier":
         """Trained on each distinct conversation of a labelled release, with its file's scenario."""
         from .gather import release_queries
 
-        return cls.from_queries(release_queries(release), encoder, f"release {release.name}")
+        return cls.from_queries(release_queries(release), encoder, f"release {release.name}",
+                                backend=backend, embed=embed)
 
     def fingerprint(self) -> str:
         """Identifies this classifier in stage cache keys."""
-        return (f"embedding-lr:{model_fingerprint(self.encoder)}:{self.trained_on}:{len(self.labels)}"
+        return (f"embedding-lr:{model_fingerprint(self.encoder, self.backend)}:{self.trained_on}:{len(self.labels)}"
                 f":abstain<{self.threshold:.4f}")
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        from ..embeddings import embed
-
-        return self.model.predict_proba(embed(list(texts), name=self.encoder))
+        return self.model.predict_proba(self.embed(list(texts)))
 
     def predict_texts(self, texts: Sequence[str]) -> list[Prediction]:
         if not texts:
@@ -208,14 +226,37 @@ def abstain_threshold(X: np.ndarray, labels: Sequence[str], C: float = 10.0, fol
     return float(np.sort(conf)[reached[0]]) if reached.size else 1.0
 
 
-@lru_cache(maxsize=2)
-def _default_classifier(encoder: str, taxonomy_hash: str) -> EmbeddingClassifier:
+# Classifiers trained in this process, by (training release or taxonomy hash, encoder, backend).
+_TRAINED: dict[tuple[str, str, str], EmbeddingClassifier] = {}
+_TRAINED_LOCK = threading.Lock()
+
+
+def embedding_classifier(train_release: str | None = None, encoder: str = DEFAULT_MODEL, backend: str = "torch",
+                         embed: Embed | None = None) -> EmbeddingClassifier:
+    """The default classifier (``train_release`` None) or one trained on a labelled release (a path or
+    Hub id), trained once per process and encoder; ``embed`` gives its training vectors then (e.g. the
+    build's embedding store) and the classifier returned embeds with it."""
+    key = (train_release or f"taxonomy@{prompt_hash(TAXONOMY_FILE)}", encoder, backend)
+    with _TRAINED_LOCK:
+        if key not in _TRAINED:
+            if train_release:
+                from ..release.read import read_release
+
+                clf = EmbeddingClassifier.from_release(read_release(train_release), encoder, backend=backend, embed=embed)
+            else:
+                clf = _train_default(encoder, backend, prompt_hash(TAXONOMY_FILE), embed)
+            _TRAINED[key] = clf.using(Encoder(encoder, backend))  # not ``embed``: it may be one task's store object
+    return _TRAINED[key].using(embed) if embed is not None else _TRAINED[key]
+
+
+def _train_default(encoder: str, backend: str, taxonomy_hash: str, embed: Embed | None) -> EmbeddingClassifier:
     texts, labels = [], []
     for sid, entry in load_taxonomy().items():
         for conversation in [(Turn("user", entry["description"]),), *map(example_conversation, entry["examples"])]:
             texts.append(classifier_text(conversation))
             labels.append(sid)
-    return EmbeddingClassifier.fit(texts, labels, encoder, trained_on=f"taxonomy.yaml@{taxonomy_hash}")
+    return EmbeddingClassifier.fit(texts, labels, encoder, trained_on=f"taxonomy.yaml@{taxonomy_hash}",
+                                   backend=backend, embed=embed)
 
 
 def classify(queries: Sequence[Query], clf: Classifier, min_confidence: float = 0.0) -> list[Query]:

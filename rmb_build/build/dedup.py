@@ -13,7 +13,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ..config import DedupConfig
-from ..embeddings import DEFAULT_MODEL
+from ..embeddings import DEFAULT_MODEL, Embed
 from ..items import Turn
 from ..records import Query
 from ..similarity import similar_pairs
@@ -91,21 +91,28 @@ def near_duplicates(embeddings: np.ndarray, threshold: float, block_size: int = 
     return resolve_near(len(embeddings), i, j, s, protected)
 
 
-def embed_queries(queries: Sequence[Query], model: str = DEFAULT_MODEL, show_progress: bool = False) -> np.ndarray:
-    """Unit embeddings of each query's ``search_text`` (one row per query)."""
-    from ..embeddings import embed  # torch loads only when embeddings are needed
+def embed_queries(queries: Sequence[Query], model: str = DEFAULT_MODEL, show_progress: bool = False,
+                  embed: Embed | None = None) -> np.ndarray:
+    """Unit embeddings of each query's ``search_text`` (one row per query), by ``embed`` (e.g. the
+    build's embedding store) or else the plain encoder of ``model``."""
+    texts = [search_text(q.conversation) for q in queries]
+    if embed is not None:
+        return embed(texts)
+    from ..embeddings import embed as encode  # torch loads only when embeddings are needed
 
-    return embed([search_text(q.conversation) for q in queries], name=model, show_progress=show_progress)
+    return encode(texts, name=model, show_progress=show_progress)
 
 
 def dedup(queries: Sequence[Query], cfg: DedupConfig | None = None, *,
           embeddings: np.ndarray | None = None, existing: Sequence[Query] = (),
-          show_progress: bool = False) -> DedupResult:
+          show_progress: bool = False, embed: Embed | None = None) -> DedupResult:
     """Remove exact, then near duplicates (cosine >= ``cfg.threshold``) from ``queries``.
 
     ``embeddings``: precomputed unit rows for ``queries`` (same order), e.g. from a stage cache.
     ``existing``: queries already in the benchmark; they are never removed, and a new query that
     duplicates one of them is (extending a release without repeating its prompts).
+    ``embed``: what embeds the search texts (the build's embedding store); default the plain
+    encoder of ``cfg.model``.
     """
     cfg = cfg or DedupConfig()
     if embeddings is not None and len(embeddings) != len(queries):
@@ -120,8 +127,8 @@ def dedup(queries: Sequence[Query], cfg: DedupConfig | None = None, *,
     if not kept_new:
         return DedupResult([], removed)
     new_vecs = embeddings[[k - n_old for k in kept_new]] if embeddings is not None else \
-        embed_queries([everything[k] for k in kept_new], cfg.model, show_progress)
-    old_vecs = embed_queries([everything[k] for k in kept_old], cfg.model) if kept_old else new_vecs[:0]
+        embed_queries([everything[k] for k in kept_new], cfg.model, show_progress, embed)
+    old_vecs = embed_queries([everything[k] for k in kept_old], cfg.model, embed=embed) if kept_old else new_vecs[:0]
     rows = kept_old + kept_new
     keep, partner, best = near_duplicates(np.concatenate([old_vecs, new_vecs]), cfg.threshold,
                                           cfg.block_size, protected=len(kept_old))

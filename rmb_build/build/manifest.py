@@ -133,12 +133,38 @@ def cast_section(cfg: BuildConfig) -> dict[str, Any]:
             "relaxed": relaxed_cast(cfg)}
 
 
+EMBEDDING_FIGURES = ("requested", "encoded", "encode_seconds")
+
+
+def embeddings_section(stages: Iterable[Mapping[str, Any]], store: Any, **more: Mapping[str, Any]) -> dict[str, Any]:
+    """A build's embedding figures. ``per_stage``: each stage's ``stats.embeddings`` (and ``more``, e.g.
+    ``release``: the release's audit): texts it asked for (``requested``; ``distinct`` per batch),
+    texts the store had to encode (``encoded``) and the seconds encoding took (``encode_seconds``: the
+    encoder's own floor), for work done in this run (batches from the task cache ask for nothing). The totals
+    sum them; ``distinct_texts`` is what the build's store (``store``) holds: in a fresh run folder, every
+    distinct text the build embedded. ``embeds_per_distinct_text`` = encoded / distinct_texts (1.0: each
+    text encoded once; a re-run that needs no new vector: 0)."""
+    per_stage = {s["stage"]: dict(s["stats"]["embeddings"]) for s in stages
+                 if isinstance((s.get("stats") or {}).get("embeddings"), Mapping)}
+    per_stage.update({k: dict(v) for k, v in more.items()})
+    total = {k: sum(part.get(k, 0) for part in per_stage.values()) for k in EMBEDDING_FIGURES}
+    distinct = len(store)
+    return {"fingerprint": store.fingerprint, "dtype": store.dtype.name, **total,
+            "encode_seconds": round(total["encode_seconds"], 3), "distinct_texts": distinct,
+            "embeds_per_distinct_text": round(total["encoded"] / distinct, 4) if distinct else None,
+            "per_stage": per_stage}
+
+
 def build_manifest(cfg: BuildConfig, release: Release, *, accounting: Accounting, stages: Iterable[Mapping[str, Any]],
                    failures: Mapping[str, int], usage: Any = None, audit: Mapping[str, Any] | None = None,
-                   checks: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   checks: Mapping[str, Any] | None = None, embeddings: Any = None) -> dict[str, Any]:
     """The manifest of a built release. ``accounting`` says where every gathered query and generated
     answer went (release, failures or a stats bucket with its reason). ``checks`` are the label
-    checks' sections (``gold``: the judge against gold labels; ``routing``: goals from the guard)."""
+    checks' sections (``gold``: the judge against gold labels; ``routing``: goals from the guard).
+    ``embeddings``: the build's embedding store as the release's audit used it (``embeddings_section``)."""
+    stages = list(stages)
+    extra = {"embeddings": embeddings_section(stages, embeddings, release=embeddings.stats.to_json())} \
+        if embeddings is not None and hasattr(embeddings, "stats") else {}
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "name": release.name,
@@ -153,7 +179,8 @@ def build_manifest(cfg: BuildConfig, release: Release, *, accounting: Accounting
         "sets": sets_section(cfg, release),
         "prompts": prompt_hashes(),
         "usage": usage_section(usage),
-        "stages": list(stages),
+        "stages": stages,
+        **extra,
         "failures": {"total": sum(failures.values()), "per_stage": dict(failures)},
         "audit": dict(audit or {}),
         **dict(checks or {}),

@@ -43,10 +43,11 @@ def _swap_in(built: Path, target: Path) -> None:
 def write_built_release(cfg: BuildConfig, items: Iterable[Any], annotations: Iterable[dict], target: Path, *,
                         accounting: Accounting, stages: Iterable[Mapping[str, Any]], failures: Mapping[str, int],
                         usage: Any = None, near_duplicates: bool = True, checks: Mapping[str, Any] | None = None,
-                        log: Callable[[str], None] = lambda _msg: None) -> dict[str, Any]:
+                        log: Callable[[str], None] = lambda _msg: None, embed: Any = None) -> dict[str, Any]:
     """Write the release to ``target`` with annotations, ``audit.json`` and ``manifest.json``; returns
     the manifest. The release is read back strictly (as ``rmb evaluate`` reads it) before it replaces
-    whatever ``target`` held."""
+    whatever ``target`` held. ``embed``: what the audit embeds prompts with (the build's embedding
+    store: its figures go into the manifest's ``embeddings``)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Two builds of one name (sharing a run folder) would otherwise write into, or delete, each
@@ -56,7 +57,8 @@ def write_built_release(cfg: BuildConfig, items: Iterable[Any], annotations: Ite
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         return _write_audited(cfg, list(items), list(annotations), target, accounting=accounting, stages=stages,
-                              failures=failures, usage=usage, near_duplicates=near_duplicates, checks=checks, log=log)
+                              failures=failures, usage=usage, near_duplicates=near_duplicates, checks=checks, log=log,
+                              embed=embed)
     finally:
         os.close(fd)
 
@@ -64,17 +66,17 @@ def write_built_release(cfg: BuildConfig, items: Iterable[Any], annotations: Ite
 def _write_audited(cfg: BuildConfig, items: list[Any], annotations: list[dict], target: Path, *, accounting: Accounting,
               stages: Iterable[Mapping[str, Any]], failures: Mapping[str, int], usage: Any, near_duplicates: bool,
               checks: Mapping[str, Any] | None,
-              log: Callable[[str], None]) -> dict[str, Any]:
+              log: Callable[[str], None], embed: Any = None) -> dict[str, Any]:
     building = target.with_name(f".{target.name}.building")
     shutil.rmtree(building, ignore_errors=True)
     write_release(release_of(cfg.name, items), building, annotations=annotations)
     written = read_release(building)
     written.name = cfg.name
     log(f"release: {len(written.pairwise)} pairwise and {len(written.bon)} BoN items written; auditing")
-    report = audit_release(written, near_duplicates=near_duplicates)
+    report = audit_release(written, near_duplicates=near_duplicates, embed=embed)
     atomic.write_json(building / AUDIT_FILE, report.to_json())
     manifest = build_manifest(cfg, written, accounting=accounting, stages=stages, failures=failures,
-                              usage=usage, audit=report.summary(), checks=checks)
+                              usage=usage, audit=report.summary(), checks=checks, embeddings=embed)
     atomic.write_json(building / MANIFEST_FILE, manifest)
     _swap_in(building, target)
     return manifest

@@ -1,10 +1,13 @@
-"""``rmb audit RELEASE [--json OUT] [--strict] [--fix OUT_DIR] [--no-embeddings]``: find a release's defects."""
+"""``rmb audit RELEASE [--json OUT] [--strict] [--fix OUT_DIR] [--no-embeddings | --embeddings DIR]``: find a
+release's defects."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+from ._embedding_option import add_embedding_options, embedding_store, report_store
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -18,6 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="skip the embedding model: near-duplicate prompts are then found only when equal")
     parser.add_argument("--threshold", type=float, default=0.95, metavar="COS",
                         help="cosine at or above which two prompts are near-duplicates (default 0.95)")
+    add_embedding_options(parser)
 
 
 def format_table(report, limit: int | None = None) -> str:
@@ -62,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
     release = read_release(args.release, strict=False)
     if args.fix:
         _check_fix_target(Path(args.fix), release)  # before the slow part: fail early
-    report = audit_release(release, near_duplicates=not args.no_embeddings, near_threshold=args.threshold)
+    store = None if args.no_embeddings else embedding_store(args)
+    report = audit_release(release, near_duplicates=not args.no_embeddings, near_threshold=args.threshold, embed=store)
     print(format_table(report))
+    report_store(store)
     if args.json:
         atomic.write_json(args.json, report.to_json())
         print(f"audit JSON written to {args.json}")

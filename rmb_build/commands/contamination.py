@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ._embedding_option import add_embedding_options, embedding_store, report_store
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("release", help="an RMB release folder, a local Hugging Face folder or a Hub id")
@@ -18,6 +20,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="how to read TRAIN_FILE (default: from its name)")
     p.add_argument("--split", default="train", help="hf: the split (default train)")
     p.add_argument("--name", default=None, help="hf: the configuration name")
+    add_embedding_options(p)
 
 
 def _kind(path: str) -> str:
@@ -58,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     if not train.queries:
         raise RMBError(f"{args.train}: no usable prompts (read {stats['read']}, reasons: {stats['reasons']}); "
                        "name the prompt field with --field")
-    hits = find_contamination(release, train.queries, threshold=args.threshold, show_progress=True)
+    store = embedding_store(args)
+    hits = find_contamination(release, train.queries, threshold=args.threshold, show_progress=True, embed=store)
+    report_store(store)
     items = sum(1 for _ in release.items())
     print(f"{len(hits)} of {items} release items have a training prompt at cosine >= {args.threshold} "
           f"({len(train.queries)} training prompts from {stats['read']} records)")

@@ -42,6 +42,7 @@ class AuditContext:
     near_threshold: float
     notes: list[str]
     checks: dict[str, Any]
+    embed: Callable[[Sequence[str]], Any] | None = None  # texts -> unit rows; None: the default encoder
 
 
 def _named_item(entry: dict) -> list[dict]:
@@ -414,12 +415,13 @@ def _near_duplicates(ctx: AuditContext) -> list[dict]:
     if ctx.near_duplicates:
         convs = list(by_conv)
         try:
-            from ..embeddings import embed, model_fingerprint
+            from ..embeddings import Encoder
             from ..similarity import similar_pairs
 
+            embed = ctx.embed or Encoder()
             vectors = embed([search_text(prompts[by_conv[conv][0]][0].item.conversation) for conv in convs])
             checks["near_duplicates"] = "embeddings"
-            checks["embedding_model"] = model_fingerprint()
+            checks["embedding_model"] = embed.fingerprint if hasattr(embed, "fingerprint") else "custom"
         except (ImportError, OSError) as exc:
             notes.append(f"near_duplicate_prompt: embeddings unavailable ({type(exc).__name__}: {exc}); "
                          f"only prompts repeated exactly in different scenarios were checked")
@@ -449,18 +451,21 @@ DEFECT_KINDS = tuple(KINDS)  # every kind declared above, in report order
 
 
 def audit_release(release: Release, *, near_duplicates: bool = True, near_threshold: float = 0.95,
-                  leak_patterns: Iterable[str] | None = None) -> AuditReport:
+                  leak_patterns: Iterable[str] | None = None,
+                  embed: Callable[[Sequence[str]], Any] | None = None) -> AuditReport:
     """Every defect of ``release`` (read it with ``strict=False`` so that defective releases load).
 
     ``near_duplicates`` False skips the embedding model (equal prompts in different scenarios are
     still found). ``leak_patterns`` replaces ``prompts/leak_patterns.txt`` (regular expressions).
+    ``embed``: what embeds the prompts (an embedding store reuses a build's vectors); default the
+    packaged all-MiniLM-L6-v2.
     """
     entries = _entries(release)
     patterns = (load_leak_patterns() if leak_patterns is None
                 else tuple(re.compile(p, re.IGNORECASE) for p in leak_patterns))
     report = AuditReport(release=release.name)
     report.checks["leak_patterns"] = len(patterns)
-    ctx = AuditContext(entries, patterns, near_duplicates, near_threshold, report.notes, report.checks)
+    ctx = AuditContext(entries, patterns, near_duplicates, near_threshold, report.notes, report.checks, embed)
     report.defects = {k.name: k.check(ctx) for k in KINDS.values()}
     report.checks["items"] = len(entries)
     return report
