@@ -42,13 +42,17 @@ async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_ag
     return section
 
 
-async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: Any, state: Any) -> Routing:
-    from .tasks import _embedding_classifier
+async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: Any, state: Any,
+                           store_dir: str | None) -> Routing:
+    from .tasks import _embedding_classifier, open_store
 
     labels = await guard(queries, [], cfg.guard, client, every_prompt=True)
     state.add_failures(labels.failures)
     unsure = needs_alternatives(queries, labels.records)
-    alts = alternatives_from(_embedding_classifier(cfg.classifier.train_release), unsure) if unsure else {}
+    alts = {}
+    if unsure:  # the build's encoder and store: the same vectors classify saw, none encoded twice
+        store = open_store(cfg.embeddings, store_dir) if store_dir else None
+        alts = alternatives_from(_embedding_classifier(cfg.classifier.train_release, cfg.embeddings, store), unsure)
     routed = route(queries, labels.records, alts, cfg.route.safe_harmful)
     if cfg.scenarios is not None:  # routing may move a query out of the scenarios the build is limited to
         kept = [q for q in routed.kept if q.scenario_id in cfg.scenarios]
@@ -62,18 +66,19 @@ def _pool(queries: Sequence[Query], cfg: BuildConfig) -> list[Query]:
 
 
 async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
-                         not_selected: dict[str, int], client: Any, state: Any, log: Any
-                         ) -> tuple[list[Query], dict[str, int], Routing]:
+                         not_selected: dict[str, int], client: Any, state: Any, log: Any,
+                         store_dir: str | None = None) -> tuple[list[Query], dict[str, int], Routing]:
     """Selected queries routed by their prompts' guard verdicts (see the module docstring), the
-    updated "not selected" reasons, and the routing (decisions per query, for the annotations)."""
+    updated "not selected" reasons, and the routing (decisions per query, for the annotations).
+    ``store_dir``: the build's embedding store, for the classifier's alternatives."""
     if cfg.route.scope == "pool":
         pool = _pool(queries, cfg)
-        routing = await _guard_and_route(cfg, pool, client, state)
+        routing = await _guard_and_route(cfg, pool, client, state, store_dir)
         in_pool = {q.id for q in pool}
         others = [q for q in queries if q.id not in in_pool]
         selected, not_selected = select([*others, *routing.kept], cfg)
     else:
-        routing = await _guard_and_route(cfg, selected, client, state)
+        routing = await _guard_and_route(cfg, selected, client, state, store_dir)
         considered = {q.id for q in selected}
         want = {g: min(cfg.select.min_per_goal, n) for g, n in Counter(goal_of(q.scenario_id) for q in selected).items()}
         for _ in range(cfg.route.top_up_rounds):
@@ -88,7 +93,7 @@ async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: l
             if not draw:
                 break
             considered.update(q.id for q in draw)
-            routing.extend(await _guard_and_route(cfg, draw, client, state))
+            routing.extend(await _guard_and_route(cfg, draw, client, state, store_dir))
         not_selected = _moved_to_considered(not_selected, len(considered) - len(selected))
         selected = routing.kept
     for reason, n in routing.dropped.items():
