@@ -13,7 +13,7 @@ Measured in one run, per backend, on the same texts:
   with torch's row by row (kept, or removed in favour of which row) and pair by pair, every
   disagreement listed with its cosines under both backends.
 torch and onnxruntime both get ``--threads`` intra-op threads. Prints tables, then one JSON line.
-Usage: python bench/encoder.py [--n 600] [--planted 120] [--reps 3] [--threads 2]
+Usage: python bench/encoder.py [--n 200] [--planted 60] [--reps 3] [--threads 2]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 
 import numpy as np
@@ -152,8 +153,8 @@ def compare_dedup(vecs: dict[str, np.ndarray], backend: str, threshold: float, p
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=600, help="distinct ShareGPT prompts")
-    p.add_argument("--planted", type=int, default=120, help="edited copies of some of them")
+    p.add_argument("--n", type=int, default=200, help="distinct ShareGPT prompts")
+    p.add_argument("--planted", type=int, default=60, help="edited copies of some of them")
     p.add_argument("--reps", type=int, default=3, help="timed encodes of all texts per backend")
     p.add_argument("--threads", type=int, default=2, help="intra-op threads for torch and onnxruntime alike")
     p.add_argument("--threshold", type=float, default=0.9)
@@ -175,6 +176,7 @@ def main() -> None:
             t0 = time.perf_counter()
             v = encoders[b](texts)
             seconds[b].append(time.perf_counter() - t0)
+            print(f"rep {rep + 1}/{args.reps} {b}: {seconds[b][-1]:.1f} s", file=sys.stderr, flush=True)
             if b in vecs and not np.array_equal(vecs[b], v):
                 print(f"note: {b}'s vectors differ between repetitions "
                       f"(max |diff| {np.abs(vecs[b] - v).max():.2e}); the first run's are compared")
