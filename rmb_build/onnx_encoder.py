@@ -113,6 +113,9 @@ class OnnxEncoder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or os.cpu_count() or 1
         opts.inter_op_num_threads = 1
+        # No spinning between ops (as torch's OMP_WAIT_POLICY=PASSIVE in embeddings.load_encoder): on a
+        # shared CPU spinning threads starve the other processes of the build.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         path = onnx_model_file(model_dir, fingerprint, int8)
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
