@@ -100,6 +100,9 @@ class StubRequest:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body go out in two writes: with Nagle's algorithm the body waits for the
+    # client's delayed ACK of the headers (~40 ms a reply on Linux).
+    disable_nagle_algorithm = True
     stub: "StubEndpoint"
 
     def log_message(self, *args) -> None:  # quiet
