@@ -18,8 +18,9 @@ Printed per N:
   client with the same in_flight reaches against the same stub, measured for 10 s at the start of
   this run: the stub and the client share the machine's cores);
 - peak RSS of the build process and all its descendants (Prefect's server, workers), summed, sampled
-  every 0.2 s from /proc, and of the build process alone; the log line before the peak says which
-  stage was running.
+  every 0.2 s from /proc, and of the build process alone; then the most RSS in each stretch between
+  two of the build's progress lines: a row "after 'dedup'" is the time after dedup's line (dedup is
+  done: classify runs), "after 'start'" the process start (imports, Prefect's temporary server).
 Last line: one JSON object (see ``summary_json``).
 
     python bench/scale.py                     # N = 1000, 5000
