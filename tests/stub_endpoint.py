@@ -22,7 +22,11 @@ API::
         stub.requests                              # log: StubRequest(path, body, stage, reply) per answered chat request
         stub.bodies, stub.headers                  # every chat request's JSON body and HTTP headers, as they arrived
         stub.count("judge")                        # chat requests answered for a stage
+        stub.reset()                               # forget the requests so far (log, counts, max_in_flight)
         stub.max_in_flight                         # most chat requests it held at once (with ``delay_s``)
+
+``StubEndpoint(log=False)`` keeps no request bodies (``requests``, ``bodies`` and ``headers`` stay
+empty; ``count``/``stages`` still count): for long runs such as ``bench/scale.py``.
 """
 
 from __future__ import annotations
@@ -96,6 +100,9 @@ class StubRequest:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body go out in two writes: with Nagle's algorithm the body waits for the
+    # client's delayed ACK of the headers (~40 ms a reply on Linux).
+    disable_nagle_algorithm = True
     stub: "StubEndpoint"
 
     def log_message(self, *args) -> None:  # quiet
@@ -123,7 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
         stage = request_stage(body)
         stub._wait_if_held(stage)
         with stub._lock:
-            stub._received.append((body, dict(self.headers)))
+            if stub.log:
+                stub._received.append((body, dict(self.headers)))
             stub._in_flight += 1
             stub.max_in_flight = max(stub.max_in_flight, stub._in_flight)
         try:
@@ -157,14 +165,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # many clients connecting at once (64 requests in flight) are queued, not refused
+
+
 class StubEndpoint:
     """The scripted endpoint; a context manager. ``qualities`` maps generator model -> judge score."""
 
     def __init__(self, qualities: dict[str, int] | None = None,
-                 reply: Callable[[dict[str, Any]], str | None] | None = None, delay_s: float = 0.0):
+                 reply: Callable[[dict[str, Any]], str | None] | None = None, delay_s: float = 0.0,
+                 log: bool = True):
         self.qualities = dict(QUALITIES if qualities is None else qualities)
         self.reply = reply
         self.delay_s = delay_s           # each chat reply is held this long (to see concurrency)
+        self.log = log                   # keep every request's body (False: counts only)
+        self._counts: Counter[str] = Counter()  # chat requests answered, per stage
         self.max_in_flight = 0
         self._in_flight = 0
         self._received: list[tuple[dict[str, Any], dict[str, str]]] = []
@@ -174,7 +190,7 @@ class StubEndpoint:
         self._held: dict[str, int] = {}  # stage -> requests still answered before holding
         self._released = threading.Event()
         self._released.set()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
 
     @property
     def base_url(self) -> str:
@@ -193,11 +209,19 @@ class StubEndpoint:
     def count(self, stage: str | None = None) -> int:
         """Chat requests answered so far (for one stage, or all)."""
         with self._lock:
-            return sum(1 for r in self.requests if stage is None or r.stage == stage)
+            return sum(self._counts.values()) if stage is None else self._counts[stage]
 
     def stages(self) -> Counter[str]:
         with self._lock:
-            return Counter(r.stage for r in self.requests)
+            return Counter(self._counts)
+
+    def reset(self) -> None:
+        """Forget the requests answered so far (log, counts, ``max_in_flight``)."""
+        with self._lock:
+            self._received.clear()
+            self.requests.clear()
+            self._counts.clear()
+            self.max_in_flight = 0
 
     def hold(self, stage: str, after: int = 0) -> None:
         """Answer ``after`` more requests of ``stage``, then hold every later one until :meth:`release`."""
@@ -222,12 +246,13 @@ class StubEndpoint:
 
     def _answered(self, entry: StubRequest) -> None:
         with self._lock:
-            self.requests.append(entry)
+            self._counts[entry.stage] += 1
+            if self.log:
+                self.requests.append(entry)
 
     def start(self) -> "StubEndpoint":
         handler = type("Handler", (_Handler,), {"stub": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), handler)
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
                          name=f"stub-endpoint-{self.port}").start()
