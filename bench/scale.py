@@ -159,9 +159,12 @@ def embedding_figures(summary: dict, manifest: dict) -> dict | None:
 
 
 def stage_seconds(summary: dict, lines: list[tuple[float, str]]) -> dict[str, float]:
-    """Seconds per stage from the build's stage records; the release stage (writing and auditing)
-    has none, so its seconds are timed from the progress lines: sets built -> release written."""
-    out = {s["stage"]: float(s["seconds"]) for s in summary.get("stages", [])}
+    """Wall seconds per stage from the build's stage records (the union of its batches' spans: batches
+    that ran at once count once); the release stage (writing and auditing) from summary.json's
+    ``release_seconds``, else timed from the progress lines: sets built -> release written."""
+    out = {s["stage"]: float(s.get("wall_seconds", s["seconds"])) for s in summary.get("stages", [])}
+    if "release_seconds" in summary:
+        out["release"] = float(summary["release_seconds"])
     if "release" not in out:
         t = {label: at for at, label in lines}
         if "build_sets" in t and "release written to" in t:

@@ -85,6 +85,7 @@ class _Recorder:
                 rec.cached_batches += 1
             else:
                 rec.seconds += t.seconds
+                rec.spans.append((t.started, t.started + t.seconds))
                 self.state.spans.append((t.started, t.started + t.seconds))
                 embedded.append(getattr(t, "embeddings", None) or {})
             self.state.add_failures(getattr(t.value, "failures", None) or ())

@@ -41,13 +41,15 @@ class StageRecord:
     """What one stage did: items in and out, its own stats, seconds of work, whether it came from cache."""
 
     stage: str
-    seconds: float = 0.0
+    seconds: float = 0.0      # summed over batches (batches that ran at once each count)
     batches: int = 0
     cached_batches: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
+    spans: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of batches computed in this run
 
     def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "seconds": round(self.seconds, 3), "batches": self.batches,
+        return {"stage": self.stage, "seconds": round(self.seconds, 3),
+                "wall_seconds": round(busy_seconds(self.spans), 3), "batches": self.batches,
                 "cached_batches": self.cached_batches, "stats": self.stats}
 
 
