@@ -16,7 +16,8 @@ API::
 
     with StubEndpoint() as stub:                  # or stub = StubEndpoint().start(); ...; stub.stop()
         stub.base_url                              # http://127.0.0.1:PORT/v1 (GET /models, POST /chat/completions)
-        stub.reply = lambda req: "hi" if ... else None   # hook: text for a request (None: the scripted reply)
+        stub.reply = lambda req: "hi" if ... else None   # hook: text for a request (None: the scripted reply;
+                                                   # a (text, finish_reason) pair sets the finish reason)
         stub.hold("generate", after=2)             # answer 2 more generate requests, then hold the rest
         stub.release()                             # let held requests through (stop() does too)
         stub.requests                              # log: StubRequest(path, body, stage, reply) per answered chat request
@@ -141,6 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with stub._lock:
                 stub._in_flight -= 1
+        finish = "stop"
+        if isinstance(reply, tuple):  # (text, finish_reason), e.g. "length" for an answer cut at max_tokens
+            reply, finish = reply
         if reply is None:
             reply = scripted_reply(body, stub.qualities)
         prompt_tokens = max(1, len(_text(body).split()))
@@ -148,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {
             "id": "chatcmpl-stub-" + hashlib.sha256(raw).hexdigest()[:12], "object": "chat.completion",
             "created": 0, "model": body.get("model", ""),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens}})
         stub._answered(StubRequest(path, body, stage, reply))
@@ -174,7 +178,7 @@ class StubEndpoint:
     """The scripted endpoint; a context manager. ``qualities`` maps generator model -> judge score."""
 
     def __init__(self, qualities: dict[str, int] | None = None,
-                 reply: Callable[[dict[str, Any]], str | None] | None = None, delay_s: float = 0.0,
+                 reply: Callable[[dict[str, Any]], str | tuple[str, str] | None] | None = None, delay_s: float = 0.0,
                  log: bool = True):
         self.qualities = dict(QUALITIES if qualities is None else qualities)
         self.reply = reply

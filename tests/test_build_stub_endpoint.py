@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from rmb_build.config import parse_config
 from rmb_build.release.read import read_release
+from stub_endpoint import StubEndpoint
 
 HELP, HARM = "Helpfulness/Open QA/Factual", "Harmlessness/S6"
 QUERIES = [("h1", "What is the boiling point of water at sea level?", HELP),
@@ -28,55 +27,27 @@ SEEN_STOPS: list = []
 JUDGED: list = []
 
 
-class _Stub(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _send(self, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self._send({"object": "list", "data": [{"id": "stub", "object": "model"}]})
-
-    def do_POST(self) -> None:
-        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        model, last = req["model"], req["messages"][-1]["content"]
-        finish = "stop"
-        if model == "judge":
-            gen = ANSWER.search(last).group(1)
-            JUDGED.append(gen)
-            text = json.dumps({"rationale": "scripted", "score": SCORES[gen]})
-        elif model == "guard":
-            hit = ANSWER.findall(last)
-            harmful_prompt = any(p in last for q, p, s in QUERIES if s == HARM)
-            # answers by GUARD; prompts: the harmful one unsafe, the other safe (goal routing keeps both goals)
-            text = GUARD[hit[-1][0]] if hit and "Agent:" in last else ("unsafe\nS6" if harmful_prompt else "safe")
-        else:
-            SEEN_STOPS.append(req.get("stop"))
-            qid = next(q for q, p, _ in QUERIES if p in last)
-            text = f"The answer of {model} to {qid}."
-            finish = "length" if model == "m7" else "stop"
-        self._send({"id": "x", "object": "chat.completion", "created": 0, "model": model,
-                    "choices": [{"index": 0, "finish_reason": finish,
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+def scripted(req: dict) -> str | tuple[str, str]:
+    """The reply this test chooses for each request, by the model it names."""
+    model, last = req["model"], req["messages"][-1]["content"]
+    if model == "judge":
+        gen = ANSWER.search(last).group(1)
+        JUDGED.append(gen)
+        return json.dumps({"rationale": "scripted", "score": SCORES[gen]})
+    if model == "guard":
+        hit = ANSWER.findall(last)
+        harmful_prompt = any(p in last for q, p, s in QUERIES if s == HARM)
+        # answers by GUARD; prompts: the harmful one unsafe, the other safe (goal routing keeps both goals)
+        return GUARD[hit[-1][0]] if hit and "Agent:" in last else ("unsafe\nS6" if harmful_prompt else "safe")
+    SEEN_STOPS.append(req.get("stop"))
+    qid = next(q for q, p, _ in QUERIES if p in last)
+    return f"The answer of {model} to {qid}.", "length" if model == "m7" else "stop"
 
 
 @pytest.fixture
 def stub_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with StubEndpoint(reply=scripted) as stub:
+        yield stub.base_url
 
 
 def has_cycle(edges: set[tuple[str, str]]) -> bool:
