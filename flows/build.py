@@ -29,6 +29,7 @@ from rmb_build.build.select import select
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
 from rmb_build.llm import LLMClient
+from rmb_build.memory import give_back
 from rmb_build.build.manifest import Accounting, embeddings_section, public_config, sources_section
 from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.build.preflight import preflight
@@ -95,6 +96,7 @@ class _Recorder:
         cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
         self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, steps.brief(rec.stats))
         self.state.flush()
+        give_back()
         return [t.value for t in outcomes]
 
 
@@ -184,8 +186,13 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
             acc.selected = len(selected)
             steps.write_queries_file(selected, paths.run / steps.SELECTED_QUERIES)
         # --- end of label checks ---
-        chains = await asyncio.gather(*(_llm_chain(tasks, cfg, stages, b, client, log)
-                                        for b in batched(selected, size)))
+        at_once = asyncio.Semaphore(_chains_at_once(cfg))
+
+        async def chain(batch: list[Any]) -> tuple[Timed, Timed | None, Timed | None]:
+            async with at_once:
+                return await _llm_chain(tasks, cfg, stages, batch, client, log)
+
+        chains = await asyncio.gather(*(chain(b) for b in batched(selected, size)))
     finally:
         state.usage_run = steps.jsonable(client.usage())
         state.flush()
@@ -281,6 +288,14 @@ async def _llm_chain(tasks: dict[str, Any], cfg: BuildConfig, stages: list[str],
     log.info("judge + guard: batch of %d queries -> %d scores, %d guard labels",
              len(batch), len(judged.value.records), len(guarded.value.records))
     return gen, judged, guarded
+
+
+def _chains_at_once(cfg: BuildConfig) -> int:
+    """Batches in their LLM chain at once: enough queued requests to fill every endpoint's slots
+    twice over, at least 4; a bound that does not grow with the build (each chain's prompts and
+    replies are in memory while it runs)."""
+    slots = sum(1 if ep.embedded else (ep.max_concurrency or 8) for ep in cfg.endpoints.values())
+    return max(4, -(-2 * slots // cfg.run.batch_size))
 
 
 def _one_slot(cfg: BuildConfig, *endpoint_names: str) -> bool:
