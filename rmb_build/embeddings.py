@@ -50,9 +50,15 @@ def load_encoder(name: str = DEFAULT_MODEL, device: str | None = None, backend: 
     return SentenceTransformer(model_path(name), device=device)
 
 
-def embed(texts: Sequence[str], name: str = DEFAULT_MODEL, batch_size: int = 64,
+# Small batches: the encoder's peak memory follows its longest batch (batch x heads x length^2), and
+# on CPU they are no slower. Measured here on 1,500 ShareGPT prompts: batch 8 peaked at 667 MB in
+# 15.7 s, batch 64 at 790 MB in 23.8 s (the 400 longest: 670 MB / 13.8 s against 896 MB / 19.8 s).
+BATCH_SIZE = 8
+
+
+def embed(texts: Sequence[str], name: str = DEFAULT_MODEL, batch_size: int = BATCH_SIZE,
           show_progress: bool = False, backend: str = "torch") -> np.ndarray:
-    """Unit-length float32 embeddings, one row per text."""
+    """Unit-length float32 embeddings, one row per text, in length-sorted batches."""
     encoder = load_encoder(name, backend=backend)
     if backend != "torch":
         return encoder.encode(list(texts), batch_size=batch_size)
