@@ -11,7 +11,7 @@ Printed per N:
 - wall seconds of the ``rmb build`` process, and seconds per stage from ``runs/<name>/summary.json``;
 - embedding calls vs distinct texts, from the build's own embedding figures (``embedding_figures``);
 - the encoder floor: this bench, after the build, loads the encoder once and times ``embed`` over
-  the build's distinct texts (each gathered query's ``search_text`` and classifier text);
+  the build's distinct texts (the classifier's training examples, each gathered query's ``search_text`` and classifier text);
   ``cpu_stages_vs_encoder_floor`` = (dedup + classify + release/audit seconds) / floor;
 - LLM calls/s vs ideal: calls the stub answered / seconds during which it was answering any (the
   union of the calls' spans), against ideal = min(in_flight / latency, the rate a bare httpx
@@ -179,12 +179,13 @@ def llm_requests(summary: dict) -> int:
 
 
 def distinct_texts(raw_queries: Path) -> list[str]:
-    """The texts the build embeds: each gathered query's ``search_text`` (dedup) and classifier text."""
-    from rmb_build.build.classify import classifier_text
+    """The texts the build embeds: the default classifier's training examples (it trains on them in
+    the build, through the same store), each gathered query's ``search_text`` (dedup) and classifier text."""
+    from rmb_build.build.classify import classifier_text, default_training_set
     from rmb_build.build.gather import read_queries
     from rmb_build.text import search_text
 
-    texts: dict[str, None] = {}
+    texts: dict[str, None] = dict.fromkeys(default_training_set()[0])
     for q in read_queries(raw_queries):
         texts[search_text(q.conversation)] = None
         texts[classifier_text(q.conversation)] = None

@@ -249,12 +249,19 @@ def embedding_classifier(train_release: str | None = None, encoder: str = DEFAUL
     return _TRAINED[key].using(embed) if embed is not None else _TRAINED[key]
 
 
-def _train_default(encoder: str, backend: str, taxonomy_hash: str, embed: Embed | None) -> EmbeddingClassifier:
+def default_training_set() -> tuple[list[str], list[str]]:
+    """The default classifier's examples: each scenario's description and written examples, as
+    (classifier texts, scenario ids)."""
     texts, labels = [], []
     for sid, entry in load_taxonomy().items():
         for conversation in [(Turn("user", entry["description"]),), *map(example_conversation, entry["examples"])]:
             texts.append(classifier_text(conversation))
             labels.append(sid)
+    return texts, labels
+
+
+def _train_default(encoder: str, backend: str, taxonomy_hash: str, embed: Embed | None) -> EmbeddingClassifier:
+    texts, labels = default_training_set()
     return EmbeddingClassifier.fit(texts, labels, encoder, trained_on=f"taxonomy.yaml@{taxonomy_hash}",
                                    backend=backend, embed=embed)
 
