@@ -5,6 +5,7 @@
         proxy.set_fault("reset", fraction=0.3)                   # or: 30% of requests, seeded
         proxy.take_away(5)                                       # refuse connections for 5 seconds
         proxy.forwarded["/v1/chat/completions"]                  # requests that reached the upstream
+        proxy.chat_bodies                                         # their bodies, in order
 
 Faults: ``429`` (no Retry-After), ``429_retry_after`` (Retry-After: ``retry_after_s``), ``500``,
 ``503``, ``reset`` (TCP RST, no reply), ``stall`` (no reply for ``stall_s``, then the connection
@@ -94,6 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
             status, headers, data = proxy._forward(self.command, self.path, self.headers, body)
             with proxy._lock:
                 proxy.forwarded[path] += 1
+                if path.endswith("/chat/completions"):
+                    proxy.chat_bodies.append(body)
             if fault == "bad_schema" and status == 200:
                 reply = json.loads(data)
                 reply["choices"][0]["message"]["content"] = proxy.bad_reply
@@ -159,6 +162,7 @@ class FaultProxy:
         self.away = False
         self.received: Counter[str] = Counter()
         self.forwarded: Counter[str] = Counter()
+        self.chat_bodies: list[bytes] = []  # chat requests that reached the upstream, in order
         self.injected: Counter[str] = Counter()
         self.requests: list[tuple[float, str, str | None]] = []
         self.max_in_flight = 0
@@ -202,6 +206,7 @@ class FaultProxy:
         with self._lock:
             self.received.clear()
             self.forwarded.clear()
+            self.chat_bodies.clear()
             self.injected.clear()
             self.requests.clear()
             self.max_in_flight = 0
