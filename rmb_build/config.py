@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from .similarity import BLOCK_SIZE
 from .errors import ConfigError
 
 STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
@@ -178,7 +179,7 @@ class DedupConfig(_Strict):
     threshold: float = Field(default=0.9, gt=0, le=1)
     model: str = Field(default="all-MiniLM-L6-v2", description="deprecated: set embeddings.model (a build copies "
                                                                "embeddings.model here)")
-    block_size: int = Field(default=4096, ge=64)
+    block_size: int = Field(default=BLOCK_SIZE, ge=64, description="rows per side of a similarity tile")
 
 
 class EmbeddingsConfig(_Strict):

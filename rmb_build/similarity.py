@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# Rows per tile side: a 1024 x 1024 float32 tile is 4 MB whatever the corpus size, and the matrix
+# products stay large enough to run near full speed (measured: ~15% slower than 4096-row tiles).
+BLOCK_SIZE = 1024
+
 
 def normalize(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (zero rows stay zero), as float32."""
@@ -18,7 +22,7 @@ def normalize(x: np.ndarray) -> np.ndarray:
 
 
 def similar_pairs(a: np.ndarray, b: np.ndarray | None = None, threshold: float = 0.9,
-                  block_size: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  block_size: int = BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All (i, j, cosine) with cosine >= threshold.
 
     With ``b`` None, pairs within ``a`` with i < j; otherwise i indexes ``a`` and j indexes ``b``.
@@ -72,7 +76,7 @@ def _tiles(a: np.ndarray, b: np.ndarray, block_size: int, upper: bool):
             yield r0, c0, tile
 
 
-def best_match(a: np.ndarray, b: np.ndarray, block_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+def best_match(a: np.ndarray, b: np.ndarray, block_size: int = BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray]:
     """For each row of ``a``, the index of its most similar row of ``b`` and that cosine."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from ..embeddings import DEFAULT_MODEL, Embed
 from ..items import conversation_key
 from ..records import Query
-from ..similarity import best_match
+from ..similarity import BLOCK_SIZE, best_match
 from ..build.dedup import embed_queries, normalized_text
 from ..text import search_text
 from ..build.gather import release_queries
@@ -33,7 +33,7 @@ class Hit:
 
 
 def find_contamination(release: Any, train: Sequence[Query], threshold: float = 0.9,
-                       model: str = DEFAULT_MODEL, block_size: int = 4096,
+                       model: str = DEFAULT_MODEL, block_size: int = BLOCK_SIZE,
                        show_progress: bool = False, embed: Embed | None = None) -> list[Hit]:
     """Every release item whose conversation's user turns match a training query's, most similar first.
 

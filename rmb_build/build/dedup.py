@@ -16,7 +16,7 @@ from ..config import DedupConfig
 from ..embeddings import DEFAULT_MODEL, Embed
 from ..items import Turn
 from ..records import Query
-from ..similarity import similar_pairs
+from ..similarity import BLOCK_SIZE, similar_pairs
 from ..text import identity, search_text
 
 
@@ -84,7 +84,7 @@ def resolve_near(n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray,
     return keep, partner, best
 
 
-def near_duplicates(embeddings: np.ndarray, threshold: float, block_size: int = 4096,
+def near_duplicates(embeddings: np.ndarray, threshold: float, block_size: int = BLOCK_SIZE,
                     protected: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``resolve_near`` over every pair of rows with cosine >= threshold (rows are unit vectors)."""
     i, j, s = similar_pairs(embeddings, threshold=threshold, block_size=block_size)
