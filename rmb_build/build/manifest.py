@@ -205,8 +205,14 @@ class Accounting:
 
     def fill(self, selected: Sequence[Query], responses: Sequence[Response], scores: Sequence[JudgeScore],
              items: Iterable[Any], generators: int, generate_failures: int) -> None:
-        """Fill the query and answer buckets once the sets are built."""
-        self.selected = len(selected)
+        """Fill the query and answer buckets once the sets are built (all batches at once)."""
+        self.selected, self.queries_in_release, self.queries_not_in_release, self.answers = len(selected), 0, {}, {}
+        self.add_batch(selected, responses, scores, items)
+        self.finish(len(selected) * generators, generate_failures)
+
+    def add_batch(self, selected: Sequence[Query], responses: Sequence[Response], scores: Sequence[JudgeScore],
+                  items: Iterable[Any]) -> None:
+        """Add one batch of selected queries, with their answers, scores and built items, to the buckets."""
         used_answers: set[tuple[str, str]] = set()
         used_convs: set[str] = set()
         for it in items:
@@ -215,7 +221,7 @@ class Accounting:
             used_answers.update((ck, a.llm_name) for a in it.answers())
         conv_of = {q.id: conversation_key(q.conversation) for q in selected}
         answered = {r.query_id for r in responses}
-        reasons: Counter = Counter()
+        reasons: Counter = Counter(self.queries_not_in_release)
         for q in selected:
             if conv_of[q.id] in used_convs:
                 self.queries_in_release += 1
@@ -223,11 +229,12 @@ class Accounting:
                 reasons["no answers (every generator failed: see failures.jsonl)"] += 1
             else:
                 reasons["no pair or BoN item (see stages.build_sets.stats)"] += 1
-        self.queries_not_in_release = dict(reasons)
+        self.queries_not_in_release = dict(sorted(reasons.items()))  # batches finish in any order
         scored = {(s.query_id, s.generator) for s in scores}
-        unused: Counter = Counter()
-        truncated: Counter = Counter()
-        in_release = 0
+        a = self.answers
+        unused: Counter = Counter(a.get("not_in_release", {}))
+        truncated: Counter = Counter(a.get("truncated_by_generator", {}))
+        in_release = a.get("in_release", 0)
         for r in responses:
             if (conv_of.get(r.query_id), r.generator) in used_answers:
                 in_release += 1
@@ -238,9 +245,18 @@ class Accounting:
                 unused["not scored by the judge (see failures.jsonl)"] += 1
             else:
                 unused["in no item (score margin, identical text or loser cap)"] += 1
-        self.answers = {"requested": len(selected) * generators, "failed": generate_failures,
-                        "generated": len(responses), "in_release": in_release, "not_in_release": dict(unused),
-                        "truncated_by_generator": dict(sorted(truncated.items()))}
+        self.answers = {"requested": a.get("requested", 0), "failed": a.get("failed", 0),
+                        "generated": a.get("generated", 0) + len(responses), "in_release": in_release,
+                        "not_in_release": dict(sorted(unused.items())), "truncated_by_generator": dict(sorted(truncated.items()))}
+
+    def finish(self, requested: int, generate_failures: int) -> None:
+        """Set the answers requested (selected queries x generators) and failed, once every batch is added."""
+        self.answers = {"requested": requested, "failed": generate_failures,
+                        **{k: v for k, v in self.answers.items() if k not in ("requested", "failed")}}
+        self.answers.setdefault("generated", 0)
+        self.answers.setdefault("in_release", 0)
+        self.answers.setdefault("not_in_release", {})
+        self.answers.setdefault("truncated_by_generator", {})
 
     def balanced(self) -> bool:
         """Whether the buckets add up (a build that loses track of items is a bug)."""

@@ -164,31 +164,43 @@ def alternatives_from(clf: Any, queries: Sequence[Query]) -> dict[str, dict[str,
     return out
 
 
+def routing_fields(note: Mapping[str, Any], decisions: Mapping[str, Decision]) -> dict[str, Any]:
+    """An annotation line's routing fields: its query's decision; ``goal_from: classifier`` for
+    queries never routed."""
+    d = decisions.get(note.get("query_id", ""))
+    return d.to_json() if d is not None else {"goal_from": CLASSIFIER, "category_from": CLASSIFIER}
+
+
 def annotate(annotations: Iterable[dict[str, Any]], decisions: Mapping[str, Decision]) -> list[dict[str, Any]]:
-    """Annotation lines with their query's routing fields; lines of queries never routed say
-    ``goal_from: classifier``."""
-    out = []
-    for a in annotations:
-        d = decisions.get(a.get("query_id", ""))
-        extra = d.to_json() if d is not None else {"goal_from": CLASSIFIER, "category_from": CLASSIFIER}
-        out.append({**a, **extra})
-    return out
+    """Annotation lines with their query's routing fields (``routing_fields``)."""
+    return [{**a, **routing_fields(a, decisions)} for a in annotations]
+
+
+class ItemSummary:
+    """Items whose goal / category came from the guard or the classifier alone, and where the two
+    disagreed (the classifier's scenario against the release's), for the manifest and card.
+    ``counts`` is filled in place by ``add``, so it can be handed on before the items stream by."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, Counter] = {"goal_from": Counter(), "category_from": Counter(), "disagreed": Counter()}
+
+    def add(self, note: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Count one annotation line; returns it."""
+        self.counts["goal_from"][note.get("goal_from", CLASSIFIER)] += 1
+        self.counts["category_from"][note.get("category_from", CLASSIFIER)] += 1
+        diff = change(note.get("classifier_scenario"), note.get("scenario"))
+        if diff:
+            self.counts["disagreed"][diff] += 1
+        return note
 
 
 def item_summary(annotations: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Items whose goal / category came from the guard or the classifier alone, and where the two
-    disagreed (the classifier's scenario against the release's), for the manifest and card."""
-    goal_from: Counter = Counter()
-    category_from: Counter = Counter()
-    disagreed: Counter = Counter()
+    """``ItemSummary`` of every line of ``annotations``, as plain dicts."""
+    summary = ItemSummary()
     for a in annotations:
-        goal_from[a.get("goal_from", CLASSIFIER)] += 1
-        category_from[a.get("category_from", CLASSIFIER)] += 1
-        diff = change(a.get("classifier_scenario"), a.get("scenario"))
-        if diff:
-            disagreed[diff] += 1
-    return {"goal_from": dict(goal_from), "category_from": dict(category_from), "disagreed": dict(disagreed)}
+        summary.add(a)
+    return {k: dict(v) for k, v in summary.counts.items()}
 
 
-__all__ = ["Decision", "Routing", "alternatives_from", "annotate", "change", "decide", "item_summary",
-           "needs_alternatives", "route"]
+__all__ = ["Decision", "ItemSummary", "Routing", "alternatives_from", "annotate", "change", "decide", "item_summary",
+           "needs_alternatives", "route", "routing_fields"]
