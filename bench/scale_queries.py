@@ -6,7 +6,10 @@ one user turn of 2-3 sentences, each from a different ShareGPT final user turn, 
 RNG; no two alike (by ``rmb_build.text.identity``) nor equal to a real query. A sentence is at most
 60% of its turn and of the synthetic text, so that neither a real turn nor a shared sentence makes
 up most of one: with whole one-sentence turns allowed, 20 of 2,000 synthetic queries had a real
-near-duplicate (cosine >= 0.9); for the figures as it is now, run this file (``main``).
+near-duplicate (cosine >= 0.9). Measured by ``main`` on 2,000: 0 near-duplicate pairs among them,
+4 pairs (3 synthetic queries) against the 9,763 real ones; the default classifier abstains on 58%
+of them (46% of the real ones); 256 characters median (real: 90; mean capped at 1,000, what the
+encoder reads: 274 against 229).
 
     real = sharegpt_queries()                         # the toolkit's own reader, the bench's filters
     write_queries_file(path, real[:k], synthetic_conversations(real, m))
@@ -102,9 +105,11 @@ def main() -> int:
     for name, convs in (("real", [q.conversation for q in real]), ("synthetic", synth)):
         lengths = [len(c[-1].content) for c in convs]
         print(f"{name}: {len(convs)}; final user turn chars: median {statistics.median(lengths):.0f}, "
-              f"mean {statistics.mean(lengths):.0f}, mean capped at 1,000 {statistics.mean(min(n, 1000) for n in lengths):.0f}")
+              f"mean {statistics.mean(lengths):.0f}, "
+              f"mean capped at 1,000 {statistics.mean(min(n, 1000) for n in lengths):.0f}")
     S = embed([search_text(c) for c in synth])  # one user turn: also its classifier text
-    real_texts = list(dict.fromkeys(t for q in real for t in (search_text(q.conversation), classifier_text(q.conversation))))
+    real_texts = list(dict.fromkeys(t for q in real
+                                    for t in (search_text(q.conversation), classifier_text(q.conversation))))
     row = {t: k for k, t in enumerate(real_texts)}
     V = embed(real_texts)
     R = V[[row[search_text(q.conversation)] for q in real]]
