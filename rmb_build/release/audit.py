@@ -32,8 +32,8 @@ from .rmb_format import VALID_ROLES
 
 SCHEMA_VERSION = 1
 LEAK_PATTERNS_FILE = "leak_patterns.txt"
-TEXT_MEMO = 4096    # identity texts remembered while walking (neighbouring items share texts)
-EMBED_CHUNK = 1024  # conversations' search texts embedded at a time
+TEXT_MEMO = 256     # identity texts remembered while walking (neighbouring items share texts)
+EMBED_CHUNK = 256   # conversations' search texts embedded at a time
 
 
 @dataclass
