@@ -1,9 +1,12 @@
 """Audit a release: find every defect of each declared kind, report them, write a cleaned copy.
 
-A defect kind is one ``@defect(name, definition)`` declaration on its check function (below, in
-report order); ``removes`` names its fixer (which items ``fix_release`` takes out: the named item
-unless said otherwise). Adding a kind is one more declaration: ``DEFECT_KINDS``, the report's
+A defect kind is one ``@defect(name, definition)`` declaration (below, in report order) on its
+per-item check function, or on its collector class where it compares items; ``removes`` names its
+fixer (which items ``fix_release`` takes out: the named item unless said otherwise). Adding a kind is one more declaration: ``DEFECT_KINDS``, the report's
 counts (every kind, 0 when none was found), the card's table and ``definitions()`` follow.
+
+The audit streams (``StreamingAudit``): items come one at a time, and what outlives an item is a
+small ref (set, uid, file, index, scenario, position) and 16-byte digests of its texts.
 
 Texts are compared by ``rmb_build.text.identity`` (NFKC, case folded, whitespace collapsed), the
 same rule ``build_sets`` merges equal answers by, except for ``duplicate_item`` (exact copies, as
