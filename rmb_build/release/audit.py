@@ -2,8 +2,9 @@
 
 A defect kind is one ``@defect(name, definition)`` declaration (below, in report order) on its
 per-item check function, or on its collector class where it compares items; ``removes`` names its
-fixer (which items ``fix_release`` takes out: the named item unless said otherwise). Adding a kind is one more declaration: ``DEFECT_KINDS``, the report's
-counts (every kind, 0 when none was found), the card's table and ``definitions()`` follow.
+fixer (which items ``fix_release`` takes out: the named item unless said otherwise). Adding a kind
+is one more declaration: ``DEFECT_KINDS``, the report's counts (every kind, 0 when none was found),
+the card's table and ``definitions()`` follow.
 
 The audit streams (``StreamingAudit``): items come one at a time, and what outlives an item is a
 small ref (set, uid, file, index, scenario, position) and 16-byte digests of its texts.
