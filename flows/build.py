@@ -24,7 +24,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from rmb_build.build import route
-from rmb_build.build.release import write_built_release
+from rmb_build.build.release import entries_of, write_built_release
 from rmb_build.build.select import select
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
@@ -218,7 +218,7 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
         annotations = route.annotate(annotations, routing.decisions)
         checks["routing"] = {"scope": cfg.route.scope, "queries": routing.stats(), "items": route.item_summary(annotations)}
     store, started = open_store(cfg.embeddings, paths.embeddings), time.perf_counter()
-    manifest = write_built_release(cfg, [*sets.pairwise, *sets.bon], annotations, paths.release,
+    manifest = write_built_release(cfg, entries_of([*sets.pairwise, *sets.bon], annotations), paths.release,
                                    checks={k: v for k, v in checks.items() if v is not None},
                                    accounting=acc, stages=[s.to_json() for s in state.stages.values()],
                                    failures=state.failure_counts(), usage=state.usage_total(), log=log.info,

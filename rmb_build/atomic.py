@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import IO, Any, Iterable, Iterator
 
 
 def _default_mode() -> int:
@@ -22,14 +23,17 @@ def _default_mode() -> int:
 _MODE = _default_mode()
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+@contextmanager
+def open_atomic(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """A binary file to write ``path`` through: it appears (fsynced, renamed over) only when the block
+    ends without an exception; otherwise the temporary file is removed and ``path`` is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -39,6 +43,11 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with open_atomic(path) as fh:
+        fh.write(data)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rmb_build.build.release import AUDIT_FILE, write_built_release
+from rmb_build.build.release import AUDIT_FILE, entries_of, write_built_release
 from rmb_build.config import parse_config
 from rmb_build.build.manifest import Accounting, public_url, sources_section
 from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
@@ -96,7 +96,7 @@ def test_release_written_aside_read_back_audited(tmp_path, monkeypatch):
     stale.parent.mkdir(parents=True)
     stale.write_text("[]")
     notes = [{"set": it.set_name, "uid": it.uid, "judge_score": 1} for it in items]
-    manifest = write_built_release(cfg, items, notes, target, accounting=acc, stages=[{"stage": "judge"}],
+    manifest = write_built_release(cfg, entries_of(items, notes), target, accounting=acc, stages=[{"stage": "judge"}],
                                    failures={"generate": 1}, usage={"judge": {"judge-x": {"cost_usd": 0.01}}},
                                    near_duplicates=False)
     assert not stale.exists(), "an earlier build's files must not survive in the new release"

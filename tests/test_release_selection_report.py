@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rmb_build.build.manifest import Accounting
-from rmb_build.build.release import write_built_release
+from rmb_build.build.release import entries_of, write_built_release
 from rmb_build.build.sets import build_sets
 from rmb_build.config import SetsConfig, parse_config
 from rmb_build.items import Turn
@@ -29,7 +29,7 @@ def test_pairs_per_query_and_gap_histograms_reach_manifest_and_card(tmp_path):
                         "judge": {"endpoint": "local", "model": "j"}, "guard": {"endpoint": "local", "model": "g"}})
     acc = Accounting(gathered=2, selected=2)
     acc.fill(queries, rs, ss, [*sets.pairwise, *sets.bon], 6, 0)
-    manifest = write_built_release(cfg, [*sets.pairwise, *sets.bon], sets.annotations, tmp_path / "sel",
+    manifest = write_built_release(cfg, entries_of([*sets.pairwise, *sets.bon], sets.annotations), tmp_path / "sel",
                                    accounting=acc, stages=[], failures={}, near_duplicates=False)
     pw = manifest["sets"]["pairwise"]
     assert pw["per_query"] == {"3": 1, "10": 1} and pw["items"] == 13 and pw["mean_per_query"] == 6.5

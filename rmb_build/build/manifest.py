@@ -6,6 +6,7 @@ string), and API keys are only ever named by their environment variable.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from ..prompting import prompt_hash
 from ..items import conversation_key
 from ..records import JudgeScore, Query, Response
 from .sets import TRUNCATED, gap_histogram, per_query_histogram
-from ..release.read import Release
+from ..release.audit import digest
 from ..taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
 from .sources import source_for
 
@@ -43,26 +44,57 @@ def prompt_hashes() -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file() and p.suffix in (".md", ".txt", ".yaml", ".json")}
 
 
-def release_counts(release: Release) -> dict[str, Any]:
-    """Items per set and scenario, per set and goal, distinct queries and answers."""
-    per_scenario: dict[str, dict[str, int]] = {}
-    per_goal: dict[str, Counter] = {}
-    conversations: set[tuple] = set()
-    answers: set[tuple] = set()
-    for (set_name, scenario_id), items in sorted(release.files.items()):
-        per_scenario.setdefault(set_name, {})[scenario_id] = len(items)
-        per_goal.setdefault(set_name, Counter())[parse_scenario_id(scenario_id).goal] += len(items)
-        for it in items:
-            conv = tuple((t.role, t.content) for t in it.conversation)
-            conversations.add(conv)
-            answers.update((conv, a.llm_name, a.answer) for a in it.answers())
-    return {
-        "items": {s: sum(v.values()) for s, v in per_scenario.items()},
-        "per_goal": {s: dict(c) for s, c in per_goal.items()},
-        "per_scenario": per_scenario,
-        "queries": len(conversations),
-        "answers": len(answers),
-    }
+class ReleaseFigures:
+    """The manifest's figures of a release (``counts`` and ``sets``), fed one item at a time with its
+    annotation (``annotations.jsonl``'s line, or None). Per distinct conversation and answer it keeps
+    a digest, per item nothing."""
+
+    def __init__(self) -> None:
+        self.files: Counter = Counter()  # (set, scenario) -> items
+        self.conversations: dict[str, Counter] = {PAIRWISE_SET: Counter(), BON_SET: Counter()}  # digest -> items
+        self.answers: set[bytes] = set()
+        self.gaps: dict[str, Counter] = {PAIRWISE_SET: Counter(), BON_SET: Counter()}  # judge-score gap -> times
+
+    def add(self, item: Any, note: Mapping[str, Any] | None = None) -> None:
+        set_name = item.set_name
+        self.files[(set_name, item.scenario_id)] += 1
+        conv = conversation_key(item.conversation)
+        self.conversations[set_name][bytes.fromhex(conv)] += 1
+        self.answers.update(digest(json.dumps([conv, a.llm_name, a.answer], ensure_ascii=False)) for a in item.answers())
+        n = note or {}
+        if set_name == PAIRWISE_SET and "chosen_score" in n and "rejected_score" in n:
+            self.gaps[set_name][n["chosen_score"] - n["rejected_score"]] += 1
+        elif set_name == BON_SET and "best_score" in n:
+            self.gaps[set_name].update(n["best_score"] - s for s in n.get("loser_scores", []))
+
+    def counts(self) -> dict[str, Any]:
+        """Items per set and scenario, per set and goal, distinct queries and answers."""
+        per_scenario: dict[str, dict[str, int]] = {}
+        per_goal: dict[str, Counter] = {}
+        for (set_name, scenario_id), n in sorted(self.files.items()):
+            per_scenario.setdefault(set_name, {})[scenario_id] = n
+            per_goal.setdefault(set_name, Counter())[parse_scenario_id(scenario_id).goal] += n
+        return {
+            "items": {s: sum(v.values()) for s, v in per_scenario.items()},
+            "per_goal": {s: dict(c) for s, c in per_goal.items()},
+            "per_scenario": per_scenario,
+            "queries": len(set().union(*self.conversations.values())),
+            "answers": len(self.answers),
+        }
+
+    def sets(self, cfg: BuildConfig) -> dict[str, Any]:
+        """Per set: items per query (a histogram and the mean) and a histogram of the judge-score gaps
+        (pairwise: chosen - rejected; BoN: best - each loser), from the items' annotations."""
+        out: dict[str, Any] = {"pair_policy": cfg.sets.pair_policy, "max_pairs_per_query": cfg.sets.max_pairs_per_query,
+                               "margin": cfg.sets.margin, "unreadable_verdicts": cfg.sets.unreadable_verdicts}
+        for set_name in (PAIRWISE_SET, BON_SET):
+            per_query = self.conversations[set_name]
+            items = sum(per_query.values())
+            out[set_name] = {"items": items, "queries": len(per_query),
+                             "per_query": per_query_histogram(per_query.values()),
+                             "mean_per_query": round(items / len(per_query), 3) if per_query else 0.0,
+                             "score_gaps": gap_histogram(self.gaps[set_name].elements())}
+        return out
 
 
 def sources_section(cfg: BuildConfig, stats: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -100,30 +132,6 @@ def usage_section(usage: Any) -> dict[str, Any]:
     return dict(usage) if isinstance(usage, Mapping) else {"value": str(usage)}
 
 
-def sets_section(cfg: BuildConfig, release: Release) -> dict[str, Any]:
-    """Per set: items per query (a histogram and the mean) and a histogram of the judge-score gaps
-    (pairwise: chosen - rejected; BoN: best - each loser), from the release and its annotations."""
-
-    notes = {(n.get("set"), str(n.get("uid"))): n for n in release.annotations()}
-    out: dict[str, Any] = {"pair_policy": cfg.sets.pair_policy, "max_pairs_per_query": cfg.sets.max_pairs_per_query,
-                           "margin": cfg.sets.margin, "unreadable_verdicts": cfg.sets.unreadable_verdicts}
-    for set_name in (PAIRWISE_SET, BON_SET):
-        items = list(release.items(set_name))
-        per_query = Counter(conversation_key(it.conversation) for it in items)
-        gaps: list[float] = []
-        for it in items:
-            n = notes.get((set_name, it.uid), {})
-            if set_name == PAIRWISE_SET and "chosen_score" in n and "rejected_score" in n:
-                gaps.append(n["chosen_score"] - n["rejected_score"])
-            elif set_name == BON_SET and "best_score" in n:
-                gaps += [n["best_score"] - s for s in n.get("loser_scores", [])]
-        out[set_name] = {"items": len(items), "queries": len(per_query),
-                         "per_query": per_query_histogram(per_query.values()),
-                         "mean_per_query": round(len(items) / len(per_query), 3) if per_query else 0.0,
-                         "score_gaps": gap_histogram(gaps)}
-    return out
-
-
 def cast_section(cfg: BuildConfig) -> dict[str, Any]:
     """The preflight checks on the cast (judge vs generators, distinct generator models) and which the config relaxed."""
     from .preflight import model_identity, relaxed_cast
@@ -155,10 +163,10 @@ def embeddings_section(stages: Iterable[Mapping[str, Any]], store: Any, **more: 
             "per_stage": per_stage}
 
 
-def build_manifest(cfg: BuildConfig, release: Release, *, accounting: Accounting, stages: Iterable[Mapping[str, Any]],
+def build_manifest(cfg: BuildConfig, figures: ReleaseFigures, *, accounting: Accounting, stages: Iterable[Mapping[str, Any]],
                    failures: Mapping[str, int], usage: Any = None, audit: Mapping[str, Any] | None = None,
                    checks: Mapping[str, Any] | None = None, embeddings: Any = None) -> dict[str, Any]:
-    """The manifest of a built release. ``accounting`` says where every gathered query and generated
+    """The manifest of a built release (``figures``: its items, seen as written). ``accounting`` says where every gathered query and generated
     answer went (release, failures or a stats bucket with its reason). ``checks`` are the label
     checks' sections (``gold``: the judge against gold labels; ``routing``: goals from the guard).
     ``embeddings``: the build's embedding store as the release's audit used it (``embeddings_section``)."""
@@ -167,16 +175,16 @@ def build_manifest(cfg: BuildConfig, release: Release, *, accounting: Accounting
         if embeddings is not None and hasattr(embeddings, "stats") else {}
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
-        "name": release.name,
+        "name": cfg.name,
         "built_with": f"rmb_build {__version__}",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "counts": release_counts(release),
+        "counts": figures.counts(),
         "accounting": accounting.to_json(),
         "sources": accounting.sources,
         "license": cfg.license,
         "models": models_section(cfg),
         "cast": cast_section(cfg),
-        "sets": sets_section(cfg, release),
+        "sets": figures.sets(cfg),
         "prompts": prompt_hashes(),
         "usage": usage_section(usage),
         "stages": stages,

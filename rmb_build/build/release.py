@@ -1,26 +1,36 @@
-"""Turn built sets into a release folder: write it aside, read it back, audit it, add the manifest, swap it in.
+"""Turn built sets into a release folder: write it aside item by item, read it back and audit it as
+it streams, add the manifest, swap it in.
 
 The release appears under ``data/release/<name>/`` only once complete: it is written to a sibling
 folder first, so a killed build never leaves a half-written release (nor stale scenario files from
-an earlier build) where ``rmb evaluate`` would read it.
+an earlier build) where ``rmb evaluate`` would read it. No stage holds the release in memory: items
+flow through one at a time, and what outlives an item is a few small fields and digests of its texts.
 """
 
 from __future__ import annotations
 
 import fcntl
+import itertools
+import json
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping
 
 from .. import atomic
 from ..config import BuildConfig
-from .manifest import Accounting, build_manifest
-from ..release.audit import audit_release
-from ..release.read import MANIFEST_FILE, Release, read_release
-from ..release.write import write_release
+from ..errors import RMBError
+from ..items import Item, set_file
+from ..paths import check_relative_id
+from .manifest import Accounting, ReleaseFigures, build_manifest
+from ..release.audit import StreamingAudit
+from ..release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release, iter_rmb_items
+from ..release.write import write_set_file
 
 AUDIT_FILE = "audit.json"
+
+Entry = tuple[Item, Mapping[str, Any] | None]  # an item and its line of annotations.jsonl (None: no line)
 
 
 def release_of(name: str, items: Iterable[Any]) -> Release:
@@ -29,6 +39,13 @@ def release_of(name: str, items: Iterable[Any]) -> Release:
     for it in items:
         release.add(it)
     return release
+
+
+def entries_of(items: Iterable[Item], annotations: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """``write_built_release``'s entries from lists: the items grouped by file (files in order of first
+    appearance), each with the annotation of its (set, uid)."""
+    notes = {(n.get("set"), str(n.get("uid"))): n for n in annotations}
+    return [(it, notes.get((it.set_name, it.uid))) for it in release_of("", items).items()]
 
 
 def _swap_in(built: Path, target: Path) -> None:
@@ -40,14 +57,16 @@ def _swap_in(built: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_built_release(cfg: BuildConfig, items: Iterable[Any], annotations: Iterable[dict], target: Path, *,
+def write_built_release(cfg: BuildConfig, entries: Iterable[Entry], target: Path, *,
                         accounting: Accounting, stages: Iterable[Mapping[str, Any]], failures: Mapping[str, int],
                         usage: Any = None, near_duplicates: bool = True, checks: Mapping[str, Any] | None = None,
                         log: Callable[[str], None] = lambda _msg: None, embed: Any = None) -> dict[str, Any]:
     """Write the release to ``target`` with annotations, ``audit.json`` and ``manifest.json``; returns
-    the manifest. The release is read back strictly (as ``rmb evaluate`` reads it) before it replaces
-    whatever ``target`` held. ``embed``: what the audit embeds prompts with (the build's embedding
-    store: its figures go into the manifest's ``embeddings``)."""
+    the manifest. ``entries``: (item, annotation or None) pairs, consumed once, lazily; items are
+    numbered already and each (set, scenario) file's items come together (``entries_of`` groups lists).
+    The release is read back strictly (as ``rmb evaluate`` reads it) and audited item by item before
+    it replaces whatever ``target`` held. ``embed``: what the audit embeds prompts with (the build's
+    embedding store: its figures go into the manifest's ``embeddings``)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Two builds of one name (sharing a run folder) would otherwise write into, or delete, each
@@ -56,26 +75,57 @@ def write_built_release(cfg: BuildConfig, items: Iterable[Any], annotations: Ite
     fd = os.open(target.parent, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return _write_audited(cfg, list(items), list(annotations), target, accounting=accounting, stages=stages,
+        return _write_audited(cfg, entries, target, accounting=accounting, stages=stages,
                               failures=failures, usage=usage, near_duplicates=near_duplicates, checks=checks, log=log,
                               embed=embed)
     finally:
         os.close(fd)
 
 
-def _write_audited(cfg: BuildConfig, items: list[Any], annotations: list[dict], target: Path, *, accounting: Accounting,
-              stages: Iterable[Mapping[str, Any]], failures: Mapping[str, int], usage: Any, near_duplicates: bool,
-              checks: Mapping[str, Any] | None,
-              log: Callable[[str], None], embed: Any = None) -> dict[str, Any]:
+def _by_file(entries: Iterable[Entry]) -> Iterator[tuple[tuple[str, str], Iterator[Entry]]]:
+    """The entries file by file, lazily; a file whose items reappear after another file's is an error."""
+    done: set[tuple[str, str]] = set()
+    for key, group in itertools.groupby(entries, key=lambda e: (e[0].set_name, e[0].scenario_id)):
+        if key in done:
+            raise RMBError(f"release items of {set_file(*key)} are not together: more of them came after "
+                           f"another file's items (group each file's items)")
+        done.add(key)
+        yield key, group
+
+
+def _write_files(entries: Iterable[Entry], building: Path, figures: ReleaseFigures) -> Counter:
+    """Write the set files and ``annotations.jsonl`` into ``building``, feeding ``figures``; items per set."""
+    written: Counter = Counter()
+
+    def items(group: Iterator[Entry], notes: IO[bytes]) -> Iterator[Item]:
+        for item, note in group:
+            figures.add(item, note)
+            if note is not None:
+                notes.write((json.dumps(note, ensure_ascii=False) + "\n").encode("utf-8"))
+            yield item
+
+    with atomic.open_atomic(building / ANNOTATIONS_FILE) as notes:
+        for (set_name, scenario_id), group in _by_file(entries):
+            check_relative_id(scenario_id)
+            written[set_name] += write_set_file(building / set_file(set_name, scenario_id), items(group, notes))
+    return written
+
+
+def _write_audited(cfg: BuildConfig, entries: Iterable[Entry], target: Path, *, accounting: Accounting,
+                   stages: Iterable[Mapping[str, Any]], failures: Mapping[str, int], usage: Any, near_duplicates: bool,
+                   checks: Mapping[str, Any] | None,
+                   log: Callable[[str], None], embed: Any = None) -> dict[str, Any]:
     building = target.with_name(f".{target.name}.building")
     shutil.rmtree(building, ignore_errors=True)
-    write_release(release_of(cfg.name, items), building, annotations=annotations)
-    written = read_release(building)
-    written.name = cfg.name
-    log(f"release: {len(written.pairwise)} pairwise and {len(written.bon)} BoN items written; auditing")
-    report = audit_release(written, near_duplicates=near_duplicates, embed=embed)
+    figures = ReleaseFigures()
+    written = _write_files(entries, building, figures)
+    log(f"release: {written['pairwise']} pairwise and {written['bon']} BoN items written; auditing")
+    audit = StreamingAudit(cfg.name, near_duplicates=near_duplicates, embed=embed)
+    for item, file, index in iter_rmb_items(building):  # strict, as `rmb evaluate` reads it
+        audit.add(item, file, index)
+    report = audit.report()
     atomic.write_json(building / AUDIT_FILE, report.to_json())
-    manifest = build_manifest(cfg, written, accounting=accounting, stages=stages, failures=failures,
+    manifest = build_manifest(cfg, figures, accounting=accounting, stages=stages, failures=failures,
                               usage=usage, audit=report.summary(), checks=checks, embeddings=embed)
     atomic.write_json(building / MANIFEST_FILE, manifest)
     _swap_in(building, target)

@@ -1,9 +1,13 @@
 """Audit a release: find every defect of each declared kind, report them, write a cleaned copy.
 
-A defect kind is one ``@defect(name, definition)`` declaration on its check function (below, in
-report order); ``removes`` names its fixer (which items ``fix_release`` takes out: the named item
-unless said otherwise). Adding a kind is one more declaration: ``DEFECT_KINDS``, the report's
-counts (every kind, 0 when none was found), the card's table and ``definitions()`` follow.
+A defect kind is one ``@defect(name, definition)`` declaration (below, in report order) on its
+per-item check function, or on its collector class where it compares items; ``removes`` names its
+fixer (which items ``fix_release`` takes out: the named item unless said otherwise). Adding a kind
+is one more declaration: ``DEFECT_KINDS``, the report's counts (every kind, 0 when none was found),
+the card's table and ``definitions()`` follow.
+
+The audit streams (``StreamingAudit``): items come one at a time, and what outlives an item is a
+small ref (set, uid, file, index, scenario, position) and 16-byte digests of its texts.
 
 Texts are compared by ``rmb_build.text.identity`` (NFKC, case folded, whitespace collapsed), the
 same rule ``build_sets`` merges equal answers by, except for ``duplicate_item`` (exact copies, as
@@ -15,11 +19,13 @@ in the file), ``scenario``, ``detail``, and kind-specific fields.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from ..errors import InputError, RMBError
 from ..items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
@@ -30,13 +36,14 @@ from .rmb_format import VALID_ROLES
 
 SCHEMA_VERSION = 1
 LEAK_PATTERNS_FILE = "leak_patterns.txt"
+TEXT_MEMO = 256     # identity texts remembered while walking (neighbouring items share texts)
+EMBED_CHUNK = 256   # conversations' search texts embedded at a time
 
 
 @dataclass
 class AuditContext:
-    """What a check gets: the release's entries, the audit's options, and where to leave notes."""
+    """What a check gets: the audit's options, and where to leave notes and figures."""
 
-    entries: list["_Entry"]
     leak_patterns: Sequence[re.Pattern]
     near_duplicates: bool
     near_threshold: float
@@ -49,23 +56,42 @@ def _named_item(entry: dict) -> list[dict]:
     return [entry]
 
 
+class Collector(Protocol):
+    """A kind that compares items: fed every item in release order (``add``), it keeps only digests
+    and ``_Ref``s, then lists its entries (``finish``)."""
+
+    def add(self, e: "_Entry") -> None: ...
+
+    def finish(self) -> list[dict]: ...
+
+
+ItemCheck = Callable[[AuditContext, "_Entry"], "dict | None"]
+
+
 @dataclass(frozen=True)
 class DefectKind:
-    """One kind of defect: its name, its definition, the check that finds it and its fixer
-    (``removes``: the items a defect entry makes unusable)."""
+    """One kind of defect: its name, its definition, how it is found and its fixer (``removes``: the
+    items a defect entry makes unusable). ``check`` is either a per-item check (context, entry ->
+    the entry's defect or None) or a collector class (``Collector``, built with the context)."""
 
     name: str
     definition: str
-    check: Callable[[AuditContext], list[dict]]
+    check: ItemCheck | Callable[[AuditContext], Collector]
     removes: Callable[[dict], list[dict]] = _named_item
+
+    def collector(self, ctx: AuditContext) -> Collector:
+        if isinstance(self.check, type):
+            return self.check(ctx)
+        return _PerItem(ctx, self.check)
 
 
 KINDS: dict[str, DefectKind] = {}
 
 
 def defect(name: str, definition: str, removes: Callable[[dict], list[dict]] = _named_item):
-    """Declare the check function below as defect kind ``name`` (report order: declaration order)."""
-    def register(check: Callable[[AuditContext], list[dict]]) -> Callable[[AuditContext], list[dict]]:
+    """Declare the per-item check function or the collector class below as defect kind ``name``
+    (report order: declaration order)."""
+    def register(check):
         if name in KINDS:
             raise ValueError(f"defect kind {name!r} declared twice")
         KINDS[name] = DefectKind(name, " ".join(definition.split()), check, removes)
@@ -121,25 +147,41 @@ class AuditReport:
 
 
 # ---------------------------------------------------------------------------------------------
-# Walking the release
+# Walking the release: one item at a time; what outlives an item is its _Ref and digests of its texts
+
+
+def digest(text: str) -> bytes:
+    """16 bytes standing for ``text`` where only equality matters."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class _Ref:
+    """Where an item lives (``order``: its position in the whole release); what entries name."""
+
+    set: str
+    uid: str
+    file: str
+    index: int
+    scenario: str
+    order: int
+
+    def ref(self) -> dict[str, Any]:
+        return {"set": self.set, "uid": self.uid, "file": self.file, "index": self.index, "scenario": self.scenario}
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    """One item with where it lives (``order``: position in the whole release) and its identity texts:
-    ``conv`` the conversation, ``answers`` in ``item.answers()`` order, ``texts`` (RMB field, text)."""
+    """The item being audited with its identity texts: ``conv`` the conversation, ``answers`` in
+    ``item.answers()`` order, ``texts`` (RMB field, text); ``conv_key``/``answer_keys`` their digests."""
 
     item: Item
-    file: str
-    index: int
-    order: int
+    at: _Ref
     conv: tuple[tuple[str, str], ...]
     answers: tuple[str, ...]
     texts: tuple[tuple[str, str], ...]
-
-    def ref(self) -> dict[str, Any]:
-        it = self.item
-        return {"set": it.set_name, "uid": it.uid, "file": self.file, "index": self.index, "scenario": it.scenario_id}
+    conv_key: bytes
+    answer_keys: tuple[bytes, ...]
 
 
 def _answer_fields(item: Item) -> list[str]:
@@ -148,77 +190,73 @@ def _answer_fields(item: Item) -> list[str]:
     return ["bon_best.answer", *(f"loser_list[{i}].answer" for i in range(len(item.losers)))]
 
 
-def _entries(release: Release) -> list[_Entry]:
-    out: list[_Entry] = []
-    memo: dict[str, str] = {}  # texts repeat a lot (a conversation is in ~7 items): reduce each once
-
-    def n(text: str) -> str:
-        got = memo.get(text)
-        if got is None:
-            got = memo[text] = identity(text)
-        return got
-
-    for (set_name, scenario_id), items in release.files.items():
-        file = set_file(set_name, scenario_id)
-        for index, item in enumerate(items):
-            conv = tuple((t.role, n(t.content)) for t in item.conversation)
-            answers = tuple(n(a.answer) for a in item.answers())
-            texts = tuple((f"conversation_input[{i}].content", c) for i, (_, c) in enumerate(conv))
-            texts += tuple(zip(_answer_fields(item), answers))
-            out.append(_Entry(item, file, index, len(out), conv, answers, texts))
-    return out
+def _defect(e: _Entry | _Ref, detail: str, **extra: Any) -> dict[str, Any]:
+    at = e.at if isinstance(e, _Entry) else e
+    return {**at.ref(), "detail": detail, **extra}
 
 
-def _defect(e: _Entry, detail: str, **extra: Any) -> dict[str, Any]:
-    return {**e.ref(), "detail": detail, **extra}
+class _PerItem:
+    """The collector of a per-item check: its entries in release order."""
+
+    def __init__(self, ctx: AuditContext, check: ItemCheck):
+        self.ctx, self.check, self.out = ctx, check, []
+
+    def add(self, e: _Entry) -> None:
+        found = self.check(self.ctx, e)
+        if found is not None:
+            self.out.append(found)
+
+    def finish(self) -> list[dict]:
+        return self.out
 
 
 # ---------------------------------------------------------------------------------------------
-# The defect kinds, in report order: each check takes the AuditContext and returns its kind's entries
+# The defect kinds, in report order
 
 
 @defect("identical_pair", "a pairwise item whose chosen and rejected answers are the same text.")
-def _identical_pairs(ctx: AuditContext) -> list[dict]:
-    return [_defect(e, "chosen and rejected answers are equal after normalisation",
-                    chosen_model=e.item.chosen.llm_name, rejected_model=e.item.rejected.llm_name)
-            for e in ctx.entries if isinstance(e.item, PairwiseItem) and e.answers[0] == e.answers[1]]
+def _identical_pair(ctx: AuditContext, e: _Entry) -> dict | None:
+    if isinstance(e.item, PairwiseItem) and e.answers[0] == e.answers[1]:
+        return _defect(e, "chosen and rejected answers are equal after normalisation",
+                       chosen_model=e.item.chosen.llm_name, rejected_model=e.item.rejected.llm_name)
+    return None
 
 
-def _raw_key(item: Item) -> tuple:
-    conv = tuple((t.role, t.content) for t in item.conversation)
+def _raw_key(item: Item) -> bytes:
+    conv = [[t.role, t.content] for t in item.conversation]
     if isinstance(item, PairwiseItem):
-        return (conv, item.chosen.answer, item.rejected.answer)
-    return (conv, item.best.answer, tuple(sorted(a.answer for a in item.losers)))
+        key = [item.set_name, conv, item.chosen.answer, item.rejected.answer]
+    else:
+        key = [item.set_name, conv, item.best.answer, sorted(a.answer for a in item.losers)]
+    return digest(json.dumps(key, ensure_ascii=False))
 
 
 @defect("duplicate_item", """an item equal to an earlier item of the same set, in any of its files: the
          same turns' role and content and the same answer strings, compared as stored (chosen and rejected
          in place; or best and the multiset of losers). One entry per extra copy; ``first`` names the copy
          that is kept. Copies that differ only in whitespace are not duplicates.""")
-def _duplicates(ctx: AuditContext) -> list[dict]:
-    first: dict[tuple, _Entry] = {}
-    out = []
-    for e in ctx.entries:
-        key = (e.item.set_name, _raw_key(e.item))
-        if key not in first:
-            first[key] = e
-            continue
-        f = first[key]
-        out.append(_defect(e, f"same conversation and answers as uid {f.item.uid} in {f.file}",
-                           first=f.ref()))
-    return out
+class _Duplicates:
+    def __init__(self, ctx: AuditContext):
+        self.first: dict[bytes, _Ref] = {}
+        self.out: list[dict] = []
+
+    def add(self, e: _Entry) -> None:
+        f = self.first.setdefault(_raw_key(e.item), e.at)
+        if f is not e.at:
+            self.out.append(_defect(e, f"same conversation and answers as uid {f.uid} in {f.file}", first=f.ref()))
+
+    def finish(self) -> list[dict]:
+        return self.out
 
 
 @defect("unwinnable_bon", "a BoN item whose best answer is the same text as one of its losers.")
-def _unwinnable(ctx: AuditContext) -> list[dict]:
-    out = []
-    for e in ctx.entries:
-        if isinstance(e.item, BonItem):
-            hits = [i for i, a in enumerate(e.answers[1:]) if a == e.answers[0]]
-            if hits:
-                out.append(_defect(e, f"best answer equals loser_list[{hits[0]}] after normalisation",
-                                   losers=hits, field=f"loser_list[{hits[0]}].answer"))
-    return out
+def _unwinnable(ctx: AuditContext, e: _Entry) -> dict | None:
+    if isinstance(e.item, BonItem):
+        hits = [i for i, a in enumerate(e.answers[1:]) if a == e.answers[0]]
+        if hits:
+            return _defect(e, f"best answer equals loser_list[{hits[0]}] after normalisation",
+                           losers=hits, field=f"loser_list[{hits[0]}].answer")
+    return None
 
 
 def _both_items(entry: dict) -> list[dict]:
@@ -230,34 +268,40 @@ def _both_items(entry: dict) -> list[dict]:
          item on the same conversation where the pairwise item prefers one of the BoN item's losers to its
          best answer. The entry names the later pairwise item (or the BoN item); ``other`` the second one.
          Both items are removed.""", removes=_both_items)
-def _contradictions(ctx: AuditContext) -> list[dict]:
-    entries = ctx.entries
-    # (conversation, preferred, dispreferred) -> pairwise items stating that preference
-    prefers: dict[tuple, list[_Entry]] = defaultdict(list)
-    for e in entries:
+class _Contradictions:
+    def __init__(self, ctx: AuditContext):
+        # (conversation, preferred, dispreferred) -> pairwise items stating that preference
+        self.prefers: dict[tuple[bytes, bytes, bytes], list[_Ref]] = defaultdict(list)
+        # BoN items: (item, conversation, best, its distinct losers other than best)
+        self.bons: list[tuple[_Ref, bytes, bytes, tuple[bytes, ...]]] = []
+
+    def add(self, e: _Entry) -> None:
         if isinstance(e.item, PairwiseItem):
-            a, b = e.answers
+            a, b = e.answer_keys
             if a != b:
-                prefers[(e.conv, a, b)].append(e)
-    out = []
-    for (conv, a, b), items in prefers.items():
-        for x in items:
-            for y in prefers.get((conv, b, a), ()):
-                if y.order < x.order:  # each conflicting pair once, named by its later item
-                    out.append(_defect(x, f"prefers the answer that pairwise uid {y.item.uid} rejects, "
-                                          f"and rejects the one it prefers", other=y.ref()))
-    for e in entries:
-        if not isinstance(e.item, BonItem):
-            continue
-        conv, best = e.conv, e.answers[0]
-        for loser in dict.fromkeys(e.answers[1:]):
-            if loser == best:
-                continue
-            for y in prefers.get((conv, loser, best), ()):
-                out.append(_defect(e, f"pairwise uid {y.item.uid} prefers one of this item's losers "
-                                      f"to its best answer", other=y.ref()))
-    out.sort(key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"], d["other"]["file"], d["other"]["index"]))
-    return out
+                self.prefers[(e.conv_key, a, b)].append(e.at)
+        else:
+            best = e.answer_keys[0]
+            losers = tuple(x for x in dict.fromkeys(e.answer_keys[1:]) if x != best)
+            if losers:
+                self.bons.append((e.at, e.conv_key, best, losers))
+
+    def finish(self) -> list[dict]:
+        out = []
+        for (conv, a, b), items in self.prefers.items():
+            for x in items:
+                for y in self.prefers.get((conv, b, a), ()):
+                    if y.order < x.order:  # each conflicting pair once, named by its later item
+                        out.append(_defect(x, f"prefers the answer that pairwise uid {y.uid} rejects, "
+                                              f"and rejects the one it prefers", other=y.ref()))
+        for at, conv, best, losers in self.bons:
+            for loser in losers:
+                for y in self.prefers.get((conv, loser, best), ()):
+                    out.append(_defect(at, f"pairwise uid {y.uid} prefers one of this item's losers "
+                                           f"to its best answer", other=y.ref()))
+        out.sort(key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"], d["other"]["file"],
+                                d["other"]["index"]))
+        return out
 
 
 def _items_on_the_cycle(entry: dict) -> list[dict]:
@@ -271,53 +315,53 @@ def _items_on_the_cycle(entry: dict) -> list[dict]:
          two-answer loops are ``contradiction``. The entry names the cycle's earliest item; ``items`` lists
          every item stating one of its preferences, ``answers`` the cycle's length. All of them are removed:
          no preference on the loop can be trusted.""", removes=_items_on_the_cycle)
-def _cycles(ctx: AuditContext) -> list[dict]:
-    import networkx as nx
+class _Cycles:
+    def __init__(self, ctx: AuditContext):
+        # conversation -> (preferred, dispreferred) -> items stating it
+        self.edges: dict[bytes, dict[tuple[bytes, bytes], list[_Ref]]] = defaultdict(lambda: defaultdict(list))
 
-    # conversation -> (preferred, dispreferred) -> items stating it
-    edges: dict[tuple, dict[tuple[str, str], list[_Entry]]] = defaultdict(lambda: defaultdict(list))
-    for e in ctx.entries:
-        best, others = e.answers[0], e.answers[1:]
+    def add(self, e: _Entry) -> None:
+        best, others = e.answer_keys[0], e.answer_keys[1:]
         for other in dict.fromkeys(others):
             if other != best:
-                edges[e.conv][(best, other)].append(e)
-    out = []
-    for conv_edges in edges.values():
-        graph = nx.DiGraph(list(conv_edges))
-        for cycle in nx.simple_cycles(graph):
-            if len(cycle) < 3:
-                continue
-            steps = list(zip(cycle, cycle[1:] + cycle[:1]))
-            items = sorted({x.order: x for step in steps for x in conv_edges[step]}.values(), key=lambda x: x.order)
-            first = items[0]
-            out.append(_defect(first, f"{len(cycle)} answers preferred in a loop by "
-                                      f"{', '.join(f'{x.item.set_name} uid {x.item.uid}' for x in items)}",
-                               answers=len(cycle), items=[x.ref() for x in items]))
-    out.sort(key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"], [(r["file"], r["index"]) for r in d["items"]]))
-    return out
+                self.edges[e.conv_key][(best, other)].append(e.at)
+
+    def finish(self) -> list[dict]:
+        import networkx as nx
+
+        out = []
+        for conv_edges in self.edges.values():
+            if len(conv_edges) < 3:
+                continue  # a loop of three answers needs three preferences
+            graph = nx.DiGraph(list(conv_edges))
+            for cycle in nx.simple_cycles(graph):
+                if len(cycle) < 3:
+                    continue
+                steps = list(zip(cycle, cycle[1:] + cycle[:1]))
+                items = sorted({x.order: x for step in steps for x in conv_edges[step]}.values(), key=lambda x: x.order)
+                out.append(_defect(items[0], f"{len(cycle)} answers preferred in a loop by "
+                                             f"{', '.join(f'{x.set} uid {x.uid}' for x in items)}",
+                                   answers=len(cycle), items=[x.ref() for x in items]))
+        out.sort(key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"],
+                                [(r["file"], r["index"]) for r in d["items"]]))
+        return out
 
 
 @defect("empty_text", "an item with a turn or an answer that is empty by the identity rule (whitespace only).")
-def _empty_texts(ctx: AuditContext) -> list[dict]:
-    out = []
-    for e in ctx.entries:
-        fields = [name for name, text in e.texts if not text]
-        if fields:
-            out.append(_defect(e, f"empty or whitespace-only: {', '.join(fields)}", fields=fields, field=fields[0]))
-    return out
+def _empty_text(ctx: AuditContext, e: _Entry) -> dict | None:
+    fields = [name for name, text in e.texts if not text]
+    return _defect(e, f"empty or whitespace-only: {', '.join(fields)}", fields=fields, field=fields[0]) if fields else None
 
 
 @defect("category_mismatch", """``category_path`` (exactly as stored) differs from the item's file path
          relative to the release root without ``.json``.""")
-def _category_mismatches(ctx: AuditContext) -> list[dict]:
-    out = []
-    for e in ctx.entries:
-        expected = default_category_path(e.item.set_name, e.item.scenario_id)
-        if e.item.category_path != expected:
-            got = repr(e.item.category_path) if e.item.category_path else "missing"
-            out.append(_defect(e, f"category_path is {got}, but the item's file is {expected!r}",
-                               field="category_path", category_path=e.item.category_path, expected=expected))
-    return out
+def _category_mismatch(ctx: AuditContext, e: _Entry) -> dict | None:
+    expected = default_category_path(e.item.set_name, e.item.scenario_id)
+    if e.item.category_path == expected:
+        return None
+    got = repr(e.item.category_path) if e.item.category_path else "missing"
+    return _defect(e, f"category_path is {got}, but the item's file is {expected!r}",
+                   field="category_path", category_path=e.item.category_path, expected=expected)
 
 
 @lru_cache(maxsize=8)
@@ -338,29 +382,29 @@ def load_leak_patterns(relpath: str = LEAK_PATTERNS_FILE) -> tuple[re.Pattern, .
 
 @defect("leaked_instruction", """a turn or an answer matching a pattern of ``prompts/leak_patterns.txt``
          (regular expressions, case-insensitive, matched against the identity text).""")
-def _leaks(ctx: AuditContext) -> list[dict]:
-    patterns = ctx.leak_patterns
-    memo: dict[str, tuple[str, str] | None] = {}
+class _Leaks(_PerItem):
+    def __init__(self, ctx: AuditContext):
+        patterns = ctx.leak_patterns
 
-    def first_match(text: str) -> tuple[str, str] | None:
-        if text not in memo:
-            memo[text] = next(((p.pattern, m.group(0)) for p in patterns for m in [p.search(text)] if m), None)
-        return memo[text]
+        # texts repeat (a conversation is in ~7 neighbouring items): a bounded memo, not one of every text
+        @lru_cache(maxsize=TEXT_MEMO)
+        def first_match(text: str) -> tuple[str, str] | None:
+            return next(((p.pattern, m.group(0)) for p in patterns for m in [p.search(text)] if m), None)
 
-    out = []
-    for e in ctx.entries:
-        hits = [(name, hit) for name, text in e.texts if (hit := first_match(text))]
-        if hits:
+        def check(ctx: AuditContext, e: _Entry) -> dict | None:
+            hits = [(name, hit) for name, text in e.texts if (hit := first_match(text))]
+            if not hits:
+                return None
             name, (pattern, matched) = hits[0]
-            out.append(_defect(e, f"{name} contains data-generation prompt text: {display(matched, 80)!r}",
-                               fields=[h[0] for h in hits], field=name, pattern=pattern))
-    return out
+            return _defect(e, f"{name} contains data-generation prompt text: {display(matched, 80)!r}",
+                           fields=[h[0] for h in hits], field=name, pattern=pattern)
+
+        super().__init__(ctx, check)
 
 
 @defect("unknown_scenario", "an item in a file whose scenario id is not one of RMB's 49.")
-def _unknown_scenarios(ctx: AuditContext) -> list[dict]:
-    return [_defect(e, f"scenario {e.item.scenario_id!r} is not one of RMB's 49")
-            for e in ctx.entries if not is_known(e.item.scenario_id)]
+def _unknown_scenario(ctx: AuditContext, e: _Entry) -> dict | None:
+    return None if is_known(e.item.scenario_id) else _defect(e, f"scenario {e.item.scenario_id!r} is not one of RMB's 49")
 
 
 def turn_problems(turns: Sequence[Turn]) -> list[str]:
@@ -377,14 +421,11 @@ def turn_problems(turns: Sequence[Turn]) -> list[str]:
 
 @defect("bad_turns", """an empty conversation, two consecutive turns with the same role, a last turn
          that is not a user turn, or a role other than user/assistant/system (which strict reading rejects).""")
-def _bad_turns(ctx: AuditContext) -> list[dict]:
-    out = []
-    for e in ctx.entries:
-        problems = turn_problems(e.item.conversation)
-        if problems:
-            out.append(_defect(e, "; ".join(problems), field="conversation_input",
-                               roles=[t.role for t in e.item.conversation]))
-    return out
+def _bad_turns(ctx: AuditContext, e: _Entry) -> dict | None:
+    problems = turn_problems(e.item.conversation)
+    if not problems:
+        return None
+    return _defect(e, "; ".join(problems), field="conversation_input", roles=[t.role for t in e.item.conversation])
 
 
 def _later_prompt_items(entry: dict) -> list[dict]:
@@ -397,78 +438,147 @@ def _later_prompt_items(entry: dict) -> list[dict]:
          conversations by design: a conversation in both sets of one scenario is one prompt. One entry per
          pair of (conversation, scenario) prompts; it names the later prompt, whose items are all removed.""",
         removes=_later_prompt_items)
-def _near_duplicates(ctx: AuditContext) -> list[dict]:
-    entries, threshold, notes, checks = ctx.entries, ctx.near_threshold, ctx.notes, ctx.checks
-    # A prompt is a (conversation, scenario); its items are every item of either set that uses it.
-    prompts: dict[tuple, list[_Entry]] = defaultdict(list)
-    for e in entries:
-        prompts[(e.conv, e.item.scenario_id)].append(e)
-    by_conv: dict[tuple, list[tuple]] = defaultdict(list)
-    for key in prompts:
-        by_conv[key[0]].append(key)
-    pairs: dict[tuple[tuple, tuple], float] = {}
-    for keys in by_conv.values():  # the same conversation in several scenarios
-        for i, a in enumerate(keys):
-            for b in keys[i + 1:]:
-                pairs[(a, b)] = 1.0
-    checks["near_duplicates"] = "exact only"
-    if ctx.near_duplicates:
-        convs = list(by_conv)
+class _NearDuplicates:
+    """Keeps each prompt's items (refs) and one embedding row per distinct conversation, embedded in
+    chunks of ``EMBED_CHUNK`` search texts as the conversations first appear."""
+
+    def __init__(self, ctx: AuditContext):
+        self.ctx = ctx
+        # A prompt is a (conversation, scenario); its items are every item of either set that uses it.
+        self.prompts: dict[tuple[bytes, str], list[_Ref]] = defaultdict(list)
+        self.by_conv: dict[bytes, list[tuple[bytes, str]]] = defaultdict(list)  # first-appearance order
+        self.pending: list[str] = []  # search texts of conversations not embedded yet
+        self.rows: list[Any] = []
+        self.embed = ctx.embed
+        self.failed: str | None = None  # why embeddings are unavailable
+
+    def add(self, e: _Entry) -> None:
+        key = (e.conv_key, e.item.scenario_id)
+        if key not in self.prompts:
+            if e.conv_key not in self.by_conv and self.ctx.near_duplicates and self.failed is None:
+                self.pending.append(search_text(e.item.conversation))
+                if len(self.pending) >= EMBED_CHUNK:
+                    self._embed_pending()
+            self.by_conv[e.conv_key].append(key)
+        self.prompts[key].append(e.at)
+
+    def _embed_pending(self) -> None:
         try:
             from ..embeddings import Encoder
-            from ..similarity import similar_pairs
 
-            embed = ctx.embed or Encoder()
-            vectors = embed([search_text(prompts[by_conv[conv][0]][0].item.conversation) for conv in convs])
-            checks["near_duplicates"] = "embeddings"
-            checks["embedding_model"] = embed.fingerprint if hasattr(embed, "fingerprint") else "custom"
+            self.embed = self.embed or Encoder()
+            self.rows.append(self.embed(self.pending))
         except (ImportError, OSError) as exc:
-            notes.append(f"near_duplicate_prompt: embeddings unavailable ({type(exc).__name__}: {exc}); "
-                         f"only prompts repeated exactly in different scenarios were checked")
-        else:
-            ii, jj, sims = similar_pairs(vectors, threshold=threshold)
-            for i, j, s in zip(ii.tolist(), jj.tolist(), sims.tolist()):
-                for a in by_conv[convs[i]]:
-                    for b in by_conv[convs[j]]:
-                        if a[1] != b[1]:
-                            pairs[(a, b)] = max(pairs.get((a, b), 0.0), float(s))
-    else:
-        notes.append("near_duplicate_prompt: embeddings not used; only prompts repeated exactly in "
-                     "different scenarios were checked")
-    checks["near_threshold"] = threshold
-    out = []
-    for (a, b), sim in pairs.items():
-        first, later = sorted((prompts[a], prompts[b]), key=lambda items: items[0].order)
-        f, e = first[0], later[0]
-        out.append(_defect(e, f"prompt in {e.item.scenario_id!r} is a near-duplicate (cosine {sim:.3f}) of "
-                              f"uid {f.item.uid}'s in {f.item.scenario_id!r}",
-                           similarity=round(sim, 4), other=f.ref(), items=[x.ref() for x in later]))
-    out.sort(key=lambda d: (d["file"], d["index"], d["other"]["file"], d["other"]["index"]))
-    return out
+            self.failed = f"{type(exc).__name__}: {exc}"
+            self.rows = []
+        self.pending = []
+
+    def _pairs(self) -> dict[tuple[tuple, tuple], float]:
+        ctx, by_conv = self.ctx, self.by_conv
+        pairs: dict[tuple[tuple, tuple], float] = {}
+        for keys in by_conv.values():  # the same conversation in several scenarios
+            for i, a in enumerate(keys):
+                for b in keys[i + 1:]:
+                    pairs[(a, b)] = 1.0
+        ctx.checks["near_duplicates"] = "exact only"
+        if not ctx.near_duplicates:
+            ctx.notes.append("near_duplicate_prompt: embeddings not used; only prompts repeated exactly in "
+                             "different scenarios were checked")
+            return pairs
+        if self.failed is None and (self.pending or not self.rows):
+            self._embed_pending()
+        if self.failed is not None:
+            ctx.notes.append(f"near_duplicate_prompt: embeddings unavailable ({self.failed}); "
+                             f"only prompts repeated exactly in different scenarios were checked")
+            return pairs
+        import numpy as np
+
+        from ..similarity import similar_pairs
+
+        ctx.checks["near_duplicates"] = "embeddings"
+        ctx.checks["embedding_model"] = self.embed.fingerprint if hasattr(self.embed, "fingerprint") else "custom"
+        vectors = np.concatenate([np.asarray(r, dtype=np.float32) for r in self.rows])
+        self.rows = []
+        convs = list(by_conv)
+        ii, jj, sims = similar_pairs(vectors, threshold=ctx.near_threshold)
+        for i, j, s in zip(ii.tolist(), jj.tolist(), sims.tolist()):
+            for a in by_conv[convs[i]]:
+                for b in by_conv[convs[j]]:
+                    if a[1] != b[1]:
+                        pairs[(a, b)] = max(pairs.get((a, b), 0.0), float(s))
+        return pairs
+
+    def finish(self) -> list[dict]:
+        pairs = self._pairs()
+        self.ctx.checks["near_threshold"] = self.ctx.near_threshold
+        out = []
+        for (a, b), sim in pairs.items():
+            first, later = sorted((self.prompts[a], self.prompts[b]), key=lambda items: items[0].order)
+            f, e = first[0], later[0]
+            out.append(_defect(e, f"prompt in {e.scenario!r} is a near-duplicate (cosine {sim:.3f}) of "
+                                  f"uid {f.uid}'s in {f.scenario!r}",
+                               similarity=round(sim, 4), other=f.ref(), items=[x.ref() for x in later]))
+        out.sort(key=lambda d: (d["file"], d["index"], d["other"]["file"], d["other"]["index"]))
+        return out
 
 
 DEFECT_KINDS = tuple(KINDS)  # every kind declared above, in report order
 
 
+class StreamingAudit:
+    """An audit fed one item at a time (``add``, in release order); ``report`` gives every defect.
+
+    What it keeps per item is a ``_Ref`` and digests of its identity texts (plus one embedding row per
+    distinct conversation), never the item's texts. ``near_duplicates`` False skips the embedding
+    model (equal prompts in different scenarios are still found). ``leak_patterns`` replaces
+    ``prompts/leak_patterns.txt`` (regular expressions). ``embed``: what embeds the prompts (an
+    embedding store reuses a build's vectors); default the packaged all-MiniLM-L6-v2.
+    """
+
+    def __init__(self, name: str, *, near_duplicates: bool = True, near_threshold: float = 0.95,
+                 leak_patterns: Iterable[str] | None = None, embed: Callable[[Sequence[str]], Any] | None = None):
+        patterns = (load_leak_patterns() if leak_patterns is None
+                    else tuple(re.compile(p, re.IGNORECASE) for p in leak_patterns))
+        self._report = AuditReport(release=name)
+        self._report.checks["leak_patterns"] = len(patterns)
+        ctx = AuditContext(patterns, near_duplicates, near_threshold, self._report.notes, self._report.checks, embed)
+        self._collectors = {k.name: k.collector(ctx) for k in KINDS.values()}
+        self._identity = lru_cache(maxsize=TEXT_MEMO)(identity)
+        self._count = 0
+
+    def add(self, item: Item, file: str, index: int) -> None:
+        """Audit the item at ``index`` of ``file`` (relative to the release root)."""
+        n = self._identity
+        conv = tuple((t.role, n(t.content)) for t in item.conversation)
+        answers = tuple(n(a.answer) for a in item.answers())
+        texts = tuple((f"conversation_input[{i}].content", c) for i, (_, c) in enumerate(conv))
+        texts += tuple(zip(_answer_fields(item), answers))
+        at = _Ref(item.set_name, item.uid, file, index, item.scenario_id, self._count)
+        entry = _Entry(item, at, conv, answers, texts, digest(json.dumps(conv, ensure_ascii=False)),
+                       tuple(digest(a) for a in answers))
+        for collector in self._collectors.values():
+            collector.add(entry)
+        self._count += 1
+
+    def report(self) -> AuditReport:
+        """The report (call once, after the last ``add``)."""
+        self._report.defects = {name: c.finish() for name, c in self._collectors.items()}
+        self._report.checks["items"] = self._count
+        return self._report
+
+
 def audit_release(release: Release, *, near_duplicates: bool = True, near_threshold: float = 0.95,
                   leak_patterns: Iterable[str] | None = None,
                   embed: Callable[[Sequence[str]], Any] | None = None) -> AuditReport:
-    """Every defect of ``release`` (read it with ``strict=False`` so that defective releases load).
-
-    ``near_duplicates`` False skips the embedding model (equal prompts in different scenarios are
-    still found). ``leak_patterns`` replaces ``prompts/leak_patterns.txt`` (regular expressions).
-    ``embed``: what embeds the prompts (an embedding store reuses a build's vectors); default the
-    packaged all-MiniLM-L6-v2.
-    """
-    entries = _entries(release)
-    patterns = (load_leak_patterns() if leak_patterns is None
-                else tuple(re.compile(p, re.IGNORECASE) for p in leak_patterns))
-    report = AuditReport(release=release.name)
-    report.checks["leak_patterns"] = len(patterns)
-    ctx = AuditContext(entries, patterns, near_duplicates, near_threshold, report.notes, report.checks, embed)
-    report.defects = {k.name: k.check(ctx) for k in KINDS.values()}
-    report.checks["items"] = len(entries)
-    return report
+    """Every defect of ``release`` (read it with ``strict=False`` so that defective releases load);
+    the options are ``StreamingAudit``'s."""
+    audit = StreamingAudit(release.name, near_duplicates=near_duplicates, near_threshold=near_threshold,
+                           leak_patterns=leak_patterns, embed=embed)
+    for (set_name, scenario_id), items in release.files.items():
+        file = set_file(set_name, scenario_id)
+        for index, item in enumerate(items):
+            audit.add(item, file, index)
+    return audit.report()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,5 +637,6 @@ def fix_release(release: Release, report: AuditReport,
     return clean, log
 
 
-__all__ = ["AuditContext", "AuditReport", "DEFECT_KINDS", "DefectKind", "KINDS", "audit_release", "defect",
+__all__ = ["AuditContext", "AuditReport", "Collector", "DEFECT_KINDS", "DefectKind", "KINDS", "StreamingAudit",
+           "audit_release", "defect", "digest",
            "definitions", "fix_release", "load_leak_patterns", "removal_refs", "turn_problems"]

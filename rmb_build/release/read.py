@@ -11,7 +11,7 @@ from ..jsonl import read_jsonl_objects
 from ..paths import check_relative_id
 from ..items import BonItem, Item, PairwiseItem, set_file
 from ..taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
-from .rmb_format import parse_set_file
+from .rmb_format import iter_set_file, load_json_file, parse_set_file
 
 ANNOTATIONS_FILE = "annotations.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -65,17 +65,16 @@ def find_rmb_root(path: Path) -> Path | None:
     return None
 
 
-def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = None) -> Release:
-    """Read RMB's layout. ``strict`` also rejects empty conversations, conversations that do not end
-    with a user turn and unknown scenarios (use ``strict=False`` to audit such a release)."""
-    path = Path(path)
+def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Path, str]]]:
+    """RMB's root under ``path`` and its set files as (set, scenario id, file, file relative to the
+    root), in reading order: pairwise then BoN, each set's files sorted by path."""
     root = find_rmb_root(path)
     if root is None:
         raise InputError(str(path), "not an RMB release: no Pairwise_set/ or BoN_set/ folder found")
     for child in sorted(root.iterdir()):
         if child.is_dir() and child.name not in FOLDER_SETS and any(child.rglob("*.json")):
             raise InputError(str(child), f"unknown set folder {child.name!r} (expected {' or '.join(FOLDER_SETS)})")
-    release = Release(name=name or path.resolve().name, root=root)
+    files = []
     for folder, set_name in FOLDER_SETS.items():
         set_root = root / folder
         if not set_root.is_dir():
@@ -90,13 +89,32 @@ def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = N
             if strict and not is_known(scenario_id):
                 raise InputError(rel, f"unknown scenario {scenario_id!r}: not one of RMB's 49 "
                                       f"(run 'rmb audit' to inspect the release)")
-            release.files[(set_name, scenario_id)] = parse_set_file(file, set_name, scenario_id, rel, strict)
-    if (root / MANIFEST_FILE).exists():
-        from .rmb_format import load_json_file
-        release.manifest = load_json_file(root / MANIFEST_FILE, str(root / MANIFEST_FILE))
-    if not release.files:
+            files.append((set_name, scenario_id, file, rel))
+    if not files:
         raise InputError(str(path), "the release holds no set files")
+    return root, files
+
+
+def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = None) -> Release:
+    """Read RMB's layout. ``strict`` also rejects empty conversations, conversations that do not end
+    with a user turn and unknown scenarios (use ``strict=False`` to audit such a release)."""
+    path = Path(path)
+    root, files = _set_files(path, strict)
+    release = Release(name=name or path.resolve().name, root=root)
+    for set_name, scenario_id, file, rel in files:
+        release.files[(set_name, scenario_id)] = parse_set_file(file, set_name, scenario_id, rel, strict)
+    if (root / MANIFEST_FILE).exists():
+        release.manifest = load_json_file(root / MANIFEST_FILE, str(root / MANIFEST_FILE))
     return release
+
+
+def iter_rmb_items(path: str | Path, strict: bool = True) -> Iterator[tuple[Item, str, int]]:
+    """Each item of the release in RMB's layout at ``path`` as (item, its file relative to the root,
+    its index in the file), in ``read_rmb_release``'s order, one item in memory at a time."""
+    _, files = _set_files(Path(path), strict)
+    for set_name, scenario_id, file, rel in files:
+        for index, item in enumerate(iter_set_file(file, set_name, scenario_id, rel, strict)):
+            yield item, rel, index
 
 
 def read_release(source: str | Path, strict: bool = True) -> Release:

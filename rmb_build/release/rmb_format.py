@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from ..build.json_array import ArrayTail, iter_json_array
 from ..errors import InputError
 from ..items import Answer, BonItem, Item, PairwiseItem, Turn
 from ..taxonomy import BON_SET, PAIRWISE_SET
@@ -36,6 +37,15 @@ def load_json_file(path: Path, display: str | None = None) -> Any:
 def dumps_items(items: list[Item]) -> str:
     """The exact text of an RMB set file holding ``items``."""
     return json.dumps([it.to_rmb() for it in items], indent=1, ensure_ascii=False)
+
+
+FILE_START, ITEM_SEPARATOR, FILE_END, EMPTY_FILE = "[\n", ",\n", "\n]", "[]"
+
+
+def dumps_element(item: Item) -> str:
+    """``item`` as it appears inside ``dumps_items``' list: its own ``indent=1`` text with every line
+    indented one more space (JSON strings hold no raw newline, so every newline is a line break)."""
+    return " " + json.dumps(item.to_rmb(), indent=1, ensure_ascii=False).replace("\n", "\n ")
 
 
 class _Ctx:
@@ -147,6 +157,19 @@ def parse_item(set_name: str, raw: Any, scenario_id: str, file: str, index: int,
 
 def _missing(ctx: _Ctx, field: str):
     raise ctx.fail(field, "missing")
+
+
+def iter_set_file(path: Path, set_name: str, scenario_id: str, display: str,
+                  strict: bool = True) -> Iterator[Item]:
+    """The items of one set file in file order, decoded one at a time (``parse_set_file``'s checks)."""
+    tail = ArrayTail()
+    try:
+        for i, raw in iter_json_array(path, tail):
+            yield parse_item(set_name, raw, scenario_id, display, i, strict)
+    except UnicodeDecodeError as exc:
+        raise InputError(display, f"invalid UTF-8 at byte {exc.start} of a read chunk") from None
+    if not tail.complete:
+        raise InputError(display, "truncated JSON: the list of items is not closed")
 
 
 def parse_set_file(path: Path, set_name: str, scenario_id: str, display: str, strict: bool = True) -> list[Item]:
