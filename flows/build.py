@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from rmb_build.build import route
-from rmb_build.build.release import entries_of, write_built_release
+from rmb_build.build import route, set_parts
+from rmb_build.build.release import write_built_release
 from rmb_build.build.select import select
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
@@ -60,6 +61,11 @@ class BuildPaths:
     def embeddings(self) -> Path:
         """The build's embedding store (``rmb_build.embedding_store``): each text embedded once per encoder."""
         return self.run / "embeddings"
+
+    @property
+    def sets(self) -> Path:
+        """Each batch's pairwise and BoN items, until the release is written (``rmb_build.build.set_parts``)."""
+        return self.run / "sets"
 
     @staticmethod
     def of(name: str, workdir: str | os.PathLike | None) -> "BuildPaths":
@@ -136,6 +142,22 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
     tasks = bind_storage(paths.results)
     log.info("build %r: stages %s; working state in %s", cfg.name, ", ".join(stages), paths.run)
 
+    queries, acc = _gather_and_dedup(cfg, stages, paths, record, tasks)
+    limit = max_cost if max_cost is not None else cfg.run.max_cost
+    # One client for every LLM call of the build (classification included): one cache, one budget,
+    # one usage total; a dry run's client answers from the cache only and sends nothing.
+    client = LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=dry_run) \
+        if _uses_llm(cfg, stages) else None
+    pool = [queries]  # handed over, not kept here: the flow's frame would hold every query to the end
+    del queries
+    async with client if client is not None else contextlib.nullcontext():
+        return await _from_classify(cfg, stages, paths, state, acc, log, record, tasks, pool, client, dry_run,
+                                     min_gold_agreement)
+
+
+def _gather_and_dedup(cfg: BuildConfig, stages: list[str], paths: BuildPaths, record: _Recorder,
+                      tasks: dict[str, Any]) -> tuple[list[Any], Accounting]:
+    """The gathered queries (written to the raw folder), less duplicates; the accounting so far."""
     gathered = record("gather", [tasks["gather"](K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"),
                                                  cfg.run.max_queries)])[0]
     steps.write_queries_file(gathered.queries, paths.raw / steps.RAW_QUERIES)
@@ -146,22 +168,16 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
                                                          str(paths.embeddings)).result()])[0]
         acc.dedup_removed = steps.count_by(deduped.removed, "kind")
         queries = deduped.kept
-    limit = max_cost if max_cost is not None else cfg.run.max_cost
-    # One client for every LLM call of the build (classification included): one cache, one budget,
-    # one usage total; a dry run's client answers from the cache only and sends nothing.
-    client = LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=dry_run) \
-        if _uses_llm(cfg, stages) else None
-    async with client if client is not None else contextlib.nullcontext():
-        return await _from_classify(cfg, stages, paths, state, acc, log, record, tasks, queries, client, dry_run,
-                                     min_gold_agreement)
+    return queries, acc
 
 
 async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths, state: RunState, acc: Accounting,
-                         log: Any, record: _Recorder, tasks: dict[str, Any], queries: list[Any], client: Any,
+                         log: Any, record: _Recorder, tasks: dict[str, Any], pool: list[list[Any]], client: Any,
                          dry_run: bool, min_gold_agreement: float | None = None) -> dict[str, Any]:
-    """Classify, select, then the LLM stages and the release, all through ``client``."""
+    """Classify, select, then the LLM stages and the release, all through ``client``. ``pool`` holds
+    the deduplicated queries; it is emptied, so that they are freed once selection and routing are done."""
     size = cfg.run.batch_size
-    to_classify = queries
+    to_classify = queries = pool.pop()
     if "classify" in stages and cfg.classifier.method == "llm":
         runs = [tasks["classify_llm"](K.classify_key(cfg, b, offline=dry_run), b, cfg.classifier, client,
                                       cfg.embeddings, str(paths.embeddings)) for b in batched(queries, size)]
@@ -171,12 +187,14 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
     selected = _select(cfg, paths, acc, log, queries)
     if dry_run:
         return _dry_run(cfg, stages, paths, state, acc, to_classify, selected)
+    del to_classify
     if "generate" not in stages:
         _final_flush(cfg, paths, state, acc)
         return {"selected": len(selected), "run": str(paths.run)}
 
     checks: dict[str, Any] = {}
     routing = None
+    sets_dir = paths.sets
     try:
         # --- label checks before generation (flows/label_checks.py): judge vs gold, guard routing ---
         checks["gold"] = await label_checks.check_gold(cfg, client, state, log, min_gold_agreement)
@@ -186,40 +204,83 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
             acc.selected = len(selected)
             steps.write_queries_file(selected, paths.run / steps.SELECTED_QUERIES)
         # --- end of label checks ---
+        del queries  # every query not selected is accounted for: from here on only the selected ones are held
+        batches = batched(selected, size)
+        set_parts.clear(sets_dir, keep=range(len(batches)))
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
 
-        async def chain(batch: list[Any]) -> tuple[Timed, Timed | None, Timed | None]:
+        async def chain(index: int, batch: list[Any]) -> tuple[Timed, ...]:
             async with at_once:
-                return await _llm_chain(tasks, cfg, stages, batch, client, log)
+                outcomes = await _llm_chain(tasks, cfg, stages, batch, client, log)
+                if outcomes[1] is not None:
+                    outcomes = (*outcomes, _sets_of_batch(tasks, cfg, acc, sets_dir, index, batch, *outcomes))
+                return tuple(_slim(t) for t in outcomes)  # the batch's records are on disk: drop them here
 
-        chains = await asyncio.gather(*(chain(b) for b in batched(selected, size)))
+        chains = await asyncio.gather(*(chain(i, b) for i, b in enumerate(batches)))
     finally:
         state.usage_run = steps.jsonable(client.usage())
         state.flush()
-    responses = [r for part in record("generate", [c[0] for c in chains]) for r in part.records]
+    responses = sum(part.count for part in record("generate", [c[0] for c in chains]))
     if "judge" not in stages:
         _final_flush(cfg, paths, state, acc)
-        return {"selected": len(selected), "responses": len(responses), "run": str(paths.run)}
-    scores = [s for part in record("judge", [c[1] for c in chains]) for s in part.records]
-    labels = [lb for part in record("guard", [c[2] for c in chains]) for lb in part.records]
-    selected = steps.apply_guard_scenarios(selected, labels)
-    sets = record("build_sets", [tasks["build_sets"](K.sets_key(cfg, selected, responses, scores, labels),
-                                                     selected, responses, scores, labels, cfg.sets)])[0]
-    acc.fill(selected, responses, scores, [*sets.pairwise, *sets.bon], len(cfg.generators),
-             state.failure_counts().get("generate", 0))
+        return {"selected": len(selected), "responses": responses, "run": str(paths.run)}
+    record("judge", [c[1] for c in chains])
+    record("guard", [c[2] for c in chains])
+    record("build_sets", [c[3] for c in chains])
+    counts = state.stage("build_sets").stats
+    acc.finish(len(selected) * len(cfg.generators), state.failure_counts().get("generate", 0))
     _final_flush(cfg, paths, state, acc)
     if "release" not in stages:
-        return {"selected": len(selected), "pairwise": len(sets.pairwise), "bon": len(sets.bon), "run": str(paths.run)}
-    if not sets.pairwise and not sets.bon:
+        return {"selected": len(selected), "pairwise": counts.get("pairwise", 0), "bon": counts.get("bon", 0),
+                "run": str(paths.run)}
+    if not counts.get("pairwise") and not counts.get("bon"):
         raise RMBError(f"build {cfg.name!r}: no pairwise or BoN item could be built from {len(selected)} queries "
                        f"(why: {paths.run / 'summary.json'}, stages.build_sets.stats; failures.jsonl)")
-    annotations = sets.annotations
+    n_batches = len(batches)
+    del selected, batches, chains
+    return _release(cfg, paths, state, acc, log, checks, routing, set_parts.merged(sets_dir, range(n_batches)))
+
+
+def _sets_of_batch(tasks: dict[str, Any], cfg: BuildConfig, acc: Accounting, sets_dir: Path, index: int,
+                   batch: list[Any], gen: Timed, judged: Timed, guarded: Timed) -> Timed:
+    """One judged and guarded batch's pairwise and BoN items, kept in ``sets_dir`` (``set_parts``)
+    and counted in ``acc``."""
+    responses, scores, labels = gen.value.records, judged.value.records, guarded.value.records
+    batch = steps.apply_guard_scenarios(batch, labels)
+    built = tasks["build_sets"](K.sets_key(cfg, batch, responses, scores, labels), batch, responses, scores, labels,
+                                cfg.sets)
+    set_parts.write_part(sets_dir, index, built.value)
+    acc.add_batch(batch, responses, scores, [*built.value.pairwise, *built.value.bon])
+    return built
+
+
+@dataclass(frozen=True)
+class _Done:
+    """What the flow keeps of a finished batch's stage result: its stats, failures and record count."""
+
+    stats: dict[str, Any]
+    failures: tuple[Any, ...]
+    count: int
+
+
+def _slim(t: Timed | None) -> Timed | None:
+    if t is None:
+        return None
+    v = t.value
+    return dataclasses.replace(t, value=_Done(steps.stats_of(v), tuple(getattr(v, "failures", None) or ()),
+                                              len(getattr(v, "records", None) or ())))
+
+
+def _release(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounting, log: Any, checks: dict[str, Any],
+             routing: Any, entries: Iterator[tuple[Any, dict]]) -> dict[str, Any]:
+    """Write, audit and swap in the release from the merged batches' items (streamed, never all in memory)."""
     if routing is not None:  # goal routing (rmb_build.build.route): goal_from per item, counts in the manifest
-        annotations = route.annotate(annotations, routing.decisions)
-        checks["routing"] = {"scope": cfg.route.scope, "queries": routing.stats(), "items": route.item_summary(annotations)}
+        summary = route.ItemSummary()  # its counts fill in as the release is written, before the manifest
+        checks["routing"] = {"scope": cfg.route.scope, "queries": routing.stats(), "items": summary.counts}
+        entries = ((item, summary.add({**note, **route.routing_fields(note, routing.decisions)}))
+                   for item, note in entries)
     store, started = open_store(cfg.embeddings, paths.embeddings), time.perf_counter()
-    manifest = write_built_release(cfg, entries_of([*sets.pairwise, *sets.bon], annotations), paths.release,
-                                   checks={k: v for k, v in checks.items() if v is not None},
+    manifest = write_built_release(cfg, entries, paths.release, checks={k: v for k, v in checks.items() if v is not None},
                                    accounting=acc, stages=[s.to_json() for s in state.stages.values()],
                                    failures=state.failure_counts(), usage=state.usage_total(), log=log.info,
                                    embed=store)
