@@ -214,7 +214,10 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
                 outcomes = await _llm_chain(tasks, cfg, stages, batch, client, log)
                 if outcomes[1] is not None:
                     outcomes = (*outcomes, _sets_of_batch(tasks, cfg, acc, sets_dir, index, batch, *outcomes))
-                return tuple(_slim(t) for t in outcomes)  # the batch's records are on disk: drop them here
+                kept = tuple(_slim(t) for t in outcomes)  # the batch's records are on disk: drop them here
+                del outcomes
+                give_back()
+                return kept
 
         chains = await asyncio.gather(*(chain(i, b) for i, b in enumerate(batches)))
     finally:

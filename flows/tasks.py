@@ -29,7 +29,9 @@ from rmb_build.embeddings import store_for
 
 from .keys import by_cache_key
 
-CACHED = dict(cache_key_fn=by_cache_key, persist_result=True)
+# Results go to the run folder, not also to Prefect's in-memory result cache (up to 1,000 records
+# kept for the whole flow run: every batch's answers, scores and items of the build, in memory).
+CACHED = dict(cache_key_fn=by_cache_key, persist_result=True, cache_result_in_memory=False)
 
 
 @dataclass
