@@ -1,12 +1,14 @@
 """The build flow: gather -> dedup -> classify -> select -> generate -> judge + guard -> build sets -> release.
 
 CPU stages are synchronous tasks (``dedup`` and embedding ``classify`` batches go through the
-configured task runner); LLM stages (LLM classification included) are async tasks awaited in this
-flow, all through one LLM client (one cache, budget and usage total), one chain (generate, then
-judge and guard side by side, or one after the other when they share a one-request-at-a-time server) per
-batch of queries, all batches at once: the LLM client's limits
-decide how many requests are in flight. Each stage's seconds, batches and cache hits land in
-``runs/<name>/summary.json``, its failures in ``runs/<name>/failures.jsonl``.
+configured task runner; on a Dask cluster the texts they embed go first, as ``embed`` batch tasks);
+LLM stages (LLM classification included) are async tasks awaited in this flow, all through one LLM
+client (one cache, budget and usage total), one chain per batch of queries (generate, then judge and
+guard side by side, or one after the other when they share a one-request-at-a-time server, then that
+batch's sets), a bounded number of batches at once: the LLM client's limits decide how many requests
+are in flight. A finished batch leaves its items in ``runs/<name>/sets/`` and only its figures in
+memory; the release is written from there, streamed. Each stage's seconds, batches and cache hits
+land in ``runs/<name>/summary.json``, its failures in ``runs/<name>/failures.jsonl``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from rmb_build.build.manifest import Accounting, embeddings_section, public_conf
 from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.build.preflight import preflight
 from rmb_build.build.run_state import RunState, merge_stats
+from rmb_build.build.classify import classifier_text, default_training_set
 from rmb_build.build.sets import finished
+from rmb_build.text import search_text
 
 from . import keys as K
 from . import label_checks, steps
@@ -106,6 +110,8 @@ class _Recorder:
         return [t.value for t in outcomes]
 
 
+EMBED_BATCH = 512  # texts per embedding task on a Dask cluster
+
 # Live configs by reference, for this process's flow runs: Prefect stores a flow's parameters in its
 # database, so the flow gets the config without secrets (URL credentials) plus this reference.
 _LIVE_CONFIGS: dict[str, BuildConfig] = {}
@@ -164,6 +170,7 @@ def _gather_and_dedup(cfg: BuildConfig, stages: list[str], paths: BuildPaths, re
     acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
     queries = gathered.queries
     if "dedup" in stages:
+        _embed_on_runner(cfg, paths, tasks, record, [search_text(q.conversation) for q in queries])
         deduped = record("dedup", [tasks["dedup"].submit(K.dedup_key(cfg, queries), queries, cfg.dedup, cfg.embeddings,
                                                          str(paths.embeddings)).result()])[0]
         acc.dedup_removed = steps.count_by(deduped.removed, "kind")
@@ -299,9 +306,24 @@ def _release(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounti
 def _classify_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder,
                         queries: list[Any]) -> list[Any]:
     """The embedding classifier over batches on the configured task runner."""
+    texts = [classifier_text(q.conversation) for q in queries]
+    _embed_on_runner(cfg, paths, tasks, record, texts + (default_training_set()[0] if not cfg.classifier.train_release else []))
     futures = [tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier, cfg.embeddings, str(paths.embeddings))
                for b in batched(queries, cfg.run.batch_size)]
     return [q for part in record("classify", [f.result() for f in futures]) for q in part]
+
+
+def _embed_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder,
+                     texts: list[str]) -> None:
+    """On a Dask cluster, embed ``texts`` into the build's store first, in batch tasks the workers
+    share, so that the stage's own tasks find every vector there (each worker would otherwise embed
+    what it needs by itself, the classifier's training examples on every worker). The thread runner
+    embeds within the stage, on the one encoder this process holds."""
+    if cfg.run.task_runner != "dask":
+        return
+    distinct = sorted(dict.fromkeys(texts), key=len)  # length-sorted batches pad least
+    futures = [tasks["embed"].submit(b, cfg.embeddings, str(paths.embeddings)) for b in batched(distinct, EMBED_BATCH)]
+    record("embed", [f.result() for f in futures])
 
 
 def _final_flush(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounting,

@@ -44,7 +44,7 @@ async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_ag
 
 async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: Any, state: Any,
                            store_dir: str | None) -> Routing:
-    from .tasks import _embedding_classifier, open_store
+    from .tasks import build_classifier, open_store
 
     labels = await guard(queries, [], cfg.guard, client, every_prompt=True)
     state.add_failures(labels.failures)
@@ -52,7 +52,7 @@ async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: A
     alts = {}
     if unsure:  # the build's encoder and store: the same vectors classify saw, none encoded twice
         store = open_store(cfg.embeddings, store_dir) if store_dir else None
-        alts = alternatives_from(_embedding_classifier(cfg.classifier.train_release, cfg.embeddings, store), unsure)
+        alts = alternatives_from(build_classifier(cfg.classifier.train_release, cfg.embeddings, store), unsure)
     routed = route(queries, labels.records, alts, cfg.route.safe_harmful)
     if cfg.scenarios is not None:  # routing may move a query out of the scenarios the build is limited to
         kept = [q for q in routed.kept if q.scenario_id in cfg.scenarios]

@@ -68,7 +68,7 @@ def dedup_task(cache_key: str, queries: Sequence[Any], dedup_cfg: Any, embedding
     return _timed(t, dedup(queries, dedup_cfg, embed=store), store)
 
 
-def _embedding_classifier(train_release: str | None, embeddings: Any = None, embed: Any = None) -> Any:
+def build_classifier(train_release: str | None, embeddings: Any = None, embed: Any = None) -> Any:
     """The build's embedding classifier: on ``embeddings``' encoder (``EmbeddingsConfig``; None: the
     default one), its vectors from ``embed`` (the build's store) when given."""
     if embeddings is None:
@@ -76,12 +76,22 @@ def _embedding_classifier(train_release: str | None, embeddings: Any = None, emb
     return embedding_classifier(train_release, embeddings.model, embeddings.backend, embed)
 
 
+@task(name="embed")
+def embed_task(texts: Sequence[str], embeddings: Any, store_dir: str) -> Timed:
+    """Embed ``texts`` into the build's store (``EmbeddingsConfig`` ``embeddings``, in ``store_dir``):
+    the store is this task's cache, so it persists nothing else."""
+    t = time.perf_counter()
+    store = open_store(embeddings, store_dir)
+    store.embed(texts)
+    return _timed(t, {"texts": len(texts)}, store)
+
+
 @task(name="classify", **CACHED)
 def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, embeddings: Any, store_dir: str) -> Timed:
     """The offline embedding classifier."""
     t = time.perf_counter()
     store = open_store(embeddings, store_dir)
-    clf = _embedding_classifier(classifier_cfg.train_release, embeddings, store)
+    clf = build_classifier(classifier_cfg.train_release, embeddings, store)
     return _timed(t, classify(queries, clf, classifier_cfg.min_confidence), store)
 
 
@@ -91,7 +101,7 @@ async def llm_classify_task(cache_key: str, queries: Sequence[Any], classifier_c
     """The LLM classifier through the build's client (the embedding one for unusable replies)."""
     t = time.perf_counter()
     store = open_store(embeddings, store_dir)
-    fallback = await asyncio.to_thread(_embedding_classifier, classifier_cfg.train_release, embeddings, store)
+    fallback = await asyncio.to_thread(build_classifier, classifier_cfg.train_release, embeddings, store)
     clf = LLMClassifier(client, classifier_cfg.endpoint, classifier_cfg.model, fallback=fallback)
     results = await ask(client, clf.plan(queries), desc=clf.STAGE)
     preds = await asyncio.to_thread(clf.collect, queries, results)  # the fallback encodes on the CPU
@@ -123,7 +133,7 @@ def build_sets_task(cache_key: str, queries: Sequence[Any], responses: Sequence[
     return _timed(t, build_sets(queries, responses, scores, labels, sets_cfg))
 
 
-ALL_TASKS = (gather_task, dedup_task, classify_task, llm_classify_task, generate_task, judge_task, guard_task, build_sets_task)
+ALL_TASKS = (gather_task, embed_task, dedup_task, classify_task, llm_classify_task, generate_task, judge_task, guard_task, build_sets_task)
 
 
 def bind_storage(storage: Path) -> dict[str, Any]:

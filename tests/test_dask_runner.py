@@ -59,9 +59,9 @@ def test_dask_cluster_build_equals_thread_build(tmp_path, prefect_api, monkeypat
                                       dashboard_address=None) as cluster, distributed.Client(cluster) as client:
             config = _config(tmp_path, stub.base_url, {"task_runner": "dask", "dask_address": cluster.scheduler_address})
             run = run_build(config, dask_work, prefect_api, timeout=600)
-            # the CPU stages (dedup, classify batches) really ran as tasks of the cluster
+            # the CPU stages (embedding batches, dedup, classify batches) really ran as tasks of the cluster
             prefixes = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
-            assert prefixes, run.output()[-3000:]
+            assert {"embed", "dedup", "classify"} <= set(prefixes), (prefixes, run.output()[-3000:])
         assert stub.count() == calls, "the Dask build made LLM calls the shared cache already held"
 
     release = ("data", "release", NAME)
@@ -69,3 +69,7 @@ def test_dask_cluster_build_equals_thread_build(tmp_path, prefect_api, monkeypat
     dask_files = release_files(dask_work.joinpath(*release))
     assert any(k.endswith(".json") and k.startswith("Pairwise_set/") for k in thread_files)
     assert _comparable(dask_files) == _comparable(thread_files)
+    # Each text embedded once on the cluster too: the workers shared the embedding batches (the
+    # classifier's training examples included) instead of each encoding what it needed.
+    embeddings = json.loads(dask_files["manifest.json"])["embeddings"]
+    assert embeddings["encoded"] == embeddings["distinct_texts"], embeddings
