@@ -61,7 +61,7 @@ def test_dask_cluster_build_equals_thread_build(tmp_path, prefect_api, monkeypat
             run = run_build(config, dask_work, prefect_api, timeout=600)
             # the CPU stages (embedding batches, dedup, classify batches) really ran as tasks of the cluster
             prefixes = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
-            assert {"embed", "dedup", "classify"} <= set(prefixes), (prefixes, run.output()[-3000:])
+            assert {"embed_task", "dedup_task", "classify_task"} <= set(prefixes), (prefixes, run.output()[-3000:])
         assert stub.count() == calls, "the Dask build made LLM calls the shared cache already held"
 
     release = ("data", "release", NAME)
