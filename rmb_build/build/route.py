@@ -171,11 +171,6 @@ def routing_fields(note: Mapping[str, Any], decisions: Mapping[str, Decision]) -
     return d.to_json() if d is not None else {"goal_from": CLASSIFIER, "category_from": CLASSIFIER}
 
 
-def annotate(annotations: Iterable[dict[str, Any]], decisions: Mapping[str, Decision]) -> list[dict[str, Any]]:
-    """Annotation lines with their query's routing fields (``routing_fields``)."""
-    return [{**a, **routing_fields(a, decisions)} for a in annotations]
-
-
 class ItemSummary:
     """Items whose goal / category came from the guard or the classifier alone, and where the two
     disagreed (the classifier's scenario against the release's), for the manifest and card.
@@ -194,13 +189,5 @@ class ItemSummary:
         return note
 
 
-def item_summary(annotations: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """``ItemSummary`` of every line of ``annotations``, as plain dicts."""
-    summary = ItemSummary()
-    for a in annotations:
-        summary.add(a)
-    return {k: dict(v) for k, v in summary.counts.items()}
-
-
-__all__ = ["Decision", "ItemSummary", "Routing", "alternatives_from", "annotate", "change", "decide", "item_summary",
+__all__ = ["Decision", "ItemSummary", "Routing", "alternatives_from", "change", "decide",
            "needs_alternatives", "route", "routing_fields"]

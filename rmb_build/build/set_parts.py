@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from .. import atomic
-from ..items import Item, default_category_path
+from ..items import Item
 from ..jsonl import iter_jsonl
 from ..release.rmb_format import parse_item
-from ..taxonomy import BON_SET, PAIRWISE_SET, all_scenarios
-from .sets import SetsResult
+from ..taxonomy import BON_SET, PAIRWISE_SET
+from .sets import SCENARIO_ORDER, SetsResult
 
 SETS = (PAIRWISE_SET, BON_SET)
-_SCENARIO_ORDER = {s.id: i for i, s in enumerate(all_scenarios())}
 
 
 def part_path(folder: str | os.PathLike, batch: int, set_name: str) -> Path:
@@ -44,7 +43,7 @@ def _records(path: Path, set_name: str) -> Iterator[tuple[tuple[int, str, int], 
     for position, (line, rec) in enumerate(iter_jsonl(path)):
         note = rec["note"]
         item = parse_item(set_name, rec["item"], note["scenario"], str(path), line - 1)
-        yield (_SCENARIO_ORDER[item.scenario_id], note["query_id"], position), item, note
+        yield (SCENARIO_ORDER[item.scenario_id], note["query_id"], position), item, note
 
 
 def merged(folder: str | os.PathLike, batches: Sequence[int], *, first_pair_uid: int = 0,
@@ -54,8 +53,7 @@ def merged(folder: str | os.PathLike, batches: Sequence[int], *, first_pair_uid:
     for set_name, first in ((PAIRWISE_SET, first_pair_uid), (BON_SET, first_bon_uid)):
         parts = [_records(part_path(folder, b, set_name), set_name) for b in batches]
         for uid, (_, item, note) in enumerate(heapq.merge(*parts, key=lambda r: r[0]), start=first):
-            item = replace(item, uid=str(uid),
-                           category_path=item.category_path or default_category_path(set_name, item.scenario_id))
+            item = replace(item, uid=str(uid))
             yield item, {**note, "uid": str(uid)}
 
 

@@ -33,7 +33,7 @@ from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_har
 
 # Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}
-_SCENARIO_ORDER = {s.id: i for i, s in enumerate(all_scenarios())}
+SCENARIO_ORDER = {s.id: i for i, s in enumerate(all_scenarios())}
 _KNOWN = (SAFE, UNSAFE)
 TRUNCATED = "length"       # finish_reason of an answer cut at max_tokens
 UNVERDICTED = "unverdicted"
@@ -304,8 +304,8 @@ def _skip_reason(q: Query, answers: dict[str, list[Response]]) -> str | None:
 
 def _number_items(pairs, bons, guard, prompt_guard, tally: _Tally, n_queries: int, first_pair_uid: int,
               first_bon_uid: int) -> SetsResult:
-    pairs.sort(key=lambda p: (_SCENARIO_ORDER[p[0].scenario_id], p[0].id, p[1].key, p[2].key))
-    bons.sort(key=lambda b: (_SCENARIO_ORDER[b[0].scenario_id], b[0].id))
+    pairs.sort(key=lambda p: (SCENARIO_ORDER[p[0].scenario_id], p[0].id, p[1].key, p[2].key))
+    bons.sort(key=lambda b: (SCENARIO_ORDER[b[0].scenario_id], b[0].id))
     pairwise, bon, notes = [], [], []
     for i, (q, a, b) in enumerate(pairs, start=first_pair_uid):
         uid = str(i)
@@ -358,5 +358,5 @@ def _stats(pairwise, bon, pairs, bons, tally: _Tally, n_queries: int) -> dict[st
                                         "truncated_answers", "answers_without_verdict", "answers_ordered_by_judge_only",
                                         "empty_answers", "unscored_answers",
                                         "identical_answers_merged")},
-        "scenarios": dict(sorted(per_scenario.items(), key=lambda kv: _SCENARIO_ORDER[kv[0]])),
+        "scenarios": dict(sorted(per_scenario.items(), key=lambda kv: SCENARIO_ORDER[kv[0]])),
     }
