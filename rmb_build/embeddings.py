@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from .memory import encoder_allocation
+
 if TYPE_CHECKING:
     from .embedding_store import EmbeddingStore
 
@@ -61,11 +63,13 @@ def embed(texts: Sequence[str], name: str = DEFAULT_MODEL, batch_size: int = BAT
     """Unit-length float32 embeddings, one row per text, in length-sorted batches."""
     encoder = load_encoder(name, backend=backend)
     if backend != "torch":
-        return encoder.encode(list(texts), batch_size=batch_size)
+        with encoder_allocation():
+            return encoder.encode(list(texts), batch_size=batch_size)
     if not texts:
         return np.zeros((0, encoder.get_sentence_embedding_dimension()), dtype=np.float32)
-    vectors = encoder.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
-                             convert_to_numpy=True, show_progress_bar=show_progress)
+    with encoder_allocation():
+        vectors = encoder.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=show_progress)
     return np.asarray(vectors, dtype=np.float32)
 
 

@@ -4,8 +4,13 @@ Measured on ``rmb build`` here: the sentence encoder's tensors and each LLM stag
 freed, but glibc keeps the freed pages (its mmap threshold grows after every large free, so later
 large blocks land in the heap and fragment it): resident memory grew ~100 MB per 1,000 texts
 encoded, though the live Python objects grew by a few MB. A fixed mmap threshold returns every large
-block to the system when freed, and ``give_back`` trims what small frees left behind. Elsewhere
-than glibc both are no-ops.
+block to the system when freed, and ``give_back`` trims what small frees left behind.
+
+The sentence encoder is the exception: each batch allocates and frees tensors of several MiB, and
+with the fixed 1 MiB threshold every one of them is a fresh mapping whose pages fault in again
+(measured here: 800 ShareGPT prompts in 23 s instead of 16 s). ``encoder_allocation`` lifts the
+thresholds while an encoder runs and trims once it is done, which leaves the same resident memory.
+Elsewhere than glibc all of these are no-ops.
 """
 
 from __future__ import annotations
@@ -13,11 +18,22 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import threading
+from contextlib import contextmanager
 from functools import lru_cache
+from typing import Iterator
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1 << 20  # blocks from 1 MiB up are mapped on their own and unmapped when freed
+# While encoding: glibc's largest mmap threshold (32 MiB on 64-bit; mallopt refuses more), and a trim
+# threshold that keeps the heap's top between batches.
+ENCODER_MMAP_THRESHOLD = 32 << 20
+ENCODER_TRIM_THRESHOLD = 256 << 20
+
+_state = threading.Lock()
+_bounded = False   # bound_allocator ran in this process
+_encoders = 0      # encoders running now (threads of one process share its allocator)
 
 
 @lru_cache(maxsize=1)
@@ -34,10 +50,40 @@ def _libc():
 def bound_allocator() -> bool:
     """Fix glibc's mmap and trim thresholds for this process (see the module docstring); False where
     the allocator is not glibc's."""
+    global _bounded
     libc = _libc()
     if libc is None:
         return False
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and libc.mallopt(_M_TRIM_THRESHOLD, MMAP_THRESHOLD))
+    with _state:
+        _bounded = bool(_set_thresholds(libc, MMAP_THRESHOLD, MMAP_THRESHOLD))
+        return _bounded
+
+
+def _set_thresholds(libc, mmap: int, trim: int) -> bool:
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, mmap) and libc.mallopt(_M_TRIM_THRESHOLD, trim))
+
+
+@contextmanager
+def encoder_allocation() -> Iterator[None]:
+    """Run an encoder with roomy allocator thresholds, back to ``bound_allocator``'s and trimmed when
+    the last encoder running in this process finishes; nothing happens unless ``bound_allocator`` ran."""
+    global _encoders
+    libc = _libc()
+    with _state:
+        active = _bounded and libc is not None
+        if active:
+            if _encoders == 0:
+                _set_thresholds(libc, ENCODER_MMAP_THRESHOLD, ENCODER_TRIM_THRESHOLD)
+            _encoders += 1
+    try:
+        yield
+    finally:
+        if active:
+            with _state:
+                _encoders -= 1
+                if _encoders == 0:
+                    _set_thresholds(libc, MMAP_THRESHOLD, MMAP_THRESHOLD)
+                    libc.malloc_trim(0)
 
 
 def give_back() -> None:

@@ -59,3 +59,80 @@ def test_freed_blocks_leave_the_process():
         pytest.skip("the allocator is not glibc's")
     assert bounded["held"] - bounded["before"] > 250, bounded
     assert bounded["after"] - bounded["before"] < 30, bounded
+
+
+# mallinfo2 (glibc 2.33+) counts the blocks that have their own mapping: it tells where a block went
+# without timing anything.
+SCOPE_PROBE = r"""
+import ctypes, json, threading
+from rmb_build import memory
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = memory._libc()
+libc.mallinfo2.restype = MallInfo2
+
+def mapped_after_alloc(size=4 << 20):
+    before = libc.mallinfo2().hblks
+    block = bytearray(size)
+    return libc.mallinfo2().hblks - before
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmRSS:"))
+
+out = {"unbounded_scope": None}
+with memory.encoder_allocation():  # before bound_allocator: must change nothing
+    out["unbounded_scope"] = mapped_after_alloc(64 << 20)
+out["bounded"] = memory.bound_allocator()
+out["outside"] = mapped_after_alloc()
+entered, release = threading.Event(), threading.Event()
+
+def other_encoder():
+    with memory.encoder_allocation():
+        entered.set()
+        release.wait()
+
+worker = threading.Thread(target=other_encoder)
+worker.start()
+entered.wait()
+with memory.encoder_allocation():
+    out["inside"] = mapped_after_alloc()
+out["after_one_of_two"] = mapped_after_alloc()  # the other encoder still runs
+release.set()
+worker.join()
+out["after_both"] = mapped_after_alloc()
+
+memory.give_back()
+before = rss_mb()
+with memory.encoder_allocation():
+    blocks, pins = [], []
+    for i in range(200):  # what an encoder's batches leave: freed blocks in the heap between kept small ones
+        block = bytearray((2 << 20) + 4096 * (i % 64))
+        block[::4096] = b"\1" * len(block[::4096])
+        blocks.append(block)
+        pins.append(bytearray(2000))
+    out["held"] = rss_mb() - before
+    del blocks, block
+out["rss_growth"] = rss_mb() - before
+print(json.dumps(out))
+"""
+
+
+def test_encoders_run_with_roomy_thresholds_and_leave_nothing_behind():
+    """While an encoder runs (counted across threads), blocks of a few MiB come from the heap (their
+    pages are reused batch after batch instead of faulting in afresh); when the last one is done the
+    fixed thresholds are back and the freed heap pages have left the process."""
+    out = subprocess.run([sys.executable, "-c", SCOPE_PROBE], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    if "mallinfo2" in out.stderr:
+        pytest.skip("glibc without mallinfo2")
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if not got["bounded"]:
+        pytest.skip("the allocator is not glibc's")
+    assert got["unbounded_scope"] == 1, got   # glibc's own 64 MiB default: mapped, untouched by the scope
+    assert got["outside"] == 1 and got["inside"] == 0, got
+    assert got["after_one_of_two"] == 0 and got["after_both"] == 1, got
+    assert got["held"] > 350 and got["rss_growth"] < 30, got
