@@ -26,10 +26,11 @@ from typing import Iterator
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1 << 20  # blocks from 1 MiB up are mapped on their own and unmapped when freed
-# While encoding: glibc's largest mmap threshold (32 MiB on 64-bit; mallopt refuses more), and a trim
-# threshold that keeps the heap's top between batches.
-ENCODER_MMAP_THRESHOLD = 32 << 20
-ENCODER_TRIM_THRESHOLD = 256 << 20
+# While encoding: blocks under 8 MiB come from the heap and the heap's top keeps up to 8 MiB between
+# batches. Measured in a 1,000-query build (5,688 texts): as fast as 32 MiB / 256 MiB (89 s vs 87 s of
+# encoding; 1 MiB: about 1.4x that), with a peak 70 MB lower.
+ENCODER_MMAP_THRESHOLD = 8 << 20
+ENCODER_TRIM_THRESHOLD = 8 << 20
 
 _state = threading.Lock()
 _bounded = False   # bound_allocator ran in this process
