@@ -18,7 +18,8 @@ Printed per N:
 - embedding calls vs distinct texts, from the build's own embedding figures (``embedding_figures``);
 - the encoder floor: this bench, after the build, loads the encoder once and times ``embed`` over
   the build's distinct texts (the classifier's training examples, each gathered query's ``search_text`` and classifier text);
-  ``cpu_stages_vs_encoder_floor`` = (dedup + classify + release/audit seconds) / floor;
+  ``cpu_stages_vs_encoder_floor`` = (embed + dedup + classify + release/audit seconds) / floor, where
+  ``embed`` is the flow's own embedding of a stage's texts before its tasks;
 - LLM calls/s vs ideal: calls the stub answered / seconds during which it was answering any (the
   union of the calls' spans), against ideal = min(in_flight / latency, the rate a bare httpx
   client with the same in_flight reaches against the same stub, measured for 10 s at the start of
@@ -59,7 +60,7 @@ from scale_stub import StubProcess, bare_rate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 GENERATORS = {"gen-a": 9, "gen-b": 7, "gen-c": 5, "gen-d": 3}  # model -> the judge score the stub gives it
-CPU_STAGES = ("dedup", "classify", "release", "audit")
+CPU_STAGES = ("embed", "dedup", "classify", "release", "audit")
 LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d INFO (?:[\w.]+: )?(.*)")  # "04:15:56 INFO prefect.flow_runs: dedup: ..."
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1024 * 1024
@@ -299,7 +300,7 @@ def print_size(r: dict, ideal: float) -> None:
     else:
         print("embeddings: n/a (the build records no embedding figures)")
     print(f"encoder floor: {floor['texts']} distinct texts in {floor['seconds']} s ({floor['texts_per_s']}/s); "
-          f"dedup+classify+release/audit {r['cpu_stages_s']} s = {r['cpu_stages_vs_encoder_floor']} x floor")
+          f"embed+dedup+classify+release/audit {r['cpu_stages_s']} s = {r['cpu_stages_vs_encoder_floor']} x floor")
     llm = r["llm"]
     print(f"LLM: {llm['calls']} calls answered ({llm['calls_recorded']} in the build's usage) in {llm['busy_s']} s "
           f"busy -> {llm['rate']}/s = {llm['rate'] / ideal:.3f} x ideal {ideal:.1f}/s; "

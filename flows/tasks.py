@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
 from rmb_build.build.sets import build_sets
@@ -76,7 +77,7 @@ def build_classifier(train_release: str | None, embeddings: Any = None, embed: A
     return embedding_classifier(train_release, embeddings.model, embeddings.backend, embed)
 
 
-@task(name="embed")
+@task(name="embed", cache_policy=NO_CACHE, persist_result=False, cache_result_in_memory=False)
 def embed_task(texts: Sequence[str], embeddings: Any, store_dir: str) -> Timed:
     """Embed ``texts`` into the build's store (``EmbeddingsConfig`` ``embeddings``, in ``store_dir``):
     the store is this task's cache, so it persists nothing else."""

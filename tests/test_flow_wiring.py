@@ -65,7 +65,10 @@ def test_flow_writes_run_state_and_resumes_from_cache(tmp_path, prefect_harness)
     assert again["gather"]["cached_batches"] == again["gather"]["batches"] == 1
     assert again["dedup"]["cached_batches"] == again["dedup"]["batches"] == 1
     assert again["dedup"]["stats"] == {k: v for k, v in first["dedup"]["stats"].items() if k != "embeddings"}
-    assert first["dedup"]["stats"]["embeddings"]["encoded"] == 4  # the cached re-run embedded nothing
+    # the flow embeds dedup's texts before dedup runs (one encoder at a time); the re-run embeds nothing
+    assert first["embed"]["stats"]["embeddings"]["encoded"] == 4
+    assert first["dedup"]["stats"]["embeddings"]["encoded"] == 0
+    assert again["embed"]["stats"]["embeddings"]["encoded"] == 0
 
     # A dedup setting changes dedup's key only: gather stays cached.
     run_build(parse_config(_config(tmp_path, dedup={"threshold": 0.5})), work)
