@@ -21,9 +21,10 @@ Printed per N:
   ``cpu_stages_vs_encoder_floor`` = (embed + dedup + classify + release/audit seconds) / floor, where
   ``embed`` is the flow's own embedding of a stage's texts before its tasks;
 - LLM calls/s vs ideal: calls the stub answered / seconds during which it was answering any (the
-  union of the calls' spans), against ideal = min(in_flight / latency, the rate a bare httpx
-  client with the same in_flight reaches against the same stub, measured for 10 s at the start of
-  this run: the stub and the client share the machine's cores);
+  union of the calls' spans), against ideal = min(in_flight / latency, the rate a bare asyncio
+  client (hand-written HTTP/1.1 over in_flight keep-alive connections) reaches against the same
+  stub, measured for 10 s at the start of this run: the stub and the client share the machine's
+  cores); a bare httpx client's rate is printed beside it for comparison;
 - peak RSS of the build process and all its descendants (Prefect's server, workers), summed, sampled
   every 0.2 s from /proc, and of the build process alone; then the most RSS in each stretch between
   two of the build's progress lines: a row "after 'dedup'" is the time after dedup's line (dedup is
