@@ -83,7 +83,7 @@ def embed_task(texts: Sequence[str], embeddings: Any, store_dir: str) -> Timed:
     the store is this task's cache, so it persists nothing else."""
     t = time.perf_counter()
     store = open_store(embeddings, store_dir)
-    store.embed(texts)
+    store.add(texts)  # fills the store; reading every row back would cost a copy of them all
     return _timed(t, {"texts": len(texts)}, store)
 
 

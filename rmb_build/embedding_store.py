@@ -181,9 +181,12 @@ class EmbeddingStore:
                 os.fsync(fh.fileno())
             self._refresh()
 
-    # -- the one public operation ----------------------------------------------------------------
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """One float32 row per text, in order; only texts the store has never seen are encoded."""
+    # -- the public operations -------------------------------------------------------------------
+    def add(self, texts: Sequence[str]) -> list[bytes]:
+        """Encode and persist the texts the store has never seen; the digests of ``texts``, in order.
+
+        Reads no stored row: what a stage that only fills the store (the flow's ``embed`` task)
+        should call, so its memory does not grow with the store."""
         import time
 
         self.stats.requested += len(texts)
@@ -195,6 +198,7 @@ class EmbeddingStore:
             if d not in self._index and d not in missing:
                 missing[d] = t
         todo = list(missing.items())
+        del missing
         for start in range(0, len(todo), CHUNK_TEXTS):
             chunk = todo[start:start + CHUNK_TEXTS]
             t0 = time.perf_counter()
@@ -202,6 +206,11 @@ class EmbeddingStore:
             self.stats.encode_seconds += time.perf_counter() - t0
             self.stats.encoded += len(chunk)
             self._append([d for d, _ in chunk], vectors)
+        return digests
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One float32 row per text, in order; only texts the store has never seen are encoded."""
+        digests = self.add(texts)
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
         rows = self._rows()

@@ -47,6 +47,23 @@ def test_each_distinct_text_is_encoded_once_across_calls_and_reopens(tmp_path):
     assert len(reopened) == 4 and reopened.stats.requested == 2 and reopened.stats.encoded == 0
 
 
+def test_add_fills_the_store_without_reading_rows_back(tmp_path, monkeypatch):
+    enc = CountingEncoder()
+    store = EmbeddingStore(tmp_path, "counting@1", enc)
+    store.embed(["a"])
+
+    def no_reads():
+        raise AssertionError("add read the stored rows")
+
+    monkeypatch.setattr(store, "_rows", no_reads)
+    digests = store.add(["a", "b", "b", "c"])
+    assert enc.seen == ["a", "b", "c"]  # "a" once, by the first embed
+    assert len(digests) == 4 and digests[1] == digests[2] and len(set(digests)) == 3
+    assert store.stats.requested == 5 and store.stats.encoded == 3 and store.stats.distinct == 3
+    monkeypatch.undo()
+    np.testing.assert_allclose(store.embed(["c"])[0], enc(["c"])[0])
+
+
 def test_another_encoder_fingerprint_gets_its_own_vectors(tmp_path):
     EmbeddingStore(tmp_path, "counting@1", CountingEncoder()).embed(["x"])
     other = CountingEncoder(dim=4)
