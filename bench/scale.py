@@ -26,7 +26,8 @@ Printed per N:
   stub, measured for 10 s at the start of this run: the stub and the client share the machine's
   cores); a bare httpx client's rate is printed beside it for comparison;
 - peak RSS of the build process and all its descendants (Prefect's server, workers), summed, sampled
-  every 0.2 s from /proc, and of the build process alone; then the most RSS in each stretch between
+  every 0.2 s from /proc (a fork that has not exec'd yet is not counted: see ``tree_rss``), with each
+  process's share at the peak, and of the build process alone; then the most RSS in each stretch between
   two of the build's progress lines: a row "after 'dedup'" is the time after dedup's line (dedup is
   done: classify runs), "after 'start'" the process start (imports, Prefect's temporary server).
 Then the RSS growth per 1,000 selected queries between consecutive sizes and from the first to the last.
@@ -106,8 +107,24 @@ def _proc_stat(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[21]) * PAGE
 
 
-def tree_rss(root: int) -> tuple[int, int]:
-    """(RSS of ``root`` and all its descendants summed, RSS of ``root`` alone), in bytes."""
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def tree_rss(root: int) -> tuple[int, int, list[tuple[int, int, str]], int]:
+    """RSS of ``root`` and all its descendants summed, of ``root`` alone (bytes), each counted
+    process as (pid, RSS bytes, command), and how many descendants were not counted.
+
+    A descendant whose command line is its parent's is a fork that has not exec'd yet (Python's
+    subprocess forks or vforks before every exec: openai runs ``uname -p`` on its first request);
+    until it execs it shares its parent's pages (a vfork child its very address space), so /proc
+    reports the parent's RSS again. Counting it doubled the build's RSS in a 0.2 s sample. The
+    build runs no long-lived fork-only workers (Prefect's server and Dask's workers exec a new
+    interpreter), so nothing real is left out."""
     stats = {}
     for name in os.listdir("/proc"):
         if name.isdigit() and (st := _proc_stat(int(name))) is not None:
@@ -115,12 +132,17 @@ def tree_rss(root: int) -> tuple[int, int]:
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [root]
+    counted: list[tuple[int, int, str]] = []
+    skipped, todo = 0, [(root, None)]
     while todo:
-        pid = todo.pop()
-        total += stats.get(pid, (0, 0))[1]
-        todo.extend(children.get(pid, ()))
-    return total, stats.get(root, (0, 0))[1]
+        pid, parent_cmd = todo.pop()
+        cmd = _cmdline(pid)
+        if parent_cmd is not None and cmd == parent_cmd:
+            skipped += 1
+        elif pid in stats:
+            counted.append((pid, stats[pid][1], cmd.replace(b"\0", b" ").decode(errors="replace")[:80].strip()))
+        todo.extend((child, cmd) for child in children.get(pid, ()))
+    return sum(rss for _, rss, _ in counted), stats.get(root, (0, 0))[1], counted, skipped
 
 
 class BuildRun:
@@ -129,6 +151,9 @@ class BuildRun:
     def __init__(self, config: Path, work: Path, env: dict[str, str], every_s: float = 0.2):
         self.log = work / "build.log"
         self.samples: list[tuple[float, int, int, str]] = []  # (t, tree RSS, build RSS, last progress label)
+        self.peak_processes: list[tuple[int, int, str]] = []  # (pid, RSS, command) of each process at the tree's peak
+        self._peak = 0
+        self.unexeced_forks = 0  # samples in which a descendant was a fork not yet exec'd (not counted)
         self.last_line = "start"
         self.lines: list[tuple[float, str]] = []  # (t, label) of each progress line, as it came
         self.load: list[float] = []  # 1-minute load average while the build ran (other jobs share the cores)
@@ -154,9 +179,12 @@ class BuildRun:
         """Sample until the build exits; (exit code, wall seconds)."""
         try:
             while self.proc.poll() is None:
-                tree, own = tree_rss(self.proc.pid)
+                tree, own, processes, skipped = tree_rss(self.proc.pid)
                 if own:
+                    if tree > self._peak:
+                        self._peak, self.peak_processes = tree, processes
                     self.samples.append((time.monotonic() - self.t0, tree, own, self.last_line))
+                    self.unexeced_forks += skipped > 0
                 self.load.append(os.getloadavg()[0])
                 time.sleep(self._every)
         except KeyboardInterrupt:
@@ -280,6 +308,8 @@ def measure(n: int, real: list, stub: StubProcess, args: argparse.Namespace, roo
                 "busy_s": served["busy_s"], "rate": round(rate, 1), "max_in_flight": served["max_in_flight"]},
         "peak_rss_mb": round(peak[1] / MB), "peak_rss_build_mb": round(max(s[2] for s in run.samples) / MB),
         "peak_at_s": round(peak[0], 1), "peak_after": peak[3],
+        "peak_processes": [{"pid": pid, "rss_mb": round(rss / MB), "command": cmd} for pid, rss, cmd in run.peak_processes],
+        "samples": len(run.samples), "samples_with_unexeced_fork": run.unexeced_forks,
         "rss_by_phase": [{"after": line, "seconds": round(s, 1), "max_tree_mb": round(a), "max_build_mb": round(b)}
                          for line, (s, a, b) in phases.items()],
     }
@@ -308,6 +338,10 @@ def print_size(r: dict, ideal: float) -> None:
           f"max in flight {llm['max_in_flight']}; {llm['by_stage']}")
     print(f"peak RSS {r['peak_rss_mb']} MB (build and descendants), {r['peak_rss_build_mb']} MB (build alone); "
           f"peak at {r['peak_at_s']} s, after '{r['peak_after']}'")
+    for p in r["peak_processes"]:
+        print(f"   at the peak: pid {p['pid']:>7}  {p['rss_mb']:>5} MB  {p['command']}")
+    print(f"   {r['samples_with_unexeced_fork']} of {r['samples']} samples had a fork not yet exec'd (not counted: "
+          f"it shares its parent's pages)")
     for p in r["rss_by_phase"]:
         print(f"   {p['seconds']:>7.1f} s  tree {p['max_tree_mb']:>5} MB  build {p['max_build_mb']:>5} MB  after '{p['after']}'")
 
