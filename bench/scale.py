@@ -140,7 +140,7 @@ def tree_rss(root: int) -> tuple[int, int, list[tuple[int, int, str]], int]:
         if parent_cmd is not None and cmd == parent_cmd:
             skipped += 1
         elif pid in stats:
-            counted.append((pid, stats[pid][1], cmd.replace(b"\0", b" ").decode(errors="replace")[:80].strip()))
+            counted.append((pid, stats[pid][1], " ".join(cmd.replace(b"\0", b" ").decode(errors="replace").split())[:80]))
         todo.extend((child, cmd) for child in children.get(pid, ()))
     return sum(rss for _, rss, _ in counted), stats.get(root, (0, 0))[1], counted, skipped
 
