@@ -21,7 +21,7 @@ import gc
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Iterator
+from typing import Callable, Iterator
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -65,9 +65,10 @@ def _set_thresholds(libc, mmap: int, trim: int) -> bool:
 
 
 @contextmanager
-def encoder_allocation() -> Iterator[None]:
+def encoder_allocation() -> Iterator[Callable[[], None]]:
     """Run an encoder with roomy allocator thresholds, back to ``bound_allocator``'s and trimmed when
-    the last encoder running in this process finishes; nothing happens unless ``bound_allocator`` ran."""
+    the last encoder running in this process finishes; nothing happens unless ``bound_allocator`` ran.
+    Yields a function that hands the heap's free pages back at once (between groups of batches)."""
     global _encoders
     libc = _libc()
     with _state:
@@ -76,8 +77,13 @@ def encoder_allocation() -> Iterator[None]:
             if _encoders == 0:
                 _set_thresholds(libc, ENCODER_MMAP_THRESHOLD, ENCODER_TRIM_THRESHOLD)
             _encoders += 1
+
+    def hand_back() -> None:
+        if active:
+            libc.malloc_trim(0)
+
     try:
-        yield
+        yield hand_back
     finally:
         if active:
             with _state:

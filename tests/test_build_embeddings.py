@@ -224,3 +224,17 @@ def test_audit_and_contamination_reuse_a_store_folder(tmp_path, capsys):
     assert "embeddings: 3 distinct texts, 1 encoded" in capsys.readouterr().out
     assert main(["audit", str(root), "--embeddings", str(store), "--embedding-backend", "tf"]) == 2
     assert "--embedding-backend tf" in capsys.readouterr().err
+
+
+def test_embed_in_groups_keeps_each_text_its_own_row(monkeypatch):
+    """``embed`` encodes length-sorted groups (the allocator trimmed between them): with groups of 3,
+    every row is still its own text's, as one plain sentence-transformers call gives it."""
+    from rmb_build import embeddings
+
+    texts = [t for _, turns in TEXTS for t in turns] + ["short", "a somewhat longer text about lists " * 4]
+    whole = embeddings.load_encoder().encode(texts, batch_size=8, normalize_embeddings=True, convert_to_numpy=True)
+    monkeypatch.setattr(embeddings, "GROUP_TEXTS", 3)
+    grouped = embeddings.embed(texts)
+    assert grouped.shape == whole.shape and grouped.dtype == np.float32
+    np.testing.assert_allclose(grouped, whole, atol=1e-5)
+    assert embeddings.embed([]).shape == (0, whole.shape[1])

@@ -107,7 +107,7 @@ out["after_both"] = mapped_after_alloc()
 
 memory.give_back()
 before = rss_mb()
-with memory.encoder_allocation():
+with memory.encoder_allocation() as hand_back:
     blocks, pins = [], []
     for i in range(200):  # what an encoder's batches leave: freed blocks in the heap between kept small ones
         block = bytearray((2 << 20) + 4096 * (i % 64))
@@ -116,6 +116,9 @@ with memory.encoder_allocation():
         pins.append(bytearray(2000))
     out["held"] = rss_mb() - before
     del blocks, block
+    freed = rss_mb()
+    hand_back()  # between an encoder's groups of batches: the free pages leave while it still runs
+    out["handed_back"] = freed - rss_mb()
 out["rss_growth"] = rss_mb() - before
 print(json.dumps(out))
 """
@@ -123,8 +126,9 @@ print(json.dumps(out))
 
 def test_encoders_run_with_roomy_thresholds_and_leave_nothing_behind():
     """While an encoder runs (counted across threads), blocks of a few MiB come from the heap (their
-    pages are reused batch after batch instead of faulting in afresh); when the last one is done the
-    fixed thresholds are back and the freed heap pages have left the process."""
+    pages are reused batch after batch instead of faulting in afresh); its ``hand_back`` returns the
+    freed pages while it runs; when the last one is done the fixed thresholds are back and the freed
+    heap pages have left the process."""
     out = subprocess.run([sys.executable, "-c", SCOPE_PROBE], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     if "mallinfo2" in out.stderr:
@@ -136,3 +140,4 @@ def test_encoders_run_with_roomy_thresholds_and_leave_nothing_behind():
     assert got["outside"] == 1 and got["inside"] == 0, got
     assert got["after_one_of_two"] == 0 and got["after_both"] == 1, got
     assert got["held"] > 350 and got["rss_growth"] < 30, got
+    assert got["handed_back"] > 300, got
