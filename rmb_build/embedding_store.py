@@ -87,7 +87,6 @@ class EmbeddingStore:
         self._index: dict[bytes, int] = {}
         self._keys_read = 0          # bytes of keys.bin already in _index
         self.dim: int | None = None
-        self._matrix: np.ndarray | None = None
         meta = self.folder / "meta.json"
         self.dtype = np.dtype(dtype)
         if meta.is_file():
@@ -119,15 +118,14 @@ class EmbeddingStore:
             for i in range(len(data) // KEY_BYTES):
                 self._index.setdefault(data[i * KEY_BYTES:(i + 1) * KEY_BYTES], start + i)
             self._keys_read = size
-            self._matrix = None
 
     def _rows(self) -> np.ndarray:
-        if self._matrix is None:
-            n = self._keys_read // KEY_BYTES
-            if n == 0 or self.dim is None:
-                return np.zeros((0, self.dim or 0), dtype=self.dtype)
-            self._matrix = np.memmap(self._vectors_path, dtype=self.dtype, mode="r", shape=(n, self.dim))
-        return self._matrix
+        """The stored rows, memory-mapped anew: not kept, so that the pages a call reads stop counting
+        in this process's resident memory once its copy of them is made."""
+        n = self._keys_read // KEY_BYTES
+        if n == 0 or self.dim is None:
+            return np.zeros((0, self.dim or 0), dtype=self.dtype)
+        return np.memmap(self._vectors_path, dtype=self.dtype, mode="r", shape=(n, self.dim))
 
     def __len__(self) -> int:
         self._refresh()

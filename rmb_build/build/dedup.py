@@ -13,6 +13,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ..config import DedupConfig
+from ..embedding_store import text_digest
 from ..embeddings import DEFAULT_MODEL, Embed
 from ..items import Turn
 from ..records import Query
@@ -50,11 +51,11 @@ def normalized_text(conversation: Sequence[Turn]) -> str:
 
 def exact_duplicates(queries: Sequence[Query]) -> tuple[list[int], list[Duplicate]]:
     """Indexes of the first query of each normalised text, and a Duplicate for every other one."""
-    first: dict[str, int] = {}
+    first: dict[bytes, int] = {}  # keyed by digest: a copy of every normalised text would grow with the pool
     kept: list[int] = []
     removed: list[Duplicate] = []
     for n, q in enumerate(queries):
-        key = normalized_text(q.conversation)
+        key = text_digest(normalized_text(q.conversation))
         if key in first:
             removed.append(Duplicate(q.id, queries[first[key]].id, 1.0, "exact"))
         else:
@@ -130,8 +131,9 @@ def dedup(queries: Sequence[Query], cfg: DedupConfig | None = None, *,
         embed_queries([everything[k] for k in kept_new], cfg.model, show_progress, embed)
     old_vecs = embed_queries([everything[k] for k in kept_old], cfg.model, embed=embed) if kept_old else new_vecs[:0]
     rows = kept_old + kept_new
-    keep, partner, best = near_duplicates(np.concatenate([old_vecs, new_vecs]), cfg.threshold,
-                                          cfg.block_size, protected=len(kept_old))
+    vecs = np.concatenate([old_vecs, new_vecs]) if kept_old else new_vecs  # no second copy of them all
+    del old_vecs, new_vecs
+    keep, partner, best = near_duplicates(vecs, cfg.threshold, cfg.block_size, protected=len(kept_old))
     kept: list[Query] = []
     for r, k in enumerate(rows):
         if k < n_old:
