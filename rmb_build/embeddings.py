@@ -70,7 +70,8 @@ def embed(texts: Sequence[str], name: str = DEFAULT_MODEL, batch_size: int = BAT
     """Unit-length float32 embeddings, one row per text, in length-sorted batches."""
     encoder = load_encoder(name, backend=backend)
     texts = list(texts)
-    dim = encoder.get_sentence_embedding_dimension() if backend == "torch" else encoder.dimension()
+    dim = encoder.dimension() if backend != "torch" else (  # renamed in sentence-transformers 6
+        getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension)()
     out = np.zeros((len(texts), dim), dtype=np.float32)
     order = np.argsort([len(t) for t in texts], kind="stable")
     groups = range(0, len(texts), GROUP_TEXTS)
