@@ -166,16 +166,20 @@ def _gather_and_dedup(cfg: BuildConfig, stages: list[str], paths: BuildPaths, re
     """The gathered queries (written to the raw folder), less duplicates; the accounting so far."""
     gathered = record("gather", [tasks["gather"](K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"),
                                                  cfg.run.max_queries)])[0]
-    steps.write_queries_file(gathered.queries, paths.raw / steps.RAW_QUERIES)
+    raw = paths.raw / steps.RAW_QUERIES
+    steps.write_queries_file(gathered.queries, raw)
     acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
-    queries = gathered.queries
-    if "dedup" in stages:
-        _embed_on_runner(cfg, paths, tasks, record, [search_text(q.conversation) for q in queries])
-        deduped = record("dedup", [tasks["dedup"].submit(K.dedup_key(cfg, queries), queries, cfg.dedup, cfg.embeddings,
-                                                         str(paths.embeddings)).result()])[0]
-        acc.dedup_removed = steps.count_by(deduped.removed, "kind")
-        queries = deduped.kept
-    return queries, acc
+    if "dedup" not in stages:
+        return gathered.queries, acc
+    texts = [search_text(q.conversation) for q in gathered.queries]
+    del gathered  # on disk now: the encoder's pass, the build's peak of memory, runs without the queries
+    _embed_on_runner(cfg, paths, tasks, record, texts)
+    del texts
+    queries = steps.read_queries_file(raw)
+    deduped = record("dedup", [tasks["dedup"].submit(K.dedup_key(cfg, queries), queries, cfg.dedup, cfg.embeddings,
+                                                     str(paths.embeddings)).result()])[0]
+    acc.dedup_removed = steps.count_by(deduped.removed, "kind")
+    return deduped.kept, acc
 
 
 async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths, state: RunState, acc: Accounting,
@@ -184,13 +188,14 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
     """Classify, select, then the LLM stages and the release, all through ``client``. ``pool`` holds
     the deduplicated queries; it is emptied, so that they are freed once selection and routing are done."""
     size = cfg.run.batch_size
-    to_classify = queries = pool.pop()
+    if "classify" in stages and cfg.classifier.method != "llm":
+        to_classify, queries = _classify_on_runner(cfg, paths, tasks, record, pool)
+    else:
+        to_classify = queries = pool.pop()
     if "classify" in stages and cfg.classifier.method == "llm":
         runs = [tasks["classify_llm"](K.classify_key(cfg, b, offline=dry_run), b, cfg.classifier, client,
                                       cfg.embeddings, str(paths.embeddings)) for b in batched(queries, size)]
         queries = [q for part in record("classify", await asyncio.gather(*runs)) for q in part]
-    elif "classify" in stages:
-        queries = _classify_on_runner(cfg, paths, tasks, record, queries)
     selected = _select(cfg, paths, acc, log, queries)
     if dry_run:
         return _dry_run(cfg, stages, paths, state, acc, to_classify, selected)
@@ -304,13 +309,21 @@ def _release(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounti
 
 
 def _classify_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder,
-                        queries: list[Any]) -> list[Any]:
-    """The embedding classifier over batches on the configured task runner."""
+                        pool: list[list[Any]]) -> tuple[list[Any], list[Any]]:
+    """The embedding classifier over batches on the configured task runner: (the queries as given,
+    classified). ``pool`` holds the queries; they wait in the run folder while the encoder runs
+    (its pass is the build's peak of memory) and are read back for the batches."""
+    queries = pool.pop()
     texts = [classifier_text(q.conversation) for q in queries]
+    deduped = paths.run / steps.DEDUPED_QUERIES
+    steps.write_queries_file(queries, deduped)
+    del queries
     _embed_on_runner(cfg, paths, tasks, record, texts + (default_training_set()[0] if not cfg.classifier.train_release else []))
+    del texts
+    queries = steps.read_queries_file(deduped)
     futures = [tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier, cfg.embeddings, str(paths.embeddings))
                for b in batched(queries, cfg.run.batch_size)]
-    return [q for part in record("classify", [f.result() for f in futures]) for q in part]
+    return queries, [q for part in record("classify", [f.result() for f in futures]) for q in part]
 
 
 def _embed_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder,

@@ -13,6 +13,7 @@ from rmb_build.build.run_state import merge_stats
 from rmb_build.taxonomy import parse_scenario_id
 
 RAW_QUERIES = "queries.jsonl"
+DEDUPED_QUERIES = "deduped.jsonl"
 SELECTED_QUERIES = "selected.jsonl"
 
 
@@ -52,6 +53,12 @@ def write_queries_file(queries: Sequence[Query], path: Path) -> None:
     from rmb_build.build.gather import write_queries
 
     write_queries(queries, path)
+
+
+def read_queries_file(path: Path) -> list[Query]:
+    from rmb_build.build.gather import read_queries
+
+    return read_queries(path)
 
 
 def apply_guard_scenarios(queries: Sequence[Query], labels: Sequence[Any]) -> list[Query]:

@@ -201,6 +201,43 @@ def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, pre
     assert again["counts"] == first["counts"]
 
 
+def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypatch):
+    """The encoder's passes are a build's peak of memory: the flow sets the queries down in the raw
+    and run folders while dedup's and the classifier's texts are encoded, and reads them back after."""
+    import gc
+
+    import rmb_build.embeddings as emb
+    from rmb_build.build.gather import read_queries
+    from rmb_build.flows.build import run_build
+
+    ids = {f"held-{qid}" for qid, _ in TEXTS}
+    source = tmp_path / "queries.jsonl"
+    source.write_text("".join(json.dumps({"id": f"held-{qid}", "conversation": [
+        {"role": r, "content": c} for u in users for r, c in (("user", u), ("assistant", "Sure."))][:-1]}) + "\n"
+        for qid, users in TEXTS))
+    held_per_pass, encode = [], emb._encode
+
+    ours = {u for _, users in TEXTS for u in users}
+
+    def counting_encode(encoder, texts, *args, **kwargs):
+        if ours.intersection(texts):  # a group with the queries' texts (not only the classifier's examples)
+            gc.collect()
+            held_per_pass.append(sum(1 for o in gc.get_objects() if type(o) is Query and o.source_id in ids))
+        return encode(encoder, texts, *args, **kwargs)
+
+    monkeypatch.setattr(emb, "_encode", counting_encode)
+    cfg = _cfg(sources=[{"kind": "jsonl", "path": str(source), "license": "CC0-1.0"}],
+               stages=["gather", "dedup", "classify"], name="held")
+    out = run_build(parse_config(cfg), tmp_path / "work")
+
+    assert held_per_pass == [0, 0]  # dedup's texts, then the classifier's: both without a query held
+    deduped = read_queries(tmp_path / "work" / "runs" / "held" / "deduped.jsonl")
+    assert [q.source_id for q in deduped] == ["held-q1", "held-q4", "held-q5", "held-q6"]  # q2, q3: duplicates of q1
+    selected = read_queries(tmp_path / "work" / "runs" / "held" / "selected.jsonl")
+    assert all(q.scenario_id is None for q in deduped) and out["selected"] == len(selected) > 0
+    assert {q.id for q in selected} <= {q.id for q in deduped}
+
+
 def test_audit_and_contamination_reuse_a_store_folder(tmp_path, capsys):
     from rmb_build.cli import main
     from test_contamination import _release as tiny_release, _train
