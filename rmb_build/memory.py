@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -32,6 +33,11 @@ MMAP_THRESHOLD = 1 << 20  # blocks from 1 MiB up are mapped on their own and unm
 # encoding; 1 MiB: about 1.4x that), with a peak 70 MB lower.
 ENCODER_MMAP_THRESHOLD = 8 << 20
 ENCODER_TRIM_THRESHOLD = 8 << 20
+# An encoder's hand_back trims only once resident memory grew this much since its last trim, which
+# pays for half the trims (each costs pages faulted in again). Measured here, 12,556 ShareGPT texts
+# in groups of 32: 258 s and a 790 MB peak, against 258 s / 802 MB trimming after every group and
+# 280 s / 961 MB trimming only at the end (2,456 texts: 55 s / 739 MB, 58 s / 747 MB).
+ENCODER_HEADROOM_MB = 48
 
 _state = threading.Lock()
 _bounded = False   # bound_allocator ran in this process
@@ -65,23 +71,47 @@ def _set_thresholds(libc, mmap: int, trim: int) -> bool:
     return bool(libc.mallopt(_M_MMAP_THRESHOLD, mmap) and libc.mallopt(_M_TRIM_THRESHOLD, trim))
 
 
+def resident_mb() -> float | None:
+    """This process's resident memory in MB (from /proc); None where there is no /proc."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _page_size() / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@lru_cache(maxsize=1)
+def _page_size() -> int:
+    return os.sysconf("SC_PAGE_SIZE")
+
+
 @contextmanager
-def encoder_allocation() -> Iterator[Callable[[], None]]:
+def encoder_allocation(headroom_mb: float | None = None) -> Iterator[Callable[[], None]]:
     """Run an encoder with roomy allocator thresholds, back to ``bound_allocator``'s and trimmed when
     the last encoder running in this process finishes; nothing happens unless ``bound_allocator`` ran.
-    Yields a function that hands the heap's free pages back at once (between groups of batches)."""
+    Yields ``hand_back`` (to call between groups of batches): it returns the heap's free pages to the
+    system once resident memory grew more than ``headroom_mb`` (default ``ENCODER_HEADROOM_MB``)
+    since the scope began or its last trim, so the encoder's peak stays near where it started however
+    many texts it encodes, and it pays for no trim it does not need."""
     global _encoders
     libc = _libc()
+    headroom = ENCODER_HEADROOM_MB if headroom_mb is None else headroom_mb
     with _state:
         active = _bounded and libc is not None
         if active:
             if _encoders == 0:
                 _set_thresholds(libc, ENCODER_MMAP_THRESHOLD, ENCODER_TRIM_THRESHOLD)
             _encoders += 1
+    mark = [resident_mb()]
 
     def hand_back() -> None:
-        if active:
-            libc.malloc_trim(0)
+        if not active:
+            return
+        now = resident_mb()
+        if now is not None and mark[0] is not None and now - mark[0] <= headroom:
+            return
+        libc.malloc_trim(0)
+        mark[0] = resident_mb()
 
     try:
         yield hand_back

@@ -120,6 +120,16 @@ with memory.encoder_allocation() as hand_back:
     hand_back()  # between an encoder's groups of batches: the free pages leave while it still runs
     out["handed_back"] = freed - rss_mb()
 out["rss_growth"] = rss_mb() - before
+
+trims, real_trim = [], libc.malloc_trim
+libc.malloc_trim = lambda pad: trims.append(pad) or real_trim(pad)
+with memory.encoder_allocation(headroom_mb=48) as hand_back:
+    grown = [bytearray(20 << 20)]  # resident memory 20 MB up: under the headroom, not worth a trim
+    hand_back()
+    out["trims_under_headroom"] = len(trims)
+    grown.append(bytearray(40 << 20))  # 60 MB up
+    hand_back()
+    out["trims_past_headroom"] = len(trims)
 print(json.dumps(out))
 """
 
@@ -127,7 +137,7 @@ print(json.dumps(out))
 def test_encoders_run_with_roomy_thresholds_and_leave_nothing_behind():
     """While an encoder runs (counted across threads), blocks of a few MiB come from the heap (their
     pages are reused batch after batch instead of faulting in afresh); its ``hand_back`` returns the
-    freed pages while it runs; when the last one is done the fixed thresholds are back and the freed
+    freed pages while it runs, once they are more than its headroom; when the last one is done the fixed thresholds are back and the freed
     heap pages have left the process."""
     out = subprocess.run([sys.executable, "-c", SCOPE_PROBE], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -141,3 +151,4 @@ def test_encoders_run_with_roomy_thresholds_and_leave_nothing_behind():
     assert got["after_one_of_two"] == 0 and got["after_both"] == 1, got
     assert got["held"] > 350 and got["rss_growth"] < 30, got
     assert got["handed_back"] > 300, got
+    assert got["trims_under_headroom"] == 0 and got["trims_past_headroom"] == 1, got  # a trim is paid for only when due
