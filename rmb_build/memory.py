@@ -9,8 +9,9 @@ block to the system when freed, and ``give_back`` trims what small frees left be
 The sentence encoder is the exception: each batch allocates and frees tensors of several MiB, and
 with the fixed 1 MiB threshold every one of them is a fresh mapping whose pages fault in again
 (measured here: 800 ShareGPT prompts in 23 s instead of 16 s). ``encoder_allocation`` lifts the
-thresholds while an encoder runs, hands free pages back when asked (``embeddings.embed`` does so
-between groups of batches) and trims once it is done, which leaves the same resident memory.
+thresholds while an encoder runs, hands free pages back when asked and the heap grew past a
+headroom (``embeddings.embed`` asks between groups of batches) and trims once it is done, which
+leaves the same resident memory.
 Elsewhere than glibc all of these are no-ops.
 """
 
