@@ -12,7 +12,7 @@ sizes and each policy's seconds against the build's own. Last line JSON.
 
 Policies: ``build`` (the defaults), ``every-128`` (a trim after every 128 texts, the previous
 setting), ``end-only`` (no trim until the call ends).
-Usage: python bench/encoder_memory.py [--sizes 1500 6000]
+Usage: python bench/encoder_memory.py [--sizes 1500 6000] [--queries WORKDIR/n5000/data/raw/scale-5000/queries.jsonl]
 """
 
 from __future__ import annotations
@@ -58,6 +58,23 @@ print(json.dumps({"seconds": seconds, "start_mb": start, "peak_mb": max(peak[0],
 """
 
 
+def sharegpt_prompts(n: int) -> list[str]:
+    from encoder import sharegpt_prompts as prompts  # bench/encoder.py: distinct single-turn ShareGPT search texts
+
+    return prompts(n)
+
+
+def queries_texts(path: str, n: int) -> list[str]:
+    """The first ``n`` distinct search texts (every user turn) of a build's gathered queries, as dedup embeds them."""
+    from rmb_build.build.gather import read_queries
+    from rmb_build.text import search_text
+
+    texts = list(dict.fromkeys(search_text(q.conversation) for q in read_queries(path)))
+    if len(texts) < n:
+        raise SystemExit(f"{path}: {len(texts)} distinct search texts, {n} asked")
+    return texts[:n]
+
+
 def run_policy(texts_file: str, policy: tuple | None) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, texts_file, json.dumps(policy)],
                          capture_output=True, text=True, check=False)
@@ -69,13 +86,14 @@ def run_policy(texts_file: str, policy: tuple | None) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs=2, default=[1500, 6000], help="texts encoded: small, large")
+    p.add_argument("--queries", help="a build's gathered queries (data/raw/<name>/queries.jsonl; bench/scale.py's: "
+                                     "WORKDIR/n5000/data/raw/scale-5000/queries.jsonl): their distinct search "
+                                     "texts instead of single-turn ShareGPT prompts")
     args = p.parse_args()
     import tempfile
 
-    from encoder import sharegpt_prompts  # bench/encoder.py: distinct single-turn ShareGPT search texts
-
     small, large = sorted(args.sizes)
-    texts = sharegpt_prompts(large)
+    texts = queries_texts(args.queries, large) if args.queries else sharegpt_prompts(large)
     results: dict[str, dict[int, dict]] = {name: {} for name in POLICIES}
     names = list(POLICIES)
     with tempfile.TemporaryDirectory() as tmp:
