@@ -58,12 +58,6 @@ print(json.dumps({"seconds": seconds, "start_mb": start, "peak_mb": max(peak[0],
 """
 
 
-def sharegpt_prompts(n: int) -> list[str]:
-    from encoder import sharegpt_prompts as prompts  # bench/encoder.py: distinct single-turn ShareGPT search texts
-
-    return prompts(n)
-
-
 def queries_texts(path: str, n: int) -> list[str]:
     """The first ``n`` distinct search texts (every user turn) of a build's gathered queries, as dedup embeds them."""
     from rmb_build.build.gather import read_queries
@@ -91,6 +85,8 @@ def main() -> None:
                                      "texts instead of single-turn ShareGPT prompts")
     args = p.parse_args()
     import tempfile
+
+    from encoder import sharegpt_prompts  # bench/encoder.py: distinct single-turn ShareGPT search texts
 
     small, large = sorted(args.sizes)
     texts = queries_texts(args.queries, large) if args.queries else sharegpt_prompts(large)

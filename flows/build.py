@@ -188,14 +188,15 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
     """Classify, select, then the LLM stages and the release, all through ``client``. ``pool`` holds
     the deduplicated queries; it is emptied, so that they are freed once selection and routing are done."""
     size = cfg.run.batch_size
-    if "classify" in stages and cfg.classifier.method != "llm":
-        to_classify, queries = _classify_on_runner(cfg, paths, tasks, record, pool)
-    else:
+    if "classify" not in stages:
         to_classify = queries = pool.pop()
-    if "classify" in stages and cfg.classifier.method == "llm":
+    elif cfg.classifier.method == "llm":
+        to_classify = queries = pool.pop()
         runs = [tasks["classify_llm"](K.classify_key(cfg, b, offline=dry_run), b, cfg.classifier, client,
                                       cfg.embeddings, str(paths.embeddings)) for b in batched(queries, size)]
         queries = [q for part in record("classify", await asyncio.gather(*runs)) for q in part]
+    else:
+        to_classify, queries = _classify_on_runner(cfg, paths, tasks, record, pool)
     selected = _select(cfg, paths, acc, log, queries)
     if dry_run:
         return _dry_run(cfg, stages, paths, state, acc, to_classify, selected)

@@ -59,10 +59,9 @@ BATCH_SIZE = 8
 
 
 # Texts encoded between two chances to hand the allocator's free pages back (``hand_back`` trims
-# once the heap grew past its headroom): the heap that the encoder's few-MiB tensors fragment is
-# trimmed as it grows, not only at the end of a call, so the peak grows little with the number of
-# texts. Measured here on length-sorted ShareGPT texts: groups of 32, 12,556 texts in 258 s peaking at
-# 790 MB, 2,456 texts at 739 MB; trimming after every group of 128: 275 s, 859 MB and 790 MB.
+# once the heap grew past ``memory.ENCODER_HEADROOM_MB``, whose comment has the measurements): the
+# heap that the encoder's few-MiB tensors fragment is trimmed as it grows, not only at the end of a
+# call, and checked often enough (4 batches) that it does not grow far past the headroom.
 GROUP_TEXTS = 32
 
 

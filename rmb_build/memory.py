@@ -34,10 +34,10 @@ MMAP_THRESHOLD = 1 << 20  # blocks from 1 MiB up are mapped on their own and unm
 # encoding; 1 MiB: about 1.4x that), with a peak 70 MB lower.
 ENCODER_MMAP_THRESHOLD = 8 << 20
 ENCODER_TRIM_THRESHOLD = 8 << 20
-# An encoder's hand_back trims only once resident memory grew this much since its last trim, which
-# pays for half the trims (each costs pages faulted in again). Measured here, 12,556 ShareGPT texts
-# in groups of 32: 258 s and a 790 MB peak, against 258 s / 802 MB trimming after every group and
-# 280 s / 961 MB trimming only at the end (2,456 texts: 55 s / 739 MB, 58 s / 747 MB).
+# An encoder's hand_back trims only once resident memory grew this much since its last trim (each
+# trim costs pages faulted in again). bench/encoder_memory.py on a build's gathered texts, 2,000 /
+# 8,000 of them: peaks of 743 / 795 MB, against 784 / 855 MB trimming after every 128 texts (1.08x
+# the seconds at 8,000) and 829 / 942 MB trimming only at the end (1.18x).
 ENCODER_HEADROOM_MB = 48
 
 _state = threading.Lock()
@@ -103,7 +103,7 @@ def encoder_allocation(headroom_mb: float | None = None) -> Iterator[Callable[[]
             if _encoders == 0:
                 _set_thresholds(libc, ENCODER_MMAP_THRESHOLD, ENCODER_TRIM_THRESHOLD)
             _encoders += 1
-    mark = [resident_mb()]
+    mark = [resident_mb() if active else None]
 
     def hand_back() -> None:
         if not active:
