@@ -296,3 +296,35 @@ def test_official_sample_cycles_match_an_independent_count(rmb_sample: Path):
     assert expected >= 1   # the "OK" / "OK." conversation loops through three answers
     assert report.counts["cycle"] == expected
     assert all(d["answers"] >= 3 and len(d["items"]) >= 3 for d in report.defects["cycle"])
+
+
+def _clean_items(n: int):
+    """``n`` defect-free items: a pairwise item and a BoN item on each of n/2 distinct conversations."""
+    from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+
+    for q in range(n // 2):
+        conv = (Turn("user", f"question number {q}", "English"),)
+        yield PairwiseItem(str(q), conv, Answer("a", f"good {q}"), Answer("b", f"bad {q}"), "Helpfulness/Chat/Discussion")
+        yield BonItem(str(q), conv, Answer("a", f"good {q}"), (Answer("b", f"bad {q}"), Answer("c", f"worse {q}")),
+                      "Helpfulness/Chat/Discussion")
+
+
+def _objects_after_auditing(n: int) -> int:
+    import gc
+
+    from rmb_build.release.audit import StreamingAudit
+
+    audit = StreamingAudit("x", near_duplicates=False)
+    gc.collect()
+    before = len(gc.get_objects())
+    for index, item in enumerate(_clean_items(n)):
+        audit.add(item, f"{item.set_name}.json", index)
+    gc.collect()
+    return len(gc.get_objects()) - before
+
+
+def test_the_audit_keeps_no_python_object_per_item():
+    """What outlives an item is packed into buffers: auditing 10x the items leaves no more container
+    objects alive (a dataclass, tuple or list per item would add thousands)."""
+    small, large = _objects_after_auditing(400), _objects_after_auditing(4000)
+    assert large - small < 100, (small, large)

@@ -6,8 +6,10 @@ fixer (which items ``fix_release`` takes out: the named item unless said otherwi
 is one more declaration: ``DEFECT_KINDS``, the report's counts (every kind, 0 when none was found),
 the card's table and ``definitions()`` follow.
 
-The audit streams (``StreamingAudit``): items come one at a time, and what outlives an item is a
-small ref (set, uid, file, index, scenario, position) and 16-byte digests of its texts.
+The audit streams (``StreamingAudit``): items come one at a time, and what outlives an item is
+packed into flat buffers (``_Items``: where it lives; ``_Records``: the 16-byte digests of its texts
+a comparing kind needs), not kept as Python objects; comparing kinds sort those records when the
+last item is in.
 
 Texts are compared by ``rmb_build.text.identity`` (NFKC, case folded, whitespace collapsed), the
 same rule ``build_sets`` merges equal answers by, except for ``duplicate_item`` (exact copies, as
@@ -22,10 +24,13 @@ import copy
 import hashlib
 import json
 import re
+import struct
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from graphlib import CycleError, TopologicalSorter
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..errors import InputError, RMBError
 from ..items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
@@ -50,6 +55,7 @@ class AuditContext:
     notes: list[str]
     checks: dict[str, Any]
     embed: Callable[[Sequence[str]], Any] | None = None  # texts -> unit rows; None: the default encoder
+    items: "_Items" = field(default_factory=lambda: _Items())  # every item added so far, by order
 
 
 def _named_item(entry: dict) -> list[dict]:
@@ -58,7 +64,8 @@ def _named_item(entry: dict) -> list[dict]:
 
 class Collector(Protocol):
     """A kind that compares items: fed every item in release order (``add``), it keeps only digests
-    and ``_Ref``s, then lists its entries (``finish``)."""
+    and item numbers (``_Records``), then lists its entries (``finish``; ``ctx.items.at`` turns an
+    item number back into its ``_Ref``)."""
 
     def add(self, e: "_Entry") -> None: ...
 
@@ -147,7 +154,7 @@ class AuditReport:
 
 
 # ---------------------------------------------------------------------------------------------
-# Walking the release: one item at a time; what outlives an item is its _Ref and digests of its texts
+# Walking the release: one item at a time; what outlives an item is packed (_Items, _Records)
 
 
 def digest(text: str) -> bytes:
@@ -157,7 +164,8 @@ def digest(text: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class _Ref:
-    """Where an item lives (``order``: its position in the whole release); what entries name."""
+    """Where an item lives (``order``: its position in the whole release); what entries name. Made
+    for the item being audited and, from ``_Items``, for the items a defect names; never kept."""
 
     set: str
     uid: str
@@ -168,6 +176,85 @@ class _Ref:
 
     def ref(self) -> dict[str, Any]:
         return {"set": self.set, "uid": self.uid, "file": self.file, "index": self.index, "scenario": self.scenario}
+
+
+class _Items:
+    """Every audited item's ``_Ref`` fields, packed: per item two array slots and its uid's bytes in
+    one buffer (at 100,000 items, a few MB and no Python object per item)."""
+
+    def __init__(self) -> None:
+        self._files: list[tuple[str, str, str]] = []  # (file, set, scenario), by file number
+        self._file_no: dict[str, int] = {}
+        self._file = array("I")
+        self._index = array("Q")
+        self._uid_end = array("Q")
+        self._uids = bytearray()
+
+    def __len__(self) -> int:
+        return len(self._file)
+
+    def add(self, at: _Ref) -> None:
+        """Record the next item (its ``order`` must be ``len(self)``)."""
+        if at.order != len(self._file):
+            raise ValueError(f"item order {at.order} added as item {len(self._file)}")
+        no = self._file_no.get(at.file)
+        if no is None:
+            no = self._file_no[at.file] = len(self._files)
+            self._files.append((at.file, at.set, at.scenario))
+        self._file.append(no)
+        self._index.append(at.index)
+        self._uids += at.uid.encode("utf-8", "surrogatepass")
+        self._uid_end.append(len(self._uids))
+
+    def at(self, order: int) -> _Ref:
+        """The ``_Ref`` of item number ``order``."""
+        file, set_name, scenario = self._files[self._file[order]]
+        start = self._uid_end[order - 1] if order else 0
+        uid = self._uids[start:self._uid_end[order]].decode("utf-8", "surrogatepass")
+        return _Ref(set_name, uid, file, self._index[order], scenario, order)
+
+
+class _Records:
+    """Fixed-size records appended to one bytearray (``fields``: (name, struct code) pairs, ``16s``
+    digests and ``I`` numbers), read back as one numpy structured array: what a comparing kind keeps
+    of every item without a Python object per item."""
+
+    _NUMPY = {"16s": "S16", "I": "<u4", "?": "?"}
+
+    def __init__(self, *fields: tuple[str, str]):
+        self._struct = struct.Struct("<" + "".join(code for _, code in fields))
+        self._dtype = [(name, self._NUMPY[code]) for name, code in fields]
+        self._buf = bytearray()
+
+    def append(self, *values: Any) -> None:
+        self._buf += self._struct.pack(*values)
+
+    def array(self) -> Any:
+        """The records as a numpy structured array (a view of the buffer, not a copy)."""
+        import numpy as np
+
+        return np.frombuffer(self._buf, dtype=np.dtype(self._dtype))
+
+
+def _grouped(records: Any, keys: Sequence[str]) -> tuple[Any, Any]:
+    """The records sorted by ``keys`` (equal keys: in the order they were appended), and the bounds of
+    each group of equal keys: group ``g`` is ``sorted[bounds[g]:bounds[g + 1]]``."""
+    import numpy as np
+
+    ordered = records[np.lexsort((np.arange(len(records)), *(records[k] for k in reversed(keys))))]
+    starts = np.zeros(len(ordered), dtype=bool)
+    starts[:1] = True
+    for key in keys:
+        starts[1:] |= ordered[key][1:] != ordered[key][:-1]
+    return ordered, np.append(np.flatnonzero(starts), len(ordered))
+
+
+def _runs(records: Any, keys: Sequence[str], min_size: int = 1) -> Iterator[Any]:
+    """The groups of ``_grouped`` with at least ``min_size`` records, one structured array each."""
+    ordered, bounds = _grouped(records, keys)
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if hi - lo >= min_size:
+            yield ordered[lo:hi]
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,16 +324,23 @@ def _raw_key(item: Item) -> bytes:
          that is kept. Copies that differ only in whitespace are not duplicates.""")
 class _Duplicates:
     def __init__(self, ctx: AuditContext):
-        self.first: dict[bytes, _Ref] = {}
-        self.out: list[dict] = []
+        self.items = ctx.items
+        self.keys = _Records(("key", "16s"), ("order", "I"))
 
     def add(self, e: _Entry) -> None:
-        f = self.first.setdefault(_raw_key(e.item), e.at)
-        if f is not e.at:
-            self.out.append(_defect(e, f"same conversation and answers as uid {f.uid} in {f.file}", first=f.ref()))
+        self.keys.append(_raw_key(e.item), e.at.order)
 
     def finish(self) -> list[dict]:
-        return self.out
+        copies = []  # (copy, first), every extra copy
+        for run in _runs(self.keys.array(), ["key"], min_size=2):
+            first, *later = run["order"].tolist()
+            copies += [(order, first) for order in later]
+        out = []
+        for order, first in sorted(copies):
+            f = self.items.at(first)
+            out.append(_defect(self.items.at(order), f"same conversation and answers as uid {f.uid} in {f.file}",
+                               first=f.ref()))
+        return out
 
 
 @defect("unwinnable_bon", "a BoN item whose best answer is the same text as one of its losers.")
@@ -263,42 +357,51 @@ def _both_items(entry: dict) -> list[dict]:
     return [entry, entry["other"]]
 
 
+class _Preferences:
+    """What the kinds comparing preferences keep: one record an edge (conversation, preferred answer,
+    dispreferred answer, item, whether the item is pairwise): chosen -> rejected for a pairwise item,
+    best -> each distinct loser for a BoN item, edges between equal texts left out."""
+
+    def __init__(self, ctx: AuditContext):
+        self.items = ctx.items
+        self.edges = _Records(("conv", "16s"), ("better", "16s"), ("worse", "16s"), ("order", "I"), ("pairwise", "?"))
+
+    def add(self, e: _Entry) -> None:
+        best, pairwise = e.answer_keys[0], isinstance(e.item, PairwiseItem)
+        for other in dict.fromkeys(e.answer_keys[1:]):
+            if other != best:
+                self.edges.append(e.conv_key, best, other, e.at.order, pairwise)
+
+    def conversations(self, min_edges: int) -> Iterator[list[tuple[bytes, bytes, int, bool]]]:
+        """Each conversation's edges (better, worse, item, pairwise) in item order, where it has
+        at least ``min_edges``."""
+        for run in _runs(self.edges.array(), ["conv"], min_size=min_edges):
+            yield list(zip(run["better"].tolist(), run["worse"].tolist(), run["order"].tolist(),
+                           run["pairwise"].tolist()))
+
+
 @defect("contradiction", """one entry per conflicting pair of items: two pairwise items on the same
          conversation, one preferring A to B and the other B to A (A != B); or a BoN item and a pairwise
          item on the same conversation where the pairwise item prefers one of the BoN item's losers to its
          best answer. The entry names the later pairwise item (or the BoN item); ``other`` the second one.
          Both items are removed.""", removes=_both_items)
-class _Contradictions:
-    def __init__(self, ctx: AuditContext):
-        # (conversation, preferred, dispreferred) -> pairwise items stating that preference
-        self.prefers: dict[tuple[bytes, bytes, bytes], list[_Ref]] = defaultdict(list)
-        # BoN items: (item, conversation, best, its distinct losers other than best)
-        self.bons: list[tuple[_Ref, bytes, bytes, tuple[bytes, ...]]] = []
-
-    def add(self, e: _Entry) -> None:
-        if isinstance(e.item, PairwiseItem):
-            a, b = e.answer_keys
-            if a != b:
-                self.prefers[(e.conv_key, a, b)].append(e.at)
-        else:
-            best = e.answer_keys[0]
-            losers = tuple(x for x in dict.fromkeys(e.answer_keys[1:]) if x != best)
-            if losers:
-                self.bons.append((e.at, e.conv_key, best, losers))
-
+class _Contradictions(_Preferences):
     def finish(self) -> list[dict]:
-        out = []
-        for (conv, a, b), items in self.prefers.items():
-            for x in items:
-                for y in self.prefers.get((conv, b, a), ()):
-                    if y.order < x.order:  # each conflicting pair once, named by its later item
-                        out.append(_defect(x, f"prefers the answer that pairwise uid {y.uid} rejects, "
-                                              f"and rejects the one it prefers", other=y.ref()))
-        for at, conv, best, losers in self.bons:
-            for loser in losers:
-                for y in self.prefers.get((conv, loser, best), ()):
-                    out.append(_defect(at, f"pairwise uid {y.uid} prefers one of this item's losers "
-                                           f"to its best answer", other=y.ref()))
+        at, out = self.items.at, []
+        for edges in self.conversations(min_edges=2):
+            prefers: dict[tuple[bytes, bytes], list[int]] = defaultdict(list)  # pairwise items only
+            for better, worse, order, pairwise in edges:
+                if pairwise:
+                    prefers[(better, worse)].append(order)
+            for better, worse, order, pairwise in edges:
+                for other in prefers.get((worse, better), ()):
+                    y = at(other)
+                    if not pairwise:
+                        out.append(_defect(at(order), f"pairwise uid {y.uid} prefers one of this item's losers "
+                                                      f"to its best answer", other=y.ref()))
+                    elif other < order:  # each conflicting pair once, named by its later item
+                        out.append(_defect(at(order), f"prefers the answer that pairwise uid {y.uid} rejects, "
+                                                      f"and rejects the one it prefers", other=y.ref()))
         out.sort(key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"], d["other"]["file"],
                                 d["other"]["index"]))
         return out
@@ -308,6 +411,18 @@ def _items_on_the_cycle(entry: dict) -> list[dict]:
     return list(entry.get("items") or [entry])
 
 
+def _has_loop(edges: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether the directed graph of ``edges`` has a cycle (of any length)."""
+    graph = TopologicalSorter()
+    for better, worse in edges:
+        graph.add(worse, better)
+    try:
+        graph.prepare()
+    except CycleError:
+        return True
+    return False
+
+
 @defect("cycle", """three or more distinct answers of one conversation preferred in a loop (A > B > C > A).
          Per conversation, a directed graph over its answers' identity texts: an edge chosen -> rejected for
          each pairwise item, best -> each loser for each BoN item (edges between equal texts left out). Each
@@ -315,30 +430,25 @@ def _items_on_the_cycle(entry: dict) -> list[dict]:
          two-answer loops are ``contradiction``. The entry names the cycle's earliest item; ``items`` lists
          every item stating one of its preferences, ``answers`` the cycle's length. All of them are removed:
          no preference on the loop can be trusted.""", removes=_items_on_the_cycle)
-class _Cycles:
-    def __init__(self, ctx: AuditContext):
-        # conversation -> (preferred, dispreferred) -> items stating it
-        self.edges: dict[bytes, dict[tuple[bytes, bytes], list[_Ref]]] = defaultdict(lambda: defaultdict(list))
-
-    def add(self, e: _Entry) -> None:
-        best, others = e.answer_keys[0], e.answer_keys[1:]
-        for other in dict.fromkeys(others):
-            if other != best:
-                self.edges[e.conv_key][(best, other)].append(e.at)
-
+class _Cycles(_Preferences):
     def finish(self) -> list[dict]:
-        import networkx as nx
-
         out = []
-        for conv_edges in self.edges.values():
-            if len(conv_edges) < 3:
-                continue  # a loop of three answers needs three preferences
+        for edges in self.conversations(min_edges=3):  # a loop of three answers needs three preferences
+            conv_edges: dict[tuple[bytes, bytes], list[int]] = defaultdict(list)  # -> items stating it
+            for better, worse, order, _ in edges:
+                conv_edges[(better, worse)].append(order)
+            # most conversations' preferences have no loop: the stdlib's check spares networkx's import
+            # (~10 MB resident) where nothing needs enumerating
+            if len(conv_edges) < 3 or not _has_loop(conv_edges):
+                continue
+            import networkx as nx
+
             graph = nx.DiGraph(list(conv_edges))
             for cycle in nx.simple_cycles(graph):
                 if len(cycle) < 3:
                     continue
                 steps = list(zip(cycle, cycle[1:] + cycle[:1]))
-                items = sorted({x.order: x for step in steps for x in conv_edges[step]}.values(), key=lambda x: x.order)
+                items = [self.items.at(x) for x in sorted({x for step in steps for x in conv_edges[step]})]
                 out.append(_defect(items[0], f"{len(cycle)} answers preferred in a loop by "
                                              f"{', '.join(f'{x.set} uid {x.uid}' for x in items)}",
                                    answers=len(cycle), items=[x.ref() for x in items]))
@@ -439,28 +549,31 @@ def _later_prompt_items(entry: dict) -> list[dict]:
          pair of (conversation, scenario) prompts; it names the later prompt, whose items are all removed.""",
         removes=_later_prompt_items)
 class _NearDuplicates:
-    """Keeps each prompt's items (refs) and one embedding row per distinct conversation, embedded in
-    chunks of ``EMBED_CHUNK`` search texts as the conversations first appear."""
+    """Keeps one record an item (its conversation's row, scenario, item number) and one embedding row
+    per distinct conversation, embedded in chunks of ``EMBED_CHUNK`` search texts as the
+    conversations first appear."""
 
     def __init__(self, ctx: AuditContext):
         self.ctx = ctx
+        self.rows_of: dict[bytes, int] = {}  # conversation -> its row, in first-appearance order
+        self.scenarios: dict[str, int] = {}
         # A prompt is a (conversation, scenario); its items are every item of either set that uses it.
-        self.prompts: dict[tuple[bytes, str], list[_Ref]] = defaultdict(list)
-        self.by_conv: dict[bytes, list[tuple[bytes, str]]] = defaultdict(list)  # first-appearance order
+        self.uses = _Records(("row", "I"), ("scenario", "I"), ("order", "I"))
         self.pending: list[str] = []  # search texts of conversations not embedded yet
         self.rows: list[Any] = []
         self.embed = ctx.embed
         self.failed: str | None = None  # why embeddings are unavailable
 
     def add(self, e: _Entry) -> None:
-        key = (e.conv_key, e.item.scenario_id)
-        if key not in self.prompts:
-            if e.conv_key not in self.by_conv and self.ctx.near_duplicates and self.failed is None:
+        row = self.rows_of.get(e.conv_key)
+        if row is None:
+            row = self.rows_of[e.conv_key] = len(self.rows_of)
+            if self.ctx.near_duplicates and self.failed is None:
                 self.pending.append(search_text(e.item.conversation))
                 if len(self.pending) >= EMBED_CHUNK:
                     self._embed_pending()
-            self.by_conv[e.conv_key].append(key)
-        self.prompts[key].append(e.at)
+        scenario = self.scenarios.setdefault(e.item.scenario_id, len(self.scenarios))
+        self.uses.append(row, scenario, e.at.order)
 
     def _embed_pending(self) -> None:
         try:
@@ -473,12 +586,31 @@ class _NearDuplicates:
             self.rows = []
         self.pending = []
 
-    def _pairs(self) -> dict[tuple[tuple, tuple], float]:
-        ctx, by_conv = self.ctx, self.by_conv
-        pairs: dict[tuple[tuple, tuple], float] = {}
-        for keys in by_conv.values():  # the same conversation in several scenarios
-            for i, a in enumerate(keys):
-                for b in keys[i + 1:]:
+    def _vectors(self) -> Any:
+        """The embedded chunks as one matrix, each chunk let go once copied (not two copies at once)."""
+        import numpy as np
+
+        chunks = [np.asarray(r, dtype=np.float32) for r in self.rows]
+        self.rows = []
+        vectors = np.empty((sum(len(c) for c in chunks), chunks[0].shape[1]), dtype=np.float32)
+        at = 0
+        chunks.reverse()
+        while chunks:
+            chunk = chunks.pop()
+            vectors[at:at + len(chunk)] = chunk
+            at += len(chunk)
+        return vectors
+
+    def _pairs(self, prompt_row: Any, prompt_scenario: Any) -> dict[tuple[int, int], float]:
+        """(prompt, prompt) -> cosine, prompts numbered as ``finish`` groups them (sorted by row)."""
+        import numpy as np
+
+        ctx = self.ctx
+        bounds = np.searchsorted(prompt_row, np.arange(len(self.rows_of) + 1))  # row r: prompts bounds[r]:bounds[r+1]
+        pairs: dict[tuple[int, int], float] = {}
+        for r in np.flatnonzero(np.diff(bounds) > 1).tolist():  # the same conversation in several scenarios
+            for a in range(bounds[r], bounds[r + 1]):
+                for b in range(a + 1, bounds[r + 1]):
                     pairs[(a, b)] = 1.0
         ctx.checks["near_duplicates"] = "exact only"
         if not ctx.near_duplicates:
@@ -491,33 +623,31 @@ class _NearDuplicates:
             ctx.notes.append(f"near_duplicate_prompt: embeddings unavailable ({self.failed}); "
                              f"only prompts repeated exactly in different scenarios were checked")
             return pairs
-        import numpy as np
-
         from ..similarity import similar_pairs
 
         ctx.checks["near_duplicates"] = "embeddings"
         ctx.checks["embedding_model"] = self.embed.fingerprint if hasattr(self.embed, "fingerprint") else "custom"
-        vectors = np.concatenate([np.asarray(r, dtype=np.float32) for r in self.rows])
-        self.rows = []
-        convs = list(by_conv)
-        ii, jj, sims = similar_pairs(vectors, threshold=ctx.near_threshold)
+        ii, jj, sims = similar_pairs(self._vectors(), threshold=ctx.near_threshold)
         for i, j, s in zip(ii.tolist(), jj.tolist(), sims.tolist()):
-            for a in by_conv[convs[i]]:
-                for b in by_conv[convs[j]]:
-                    if a[1] != b[1]:
+            for a in range(bounds[i], bounds[i + 1]):
+                for b in range(bounds[j], bounds[j + 1]):
+                    if prompt_scenario[a] != prompt_scenario[b]:
                         pairs[(a, b)] = max(pairs.get((a, b), 0.0), float(s))
         return pairs
 
     def finish(self) -> list[dict]:
-        pairs = self._pairs()
+        uses, bounds = _grouped(self.uses.array(), ["row", "scenario"])  # one group a prompt
+        first = bounds[:-1]
+        pairs = self._pairs(uses["row"][first], uses["scenario"][first])
         self.ctx.checks["near_threshold"] = self.ctx.near_threshold
-        out = []
+        at, first_item, out = self.ctx.items.at, uses["order"][first], []
         for (a, b), sim in pairs.items():
-            first, later = sorted((self.prompts[a], self.prompts[b]), key=lambda items: items[0].order)
-            f, e = first[0], later[0]
+            earlier, later = sorted((a, b), key=lambda g: first_item[g])
+            f, e = at(int(first_item[earlier])), at(int(first_item[later]))
+            items = uses["order"][bounds[later]:bounds[later + 1]].tolist()
             out.append(_defect(e, f"prompt in {e.scenario!r} is a near-duplicate (cosine {sim:.3f}) of "
                                   f"uid {f.uid}'s in {f.scenario!r}",
-                               similarity=round(sim, 4), other=f.ref(), items=[x.ref() for x in later]))
+                               similarity=round(sim, 4), other=f.ref(), items=[at(x).ref() for x in items]))
         out.sort(key=lambda d: (d["file"], d["index"], d["other"]["file"], d["other"]["index"]))
         return out
 
@@ -528,9 +658,10 @@ DEFECT_KINDS = tuple(KINDS)  # every kind declared above, in report order
 class StreamingAudit:
     """An audit fed one item at a time (``add``, in release order); ``report`` gives every defect.
 
-    What it keeps per item is a ``_Ref`` and digests of its identity texts (plus one embedding row per
-    distinct conversation), never the item's texts. ``near_duplicates`` False skips the embedding
-    model (equal prompts in different scenarios are still found). ``leak_patterns`` replaces
+    What it keeps per item is packed: where the item lives and the digests of its identity texts a
+    comparing kind needs (plus one embedding row per distinct conversation), never the item's texts.
+    ``near_duplicates`` False skips the embedding model (equal prompts in different scenarios are
+    still found). ``leak_patterns`` replaces
     ``prompts/leak_patterns.txt`` (regular expressions). ``embed``: what embeds the prompts (an
     embedding store reuses a build's vectors); default the packaged all-MiniLM-L6-v2.
     """
@@ -542,9 +673,9 @@ class StreamingAudit:
         self._report = AuditReport(release=name)
         self._report.checks["leak_patterns"] = len(patterns)
         ctx = AuditContext(patterns, near_duplicates, near_threshold, self._report.notes, self._report.checks, embed)
+        self._items = ctx.items
         self._collectors = {k.name: k.collector(ctx) for k in KINDS.values()}
         self._identity = lru_cache(maxsize=TEXT_MEMO)(identity)
-        self._count = 0
 
     def add(self, item: Item, file: str, index: int) -> None:
         """Audit the item at ``index`` of ``file`` (relative to the release root)."""
@@ -553,17 +684,17 @@ class StreamingAudit:
         answers = tuple(n(a.answer) for a in item.answers())
         texts = tuple((f"conversation_input[{i}].content", c) for i, (_, c) in enumerate(conv))
         texts += tuple(zip(_answer_fields(item), answers))
-        at = _Ref(item.set_name, item.uid, file, index, item.scenario_id, self._count)
+        at = _Ref(item.set_name, item.uid, file, index, item.scenario_id, len(self._items))
+        self._items.add(at)
         entry = _Entry(item, at, conv, answers, texts, digest(json.dumps(conv, ensure_ascii=False)),
                        tuple(digest(a) for a in answers))
         for collector in self._collectors.values():
             collector.add(entry)
-        self._count += 1
 
     def report(self) -> AuditReport:
         """The report (call once, after the last ``add``)."""
         self._report.defects = {name: c.finish() for name, c in self._collectors.items()}
-        self._report.checks["items"] = self._count
+        self._report.checks["items"] = len(self._items)
         return self._report
 
 
