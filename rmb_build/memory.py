@@ -103,17 +103,7 @@ def encoder_allocation(headroom_mb: float | None = None) -> Iterator[Callable[[]
             if _encoders == 0:
                 _set_thresholds(libc, ENCODER_MMAP_THRESHOLD, ENCODER_TRIM_THRESHOLD)
             _encoders += 1
-    mark = [resident_mb() if active else None]
-
-    def hand_back() -> None:
-        if not active:
-            return
-        now = resident_mb()
-        if now is not None and mark[0] is not None and now - mark[0] <= headroom:
-            return
-        libc.malloc_trim(0)
-        mark[0] = resident_mb()
-
+    hand_back = HeapTrimmer(headroom) if active else (lambda: None)
     try:
         yield hand_back
     finally:
@@ -123,6 +113,30 @@ def encoder_allocation(headroom_mb: float | None = None) -> Iterator[Callable[[]
                 if _encoders == 0:
                     _set_thresholds(libc, MMAP_THRESHOLD, MMAP_THRESHOLD)
                     libc.malloc_trim(0)
+
+
+class HeapTrimmer:
+    """A hand-back for a long loop (call it once an item): every ``every`` calls it looks at resident
+    memory and returns the heap's free pages to the system once it grew more than ``headroom_mb``
+    since the trimmer was made or last trimmed. A no-op where the allocator is not glibc's.
+
+    Why a loop needs it: once a big heap was trimmed, the loop's short-lived blocks land in its free
+    chunks all over it, and every page they touch counts as resident again until the next trim."""
+
+    def __init__(self, headroom_mb: float = ENCODER_HEADROOM_MB, every: int = 1):
+        self.headroom, self.every, self.calls = headroom_mb, max(1, every), 0
+        self._libc = _libc()
+        self.mark = resident_mb() if self._libc is not None else None
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self._libc is None or self.mark is None or self.calls % self.every:
+            return
+        now = resident_mb()
+        if now is None or now - self.mark <= self.headroom:
+            return
+        self._libc.malloc_trim(0)
+        self.mark = resident_mb()
 
 
 def give_back() -> None:

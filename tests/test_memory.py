@@ -130,6 +130,16 @@ with memory.encoder_allocation(headroom_mb=48) as hand_back:
     grown.append(bytearray(40 << 20))  # 60 MB up
     hand_back()
     out["trims_past_headroom"] = len(trims)
+del grown
+memory.give_back()
+trims.clear()
+trimmer = memory.HeapTrimmer(headroom_mb=8, every=4)  # what the release's item loops call once an item
+grown = bytearray(20 << 20)
+for _ in range(3):
+    trimmer()
+out["trims_between_looks"] = len(trims)
+trimmer()  # the 4th call looks: 20 MB up, past its 8 MB headroom
+out["trims_at_a_look"] = len(trims)
 print(json.dumps(out))
 """
 
@@ -152,3 +162,5 @@ def test_encoders_run_with_roomy_thresholds_and_leave_nothing_behind():
     assert got["held"] > 350 and got["rss_growth"] < 30, got
     assert got["handed_back"] > 300, got
     assert got["trims_under_headroom"] == 0 and got["trims_past_headroom"] == 1, got  # a trim is paid for only when due
+    # a loop's trimmer looks at resident memory only every so many calls, and trims when it grew
+    assert got["trims_between_looks"] == 0 and got["trims_at_a_look"] == 1, got

@@ -22,6 +22,7 @@ from .. import atomic
 from ..config import BuildConfig
 from ..errors import RMBError
 from ..items import Item, set_file
+from ..memory import HeapTrimmer
 from ..paths import check_relative_id
 from .manifest import Accounting, ReleaseFigures, build_manifest
 from ..release.audit import StreamingAudit
@@ -29,6 +30,11 @@ from ..release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release, iter_rmb_it
 from ..release.write import write_set_file
 
 AUDIT_FILE = "audit.json"
+# The release streams every item twice (written, read back and audited) through a build's large,
+# trimmed heap: its short-lived blocks land all over it, so the heap is trimmed as it goes once
+# resident memory grew this much (looked at every TRIM_CHECK_ITEMS items).
+RELEASE_HEADROOM_MB = 16
+TRIM_CHECK_ITEMS = 256
 
 Entry = tuple[Item, Mapping[str, Any] | None]  # an item and its line of annotations.jsonl (None: no line)
 
@@ -93,12 +99,15 @@ def _by_file(entries: Iterable[Entry]) -> Iterator[tuple[tuple[str, str], Iterat
         yield key, group
 
 
-def _write_files(entries: Iterable[Entry], building: Path, figures: ReleaseFigures) -> Counter:
-    """Write the set files and ``annotations.jsonl`` into ``building``, feeding ``figures``; items per set."""
+def _write_files(entries: Iterable[Entry], building: Path, figures: ReleaseFigures,
+                 trim: Callable[[], None] = lambda: None) -> Counter:
+    """Write the set files and ``annotations.jsonl`` into ``building``, feeding ``figures``; items per
+    set. ``trim`` is called once an item."""
     written: Counter = Counter()
 
     def items(group: Iterator[Entry], notes: IO[bytes]) -> Iterator[Item]:
         for item, note in group:
+            trim()
             figures.add(item, note)
             if note is not None:
                 notes.write((json.dumps(note, ensure_ascii=False) + "\n").encode("utf-8"))
@@ -118,11 +127,13 @@ def _write_audited(cfg: BuildConfig, entries: Iterable[Entry], target: Path, *, 
     building = target.with_name(f".{target.name}.building")
     shutil.rmtree(building, ignore_errors=True)
     figures = ReleaseFigures()
-    written = _write_files(entries, building, figures)
+    trim = HeapTrimmer(RELEASE_HEADROOM_MB, every=TRIM_CHECK_ITEMS)
+    written = _write_files(entries, building, figures, trim)
     log(f"release: {written['pairwise']} pairwise and {written['bon']} BoN items written; auditing")
     audit = StreamingAudit(cfg.name, near_duplicates=near_duplicates, embed=embed)
     for item, file, index in iter_rmb_items(building):  # strict, as `rmb evaluate` reads it
         audit.add(item, file, index)
+        trim()
     report = audit.report()
     atomic.write_json(building / AUDIT_FILE, report.to_json())
     manifest = build_manifest(cfg, figures, accounting=accounting, stages=stages, failures=failures,
