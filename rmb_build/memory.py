@@ -11,7 +11,8 @@ with the fixed 1 MiB threshold every one of them is a fresh mapping whose pages 
 (measured here: 800 ShareGPT prompts in 23 s instead of 16 s). ``encoder_allocation`` lifts the
 thresholds while an encoder runs, hands free pages back when asked and the heap grew past a
 headroom (``embeddings.embed`` asks between groups of batches) and trims once it is done, which
-leaves the same resident memory.
+leaves the same resident memory. ``HeapTrimmer`` is that hand-back for any long loop (the release's
+item loops use it).
 Elsewhere than glibc all of these are no-ops.
 """
 
