@@ -179,8 +179,9 @@ class _Ref:
 
 
 class _Items:
-    """Every audited item's ``_Ref`` fields, packed: per item two array slots and its uid's bytes in
-    one buffer (at 100,000 items, a few MB and no Python object per item)."""
+    """Every audited item's ``_Ref`` fields, packed: per item three array slots (file number, index,
+    end of its uid) and its uid's bytes in one buffer (at 100,000 items, a few MB and no Python
+    object per item)."""
 
     def __init__(self) -> None:
         self._files: list[tuple[str, str, str]] = []  # (file, set, scenario), by file number
@@ -193,18 +194,18 @@ class _Items:
     def __len__(self) -> int:
         return len(self._file)
 
-    def add(self, at: _Ref) -> None:
-        """Record the next item (its ``order`` must be ``len(self)``)."""
-        if at.order != len(self._file):
-            raise ValueError(f"item order {at.order} added as item {len(self._file)}")
-        no = self._file_no.get(at.file)
+    def add(self, set_name: str, uid: str, file: str, index: int, scenario: str) -> _Ref:
+        """Record the next item; its ``_Ref`` (``order``: the number of items recorded before it)."""
+        no = self._file_no.get(file)
         if no is None:
-            no = self._file_no[at.file] = len(self._files)
-            self._files.append((at.file, at.set, at.scenario))
+            no = self._file_no[file] = len(self._files)
+            self._files.append((file, set_name, scenario))
+        order = len(self._file)
         self._file.append(no)
-        self._index.append(at.index)
-        self._uids += at.uid.encode("utf-8", "surrogatepass")
+        self._index.append(index)
+        self._uids += uid.encode("utf-8", "surrogatepass")
         self._uid_end.append(len(self._uids))
+        return _Ref(set_name, uid, file, index, scenario, order)
 
     def at(self, order: int) -> _Ref:
         """The ``_Ref`` of item number ``order``."""
@@ -395,13 +396,12 @@ class _Contradictions(_Preferences):
                     prefers[(better, worse)].append(order)
             for better, worse, order, pairwise in edges:
                 for other in prefers.get((worse, better), ()):
+                    if pairwise and other > order:
+                        continue  # each conflicting pair of pairwise items once, named by its later item
                     y = at(other)
-                    if not pairwise:
-                        out.append(_defect(at(order), f"pairwise uid {y.uid} prefers one of this item's losers "
-                                                      f"to its best answer", other=y.ref()))
-                    elif other < order:  # each conflicting pair once, named by its later item
-                        out.append(_defect(at(order), f"prefers the answer that pairwise uid {y.uid} rejects, "
-                                                      f"and rejects the one it prefers", other=y.ref()))
+                    detail = (f"prefers the answer that pairwise uid {y.uid} rejects, and rejects the one it prefers"
+                              if pairwise else f"pairwise uid {y.uid} prefers one of this item's losers to its best answer")
+                    out.append(_defect(at(order), detail, other=y.ref()))
         out.sort(key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"], d["other"]["file"],
                                 d["other"]["index"]))
         return out
@@ -661,9 +661,9 @@ class StreamingAudit:
     What it keeps per item is packed: where the item lives and the digests of its identity texts a
     comparing kind needs (plus one embedding row per distinct conversation), never the item's texts.
     ``near_duplicates`` False skips the embedding model (equal prompts in different scenarios are
-    still found). ``leak_patterns`` replaces
-    ``prompts/leak_patterns.txt`` (regular expressions). ``embed``: what embeds the prompts (an
-    embedding store reuses a build's vectors); default the packaged all-MiniLM-L6-v2.
+    still found). ``leak_patterns`` replaces ``prompts/leak_patterns.txt`` (regular expressions).
+    ``embed``: what embeds the prompts (an embedding store reuses a build's vectors); default the
+    packaged all-MiniLM-L6-v2.
     """
 
     def __init__(self, name: str, *, near_duplicates: bool = True, near_threshold: float = 0.95,
@@ -684,8 +684,7 @@ class StreamingAudit:
         answers = tuple(n(a.answer) for a in item.answers())
         texts = tuple((f"conversation_input[{i}].content", c) for i, (_, c) in enumerate(conv))
         texts += tuple(zip(_answer_fields(item), answers))
-        at = _Ref(item.set_name, item.uid, file, index, item.scenario_id, len(self._items))
-        self._items.add(at)
+        at = self._items.add(item.set_name, item.uid, file, index, item.scenario_id)
         entry = _Entry(item, at, conv, answers, texts, digest(json.dumps(conv, ensure_ascii=False)),
                        tuple(digest(a) for a in answers))
         for collector in self._collectors.values():
