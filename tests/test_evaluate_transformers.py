@@ -314,3 +314,52 @@ def test_remote_code_needs_trust_remote_code(tiny_rm, tmp_path):
     assert type(trusted._load()).__name__ == "TinyRM" and trusted.describe()["trust_remote_code"] is True
     plain = load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu"))
     assert _scores(trusted, tmp_path, "t") == pytest.approx(_scores(plain, tmp_path, "p"), abs=1e-5)
+
+
+def _release_folder(tmp_path):
+    from rmb_build.release.write import write_release
+
+    folder = tmp_path / "release"
+    write_release(small_release(), folder)
+    return folder
+
+
+def test_hf_refuses_a_causal_lm_checkpoint_before_scoring(tiny_policy, tmp_path, capsys):
+    """A causal LM has no reward head: transformers would initialise ``score.weight`` at random and only log
+    it. The command stops with one line naming the weight; nothing is scored and no results.json written."""
+    from rmb_build.cli import main
+
+    out = tmp_path / "out"
+    code = main(["evaluate", "--rm", f"hf:{tiny_policy}", "--release", str(_release_folder(tmp_path)),
+                 "--out", str(out), "--cache", str(tmp_path / "cache"), "--no-progress", "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "score.weight" in err[0] and "randomly initialised" in err[0] and "nothing was scored" in err[0]
+    assert not (out / "results.json").exists() and not (out / "predictions.jsonl").exists()
+
+
+def test_dpo_refuses_a_policy_without_its_lm_head(tiny_rm, tiny_reference):
+    """A sequence classifier's checkpoint read as a causal LM lacks ``lm_head.weight`` (the tiny Llama does not
+    tie it to the embeddings): refused, not filled with random values."""
+    rm = load_rm(f"dpo:{tiny_rm},{tiny_reference}", RMOptions(device="cpu"))
+    with pytest.raises(RMBError, match=r"lm_head\.weight.*nothing was scored"):
+        rm._load()
+
+
+def test_tied_weights_and_buffers_are_not_reported_missing(smol_tokenizer_dir, tmp_path):
+    """A checkpoint whose LM head is tied to its embeddings (not saved twice) loads: tied copies and buffers
+    such as rotary ``inv_freq`` are not parameters the checkpoint lacks."""
+    from rmb_build.evaluate.adapters import _transformers as T
+
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    torch.manual_seed(3)
+    model = transformers.LlamaForCausalLM(_tiny_llama_config(len(tok), tie_word_embeddings=True))
+    folder = _save_model(model, smol_tokenizer_dir, tmp_path / "tied")
+    loaded, info = transformers.AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
+    assert T.uninitialised_parameters(loaded, info) == []
+    assert loaded.lm_head.weight is loaded.model.embed_tokens.weight
+    assert T.uninitialised_parameters(loaded, {"missing_keys": ["model.rotary_emb.inv_freq", "lm_head.weight"]}) == []
+    untied = transformers.LlamaForCausalLM(_tiny_llama_config(len(tok)))
+    assert T.uninitialised_parameters(untied, {"missing_keys": ["model.rotary_emb.inv_freq", "lm_head.weight"],
+                                               "mismatched_keys": [("score.weight", (2, 32), (1, 32))]}) \
+        == ["lm_head.weight"]

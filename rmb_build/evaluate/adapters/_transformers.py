@@ -114,6 +114,36 @@ def load_error(ref: ModelRef, what: str, exc: Exception) -> RMBError:
     return RMBError(f"model {ref.name!r}: cannot load {what}: {msg}")
 
 
+def load_checked(auto_class, ref: ModelRef, options: RMOptions, what: str, **kwargs):
+    """``auto_class.from_pretrained`` that refuses a model any of whose parameters the checkpoint did not hold.
+
+    transformers fills a parameter missing from the checkpoint (a sequence-classification head on a
+    causal LM checkpoint, an LM head on a classifier's) with random values and only logs it; scoring
+    with it gives a plausible-looking, meaningless number. Buffers (rotary ``inv_freq``, ``position_ids``)
+    do not count, nor do weights tied to a loaded one.
+    """
+    try:
+        model, info = auto_class.from_pretrained(ref.path, output_loading_info=True, **kwargs,
+                                                 **load_kwargs(ref, options))
+    except (OSError, ValueError, ImportError) as exc:
+        raise load_error(ref, f"it as {what}", exc) from None
+    fresh = uninitialised_parameters(model, info)
+    if fresh:
+        shown = ", ".join(fresh[:6]) + (f" and {len(fresh) - 6} more" if len(fresh) > 6 else "")
+        raise RMBError(f"model {ref.name!r}: loaded as {what}, {len(fresh)} parameter(s) are not in its checkpoint "
+                       f"and would be randomly initialised: {shown}; it needs another loader (see 'rmb evaluate "
+                       "--help' for the reward-model kinds), nothing was scored")
+    return model
+
+
+def uninitialised_parameters(model, info: dict[str, Any]) -> list[str]:
+    """Names of ``model``'s parameters that loading left at their random initial values, sorted."""
+    params = dict(model.named_parameters())  # one name per tied tensor: a tied copy is not "missing"
+    names = set(info.get("missing_keys") or ())
+    names |= {m[0] if isinstance(m, (tuple, list)) else m for m in info.get("mismatched_keys") or ()}
+    return sorted(n for n in names if n in params)
+
+
 def resolve_device(options: RMOptions) -> str:
     if options.device:
         return options.device

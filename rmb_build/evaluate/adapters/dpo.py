@@ -39,11 +39,7 @@ class DPORewardModel(RewardModel):
             dtype = T.torch_dtype(T.resolve_dtype(self.options, self.device))
             models = []
             for ref in self.refs:
-                try:
-                    model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=dtype,
-                                                                 **T.load_kwargs(ref, self.options))
-                except (OSError, ValueError, ImportError) as exc:
-                    raise T.load_error(ref, "it as a causal LM", exc) from None
+                model = T.load_checked(AutoModelForCausalLM, ref, self.options, "a causal LM", dtype=dtype)
                 models.append(model.to(self.device).eval())
             vocab = [m.get_output_embeddings().weight.shape[0] for m in models]
             if vocab[0] != vocab[1]:

@@ -33,12 +33,8 @@ class HFRewardModel(RewardModel):
         if self.model is None:
             from transformers import AutoModelForSequenceClassification
 
-            try:
-                model = AutoModelForSequenceClassification.from_pretrained(
-                    self.ref.path, dtype=T.torch_dtype(T.resolve_dtype(self.options, self.device)),
-                    **T.load_kwargs(self.ref, self.options))
-            except (OSError, ValueError, ImportError) as exc:
-                raise T.load_error(self.ref, "it as a sequence classifier", exc) from None
+            model = T.load_checked(AutoModelForSequenceClassification, self.ref, self.options, "a sequence classifier",
+                                   dtype=T.torch_dtype(T.resolve_dtype(self.options, self.device)))
             if model.config.num_labels not in (1, 2):
                 raise RMBError(f"model {self.target!r}: has {model.config.num_labels} labels; a reward model has 1 "
                                "(a score) or 2 (the second label's log-odds is used)")
