@@ -94,7 +94,7 @@ def test_ties_count_half_and_unjudged_pairs_stay_out_of_n():
         return JudgeScore(q.id, gen, (v,), v, 0.0, ("",))
     scores = [s(q1, "gold-chosen", 5), s(q1, "gold-rejected", 5), s(q2, "gold-chosen", 7)]
     out = summarize(queries, responses, scores, [], seed=0)
-    assert out["agreement"]["Helpfulness"] == {"value": 0.5, "n": 1, "ci95": [0.5, 0.5], "ties": 1, "unjudged": 1}
+    assert out["agreement"]["Helpfulness"] == {"value": 0.5, "n": 1, "ci95": [0.0, 1.0], "ties": 1, "unjudged": 1}
 
 
 # --- builds through the scripted stub ------------------------------------------------------------
@@ -185,7 +185,7 @@ def test_gold_agreement_is_measured_and_recorded(tmp_path, prefect_harness):
     assert section["release"] == str(gold) and section["items"] == 8
     for goal in ("Helpfulness", "Harmlessness"):
         assert section["agreement"][goal] | {"unjudged": 0} == {
-            "value": 1.0, "n": 4, "ci95": [1.0, 1.0], "ties": 0, "unjudged": 0}
+            "value": 1.0, "n": 4, "ci95": [pytest.approx(0.025 ** 0.25), 1.0], "ties": 0, "unjudged": 0}
     assert section["guard_prompt_unsafe"]["n"] == 4
 
 
@@ -238,7 +238,8 @@ def test_judge_check_prints_the_per_goal_table(tmp_path, capsys):
         assert main(["judge-check", "--config", str(path), "--gold", str(gold), "--items", "8",
                      "--workdir", str(tmp_path / "work"), "--json", str(tmp_path / "gold.json")]) == 0
     out = capsys.readouterr().out
-    assert "| Helpfulness | 1.000 | 4 | 1.000-1.000 | 0 | 0 |" in out
-    assert "| Harmlessness | 1.000 | 4 | 1.000-1.000 | 0 | 0 |" in out
-    assert "above chance" in out
+    # 4 of 4 agreements: Clopper-Pearson's [0.398, 1] still holds chance, and n=4 is marked as few
+    assert "| Helpfulness | 1.000 | 4 † | 0.398-1.000 | 0 | 0 |" in out
+    assert "| Harmlessness | 1.000 | 4 † | 0.398-1.000 | 0 | 0 |" in out
+    assert "not distinguishable from a coin flip" in out and "above chance" not in out
     assert json.loads((tmp_path / "gold.json").read_text())["overall"]["n"] == 8

@@ -11,7 +11,7 @@ Agreement per goal is the mean outcome: 1 when the gold ``chosen`` is preferred,
 ``rejected`` is, 0.5 for a tie (no preference either way; as ``rmb evaluate --ties half``), so chance
 is 0.5. An answer whose guard verdict is unreadable is compared with nothing by the build, so its
 pair counts as a tie. Pairs the judge could not score are left out of ``n`` and counted as ``unjudged``. The 95%
-interval is a seeded bootstrap over the goal's outcomes (as ``rmb evaluate``'s). Every call goes
+interval is ``rmb evaluate``'s (``rmb_build.intervals``): exact for 0/1 outcomes, never of zero width. Every call goes
 through the LLM cache, so a rerun repeats none.
 """
 
@@ -25,8 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import RMBError
-from ..evaluate.metrics import percentile_ci
-from ..evaluate.metrics import bootstrap_sums
+from ..intervals import DEFAULT_DRAWS, FEW_ITEMS, FEW_MARK, few_items, mean_interval
 from ..items import PairwiseItem
 from ..records import Query, Response, query_id
 from ..taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
@@ -38,7 +37,6 @@ from .sets import Candidate, answer_key, beats
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"
 CHANCE = 0.5
-RESAMPLES = 1000
 NOT_FOUND = "gold release not found"
 
 
@@ -93,13 +91,13 @@ def outcome(chosen: Candidate, rejected: Candidate) -> float:
 
 
 def agreement(outcomes: Sequence[float], seed: int, stratum: str) -> dict[str, Any]:
-    """``{"value", "n", "ci95", "ties"}`` of a goal's outcomes (bootstrap interval)."""
+    """``{"value", "n", "ci95", "ties"}`` of a goal's outcomes (``rmb_build.intervals``: never of zero width)."""
     arr = np.asarray(outcomes, dtype=float)
     n = len(arr)
     if not n:
         return {"value": None, "n": 0, "ci95": [None, None], "ties": 0}
-    boot = bootstrap_sums(arr, RESAMPLES, seed, f"gold/{stratum}") / n
-    return {"value": float(arr.mean()), "n": n, "ci95": percentile_ci(boot), "ties": int((arr == 0.5).sum())}
+    return {"value": float(arr.mean()), "n": n, "ci95": mean_interval(arr, DEFAULT_DRAWS, seed, f"gold/{stratum}"),
+            "ties": int((arr == 0.5).sum())}
 
 
 def not_found(release: str, items: int) -> dict[str, Any]:
@@ -216,7 +214,10 @@ def table(section: dict[str, Any]) -> str:
             rows.append(f"| {goal} | - | 0 | - | - | {a.get('unjudged', 0)} |")
             continue
         lo, hi = a["ci95"]
-        rows.append(f"| {goal} | {a['value']:.3f} | {a['n']} | {lo:.3f}-{hi:.3f} | {a['ties']} | {a.get('unjudged', 0)} |")
+        n = f"{a['n']} {FEW_MARK}" if few_items(a["n"]) else a["n"]
+        rows.append(f"| {goal} | {a['value']:.3f} | {n} | {lo:.3f}-{hi:.3f} | {a['ties']} | {a.get('unjudged', 0)} |")
+    if any(few_items(a.get("n", 0)) for _, a in entries):
+        rows += ["", f"{FEW_MARK} fewer than {FEW_ITEMS} pairs: read the agreement with its interval."]
     return "\n".join(rows)
 
 

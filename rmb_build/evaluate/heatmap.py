@@ -3,7 +3,7 @@
 A random scorer gets 1/2 of the pairs right and 1/(1 + losers) of the BoN items, so a raw colour
 scale would make every BoN cell look poor. The colour is the accuracy's place between 0 and chance
 (red) or between chance and 1 (blue); white is chance. Rows are the full scenario ids grouped by task,
-each cell shows the accuracy and its n, and the figure is cropped to what it draws.
+each cell shows the accuracy and its n (marked when under ``FEW_ITEMS``), and the figure is cropped to what it draws.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..intervals import FEW_ITEMS, FEW_MARK, few_items
 from ..taxonomy import BON_SET, HAZARD_CATEGORIES, PAIRWISE_SET, parse_scenario_id
 from .metrics import scenario_order
 
@@ -82,7 +83,8 @@ def write_heatmap(results: Mapping[str, Any], path: str | Path) -> Path | None:
             if cell is None:
                 ax.text(j, i, "no items", ha="center", va="center", fontsize=CELL_PT, color="#777777")
                 continue
-            ax.text(j, i, f"{100 * cell['accuracy']:.0f}%  n={cell['n']}", ha="center", va="center",
+            few = FEW_MARK if few_items(cell["n"]) else ""
+            ax.text(j, i, f"{100 * cell['accuracy']:.0f}%  n={cell['n']}{few}", ha="center", va="center",
                     fontsize=CELL_PT, color="white" if abs(colour[i, j]) > 0.6 else "black")
     groups = [_group(r) for r in rows]
     for i in range(1, len(rows)):
@@ -95,7 +97,8 @@ def write_heatmap(results: Mapping[str, Any], path: str | Path) -> Path | None:
     cax = fig.add_axes([0.1, -0.32 / height, 0.8, 0.1 / height])  # 0.22 in below the grid, 0.1 in tall
     bar = fig.colorbar(im, cax=cax, orientation="horizontal", ticks=[-1, 0, 1])
     bar.ax.set_xticklabels(["0%", "chance", "100%"], fontsize=7)
-    bar.set_label("colour: accuracy relative to the set's chance level", fontsize=7)
+    bar.set_label(f"colour: accuracy relative to the set's chance level;  {FEW_MARK} fewer than {FEW_ITEMS} items",
+                  fontsize=7)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.png")

@@ -1,12 +1,12 @@
 """Aggregate item outcomes into results.json: per scenario, task, goal and overall.
 
 macro = mean of the group's scenario accuracies; micro = mean over the group's items. Harmlessness
-scenarios belong to no task. 95% intervals come from a stratified, seeded bootstrap: each
-scenario's items are resampled with their own generator (seeded from the seed, the set and the
-scenario), and every group's macro and micro figures are computed from the same resamples.
+scenarios belong to no task. 95% intervals come from ``rmb_build/intervals.py``: Clopper-Pearson for
+a proportion, and its Monte Carlo extension for macro means and ties counted half; none has zero
+width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``.
 
 ``rmb_overall`` is RMB's headline: the four cells (pairwise/BoN x Helpfulness/Harmlessness), each
-that set's goal ``macro``, and their plain mean; its intervals come from the same resamples.
+that set's goal ``macro``, and their plain mean; ``few_items`` lists the cells resting on few items.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..intervals import DEFAULT_DRAWS, FEW_ITEMS, Draws, few_items, macro_interval, mean_interval, \
+    scenario_draws, weighted_interval
+from ..intervals import METHOD as INTERVAL_METHOD
 from ..taxonomy import BON_SET, GOALS, PAIRWISE_SET, all_scenarios, parse_scenario_id
 
 SCHEMA_VERSION = 1
-DEFAULT_RESAMPLES = 1000
+DEFAULT_RESAMPLES = DEFAULT_DRAWS
 RMB_CELLS = tuple(f"{s}/{g}" for s in (PAIRWISE_SET, BON_SET) for g in GOALS)
 
 
@@ -55,32 +58,70 @@ def bootstrap_sums(outcomes: np.ndarray, resamples: int, seed: int, stratum: str
 
 @dataclass
 class SetSamples:
-    """One set's per-scenario outcomes, accuracies and resampled accuracies (scenarios in order)."""
+    """One set's per-scenario outcomes, accuracies and resampled accuracies (scenarios in order).
+
+    Kept for ``rmb compare``'s paired bootstrap; results.json's intervals come from ``SetDraws``.
+    """
 
     outcomes: dict[str, np.ndarray]
     accuracy: dict[str, float]
     boot: dict[str, np.ndarray]
     chance: dict[str, float | None]
 
+
+def rmb_cells(samples: Mapping[str, SetSamples]) -> dict[str, tuple[float, np.ndarray, int]]:
+    """Each RMB cell present: (goal macro accuracy, its resampled values, items) -- for ``rmb compare``."""
+    cells = {}
+    for set_name, sm in samples.items():
+        for goal, members in goals_of(sm.outcomes).items():
+            cell = f"{set_name}/{goal}"
+            if cell in RMB_CELLS:
+                cells[cell] = (float(np.mean([sm.accuracy[s] for s in members])),
+                               np.mean([sm.boot[s] for s in members], axis=0),
+                               sum(len(sm.outcomes[s]) for s in members))
+    return cells
+
+
+def goals_of(scenarios: Sequence[str]) -> dict[str, list[str]]:
+    """Scenario ids per goal, goals in RMB's order."""
+    goals: dict[str, list[str]] = defaultdict(list)
+    for s in scenarios:
+        goals[parse_scenario_id(s).goal].append(s)
+    return {g: goals[g] for g in [g for g in GOALS if g in goals] + sorted(g for g in goals if g not in GOALS)}
+
+
+@dataclass
+class SetDraws:
+    """One set's per-scenario outcomes, accuracies and interval draws (scenarios in RMB's order)."""
+
+    outcomes: dict[str, np.ndarray]
+    accuracy: dict[str, float]
+    draws: dict[str, Draws]
+    chance: dict[str, float | None]
+    n_draws: int
+    seed: int
+
     @property
     def scenarios(self) -> list[str]:
         return list(self.outcomes)
 
     def goals(self) -> dict[str, list[str]]:
-        """Scenario ids per goal, goals in RMB's order."""
-        goals: dict[str, list[str]] = defaultdict(list)
-        for s in self.outcomes:
-            goals[parse_scenario_id(s).goal].append(s)
-        return {g: goals[g] for g in [g for g in GOALS if g in goals] + sorted(g for g in goals if g not in GOALS)}
+        return goals_of(self.scenarios)
 
-    def macro(self, members: Sequence[str]) -> tuple[float, np.ndarray]:
-        """The group's macro accuracy and its resampled values."""
-        return float(np.mean([self.accuracy[s] for s in members])), np.mean([self.boot[s] for s in members], axis=0)
+    def macro(self, members: Sequence[str]) -> tuple[float, list[float]]:
+        """The group's macro accuracy and its 95% interval."""
+        return (float(np.mean([self.accuracy[s] for s in members])),
+                macro_interval({s: self.draws[s] for s in members}, self.outcomes))
+
+    def micro(self, members: Sequence[str], stratum: str) -> tuple[float, list[float]]:
+        """The group's accuracy over its items and its 95% interval."""
+        pooled = np.concatenate([self.outcomes[s] for s in members])
+        return float(pooled.mean()), mean_interval(pooled, self.n_draws, self.seed, stratum)
 
 
-def set_samples(predictions: Sequence[Mapping[str, Any]], set_name: str, resamples: int = DEFAULT_RESAMPLES,
-                seed: int = 0) -> SetSamples:
-    """Resample each scenario of ``set_name`` (seeded per set and scenario)."""
+def set_draws(predictions: Sequence[Mapping[str, Any]], set_name: str, draws: int = DEFAULT_RESAMPLES,
+              seed: int = 0) -> SetDraws:
+    """Each scenario of ``set_name``: outcomes, accuracy and interval draws (seeded per set and scenario)."""
     by_scenario: dict[str, list[float]] = defaultdict(list)
     chances: dict[str, list[float]] = defaultdict(list)
     for p in predictions:
@@ -89,45 +130,49 @@ def set_samples(predictions: Sequence[Mapping[str, Any]], set_name: str, resampl
             if p.get("chance") is not None:
                 chances[p["scenario"]].append(float(p["chance"]))
     outcomes = {s: np.asarray(by_scenario[s]) for s in scenario_order(list(by_scenario))}
-    return SetSamples(
+    return SetDraws(
         outcomes=outcomes,
         accuracy={s: float(o.mean()) for s, o in outcomes.items()},
-        boot={s: bootstrap_sums(o, resamples, seed, f"{set_name}/{s}") / len(o) for s, o in outcomes.items()},
-        chance={s: (float(np.mean(chances[s])) if len(chances[s]) == len(o) else None) for s, o in outcomes.items()})
+        draws={s: scenario_draws(o, draws, seed, f"{set_name}/{s}") for s, o in outcomes.items()},
+        chance={s: (float(np.mean(chances[s])) if len(chances[s]) == len(o) else None) for s, o in outcomes.items()},
+        n_draws=draws, seed=seed)
 
 
 def aggregate_set(predictions: Sequence[Mapping[str, Any]], set_name: str,
                   resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                  samples: SetSamples | None = None) -> dict[str, Any]:
+                  samples: SetDraws | None = None) -> dict[str, Any]:
     """``{"scenarios", "tasks", "goals", "overall"}`` for one set's predictions."""
-    sm = samples if samples is not None else set_samples(predictions, set_name, resamples, seed)
+    sm = samples if samples is not None else set_draws(predictions, set_name, resamples, seed)
     out: dict[str, Any] = {"scenarios": {}, "tasks": {}, "goals": {}, "overall": {}}
     scenarios = sm.scenarios
     if not scenarios:
         return out
     n = {s: len(sm.outcomes[s]) for s in scenarios}
     for s in scenarios:
-        out["scenarios"][s] = {"accuracy": sm.accuracy[s], "n": n[s], "ci95": percentile_ci(sm.boot[s])}
+        out["scenarios"][s] = {"accuracy": sm.accuracy[s], "n": n[s], "ci95": sm.macro([s])[1]}
+        if few_items(n[s]):
+            out["scenarios"][s]["few_items"] = True
         if sm.chance[s] is not None:
             out["scenarios"][s]["chance"] = sm.chance[s]
 
-    def group(members: list[str]) -> dict[str, Any]:
+    def group(name: str, members: list[str]) -> dict[str, Any]:
         total = sum(n[s] for s in members)
-        macro, boot_macro = sm.macro(members)
-        boot_micro = np.sum([sm.boot[s] * n[s] for s in members], axis=0) / total
-        return {"macro": macro,
-                "micro": float(sum(float(sm.outcomes[s].sum()) for s in members) / total),
-                "n": total, "n_scenarios": len(members),
-                "ci95_macro": percentile_ci(boot_macro), "ci95_micro": percentile_ci(boot_micro)}
+        macro, ci_macro = sm.macro(members)
+        micro, ci_micro = sm.micro(members, f"{set_name}/{name}/micro")
+        row = {"macro": macro, "micro": micro, "n": total, "n_scenarios": len(members),
+               "ci95_macro": ci_macro, "ci95_micro": ci_micro}
+        if few_items(total):
+            row["few_items"] = True
+        return row
 
     tasks: dict[str, list[str]] = defaultdict(list)
     for s in scenarios:
         task = parse_scenario_id(s).task_id
         if task:
             tasks[task].append(s)
-    out["tasks"] = {t: group(m) for t, m in tasks.items()}
-    out["goals"] = {g: group(m) for g, m in sm.goals().items()}
-    out["overall"] = group(scenarios)
+    out["tasks"] = {t: group(t, m) for t, m in tasks.items()}
+    out["goals"] = {g: group(g, m) for g, m in sm.goals().items()}
+    out["overall"] = group("overall", scenarios)
     if len(out["goals"]) > 1:
         # Reported beside, never instead of, `overall` (which is over all scenarios / items).
         out["mean_of_goals"] = {"macro": float(np.mean([g["macro"] for g in out["goals"].values()])),
@@ -135,30 +180,27 @@ def aggregate_set(predictions: Sequence[Mapping[str, Any]], set_name: str,
     return out
 
 
-def rmb_cells(samples: Mapping[str, SetSamples]) -> dict[str, tuple[float, np.ndarray, int]]:
-    """Each RMB cell present: (goal macro accuracy, its resampled values, items)."""
-    cells = {}
+def rmb_overall(samples: Mapping[str, SetDraws]) -> dict[str, Any]:
+    """RMB's headline: four cells (each a set's goal macro) and their mean, with 95% intervals.
+
+    A cell the release lacks is null, listed in ``missing``; the mean is over the cells present.
+    """
+    cells: dict[str, tuple[float, list[float], int, list[str], SetDraws]] = {}
     for set_name, sm in samples.items():
         for goal, members in sm.goals().items():
             cell = f"{set_name}/{goal}"
             if cell in RMB_CELLS:
-                cells[cell] = (*sm.macro(members), sum(len(sm.outcomes[s]) for s in members))
-    return cells
-
-
-def rmb_overall(samples: Mapping[str, SetSamples]) -> dict[str, Any]:
-    """RMB's headline: four cells (each a set's goal macro) and their mean, with bootstrap intervals.
-
-    A cell the release lacks is null, listed in ``missing``; the mean is over the cells present.
-    """
-    cells = rmb_cells(samples)
+                cells[cell] = (*sm.macro(members), sum(len(sm.outcomes[s]) for s in members), members, sm)
     missing = [c for c in RMB_CELLS if c not in cells]
     out: dict[str, Any] = {"cells": {c: cells[c][0] if c in cells else None for c in RMB_CELLS}, "mean": None,
-                           "ci95": {c: percentile_ci(cells[c][1]) if c in cells else None for c in RMB_CELLS},
+                           "ci95": {c: cells[c][1] if c in cells else None for c in RMB_CELLS},
                            "n": {c: cells[c][2] if c in cells else 0 for c in RMB_CELLS}, "missing": missing}
+    out["few_items"] = [c for c in RMB_CELLS if c in cells and few_items(cells[c][2])]
     if cells:
         out["mean"] = float(np.mean([v[0] for v in cells.values()]))
-        out["ci95"]["mean"] = percentile_ci(np.mean([v[1] for v in cells.values()], axis=0))
+        parts = [(1.0 / (len(cells) * len(members)), sm.draws[s]) for _, _, _, members, sm in cells.values()
+                 for s in members]
+        out["ci95"]["mean"] = weighted_interval(parts)
     else:
         out["ci95"]["mean"] = None
     return out
@@ -168,10 +210,12 @@ def build_results(predictions: Sequence[Mapping[str, Any]], *, rm: str, release:
                   resamples: int = DEFAULT_RESAMPLES, seed: int = 0, **extra: Any) -> dict[str, Any]:
     """The results.json object; ``extra`` fields (scoring counts, bias breakdowns) are added at the end."""
     if resamples < 1:
-        raise ValueError("the bootstrap needs at least one resample")
-    samples = {s: set_samples(predictions, s, resamples, seed) for s in (PAIRWISE_SET, BON_SET)}
+        raise ValueError("the intervals need at least one draw")
+    samples = {s: set_draws(predictions, s, resamples, seed) for s in (PAIRWISE_SET, BON_SET)}
     return {"schema_version": SCHEMA_VERSION, "rm": rm, "release": release, "ties": ties,
+            # "bootstrap" keeps its contracted name; the draws are the intervals' Monte Carlo draws.
             "bootstrap": {"resamples": resamples, "seed": seed},
             **{s: aggregate_set(predictions, s, resamples, seed, samples[s]) for s in samples},
             "rmb_overall": rmb_overall(samples),
+            "intervals": {"method": INTERVAL_METHOD, "draws": resamples, "seed": seed, "few_items_below": FEW_ITEMS},
             **extra}

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..atomic import write_text
+from ..intervals import FEW_ITEMS, FEW_MARK, few_items
+from ..release.audit import defects_phrase
 from ..taxonomy import BON_SET, PAIRWISE_SET
 from .heatmap import SET_TITLES, write_heatmap
 
@@ -20,20 +22,27 @@ def _ci(ci: list[float]) -> str:
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+def _n(n: int) -> str:
+    """An item count, marked when the figure beside it rests on few items."""
+    return f"{n} {FEW_MARK}" if few_items(n) else str(n)
+
+
+FEW_NOTE = f"{FEW_MARK} fewer than {FEW_ITEMS} items: read the figure with its interval."
+
+
 def _group_table(title: str, groups: Mapping[str, Mapping[str, Any]]) -> list[str]:
     lines = [f"| {title} | macro | 95% CI | micro | 95% CI | n |", "| --- | ---: | --- | ---: | --- | ---: |"]
     for name, g in groups.items():
         lines.append(f"| {name} | {_pct(g['macro'])} | {_ci(g['ci95_macro'])} | {_pct(g['micro'])} | "
-                     f"{_ci(g['ci95_micro'])} | {g['n']} |")
+                     f"{_ci(g['ci95_micro'])} | {_n(g['n'])} |")
     return lines
 
 
 def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> str:
     """The report as Markdown: summary, bias breakdowns, then per goal, task and scenario."""
     out = [f"# Evaluation of `{results['rm']}`", "",
-           f"Release: `{results['release']}`. Ties: `{results['ties']}`. 95% intervals: seeded bootstrap, "
-           f"{results['bootstrap']['resamples']} resamples (seed {results['bootstrap']['seed']}). "
-           "Accuracies in %.", ""]
+           f"Release: `{results['release']}`. Ties: `{results['ties']}`. 95% intervals: {_method(results)}. "
+           f"Accuracies in %. {FEW_NOTE}", ""]
     sets = [s for s in (PAIRWISE_SET, BON_SET) if results.get(s, {}).get("scenarios")]
     out += _rmb_overall_section(results.get("rmb_overall"))
     out += _defects_section(results)
@@ -44,7 +53,7 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
         r = results[s]
         goal = lambda g: _pct(r["goals"][g]["macro"]) if g in r["goals"] else "–"  # noqa: E731
         out.append(f"| {SET_TITLES[s]} | {_pct(r['overall']['macro'])} | {_pct(r['overall']['micro'])} | "
-                   f"{goal('Helpfulness')} | {goal('Harmlessness')} | {r['overall']['n']} |")
+                   f"{goal('Helpfulness')} | {goal('Harmlessness')} | {_n(r['overall']['n'])} |")
     out.append("")
     if heatmap:
         out += [f"![per-scenario accuracy]({heatmap})", ""]
@@ -61,10 +70,18 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
         if r["tasks"]:
             out += _group_table("task", r["tasks"]) + [""]
         out += ["| scenario | accuracy | 95% CI | n |", "| --- | ---: | --- | ---: |"]
-        out += [f"| {name} | {_pct(v['accuracy'])} | {_ci(v['ci95'])} | {v['n']} |"
+        out += [f"| {name} | {_pct(v['accuracy'])} | {_ci(v['ci95'])} | {_n(v['n'])} |"
                 for name, v in r["scenarios"].items()]
         out.append("")
     return "\n".join(out)
+
+
+def _method(results: Mapping[str, Any]) -> str:
+    intervals = results.get("intervals")
+    if intervals:
+        return f"{intervals['method']}, {intervals['draws']} draws (seed {intervals['seed']})"
+    return (f"seeded bootstrap, {results['bootstrap']['resamples']} resamples (seed {results['bootstrap']['seed']}): "
+            "results written before Clopper-Pearson intervals, which may be of zero width")
 
 
 def _rmb_overall_section(overall: Mapping[str, Any] | None) -> list[str]:
@@ -77,7 +94,7 @@ def _rmb_overall_section(overall: Mapping[str, Any] | None) -> list[str]:
            "| cell | macro | 95% CI | n |", "| --- | ---: | --- | ---: |"]
     for cell, value in overall["cells"].items():
         ci = overall["ci95"].get(cell)
-        out.append(f"| {cell} | {_pct(value)} | {_ci(ci) if ci else '–'} | {overall['n'][cell]} |")
+        out.append(f"| {cell} | {_pct(value)} | {_ci(ci) if ci else '–'} | {_n(overall['n'][cell])} |")
     out.append(f"| **mean** | **{_pct(overall['mean'])}** | {_ci(overall['ci95']['mean'])} | |")
     if overall.get("missing"):
         out += ["", f"No items for {', '.join(overall['missing'])}: the mean is over the other cells, so it is not "
@@ -98,9 +115,12 @@ def _defects_section(results: Mapping[str, Any]) -> list[str]:
     out += [f"| {k.replace('_', ' ')} | {v} |" for k, v in counts.items()]
     out.append("")
     if skipped:
-        out.append(f"{skipped['n']} defective items were left out of scoring (`--skip-defective`).")
+        total = sum(defects.get("counts", {}).values())
+        out.append(f"The items of these {defects_phrase(total, skipped['n'])} were left out of scoring "
+                   "(`--skip-defective`).")
     else:
-        out.append(f"The {defects.get('items', 0)} defective items were scored as they are; "
+        total = sum(defects.get("counts", {}).values())
+        out.append(f"The items of these {defects_phrase(total, defects.get('items', 0))} were scored as they are; "
                    "`--skip-defective` leaves them out.")
         if counts.get("identical_pair"):
             out.append(f"A reward model that scores each text gives both answers of the {counts['identical_pair']} "

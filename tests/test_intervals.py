@@ -1,0 +1,110 @@
+"""95% intervals: never of zero width over a non-empty group, and coverage of at least 0.93 at nominal 0.95.
+
+Coverage of a proportion's interval is computed exactly (a sum over the binomial outcomes); the figures
+that are not a plain proportion (macro means, ties counted half) are simulated, seeded. A percentile
+bootstrap, the method these replace, fails both: 0.86 at n=3, accuracy 0.95, and [1, 1] for 3 of 3.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from rmb_build.build.gold import agreement
+from rmb_build.evaluate.metrics import build_results
+from rmb_build.intervals import clopper_pearson, macro_interval, mean_interval, scenario_draws
+
+SIZES = (3, 5, 10, 20)
+ACCURACIES = (0.5, 0.8, 0.95)
+BAR = 0.93
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("accuracy", ACCURACIES)
+def test_a_proportions_interval_covers_exactly(n, accuracy):
+    """Exact coverage of a scenario's accuracy interval: every count k weighted by its binomial probability."""
+    coverage = sum(binom.pmf(k, n, accuracy) for k in range(n + 1)
+                   if clopper_pearson(k, n)[0] <= accuracy <= clopper_pearson(k, n)[1])
+    assert coverage >= 0.95 - 1e-9
+
+
+def _simulated(n: int, accuracy: float, trials: int, draw) -> float:
+    rng = np.random.default_rng([n, int(accuracy * 100)])
+    hits = 0
+    for t in range(trials):
+        truth, lo_hi = draw(rng, t)
+        hits += lo_hi[0] <= truth <= lo_hi[1]
+    return hits / trials
+
+
+@pytest.mark.parametrize("n,accuracy", list(itertools.product(SIZES, ACCURACIES)))
+def test_macro_and_ties_half_intervals_cover(n, accuracy):
+    """Simulated coverage of a macro over three scenarios of n items (accuracies around ``accuracy``) and of
+    one scenario whose outcomes include ties counted half."""
+    accuracies = [accuracy, max(0.0, accuracy - 0.3), min(1.0, accuracy + 0.04)]
+
+    def macro(rng, t):
+        outcomes = {f"s{i}": (rng.random(n) < a).astype(float) for i, a in enumerate(accuracies)}
+        draws = {s: scenario_draws(o, 600, t, s) for s, o in outcomes.items()}
+        return float(np.mean(accuracies)), macro_interval(draws, outcomes)
+
+    wins, ties = max(accuracy - 0.2, 0.0), 0.3 if accuracy < 0.9 else 0.1
+
+    def ties_half(rng, t):
+        u = rng.random(n)
+        outcomes = np.where(u < wins, 1.0, np.where(u < wins + ties, 0.5, 0.0))
+        return wins + 0.5 * ties, mean_interval(outcomes, 600, t, "ties")
+
+    assert _simulated(n, accuracy, 200, macro) >= BAR
+    assert _simulated(n, accuracy, 200, ties_half) >= BAR
+
+
+def _intervals(node):
+    """Every [lo, hi] in a results.json object, with the path that leads to it."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key.startswith("ci95") and isinstance(value, list):
+                yield key, value
+            elif key.startswith("ci95") and isinstance(value, dict):
+                yield from ((f"{key}/{k}", v) for k, v in value.items() if v is not None)
+            else:
+                yield from ((f"{key}/{p}", v) for p, v in _intervals(value))
+
+
+@pytest.mark.parametrize("ties", ["strict", "half"])
+def test_no_interval_of_zero_width_even_on_unanimous_groups(ties):
+    """All right, all wrong, all tied, one item: every interval of results.json is wider than zero."""
+    preds = []
+    for uid, (set_name, scenario, outcome) in enumerate(
+            [("pairwise", "Helpfulness/Chat/Discussion", 1.0)] * 5 + [("pairwise", "Harmlessness/S6", 0.0)] * 3
+            + [("pairwise", "Helpfulness/Code/Documentation", 0.5 if ties == "half" else 1.0)] * 4
+            + [("bon", "Harmlessness/S6", 1.0)] + [("bon", "Helpfulness/Chat/Discussion", 0.0)] * 2):
+        preds.append({"set": set_name, "uid": str(uid), "scenario": scenario, "outcome": outcome})
+    results = build_results(preds, rm="x", release="r", ties=ties, resamples=500)
+    found = list(_intervals(results))
+    assert len(found) > 20
+    for path, (lo, hi) in found:
+        assert 0.0 <= lo < hi <= 1.0, path
+    assert results["bon"]["scenarios"]["Harmlessness/S6"]["ci95"] == pytest.approx([0.025, 1.0])
+    assert results["bon"]["scenarios"]["Harmlessness/S6"]["few_items"] is True
+    assert results["rmb_overall"]["few_items"] == ["pairwise/Helpfulness", "pairwise/Harmlessness",
+                                                   "bon/Helpfulness", "bon/Harmlessness"]
+
+
+def test_a_proportions_interval_is_clopper_pearson_and_seeded_draws_repeat():
+    outcomes = np.array([1.0] * 7 + [0.0] * 3)
+    assert mean_interval(outcomes) == pytest.approx([0.3475, 0.9333], abs=1e-4)  # the textbook 7/10 interval
+    halves = np.array([1.0, 0.5, 0.5, 0.0, 1.0, 1.0])
+    assert mean_interval(halves, 800, 1, "s") == mean_interval(halves, 800, 1, "s")
+    assert mean_interval(halves, 800, 1, "s") != mean_interval(halves, 800, 2, "s")
+
+
+def test_the_gold_checks_agreement_on_tied_pairs_is_not_sure_of_itself():
+    """Four gold pairs, all tied: 0.5, and an interval that says how little four ties tell (was [0.5, 0.5])."""
+    tied = agreement([0.5] * 4, seed=0, stratum="Harmlessness")
+    assert tied["value"] == 0.5 and tied["ties"] == 4
+    lo, hi = tied["ci95"]
+    assert lo < 0.2 and hi > 0.8
