@@ -26,9 +26,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def format_table(report, limit: int | None = None) -> str:
     """Counts per kind, then one line per defect: kind, set, uid, file, detail."""
+    from ..release.audit import defects_phrase
+
     counts = report.counts
     width = max(len(k) for k in counts)
-    lines = [f"audit of {report.release}: {report.total} defects on {len(report.flagged_items())} items"]
+    lines = [f"audit of {report.release}: {defects_phrase(report.total, len(report.flagged_items()))}"]
     lines += [f"  {k:<{width}}  {n:>6}" for k, n in counts.items()]
     rows = [(k, d) for k, entries in report.defects.items() for d in entries]
     if rows:

@@ -29,11 +29,14 @@ def audit_defects(release: Release) -> ReleaseDefects:
     """Audit ``release`` (near-duplicate prompts not checked) and index the defective items."""
     from ..release.audit import audit_release
 
+    from ..release.audit import removal_refs
+
     report = audit_release(release, near_duplicates=False)
     kinds: dict[tuple[str, int], set[str]] = defaultdict(set)
     for kind, entries in report.defects.items():
         for e in entries:
-            kinds[(e["file"], e["index"])].add(kind)
+            for ref in removal_refs(kind, e):  # the items `rmb audit --fix` removes: one count of items
+                kinds[(ref["file"], ref["index"])].add(kind)
     return ReleaseDefects({k: len(v) for k, v in report.defects.items()}, dict(kinds))
 
 

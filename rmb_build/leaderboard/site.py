@@ -34,8 +34,10 @@ def _p_value(p: float, resamples: int) -> str:
     return f"< {1 / resamples:.4f}" if p == 0 else f"= {p:.4f}"
 
 
-def _count_of(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def _defects_phrase(total: int, items: int | None) -> str:
+    from ..release.audit import defects_phrase
+
+    return defects_phrase(total, items)
 
 
 def _or_missing(x: Any):
@@ -50,7 +52,7 @@ def environment():
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("rmb_build.leaderboard", "templates"),
                              autoescape=jinja2.select_autoescape(("html",)), trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=_pct, ci=_ci, or_missing=_or_missing, count_of=_count_of,
+    env.filters.update(pct=_pct, ci=_ci, or_missing=_or_missing, defects_phrase=_defects_phrase,
                        p_value=_p_value)
     env.globals.update(version=__version__, columns=COLUMNS, column_titles=COLUMN_TITLES, sets=SETS)
     return env

@@ -719,6 +719,13 @@ def _kind_order(kind: str) -> tuple[int, str]:
     return (DEFECT_KINDS.index(kind) if kind in DEFECT_KINDS else len(DEFECT_KINDS), kind)
 
 
+def defects_phrase(defects: int, items: int | None) -> str:
+    """The one way a defect count is said: ``7 defects on 10 items`` (the items that ``fix_release``
+    removes, which ``--skip-defective`` leaves out: a duplicate pair is one defect on one item)."""
+    said = f"{defects} defect{'' if defects == 1 else 's'}"
+    return said if items is None else f"{said} on {items} item{'' if items == 1 else 's'}"
+
+
 def removal_refs(kind: str, entry: dict) -> list[dict]:
     """The items a defect makes unusable, by its kind's fixer (a kind this version does not know
     removes the item it names)."""
@@ -769,4 +776,4 @@ def fix_release(release: Release, report: AuditReport,
 
 __all__ = ["AuditContext", "AuditReport", "Collector", "DEFECT_KINDS", "DefectKind", "KINDS", "StreamingAudit",
            "audit_release", "defect", "digest",
-           "definitions", "fix_release", "load_leak_patterns", "removal_refs", "turn_problems"]
+           "defects_phrase", "definitions", "fix_release", "load_leak_patterns", "removal_refs", "turn_problems"]

@@ -13,7 +13,7 @@ import yaml
 from ..errors import RMBError
 from ..taxonomy import BON_SET, PAIRWISE_SET
 from ..text import fill
-from .audit import DEFECT_KINDS, AuditReport
+from .audit import DEFECT_KINDS, AuditReport, defects_phrase
 from .hf import CONFIGS, SPLIT, data_files_pattern, judge_scores
 from .read import Release
 
@@ -148,10 +148,7 @@ def _audit(audit: AuditReport | dict | None) -> str:
     rows = [[f"`{k}`", counts.get(k, 0)] for k in (*DEFECT_KINDS, *sorted(set(counts) - set(DEFECT_KINDS)))]
     text = ("Defects found by `rmb audit` (definitions in `rmb_build.release.audit`); the items are "
             "published as they are.\n\n" + _table(["defect", "count"], rows))
-    text += f"\n\nTotal: {summary.get('total', sum(counts.values()))} defects"
-    if "items_flagged" in summary:
-        text += f" on {summary['items_flagged']} items"
-    text += "."
+    text += f"\n\nTotal: {defects_phrase(summary.get('total', sum(counts.values())), summary.get('items_flagged'))}."
     for note in summary.get("notes", []):
         text += f"\n\nNote: {note}"
     return text
