@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..config import JudgeConfig
-from ..llm.structured import first_json_object
+from ..llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
 from ..llm.types import ChatRequest, ChatResult
 from ..prompting import criteria_path, load_prompt
 from ..records import Failure, JudgeScore, Query, Response
@@ -26,27 +26,9 @@ from .plan import Planned
 STAGE = "judge"
 SYSTEM_PROMPT = "judge/system.md"
 USER_PROMPT = "judge/pointwise.md"
-MIN_SCORE, MAX_SCORE = 1, 10
-MAX_RATIONALE_CHARS = 200  # "short": one or two sentences (JudgeConfig.rationale_chars)
 RATIONALE_KEEP_CHARS = 2000  # endpoints without a grammar may ignore maxLength
 
-
-def reply_schema(max_rationale_chars: int = MAX_RATIONALE_CHARS) -> dict[str, Any]:
-    """The judge's reply: a short rationale, then an integer score from 1 to 10."""
-    return {
-        "type": "object",
-        "properties": {
-            # maxLength and enum also constrain llama.cpp's grammar (it ignores minimum/maximum), so
-            # even a tiny model's reply stays short and in range.
-            "rationale": {"type": "string", "maxLength": max_rationale_chars},
-            "score": {"type": "integer", "enum": list(range(MIN_SCORE, MAX_SCORE + 1))},
-        },
-        "required": ["rationale", "score"],
-        "additionalProperties": False,
-    }
-
-
-SCHEMA: dict[str, Any] = reply_schema()
+SCHEMA: dict[str, Any] = score_reply_schema()
 
 
 @dataclass(frozen=True)
@@ -120,7 +102,7 @@ def prepare(queries: Sequence[Query], responses: Sequence[Response], cfg: JudgeC
     inputs_cut = 0
     # Answers to one query, and queries judged by one criteria file, go one after another: a server
     # that keeps the previous prompt's KV cache (llama.cpp) then re-reads only what differs.
-    schema = reply_schema(cfg.rationale_chars)
+    schema = score_reply_schema(cfg.rationale_chars)
     ordered = sorted(responses, key=lambda r: (_criteria_or_problem(by_id.get(r.query_id), r)[0] or "",
                                                r.query_id, r.generator))
     for r in ordered:

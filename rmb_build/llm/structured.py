@@ -17,6 +17,28 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 
 
+MIN_SCORE, MAX_SCORE = 1, 10
+MAX_RATIONALE_CHARS = 200  # "short": one or two sentences
+
+
+def score_reply_schema(max_rationale_chars: int = MAX_RATIONALE_CHARS) -> dict[str, Any]:
+    """The one reply of every 1-10 judge (the build's judge, ``rmb evaluate``'s pointwise judge): a short
+    rationale, then an integer score.
+
+    ``enum`` and ``maxLength`` constrain llama.cpp's grammar, which ignores ``minimum``/``maximum``, so even a
+    tiny model's reply stays short and in range.
+    """
+    return {
+        "type": "object",
+        "properties": {
+            "rationale": {"type": "string", "maxLength": max_rationale_chars},
+            "score": {"type": "integer", "enum": list(range(MIN_SCORE, MAX_SCORE + 1))},
+        },
+        "required": ["rationale", "score"],
+        "additionalProperties": False,
+    }
+
+
 class ReplyError(ValueError):
     """A reply that holds no JSON value valid against the schema."""
 

@@ -14,6 +14,7 @@ import os
 from typing import Any, Iterator, Sequence
 
 from ...errors import RMBError
+from ...llm.structured import score_reply_schema
 from ...prompting import criteria_for, load_prompt, prompt_hash
 from ...text import fill, render_conversation
 from . import JudgePair, PairJudge, RewardModel, ScoreText
@@ -24,9 +25,7 @@ SYSTEM, CRITERIA = "rm_judge/system.md", "rm_judge/criteria.md"
 PAIRWISE_SCHEMA = {"type": "object", "properties": {"rationale": {"type": "string"},
                                                     "winner": {"type": "string", "enum": ["A", "B"]}},
                    "required": ["rationale", "winner"]}
-POINTWISE_SCHEMA = {"type": "object", "properties": {"rationale": {"type": "string"},
-                                                     "score": {"type": "integer", "minimum": 1, "maximum": 10}},
-                    "required": ["rationale", "score"]}
+POINTWISE_SCHEMA = score_reply_schema()  # the build's judge's reply: llama.cpp's grammar honours its enum
 CHUNK = 32  # units per client call: progress and cache commits happen at least this often
 
 
