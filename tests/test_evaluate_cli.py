@@ -260,7 +260,7 @@ def test_identical_pair_is_reported_and_skip_defective_leaves_it_out(tmp_path, c
     assert res["pairwise"]["overall"]["n"] == 2
     rows = (tmp_path / "skip" / "predictions.jsonl").read_text().splitlines()
     assert not any(json.loads(r)["uid"] == "3" and json.loads(r)["set"] == "pairwise" for r in rows)
-    assert "2 defective items were left out of scoring" in (tmp_path / "skip" / "report.md").read_text()
+    assert "these 2 defects on 2 items were left out of scoring" in (tmp_path / "skip" / "report.md").read_text()
 
 
 def test_clean_release_has_no_defect_section_and_labels_every_figure(tmp_path):

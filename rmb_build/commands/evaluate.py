@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
+from ..intervals import DEFAULT_DRAWS
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -47,8 +48,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--structured-output", choices=("json_schema", "json_object", "none"), default="json_schema",
                    help="openai:<model>@<URL>: how the endpoint takes a JSON schema (json_object for "
                         "llama_cpp.server, which answers HTTP 500 to json_schema); endpoints from --config say it themselves")
-    p.add_argument("--seed", type=int, default=0, help="baseline:random seed and the bootstrap seed")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% intervals")
+    p.add_argument("--seed", type=int, default=0, help="baseline:random seed and the intervals' seed")
+    p.add_argument("--bootstrap", type=int, default=DEFAULT_DRAWS, metavar="DRAWS",
+                   help="Monte Carlo draws for the 95%% intervals of means (default %(default)s; a proportion's "
+                        "Clopper-Pearson interval is exact)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

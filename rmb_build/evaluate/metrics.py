@@ -68,6 +68,17 @@ class SetSamples:
     boot: dict[str, np.ndarray]
     chance: dict[str, float | None]
 
+    @property
+    def scenarios(self) -> list[str]:
+        return list(self.outcomes)
+
+    def goals(self) -> dict[str, list[str]]:
+        return goals_of(self.scenarios)
+
+    def macro(self, members: Sequence[str]) -> tuple[float, np.ndarray]:
+        """The group's macro accuracy and its resampled values."""
+        return float(np.mean([self.accuracy[s] for s in members])), np.mean([self.boot[s] for s in members], axis=0)
+
 
 def rmb_cells(samples: Mapping[str, SetSamples]) -> dict[str, tuple[float, np.ndarray, int]]:
     """Each RMB cell present: (goal macro accuracy, its resampled values, items) -- for ``rmb compare``."""

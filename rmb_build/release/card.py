@@ -164,7 +164,8 @@ def _label_checks(manifest: dict) -> str:
         parts.append(f"**Judge against human labels.** Before generating, the build's judge (and guard) scored "
                      f"{gold.get('items', 0)} pairwise items of `{gold.get('release')}` exactly as it scored this "
                      "release's answers; agreement is the share of pairs where the build would prefer the "
-                     "labelled chosen answer (ties count half, so chance is 0.5), with a bootstrap 95% interval.\n\n"
+                     "labelled chosen answer (ties count half, so chance is 0.5), with a 95% interval "
+                     "(Clopper-Pearson, never of zero width).\n\n"
                      + table(gold) + "\n\n" + verdict_on_chance(gold))
     else:
         parts.append("The judge's agreement with human-labelled pairs was not measured for this release "
