@@ -9,7 +9,13 @@
   the headline is the plain mean of the subset scores.
 - ``rm-bench``: per domain, hard / normal / easy accuracy over the cells above, on and below the
   diagonal of the 3x3 style matrix, and their mean; overall hard / normal / easy are means over
-  domains and the headline is the mean of the domain means.
+  domains and the headline is the mean of the domain means: RM-Bench's ``compute_accuracy``
+  (``scripts/utils.py``), where a tie counts as wrong (``--ties strict``, the default). The means are
+  over the domains present; a domain outside chat / math / code / safety counts as itself (RM-Bench's
+  script would leave it out of a merged file).
+
+Subset and domain names are the data's own, verbatim (``bigcode/humanevalpack``), not the encoded
+parts of scenario ids.
 """
 
 from __future__ import annotations

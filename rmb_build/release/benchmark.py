@@ -1,10 +1,12 @@
 """What the readers of the field's other benchmark formats share: the release they build (RMB's item
-model plus what the format's own headline needs per item) and the checks of their common fields."""
+model plus what the format's own headline needs per item), the checks of their common fields, and the
+encoding of names from the data (``encode_label``) where they become part of an id."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..items import Answer, Turn
 from .read import Release
@@ -94,10 +96,25 @@ def answer(row: Row, model_key: str, text_value: str, default_model: str) -> Ans
     return Answer(optional_name(row, model_key, default_model), text_value)
 
 
-def with_uids(rows: Sequence[Row], scope: str | None = None) -> Iterator[tuple[str, Row]]:
+_ENCODED = re.compile(r"%(25|2F)")
+
+
+def encode_label(name: str) -> str:
+    """``name`` (a subset or domain from the data) as one '/'-separated part of a scenario id, a uid or a
+    file name: ``%`` becomes ``%25`` and ``/`` becomes ``%2F`` (``bigcode/humanevalpack`` ->
+    ``bigcode%2Fhumanevalpack``); every other character is kept. Labels in summaries stay verbatim."""
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+def decode_label(part: str) -> str:
+    """The name ``encode_label`` encoded."""
+    return _ENCODED.sub(lambda m: "%" if m[1] == "25" else "/", part)
+
+
+def with_uids(rows: Sequence[Row], scope: Callable[[Row], str] | None = None) -> Iterator[tuple[str, Row]]:
     """Each row with its uid: the row's ``id`` when it has one, else its position among all rows; a
-    repeated id is an error. With ``scope`` (a field such as ``domain``), ids need only be unique
-    within each value of that field, and the uid is ``<value>/<id>``."""
+    repeated id is an error. With ``scope`` (a row's group, such as its domain), ids need only be unique
+    within each group, and the uid of a row with an ``id`` is ``<encoded group>/<id>``."""
     seen: dict[str, str] = {}
     for position, row in enumerate(rows):
         raw = row.data.get("id")
@@ -107,12 +124,13 @@ def with_uids(rows: Sequence[Row], scope: str | None = None) -> Iterator[tuple[s
             raise row.fail("id", f"expected a string or integer id, got {type(raw).__name__}")
         else:
             uid = str(raw)
-        if scope is not None and raw is not None and isinstance(row.data.get(scope), str):
-            uid = f"{row.data[scope]}/{uid}"
+        if scope is not None and raw is not None:
+            uid = f"{encode_label(scope(row))}/{uid}"
         if uid in seen:
             raise row.fail("id", f"duplicate id {uid!r} (also in {seen[uid]})")
         seen[uid] = row.file
         yield uid, row
 
 
-__all__ = ["BenchmarkRelease", "answer", "conversation", "optional_name", "text", "texts", "with_uids"]
+__all__ = ["BenchmarkRelease", "answer", "conversation", "decode_label", "encode_label", "optional_name", "text",
+           "texts", "with_uids"]

@@ -4,15 +4,23 @@ Formats: ``rmb`` (RMB's folder layout or its Hugging Face form), ``rewardbench``
 ``rm-bench`` (JSON / JSON Lines / Parquet files, a folder of them, or a Hub id). ``rmb`` as a source
 (when no such local folder exists) is the official RMB release, downloaded once (``release/fetch.py``).
 
-Detection, used unless a format is given:
+Detection, used unless a format is given, goes by each format's distinctive fields and never guesses:
 1. ``rmb`` when the path is RMB's layout (``Pairwise_set/`` or ``BoN_set/``), or the records carry the
    Hugging Face form's ``conversation`` and ``scenario`` fields.
 2. Otherwise every record needs ``prompt``, ``chosen`` and ``rejected``; ``chosen`` and ``rejected`` must
    be both strings or both lists, the same in every record.
 3. Strings: ``rewardbench``.
-4. Lists: ``rewardbench2`` when the records have a ``subset`` field; else ``rm-bench`` when they have a
-   ``domain`` field or every record has exactly three chosen and three rejected answers (RM-Bench's
-   styles); else ``rewardbench2`` (best-of-N over the lists).
+4. Lists: ``rewardbench2`` fits when every record has one of RewardBench 2's own fields
+   (``num_correct``, ``num_incorrect``, ``total_completions``, ``models``); ``rm-bench`` fits when every
+   record has exactly three chosen and three rejected strings (RM-Bench's styles). ``subset`` and
+   ``domain`` decide nothing (RM-Bench's own files have a ``subset``). When exactly one fits, that is
+   the format; when both or neither fit, reading stops with one line asking for ``--format``.
+
+Names from the data (subsets such as ``bigcode/humanevalpack``, domains) are kept verbatim as labels
+(item_meta, results' ``benchmark`` summaries). Where such a name becomes part of a scenario id, a uid
+or a file name it is percent-encoded, ``%`` as ``%25`` and ``/`` as ``%2F`` and nothing else
+(``Other/bigcode%2Fhumanevalpack``), so that a scenario id keeps its ``Goal[/Task]/Name`` parts
+(``taxonomy.parse_scenario_id``); ``benchmark.decode_label`` reverses it.
 """
 
 from __future__ import annotations
@@ -50,11 +58,9 @@ def _kind(row: Row, key: str) -> str:
     raise row.fail(key, f"expected a string or a list of strings, got {type(value).__name__}")
 
 
-def detect_format(rows: Sequence[Row]) -> str:
-    """The format of ``rows`` by the rule in this module's docstring; InputError names the first odd record."""
-    if all(k in rows[0].data for k in HF_FORM_FIELDS):
-        return RMB
-    kind = None
+def _answer_kind(rows: Sequence[Row]) -> str:
+    """``string`` or ``list``: the one kind of answers of every record; InputError names the first odd record."""
+    kind: str | None = None
     for row in rows:
         for key in REQUIRED:
             if key not in row.data:
@@ -66,15 +72,79 @@ def detect_format(rows: Sequence[Row]) -> str:
             kind = chosen
         elif chosen != kind:
             raise row.fail("chosen", f"is a {chosen} but earlier records have a {kind}: one format per release")
-    if kind == "string":
-        return rewardbench.FORMAT
-    if any("subset" in row.data for row in rows):
-        return rewardbench2.FORMAT
+    assert kind is not None, "detect_format checks that there are rows"
+    return kind
+
+
+Misfit = tuple[str | None, str]  # why a record does not fit a format: (its field, if one, and the reason)
+
+
+def _rewardbench2_misfit(row: Row) -> Misfit | None:
+    if any(key in row.data for key in rewardbench2.OWN_FIELDS):
+        return None
+    return None, f"has none of RewardBench 2's fields ({', '.join(rewardbench2.OWN_FIELDS)})"
+
+
+def _rmbench_misfit(row: Row) -> Misfit | None:
     styles = len(rmbench.STYLES)
-    if any("domain" in row.data for row in rows) or all(
-            len(row.data["chosen"]) == styles and len(row.data["rejected"]) == styles for row in rows):
-        return rmbench.FORMAT
-    return rewardbench2.FORMAT
+    for key in ("chosen", "rejected"):
+        n = len(row.data[key])
+        if n != styles:
+            return key, f"has {n} answer{'' if n == 1 else 's'} where RM-Bench has {styles} (one per style)"
+        if not all(isinstance(a, str) for a in row.data[key]):
+            return key, "holds an answer that is not a string"
+    return None
+
+
+# The formats whose answers are lists, each with why a record does not fit it (None when it fits).
+LIST_FORMATS: dict[str, Callable[[Row], Misfit | None]] = {
+    rmbench.FORMAT: _rmbench_misfit,
+    rewardbench2.FORMAT: _rewardbench2_misfit,
+}
+
+
+def _first_misfit(rows: Sequence[Row], misfit: Callable[[Row], Misfit | None]) -> tuple[Row, str | None, str] | None:
+    for row in rows:
+        found = misfit(row)
+        if found is not None:
+            return row, *found
+    return None
+
+
+def _where(row: Row, other: Row) -> str:
+    """``other`` named in ``row``'s error: this record, item N, or item N of FILE."""
+    if other is row:
+        return "this record"
+    return f"item {other.index}{'' if other.file == row.file else ' of ' + other.file}"
+
+
+def _ask_for_format(source: str, misfits: dict[str, tuple[Row, str | None, str] | None]) -> InputError:
+    """The one-line error of a release that fits several list formats (no misfit) or none."""
+    options = " or ".join(f"--format {f}" for f in misfits)
+    named = [m for m in misfits.values() if m is not None]
+    if not named:
+        return InputError(source, f"fits both {' and '.join(misfits)} (RM-Bench's three answers per side and "
+                                  f"RewardBench 2's fields in every record): pass {options}")
+    row, field, why = named[0]
+    reasons = [why] + [f"{_where(row, other)}{'' if f is None else f' field {f!r}'} {w}" for other, f, w in named[1:]]
+    return row.fail(field, f"{'; '.join(reasons)}: fits no format; pass {options}")
+
+
+def detect_format(rows: Sequence[Row], source: str | None = None) -> str:
+    """The format of ``rows`` by the rule in this module's docstring; InputError names the first odd record,
+    or asks for ``--format`` when no format or several fit."""
+    source = source if source is not None else (rows[0].file if rows else "input")
+    if not rows:
+        raise InputError(source, "holds no records")
+    if all(k in rows[0].data for k in HF_FORM_FIELDS):
+        return RMB
+    if _answer_kind(rows) == "string":
+        return rewardbench.FORMAT
+    misfits = {fmt: _first_misfit(rows, misfit) for fmt, misfit in LIST_FORMATS.items()}
+    fits = [fmt for fmt, m in misfits.items() if m is None]
+    if len(fits) == 1:
+        return fits[0]
+    raise _ask_for_format(source, misfits)
 
 
 def _name(source: str) -> str:
@@ -105,7 +175,7 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
         rows = hub_rows(source)
     else:
         raise RMBError(f"{source}: no such file or folder (and not a Hugging Face Hub id of the form ORG/NAME)")
-    fmt = fmt or detect_format(rows)
+    fmt = fmt or detect_format(rows, source)
     if fmt == RMB:
         raise InputError(source, "records of RMB's Hugging Face form: pass the folder holding pairwise/ and bon/")
     release = BUILDERS[fmt](rows, _name(source))

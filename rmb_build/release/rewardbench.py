@@ -1,7 +1,8 @@
 """RewardBench (Lambert et al., 2024): one row per pair, ``prompt``, ``chosen``, ``rejected`` (strings),
 ``subset`` and optionally ``id``, ``chosen_model``, ``rejected_model``.
 
-Each row becomes a pairwise item whose scenario is ``<section>/<subset>``: the four sections of the
+Each row becomes a pairwise item whose scenario is ``<section>/<subset>`` (the subset encoded by
+``benchmark.encode_label``, so ``bigcode/humanevalpack`` is one part): the four sections of the
 headline (Chat, Chat Hard, Safety, Reasoning) group the subsets as RewardBench defines them, the
 prior preference sets form ``Prior Sets``, and any other subset goes to ``Other`` (scored, reported
 per subset, not part of the headline). How the headline weighs them is in ``evaluate/benchmarks.py``.
@@ -13,7 +14,7 @@ from typing import Sequence
 
 from ..items import PairwiseItem
 from ..taxonomy import PAIRWISE_SET
-from .benchmark import BenchmarkRelease, answer, conversation, optional_name, text, with_uids
+from .benchmark import BenchmarkRelease, answer, conversation, encode_label, optional_name, text, with_uids
 from .tables import Row
 
 FORMAT = "rewardbench"
@@ -52,11 +53,8 @@ def section_of(subset: str) -> str:
 
 
 def subset_name(row: Row, default: str = "default") -> str:
-    """The row's ``subset`` (used inside a scenario id, so it may not hold a ``/``)."""
-    subset = optional_name(row, "subset", default)
-    if "/" in subset:
-        raise row.fail("subset", f"a subset name may not contain '/': {subset!r}")
-    return subset
+    """The row's ``subset`` as written (encode it with ``encode_label`` to use it inside an id)."""
+    return optional_name(row, "subset", default)
 
 
 def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
@@ -64,7 +62,7 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     release = BenchmarkRelease.empty(name, FORMAT)
     for uid, row in with_uids(rows):
         subset = subset_name(row)
-        scenario = f"{section_of(subset)}/{subset}"
+        scenario = f"{section_of(subset)}/{encode_label(subset)}"
         item = PairwiseItem(uid, conversation(row), answer(row, "chosen_model", text(row, "chosen"), "chosen"),
                             answer(row, "rejected_model", text(row, "rejected"), "rejected"), scenario)
         release.add(item)

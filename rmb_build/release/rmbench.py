@@ -1,27 +1,37 @@
 """RM-Bench (Liu et al., ICLR 2025): one row per prompt, ``prompt``, ``chosen`` and ``rejected`` each a list
-of the same answer in three styles (concise, detailed plain text, detailed Markdown), ``domain``
-(chat, code, math, safety-refuse, safety-response) and ``id``.
+of the same answer in three styles (concise, detailed plain text, detailed Markdown) and ``id``.
+
+Its repository ships one file per domain (``chat_filtered.json``, ``code_filtered.json``,
+``math_filtered.json``, ``safety-refuse_filtered.json``, ``safety-response_filtered.json``), whose rows
+have no ``domain`` field, and ``total_dataset.json``, which merges them with one. A row's domain is its
+``domain`` field, else its file's name without the suffix and a trailing ``_filtered`` (``chat``,
+``safety-refuse``; a Hub row without the field is ``all``). Ids need only be unique within a domain.
 
 Each row becomes nine pairwise items, one per cell (i, j) of the 3x3 matrix chosen[i] vs rejected[j].
 A cell's difficulty is RM-Bench's: ``hard`` above the diagonal (i < j: a plainer correct answer against
-a fancier wrong one), ``normal`` on it, ``easy`` below it. The scenario is ``<domain>/<difficulty>``,
-with ``safety-refuse`` and ``safety-response`` scored together as ``safety`` as RM-Bench does, so the
-generic per-scenario figures already are its per-domain hard / normal / easy accuracies.
+a fancier wrong one), ``normal`` on it, ``easy`` below it. A domain is scored as the first of chat, math,
+code, safety it starts with (so ``safety-refuse`` and ``safety-response`` are scored together as
+``safety``, as RM-Bench does), else as itself. The scenario is ``<domain>/<difficulty>`` (the domain
+encoded by ``benchmark.encode_label``), so the generic per-scenario figures already are RM-Bench's
+per-domain hard / normal / easy accuracies. item_meta keeps the domain and any ``subset`` as written.
 """
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Sequence
 
-from ..items import PairwiseItem
+from ..items import Answer, PairwiseItem
 from ..taxonomy import PAIRWISE_SET
-from .benchmark import BenchmarkRelease, answer, conversation, optional_name, texts, with_uids
+from .benchmark import BenchmarkRelease, answer, conversation, encode_label, optional_name, texts, with_uids
 from .tables import Row
 
 FORMAT = "rm-bench"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")
 DOMAINS = ("chat", "math", "code", "safety")
 LEVELS = ("easy", "normal", "hard")
+FILE_SUFFIX = "_filtered"  # RM-Bench's per-domain files: <domain>_filtered.json
+HUB_DOMAIN = "all"
 
 
 def difficulty(i: int, j: int) -> str:
@@ -29,29 +39,46 @@ def difficulty(i: int, j: int) -> str:
     return "hard" if i < j else "normal" if i == j else "easy"
 
 
-def domain_of(row: Row) -> str:
-    """The scoring domain: the first of chat/math/code/safety the row's ``domain`` starts with, else itself."""
-    domain = optional_name(row, "domain", "all")
-    if "/" in domain:
-        raise row.fail("domain", f"a domain may not contain '/': {domain!r}")
+def source_domain(row: Row) -> str:
+    """The row's domain as its data names it: the ``domain`` field, else the name of the row's file."""
+    if row.data.get("domain") is not None or row.table is None:
+        return optional_name(row, "domain", HUB_DOMAIN)
+    stem = PurePath(row.table).stem
+    return stem[: -len(FILE_SUFFIX)] if stem.endswith(FILE_SUFFIX) and stem != FILE_SUFFIX else stem
+
+
+def scored_domain(domain: str) -> str:
+    """The domain a source domain is scored in: the first of chat/math/code/safety it starts with, else itself."""
     return next((d for d in DOMAINS if domain.startswith(d)), domain)
+
+
+def domain_of(row: Row) -> str:
+    """The domain the row is scored in."""
+    return scored_domain(source_domain(row))
+
+
+def _styled(row: Row, side: str) -> list[Answer]:
+    """The row's three answers of ``side`` (chosen / rejected), styles in RM-Bench's order."""
+    return [answer(row, f"{side}_model", a, f"{side}/{s}") for a, s in zip(texts(row, side, len(STYLES)), STYLES)]
 
 
 def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     """RM-Bench rows as a release of pairwise items, nine per row."""
     release = BenchmarkRelease.empty(name, FORMAT)
-    for uid, row in with_uids(rows, scope="domain"):  # ids need only be unique per domain
-        domain, conv = domain_of(row), conversation(row)
-        chosen = [answer(row, "chosen_model", a, f"chosen/{s}") for a, s in zip(texts(row, "chosen", len(STYLES)), STYLES)]
-        rejected = [answer(row, "rejected_model", a, f"rejected/{s}")
-                    for a, s in zip(texts(row, "rejected", len(STYLES)), STYLES)]
+    for uid, row in with_uids(rows, scope=source_domain):
+        source, conv = source_domain(row), conversation(row)
+        domain = scored_domain(source)
+        meta = {"domain": domain, "source_domain": source}
+        if isinstance(row.data.get("subset"), str):
+            meta["subset"] = row.data["subset"]
+        chosen, rejected = _styled(row, "chosen"), _styled(row, "rejected")
         for i, good in enumerate(chosen):
             for j, bad in enumerate(rejected):
-                item_uid = f"{uid}:{i}{j}"
-                level = difficulty(i, j)
-                release.add(PairwiseItem(item_uid, conv, good, bad, f"{domain}/{level}"))
-                release.item_meta[(PAIRWISE_SET, item_uid)] = {"domain": domain, "cell": [i, j], "level": level}
+                item_uid, level = f"{uid}:{i}{j}", difficulty(i, j)
+                release.add(PairwiseItem(item_uid, conv, good, bad, f"{encode_label(domain)}/{level}"))
+                release.item_meta[(PAIRWISE_SET, item_uid)] = {**meta, "cell": [i, j], "level": level}
     return release
 
 
-__all__ = ["DOMAINS", "FORMAT", "LEVELS", "STYLES", "build", "difficulty", "domain_of"]
+__all__ = ["DOMAINS", "FORMAT", "LEVELS", "STYLES", "build", "difficulty", "domain_of", "scored_domain",
+           "source_domain"]

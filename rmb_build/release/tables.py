@@ -18,12 +18,14 @@ HUB_SPLITS = ("test", "filtered")  # RewardBench ships its pairs as the "filtere
 
 @dataclass(frozen=True)
 class Row:
-    """One record of a table. ``index`` counts rows within the file; ``line`` is set for JSON Lines."""
+    """One record of a table. ``index`` counts rows within the file; ``line`` is set for JSON Lines;
+    ``table`` is the name of the file the row came from (``chat_filtered.json``), None for Hub rows."""
 
     file: str
     index: int
     data: dict[str, Any]
     line: int | None = None
+    table: str | None = None
 
     def fail(self, field: str | None, message: str) -> InputError:
         """An InputError naming this row's file, row (or line) and ``field``."""
@@ -36,13 +38,13 @@ def _json_rows(path: Path, display: str) -> list[Row]:
     data = load_json_file(path, display)
     if not isinstance(data, list):
         raise InputError(display, f"expected a JSON list of records, got {type(data).__name__}")
-    return [_record(display, i, raw) for i, raw in enumerate(data)]
+    return [_record(display, i, raw, table=path.name) for i, raw in enumerate(data)]
 
 
 def _jsonl_rows(path: Path, display: str) -> list[Row]:
     rows: list[Row] = []
     for n, raw in iter_jsonl(path):
-        rows.append(_record(display, len(rows), raw, line=n))
+        rows.append(_record(display, len(rows), raw, line=n, table=path.name))
     return rows
 
 
@@ -50,16 +52,16 @@ def _parquet_rows(path: Path, display: str) -> list[Row]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        parquet = pq.read_table(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
         raise InputError(display, f"not a readable Parquet file: {str(exc).splitlines()[0]}") from None
-    return [_record(display, i, raw) for i, raw in enumerate(table.to_pylist())]
+    return [_record(display, i, raw, table=path.name) for i, raw in enumerate(parquet.to_pylist())]
 
 
-def _record(display: str, index: int, raw: Any, line: int | None = None) -> Row:
+def _record(display: str, index: int, raw: Any, line: int | None = None, table: str | None = None) -> Row:
     if not isinstance(raw, dict):
         raise InputError(display, f"expected a record (object), got {type(raw).__name__}", item=index, line=line)
-    return Row(display, index, raw, line)
+    return Row(display, index, raw, line, table)
 
 
 def table_files(path: Path) -> list[Path]:
