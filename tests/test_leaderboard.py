@@ -187,3 +187,71 @@ def test_a_generative_rms_page_shows_its_position_bias(site, tmp_path):
     assert re.search(r"first-position rate\s*60\.0% of 5 verdicts", page)
     scorer_page = (site[0].parent / "rm" / "baseline-length.html").read_text(encoding="utf-8")
     assert "Length bias (pairwise)" in scorer_page and "Position bias" not in scorer_page
+
+
+def _other_release_folder(tmp_path) -> Path:
+    """baseline:length on another release (a scenario fewer, another name): a different sha256."""
+    release = small_release(tmp_path / "other")
+    shutil.rmtree(release / "BoN_set" / "Harmlessness")
+    manifest = json.loads((release / "manifest.json").read_text())
+    (release / "manifest.json").write_text(json.dumps({**manifest, "name": "leaderboard-other"}))
+    [folder] = evaluate_all(release, tmp_path, ["baseline:length"])
+    return folder
+
+
+def test_results_of_different_releases_are_never_ranked_together(site, tmp_path, capsys):
+    _, folders = site
+    other = _other_release_folder(tmp_path)
+    sha_own = json.loads((folders[0] / "results.json").read_text())["release_info"]["sha256"]
+    sha_other = json.loads((other / "results.json").read_text())["release_info"]["sha256"]
+    capsys.readouterr()
+    assert main(["leaderboard", str(folders[0]), str(folders[1]), str(other), "--out", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "the results come from 2 releases" in err and "--group-by-release" in err
+    assert f"leaderboard-small (sha256 {sha_own[:12]}): 2 folders" in err
+    assert f"leaderboard-other (sha256 {sha_other[:12]}): 1 folder" in err
+    assert not (tmp_path / "site" / "index.html").exists()
+
+    assert main(["leaderboard", str(folders[0]), str(other), str(folders[1]), "--out", str(tmp_path / "site"),
+                 "--resamples", "500", "--group-by-release"]) == 0
+    text = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "These results come from 2 releases" in text
+    tables = re.findall(r'<table id="([^"]+)" class="board">(.*?)</table>', text, flags=re.S)
+    assert [t[0] for t in tables] == ["board", "board-2"]
+    first, second = (re.findall(r'<tr data-kind="[^"]*" data-rm="([^"]+)">', body) for _, body in tables)
+    assert sorted(first) == sorted(json.loads((f / "results.json").read_text())["rm"] for f in folders[:2])
+    assert second == ["baseline:length"]
+    # Ranks restart per table; the last RM of each table is tested against nothing.
+    for _, body in tables:
+        ranks = re.findall(r'<td class="num" data-value="(\d+)">', body)
+        assert ranks == [str(k) for k in range(1, len(ranks) + 1)]
+        last_row = body.split("<tr data-kind=")[-1]
+        assert '<td data-value="">–</td>' in last_row
+    assert f"sha256 {sha_own[:12]}" in text and f"sha256 {sha_other[:12]}" in text
+
+
+def test_a_results_json_without_a_release_sha_is_refused_beside_others(site, tmp_path, capsys):
+    _, folders = site
+    old = tmp_path / "old"
+    shutil.copytree(folders[1], old)
+    r = json.loads((old / "results.json").read_text())
+    r.pop("release_info")
+    (old / "results.json").write_text(json.dumps(r))
+    assert main(["leaderboard", str(folders[0]), str(old), "--out", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(old / "results.json") in err and "records no release sha256" in err
+    assert main(["leaderboard", str(folders[0]), str(old), "--out", str(tmp_path / "site"), "--resamples", "200",
+                 "--group-by-release"]) == 0
+    text = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "<code>sha256 not recorded</code>" in text and 'id="board-2"' in text
+    # Alone, it is ranked against nothing.
+    assert main(["leaderboard", str(old), "--out", str(tmp_path / "alone"), "--resamples", "200"]) == 0
+
+
+def test_one_release_says_which_and_ranks_with_compares_test(site):
+    index, folders = site
+    text = index.read_text(encoding="utf-8")
+    sha = json.loads((folders[0] / "results.json").read_text())["release_info"]["sha256"]
+    assert re.search(rf"Every reward model here scored release <code>leaderboard-small</code>\s*"
+                     rf"\(sha256 <code>{sha[:12]}</code>\)", text)
+    assert text.count('class="board"') == 1 and "paired bootstrap" not in text

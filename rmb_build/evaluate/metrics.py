@@ -11,7 +11,6 @@ that set's goal ``macro``, and their plain mean; ``few_items`` lists the cells r
 
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -32,65 +31,6 @@ def scenario_order(ids: Sequence[str]) -> list[str]:
     """Scenario ids in RMB's order (by task, then S1..S11, multi); unknown ids last, sorted."""
     rank = {s.id: i for i, s in enumerate(all_scenarios())}
     return sorted(ids, key=lambda s: (rank.get(s, len(rank)), s))
-
-
-def percentile_ci(samples: np.ndarray) -> list[float]:
-    """The 95% percentile interval of bootstrap ``samples``."""
-    lo, hi = np.percentile(samples, [2.5, 97.5])
-    return [float(lo), float(hi)]
-
-
-def bootstrap_sums(outcomes: np.ndarray, resamples: int, seed: int, stratum: str) -> np.ndarray:
-    """Sums of ``resamples`` resamples (with replacement) of one scenario's outcomes.
-
-    ``outcomes`` of shape (n,) gives shape (resamples,); of shape (n, k) (paired columns, resampled
-    together by row) gives (resamples, k). The draws depend only on the seed, the stratum and n.
-    """
-    rng = np.random.default_rng([seed, zlib.crc32(stratum.encode("utf-8"))])
-    n = len(outcomes)
-    sums = np.empty((resamples, *outcomes.shape[1:]))
-    step = max(1, 4_000_000 // max(n * (outcomes.size // max(n, 1)), 1))  # bounds memory for large scenarios
-    for start in range(0, resamples, step):
-        stop = min(start + step, resamples)
-        sums[start:stop] = outcomes[rng.integers(0, n, size=(stop - start, n))].sum(axis=1)
-    return sums
-
-
-@dataclass
-class SetSamples:
-    """One set's per-scenario outcomes, accuracies and resampled accuracies (scenarios in order).
-
-    Kept for ``rmb compare``'s paired bootstrap; results.json's intervals come from ``SetDraws``.
-    """
-
-    outcomes: dict[str, np.ndarray]
-    accuracy: dict[str, float]
-    boot: dict[str, np.ndarray]
-    chance: dict[str, float | None]
-
-    @property
-    def scenarios(self) -> list[str]:
-        return list(self.outcomes)
-
-    def goals(self) -> dict[str, list[str]]:
-        return goals_of(self.scenarios)
-
-    def macro(self, members: Sequence[str]) -> tuple[float, np.ndarray]:
-        """The group's macro accuracy and its resampled values."""
-        return float(np.mean([self.accuracy[s] for s in members])), np.mean([self.boot[s] for s in members], axis=0)
-
-
-def rmb_cells(samples: Mapping[str, SetSamples]) -> dict[str, tuple[float, np.ndarray, int]]:
-    """Each RMB cell present: (goal macro accuracy, its resampled values, items) -- for ``rmb compare``."""
-    cells = {}
-    for set_name, sm in samples.items():
-        for goal, members in goals_of(sm.outcomes).items():
-            cell = f"{set_name}/{goal}"
-            if cell in RMB_CELLS:
-                cells[cell] = (float(np.mean([sm.accuracy[s] for s in members])),
-                               np.mean([sm.boot[s] for s in members], axis=0),
-                               sum(len(sm.outcomes[s]) for s in members))
-    return cells
 
 
 def goals_of(scenarios: Sequence[str]) -> dict[str, list[str]]:

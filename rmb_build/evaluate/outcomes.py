@@ -8,6 +8,8 @@ with a text the RM could not score (a failed generative judgement) counts as wro
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Mapping, Sequence
 
 from ..items import Item, PairwiseItem
@@ -44,9 +46,17 @@ def _length_side(item: PairwiseItem) -> str:
     return "chosen_shorter" if c < r else "chosen_longer" if c > r else "same_length"
 
 
+def text_digest(item: Item) -> str:
+    """sha256 over what makes two items share a text: the set, the turns' role and content, and the answers
+    (chosen or best first). Lets ``rmb compare --shared-texts`` match items across releases."""
+    payload = [item.set_name, [[t.role, t.content] for t in item.conversation], [a.answer for a in item.answers()]]
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def predict(items: Sequence[Item], keys: Sequence[Sequence[str]], values: Mapping[str, Any], *,
             ties: str = "strict", judge: bool = False) -> list[dict[str, Any]]:
-    """One prediction per item, in item order: ``set, uid, scenario, chance, scores, outcome`` (+ details).
+    """One prediction per item, in item order: ``set, uid, scenario, text_sha256, chance, scores, outcome``
+    (+ details); ``text_sha256`` is ``text_digest(item)``.
 
     ``chance`` is the expected outcome of a random scorer: 1/2 for a pair, 1/(1 + losers) for BoN.
 
@@ -58,7 +68,7 @@ def predict(items: Sequence[Item], keys: Sequence[Sequence[str]], values: Mappin
     rows = []
     for item, ks in zip(items, keys):
         row: dict[str, Any] = {"set": item.set_name, "uid": item.uid, "scenario": item.scenario_id,
-                               "chance": 1 / len(item.answers())}
+                               "text_sha256": text_digest(item), "chance": 1 / len(item.answers())}
         got = [values[k] for k in ks]
         if judge:
             row["votes"] = got

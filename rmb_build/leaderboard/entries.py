@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..release.rmb_format import load_json_file
+from ..evaluate.compare import ReleaseId, release_id
 from ..evaluate.metrics import RMB_CELLS as CELLS
+from ..release.rmb_format import load_json_file
 from ..taxonomy import BON_SET, PAIRWISE_SET
 
 MEAN = "mean"
@@ -45,6 +46,11 @@ class Entry:
     @property
     def release_name(self) -> str:
         return (self.results.get("release_info") or {}).get("name") or str(self.results.get("release", ""))
+
+    @property
+    def release(self) -> ReleaseId:
+        """The release it scored: name and sha256 (None where results.json records none)."""
+        return release_id(self.results)
 
 
 def _cells_from_sets(results: dict[str, Any]) -> tuple[dict, dict, dict]:

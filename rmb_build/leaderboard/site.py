@@ -1,4 +1,8 @@
-"""Render the static site: ``index.html``, and per RM ``rm/<slug>.html`` with its heatmap and results.json."""
+"""Render the static site: ``index.html``, and per RM ``rm/<slug>.html`` with its heatmap and results.json.
+
+RMs are ranked only against RMs scored on the same release (the sha256 each results.json records): folders of
+several releases are refused, or with ``group_by_release`` shown as one table per release, ranked and tested
+within it (see ``ranking``)."""
 
 from __future__ import annotations
 
@@ -9,11 +13,11 @@ from typing import Any, Sequence
 from .. import __version__
 from ..atomic import write_text
 from ..errors import RMBError
-from ..evaluate.compare import DEFAULT_RESAMPLES
+from ..evaluate.compare import DEFAULT_RESAMPLES, SHORT_SHA
 from ..evaluate.heatmap import SET_TITLES
 from ..taxonomy import BON_SET, PAIRWISE_SET
 from .entries import COLUMNS, MEAN, Entry, assign_slugs, load_entry
-from .ranking import rank
+from .ranking import rank_groups, release_groups
 
 COLUMN_TITLES = {f"{PAIRWISE_SET}/Helpfulness": "Pairwise Helpfulness", f"{PAIRWISE_SET}/Harmlessness": "Pairwise Harmlessness",
                  f"{BON_SET}/Helpfulness": "BoN Helpfulness", f"{BON_SET}/Harmlessness": "BoN Harmlessness",
@@ -40,6 +44,10 @@ def _defects_phrase(total: int, items: int | None) -> str:
     return defects_phrase(total, items)
 
 
+def _short_sha(sha: str | None) -> str:
+    return sha[:SHORT_SHA] if sha else "not recorded"
+
+
 def _or_missing(x: Any):
     from markupsafe import Markup
 
@@ -53,7 +61,7 @@ def environment():
     env = jinja2.Environment(loader=jinja2.PackageLoader("rmb_build.leaderboard", "templates"),
                              autoescape=jinja2.select_autoescape(("html",)), trim_blocks=True, lstrip_blocks=True)
     env.filters.update(pct=_pct, ci=_ci, or_missing=_or_missing, defects_phrase=_defects_phrase,
-                       p_value=_p_value)
+                       p_value=_p_value, short_sha=_short_sha)
     env.globals.update(version=__version__, columns=COLUMNS, column_titles=COLUMN_TITLES, sets=SETS)
     return env
 
@@ -84,13 +92,17 @@ def write_heatmap_png(entry: Entry, path: Path) -> bool:
 
 
 def build_site(folders: Sequence[str | Path], out: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-               title: str = "Reward model leaderboard") -> Path:
-    """Write the site for the evaluation ``folders`` into ``out``; returns the index's path."""
+               title: str = "Reward model leaderboard", group_by_release: bool = False) -> Path:
+    """Write the site for the evaluation ``folders`` into ``out``; returns the index's path.
+
+    Folders of different releases: RMBError, unless ``group_by_release`` (one table per release).
+    """
     if not folders:
         raise RMBError("no results folders given")
     entries = [load_entry(f) for f in folders]
     assign_slugs(entries)
-    entries = rank(entries, resamples=resamples, seed=seed)
+    groups = rank_groups(release_groups(entries, allow_mixed=group_by_release), resamples=resamples, seed=seed)
+    entries = [e for g in groups for e in g.entries]
     out = Path(out)
     env = environment()
     page = env.get_template("rm.html")
@@ -107,5 +119,6 @@ def build_site(folders: Sequence[str | Path], out: str | Path, *, resamples: int
             release=release, audits=audits(e.results), resamples=resamples))
     index = out / "index.html"
     write_text(index, env.get_template("index.html").render(
-        title=title, entries=entries, kinds=sorted({e.kind for e in entries}), resamples=resamples, seed=seed))
+        title=title, entries=entries, groups=groups, kinds=sorted({e.kind for e in entries}), resamples=resamples,
+        seed=seed))
     return index

@@ -1,55 +1,63 @@
 (function () {
   "use strict";
-  var table = document.getElementById("board");
-  var tbody = table.tBodies[0];
-  var headers = Array.prototype.slice.call(table.querySelectorAll("th[data-sort]"));
-  var current = null, direction = 0;
+  // One table per release (usually one): each sorts on its own, the kind filter applies to all.
+  var tables = Array.prototype.slice.call(document.querySelectorAll("table.board"));
+  tables.forEach(sortable);
 
-  function key(row, th) {
-    var raw = row.cells[th.cellIndex].getAttribute("data-value");
-    if (th.getAttribute("data-sort") === "num") {
-      return raw === null || raw === "" ? null : parseFloat(raw);
+  function sortable(table) {
+    var tbody = table.tBodies[0];
+    var headers = Array.prototype.slice.call(table.querySelectorAll("th[data-sort]"));
+    var current = null, direction = 0;
+
+    function key(row, th) {
+      var raw = row.cells[th.cellIndex].getAttribute("data-value");
+      if (th.getAttribute("data-sort") === "num") {
+        return raw === null || raw === "" ? null : parseFloat(raw);
+      }
+      return (raw || "").toLowerCase();
     }
-    return (raw || "").toLowerCase();
-  }
 
-  function sortBy(th) {
-    // Numbers start highest first, text A to Z; a second click on the same header reverses.
-    direction = th === current ? -direction : (th.getAttribute("data-sort") === "num" ? -1 : 1);
-    current = th;
-    var rows = Array.prototype.slice.call(tbody.rows);
-    rows.forEach(function (row, i) { row._order = i; });
-    rows.sort(function (a, b) {
-      var ka = key(a, th), kb = key(b, th);
-      if (ka === null && kb === null) { return a._order - b._order; }
-      if (ka === null) { return 1; }   // missing values stay at the bottom either way
-      if (kb === null) { return -1; }
-      if (ka < kb) { return -direction; }
-      if (ka > kb) { return direction; }
-      return a._order - b._order;
-    });
-    rows.forEach(function (row) { tbody.appendChild(row); });
-    headers.forEach(function (h) { h.removeAttribute("aria-sort"); });
-    th.setAttribute("aria-sort", direction > 0 ? "ascending" : "descending");
-  }
+    function sortBy(th) {
+      // Numbers start highest first, text A to Z; a second click on the same header reverses.
+      direction = th === current ? -direction : (th.getAttribute("data-sort") === "num" ? -1 : 1);
+      current = th;
+      var rows = Array.prototype.slice.call(tbody.rows);
+      rows.forEach(function (row, i) { row._order = i; });
+      rows.sort(function (a, b) {
+        var ka = key(a, th), kb = key(b, th);
+        if (ka === null && kb === null) { return a._order - b._order; }
+        if (ka === null) { return 1; }   // missing values stay at the bottom either way
+        if (kb === null) { return -1; }
+        if (ka < kb) { return -direction; }
+        if (ka > kb) { return direction; }
+        return a._order - b._order;
+      });
+      rows.forEach(function (row) { tbody.appendChild(row); });
+      headers.forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", direction > 0 ? "ascending" : "descending");
+    }
 
-  headers.forEach(function (th) {
-    th.tabIndex = 0;
-    th.addEventListener("click", function () { sortBy(th); });
-    th.addEventListener("keydown", function (ev) {
-      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); sortBy(th); }
+    headers.forEach(function (th) {
+      th.tabIndex = 0;
+      th.addEventListener("click", function () { sortBy(th); });
+      th.addEventListener("keydown", function (ev) {
+        if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); sortBy(th); }
+      });
     });
-  });
+  }
 
   var filter = document.getElementById("kind-filter");
   var shown = document.getElementById("shown");
   filter.addEventListener("change", function () {
-    var kind = filter.value, count = 0;
-    Array.prototype.forEach.call(tbody.rows, function (row) {
-      var visible = !kind || row.getAttribute("data-kind") === kind;
-      row.hidden = !visible;
-      count += visible ? 1 : 0;
+    var kind = filter.value, count = 0, total = 0;
+    tables.forEach(function (table) {
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+        var visible = !kind || row.getAttribute("data-kind") === kind;
+        row.hidden = !visible;
+        count += visible ? 1 : 0;
+        total += 1;
+      });
     });
-    shown.textContent = count + " of " + tbody.rows.length + " shown";
+    shown.textContent = count + " of " + total + " shown";
   });
 })();
