@@ -25,7 +25,7 @@ from .errors import RMBError
 COMMANDS = {
     "build": "build and write a benchmark release with Prefect flows",
     "evaluate": "score a reward model against a release",
-    "compare": "paired bootstrap comparison of two evaluation results",
+    "compare": "does reward model A beat B? a paired test over two evaluations of one release",
     "leaderboard": "a static leaderboard site from evaluation results",
     "audit": "find defects in a release (duplicates, contradictions, leaks, ...)",
     "publish": "write a release as a Hugging Face dataset and push it to the Hub",

@@ -255,3 +255,40 @@ def test_one_release_says_which_and_ranks_with_compares_test(site):
     assert re.search(rf"Every reward model here scored release <code>leaderboard-small</code>\s*"
                      rf"\(sha256 <code>{sha[:12]}</code>\)", text)
     assert text.count('class="board"') == 1 and "paired bootstrap" not in text
+
+
+def test_older_results_get_todays_intervals_or_none(site, tmp_path):
+    """A results.json from before the current intervals (percentile bootstrap: [x, x] on unanimous groups)
+    is shown with intervals recomputed from its predictions, or with none when it has no predictions."""
+    _, folders = site
+    old = tmp_path / "old"
+    shutil.copytree(folders[0], old)
+    current = json.loads((old / "results.json").read_text())
+    r = dict(current)
+    r.pop("intervals")
+    r["rmb_overall"] = {**r["rmb_overall"], "ci95": {c: [0.5, 0.5] for c in [*CELLS, MEAN]}}
+    (old / "results.json").write_text(json.dumps(r))
+    entry = load_entry(old)
+    assert entry.ci95[MEAN] == pytest.approx(current["rmb_overall"]["ci95"]["mean"], abs=1e-9)
+    assert all(lo < hi for lo, hi in (entry.ci95[c] for c in CELLS))
+    (old / "predictions.jsonl").unlink()
+    assert all(load_entry(old).ci95[c] is None for c in [*CELLS, MEAN])
+
+
+def test_a_cell_over_few_items_is_marked(tmp_path):
+    """Three pairwise Harmlessness items: the cell is marked on the index and the RM's page."""
+    from rmb_build.items import Answer, PairwiseItem, Turn
+    from rmb_build.release import write_release
+    from rmb_build.release.read import Release
+
+    rel = Release(name="few", root=None)
+    for i, scenario in enumerate(["Helpfulness/Chat/Discussion"] * 12 + ["Harmlessness/S6"] * 3):
+        rel.add(PairwiseItem(str(i), (Turn("user", f"Q{i}?", "en"),), Answer("m1", f"A longer answer {i}."),
+                             Answer("m2", f"No{i}"), scenario))
+    write_release(rel, tmp_path / "rel")
+    [folder] = evaluate_all(tmp_path / "rel", tmp_path / "evals", ["baseline:length"])
+    assert main(["leaderboard", str(folder), "--out", str(tmp_path / "site")]) == 0
+    row = (tmp_path / "site" / "index.html").read_text(encoding="utf-8").split('data-rm="baseline:length"')[1]
+    cells = row.split("</tr>")[0].split('data-col="')[1:]
+    marked = {c.split('"')[0] for c in cells if 'class="few"' in c}
+    assert marked == {"pairwise/Harmlessness"}

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluate.adapters import RMOptions, load_rm
     from ..evaluate.run import evaluate
     from ..paths import workdir
-    from ..provenance import command_line, release_record
+    from ..provenance import command_line
     from ..release import open_release
 
     out = Path(args.out)
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                        seed=args.seed, release_label=str(args.release), progress=not args.no_progress,
                        skip_defective=args.skip_defective)
     # What produced these results, for `rmb leaderboard`: added after the fact, secrets redacted.
-    results.update(command=command_line("evaluate", args, configure), release_info=release_record(release))
+    results.update(command=command_line("evaluate", args, configure))
     write_json(Path(args.out) / "results.json", results)
     s = results["scoring"]
     headline = results["rmb_overall"]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json, write_jsonl
+from ..provenance import release_record
 from ..release.read import Release
 from .adapters import RewardModel
 from .benchmarks import benchmark_fields
@@ -47,6 +48,7 @@ def evaluate(release: Release, rm: RewardModel, out_dir: str | Path, cache_dir: 
                             resamples=resamples, seed=seed, fingerprint=rm.fingerprint(),
                             scoring=stats.to_json(), bias=bias, **extra)
     results.update(benchmark_fields(release, predictions, ties))
+    results["release_info"] = release_record(release)  # what compare and leaderboard check before pairing
     out_dir = Path(out_dir)
     write_jsonl(out_dir / "predictions.jsonl", predictions)
     write_json(out_dir / "results.json", results)

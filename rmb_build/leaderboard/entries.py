@@ -98,8 +98,32 @@ def load_entry(folder: str | Path) -> Entry:
             raise InputError(str(path), "missing", field=key)
     if not isinstance(results["rm"], str) or not results["rm"]:
         raise InputError(str(path), "expected a non-empty string", field="rm")
+    results = _with_current_intervals(results, folder)
     values, ci, n = cells(results)
     return Entry(folder=folder, results=results, values=values, ci95=ci, n=n)
+
+
+def _with_current_intervals(results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``results`` whose figures carry today's intervals. A results.json written before them (no
+    ``intervals``) has percentile-bootstrap intervals, of zero width on unanimous groups: they are
+    recomputed from its predictions.jsonl, or dropped (shown as missing) when it has none."""
+    if "intervals" in results:
+        return results
+    predictions = folder / "predictions.jsonl"
+    if predictions.is_file():
+        from ..evaluate.metrics import build_results
+        from ..jsonl import read_jsonl_objects
+
+        rows = [row for _, row in read_jsonl_objects(predictions)]
+        drawn = results.get("bootstrap") or {}
+        fresh = build_results(rows, rm=results["rm"], release=str(results.get("release", "")),
+                              ties=results.get("ties", "strict"), resamples=drawn.get("resamples", 4000),
+                              seed=drawn.get("seed", 0))
+        return {**results, **{k: fresh[k] for k in (PAIRWISE_SET, BON_SET, "rmb_overall", "intervals")}}
+    overall = results.get("rmb_overall") or {}
+    return {**results, "rmb_overall": {**overall, "ci95": {}},
+            **{s: {**results[s], "goals": {g: {**v, "ci95_macro": None} for g, v in results[s].get("goals", {}).items()}}
+               for s in (PAIRWISE_SET, BON_SET)}}
 
 
 def assign_slugs(entries: list[Entry]) -> None:

@@ -33,6 +33,18 @@ def _ci(ci: Sequence[float] | None) -> str:
     return "" if not ci else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+def _few(n: int | None):
+    """The mark beside a figure over fewer than FEW_ITEMS items (nothing otherwise)."""
+    from markupsafe import Markup
+
+    from ..intervals import FEW_ITEMS, FEW_MARK, few_items
+
+    if n is None or not few_items(n):
+        return ""
+    return Markup(f'<span class="few" title="{n} items, fewer than {FEW_ITEMS}: read it with its interval">'
+                  f'{FEW_MARK}</span>')
+
+
 def _p_value(p: float, resamples: int) -> str:
     # A bootstrap p of 0 only says "below one resample's worth".
     return f"< {1 / resamples:.4f}" if p == 0 else f"= {p:.4f}"
@@ -60,7 +72,7 @@ def environment():
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("rmb_build.leaderboard", "templates"),
                              autoescape=jinja2.select_autoescape(("html",)), trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=_pct, ci=_ci, or_missing=_or_missing, defects_phrase=_defects_phrase,
+    env.filters.update(pct=_pct, ci=_ci, or_missing=_or_missing, defects_phrase=_defects_phrase, few=_few,
                        p_value=_p_value, short_sha=_short_sha)
     env.globals.update(version=__version__, columns=COLUMNS, column_titles=COLUMN_TITLES, sets=SETS)
     return env
