@@ -122,11 +122,17 @@ def load_checked(auto_class, ref: ModelRef, options: RMOptions, what: str, **kwa
     with it gives a plausible-looking, meaningless number. Buffers (rotary ``inv_freq``, ``position_ids``)
     do not count, nor do weights tied to a loaded one.
     """
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report would precede our one line; we read the same info
     try:
         model, info = auto_class.from_pretrained(ref.path, output_loading_info=True, **kwargs,
                                                  **load_kwargs(ref, options))
     except (OSError, ValueError, ImportError) as exc:
         raise load_error(ref, f"it as {what}", exc) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
     fresh = uninitialised_parameters(model, info)
     if fresh:
         shown = ", ".join(fresh[:6]) + (f" and {len(fresh) - 6} more" if len(fresh) > 6 else "")
