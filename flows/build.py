@@ -199,7 +199,7 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
         to_classify, queries = _classify_on_runner(cfg, paths, tasks, record, pool)
     selected = _select(cfg, paths, acc, log, queries)
     if dry_run:
-        return _dry_run(cfg, stages, paths, state, acc, to_classify, selected)
+        return await _dry_run(cfg, stages, paths, state, acc, to_classify, queries, selected)
     del to_classify
     if "generate" not in stages:
         _final_flush(cfg, paths, state, acc)
@@ -359,10 +359,18 @@ def _select(cfg: BuildConfig, paths: BuildPaths, acc: Accounting, log: Any, quer
     return selected
 
 
-def _dry_run(cfg: BuildConfig, stages: list[str], paths: BuildPaths, state: RunState, acc: Accounting,
-             to_classify: list[Any], selected: list[Any]) -> dict[str, Any]:
-    """The estimate of the requests the stages plan (what a build of ``selected`` sends)."""
-    estimate = steps.estimate_cost(steps.planned_requests(to_classify, selected, cfg, stages), cfg, paths.llm_cache)
+async def _dry_run(cfg: BuildConfig, stages: list[str], paths: BuildPaths, state: RunState, acc: Accounting,
+                   to_classify: list[Any], queries: list[Any], selected: list[Any]) -> dict[str, Any]:
+    """What a build of ``selected`` sends: its stages, run in order against the run's cache (``PlanningClient``)."""
+    from rmb_build.llm.cache import ResponseCache
+
+    cache = ResponseCache(paths.llm_cache, create=False) if paths.llm_cache.exists() else None
+    try:
+        estimate = await steps.plan_build(cfg, stages, to_classify, queries, selected, dict(acc.not_selected),
+                                          cache, str(paths.embeddings))
+    finally:
+        if cache is not None:
+            cache.close()
     _final_flush(cfg, paths, state, acc, dry_run=True, estimate=estimate)
     return {"dry_run": True, "selected": len(selected), "estimate": estimate, "run": str(paths.run)}
 

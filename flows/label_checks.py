@@ -12,6 +12,7 @@ with the pool).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from rmb_build.build.gold import below, gold_check
@@ -42,12 +43,12 @@ async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_ag
     return section
 
 
-async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: Any, state: Any,
-                           store_dir: str | None) -> Routing:
+async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: Any,
+                           store_dir: str | None) -> tuple[Routing, list[Any]]:
+    """The routing of ``queries`` by their prompts' guard verdicts, and the guard's failures."""
     from .tasks import build_classifier, open_store
 
     labels = await guard(queries, [], cfg.guard, client, every_prompt=True)
-    state.add_failures(labels.failures)
     unsure = needs_alternatives(queries, labels.records)
     alts = {}
     if unsure:  # the build's encoder and store: the same vectors classify saw, none encoded twice
@@ -58,27 +59,42 @@ async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: A
         kept = [q for q in routed.kept if q.scenario_id in cfg.scenarios]
         routed.dropped["routed to a scenario not in the config's 'scenarios'"] += len(routed.kept) - len(kept)
         routed.kept = kept
-    return routed
+    return routed, list(labels.failures)
 
 
 def _pool(queries: Sequence[Query], cfg: BuildConfig) -> list[Query]:
     return [q for q in queries if q.scenario_id and (cfg.scenarios is None or q.scenario_id in cfg.scenarios)]
 
 
-async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
-                         not_selected: dict[str, int], client: Any, state: Any, log: Any,
-                         store_dir: str | None = None) -> tuple[list[Query], dict[str, int], Routing]:
-    """Selected queries routed by their prompts' guard verdicts (see the module docstring), the
-    updated "not selected" reasons, and the routing (decisions per query, for the annotations).
+@dataclass
+class Routed:
+    """What goal routing decided: the selected queries after it, the updated "not selected" reasons,
+    the routing itself (decisions per query, for the annotations), the guard's failures, and the
+    queries that verdicts the client could not give (a dry run's) might still have replaced."""
+
+    selected: list[Query]
+    not_selected: dict[str, int]
+    routing: Routing
+    failures: list[Any] = field(default_factory=list)
+    unplanned_top_up: int = 0
+
+
+async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
+                       not_selected: dict[str, int], client: Any, store_dir: str | None = None) -> Routed:
+    """Selected queries routed by their prompts' guard verdicts (see the module docstring).
     ``store_dir``: the build's embedding store, for the classifier's alternatives."""
+    failures: list[Any] = []
     if cfg.route.scope == "pool":
         pool = _pool(queries, cfg)
-        routing = await _guard_and_route(cfg, pool, client, state, store_dir)
+        routing, failed = await _guard_and_route(cfg, pool, client, store_dir)
+        failures += failed
         in_pool = {q.id for q in pool}
         others = [q for q in queries if q.id not in in_pool]
         selected, not_selected = select([*others, *routing.kept], cfg)
+        unplanned = 0
     else:
-        routing = await _guard_and_route(cfg, selected, client, state, store_dir)
+        routing, failed = await _guard_and_route(cfg, selected, client, store_dir)
+        failures += failed
         considered = {q.id for q in selected}
         want = {g: min(cfg.select.min_per_goal, n) for g, n in Counter(goal_of(q.scenario_id) for q in selected).items()}
         for _ in range(cfg.route.top_up_rounds):
@@ -93,17 +109,38 @@ async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: l
             if not draw:
                 break
             considered.update(q.id for q in draw)
-            routing.extend(await _guard_and_route(cfg, draw, client, state, store_dir))
+            more, failed = await _guard_and_route(cfg, draw, client, store_dir)
+            routing.extend(more)
+            failures += failed
         not_selected = _moved_to_considered(not_selected, len(considered) - len(selected))
+        unplanned = _unplanned_top_up(cfg, queries, routing, considered)
         selected = routing.kept
     for reason, n in routing.dropped.items():
         not_selected[f"routing: {reason}"] = not_selected.get(f"routing: {reason}", 0) + n
-    stats = routing.stats()
+    return Routed(selected, not_selected, routing, failures, unplanned)
+
+
+def _unplanned_top_up(cfg: BuildConfig, queries: Sequence[Query], routing: Routing, considered: set[str]) -> int:
+    """At most how many more prompts top-up rounds could guard, were the verdicts the client could not
+    give (``verdict: unknown``, a dry run's stand-ins) to route queries away: each such query drawn
+    again in every round left, never more than the pool holds."""
+    unknown = sum(1 for d in routing.decisions.values() if d.verdict not in ("safe", "unsafe"))
+    rest = sum(1 for q in _pool(queries, cfg) if q.id not in considered)
+    return min(unknown * cfg.route.top_up_rounds, rest) if cfg.route.top_up_rounds else 0
+
+
+async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
+                         not_selected: dict[str, int], client: Any, state: Any, log: Any,
+                         store_dir: str | None = None) -> tuple[list[Query], dict[str, int], Routing]:
+    """``plan_routing`` in a build: its failures and stats go to the run state and the log."""
+    routed = await plan_routing(cfg, queries, selected, not_selected, client, store_dir)
+    state.add_failures(routed.failures)
+    stats = routed.routing.stats()
     state.stage("route").stats = stats
     state.flush()
     log.info("route: %d prompts guarded; goal from guard %s; changed %s; dropped %s", stats["guarded"],
              stats["goal_from"].get("guard", 0), stats["changed"] or "none", stats["dropped"] or "none")
-    return selected, not_selected, routing
+    return routed.selected, routed.not_selected, routed.routing
 
 
 def _moved_to_considered(not_selected: dict[str, int], topped_up: int) -> dict[str, int]:

@@ -84,56 +84,51 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def planned_requests(to_classify: Sequence[Query], selected: Sequence[Query], cfg: BuildConfig,
-                     stages: Sequence[str]) -> list[Any]:
-    """The LLM requests a build sends, from the stages' own plans: LLM classification of
-    ``to_classify``; the gold check and goal routing (the first round: replacements drawn for
-    routed-away queries depend on the verdicts); generation, judging and guarding of ``selected``.
-    Judge and guard are planned on stand-in answers that use their generator's whole ``max_tokens``
-    (answers do not exist yet). A request planned twice (routing and the guard stage both ask about
-    a harmful prompt) is sent once, so it is counted once."""
+async def plan_build(cfg: BuildConfig, stages: Sequence[str], to_classify: Sequence[Query], queries: Sequence[Query],
+                     selected: Sequence[Query], not_selected: dict[str, int], cache: Any, store_dir: str) -> dict[str, Any]:
+    """The dry run's plan: the build's LLM stages run in the build's order against a ``PlanningClient``
+    (``rmb_build.llm.planning``), which answers from ``cache`` and counts what it cannot answer: LLM
+    classification of ``to_classify``, the gold check, goal routing of ``selected`` (from the classified
+    ``queries``), generation, then judging and guarding of every answer (real where cached, a stand-in
+    per request otherwise). Returns the planner's report plus ``exact`` (what each figure is) and
+    ``estimates`` (what the plan cannot count)."""
     from rmb_build.build import generate, gold, guard, judge
     from rmb_build.build.classify import LLMClassifier
+    from rmb_build.build.sets import finished
+    from rmb_build.llm.planning import PlanningClient
 
-    out: list[Any] = []
+    from .label_checks import plan_routing
+
+    planner = PlanningClient(cfg.endpoints, cache)
+    estimates: dict[str, Any] = {}
     if "classify" in stages and cfg.classifier.method == "llm":
-        out += LLMClassifier(None, cfg.classifier.endpoint, cfg.classifier.model).plan(to_classify)
-    if "generate" in stages and cfg.judge.gold is not None:
-        out += gold.plan(cfg)
-    if "generate" in stages and "guard" in stages and cfg.route.enabled:
-        out += guard.plan(selected, [], cfg.guard, cfg.endpoints, every_prompt=True)
+        with planner.phase("classify"):
+            planner.plan(LLMClassifier(None, cfg.classifier.endpoint, cfg.classifier.model).plan(to_classify))
     if "generate" in stages:
-        out += generate.plan(selected, cfg.generators, cfg.endpoints)
-    if "judge" in stages:
-        answers = generate.assumed_responses(selected, cfg.generators, cfg.endpoints)
-        out += judge.plan(selected, answers, cfg.judge, cfg.endpoints)
-        out += guard.plan(selected, answers, cfg.guard, cfg.endpoints)
-    return _distinct(out, cfg.endpoints)
-
-
-def _distinct(requests: Sequence[Any], endpoints: Mapping[str, Any]) -> list[Any]:
-    """``requests`` without repeats, as the LLM cache tells two requests apart."""
-    from rmb_build.llm.cache import request_key
-    from rmb_build.llm.endpoint import endpoint_identity
-
-    seen: set[str] = set()
-    out = []
-    for req in requests:
-        ep = endpoints[req.endpoint]
-        key = request_key(req, endpoint_identity(ep), ep.structured_output)
-        if key not in seen:
-            seen.add(key)
-            out.append(req)
-    return out
-
-
-def estimate_cost(requests: Sequence[Any], cfg: BuildConfig, cache_dir: Path | None = None) -> dict[str, Any]:
-    """Calls, tokens and USD of sending ``requests`` (those already in the run's LLM cache cost nothing)."""
-    from rmb_build.llm import ResponseCache, estimate
-
-    cache = ResponseCache(cache_dir) if cache_dir is not None and cache_dir.exists() else None
-    try:
-        return estimate(requests, cfg.endpoints, cache=cache)
-    finally:
-        if cache is not None:
-            cache.close()
+        if cfg.judge.gold is not None:
+            with planner.phase("gold"):
+                planner.plan(gold.plan(cfg))
+        if cfg.route.enabled and "guard" in stages:
+            with planner.phase("route"):
+                routed = await plan_routing(cfg, queries, list(selected), not_selected, planner, store_dir)
+            selected = routed.selected
+            if routed.unplanned_top_up:
+                estimates["route_top_up_calls_at_most"] = routed.unplanned_top_up
+        with planner.phase("generate"):
+            answers = finished((await generate.generate(selected, cfg.generators, planner)).records)
+        if "judge" in stages:
+            with planner.phase("judge"):
+                await judge.judge(selected, answers, cfg.judge, planner)
+            with planner.phase("guard"):
+                await guard.guard(selected, answers, cfg.guard, planner)
+    report = planner.report()
+    stand_ins = sum(1 for c in planner.calls.values() if c.cached is None and c.phase == "generate")
+    return {**report, "estimates": estimates, "exact": {
+        "calls": ("exact" if not estimates and not stand_ins else
+                  "exact for what the cache answers; judge and guard calls on answers not yet generated are an upper "
+                  "bound (an answer cut at max_tokens is not judged)" + ("; goal routing's top-up rounds are not "
+                  "counted, see estimates" if estimates else "")),
+        "prompt_tokens": "estimate from the rendered requests (about 4 characters a token, as max_cost reserves)",
+        "completion_tokens": "upper bound: each call's max_tokens",
+        "completion_tokens_estimate": "estimate: the mean of cached replies of the same endpoint, model and phase",
+        "cost_usd": "upper bound: prompt estimate plus max_tokens at each endpoint's price_per_mtok"}}

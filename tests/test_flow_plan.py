@@ -4,6 +4,7 @@ equal what the real run then sends; a dry run after the build finds every planne
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -80,31 +81,102 @@ def _sent(stub: StubEndpoint) -> dict:
             "completion_tokens": sum(r.max_tokens for r in reqs)}
 
 
-def test_dry_run_estimates_exactly_what_the_build_sends(tmp_path, prefect_harness):
+def _gold(path: Path) -> str:
+    """A tiny labelled release for the build's gold check: two helpfulness and two harmlessness pairs."""
+    from rmb_build.build.release import release_of
+    from rmb_build.items import Answer, PairwiseItem, Turn
+    from rmb_build.release.write import write_release
+
+    scenarios = ["Helpfulness/Chat/Discussion", "Harmlessness/S6"] * 2
+    items = [PairwiseItem(str(n), (Turn("user", f"gold question {n}", "English"),), Answer("m1", f"good answer {n}"),
+                          Answer("m2", f"bad answer {n}"), sc) for n, sc in enumerate(scenarios)]
+    write_release(release_of("gold", items), path)
+    return str(path)
+
+
+def _realistic(scenarios: dict[str, str]):
+    """Replies as a real build gets them: each generator's own answer (short, finished: not the dry run's
+    stand-in), a judgement per sample, guard verdicts that keep each query's classified goal."""
+    base = _replies(scenarios)
+
+    def reply(body: dict) -> str:
+        if body["model"] == "gen":
+            seen = json.dumps([body["messages"], body.get("temperature"), body.get("seed")])
+            return f"An answer ({hashlib.sha256(seen.encode()).hexdigest()[:8]}) to the question, in a few words."
+        if "gold question" in json.dumps(body) and body["model"] == "guard":
+            return "safe"
+        return base(body)
+
+    return reply
+
+
+def _config_with_checks(tmp_path: Path, url: str) -> dict:
+    """Three generators of one model and one max_tokens (their stand-in answers once merged into one judge
+    request per query), three judge samples, goal routing (on by default) and a gold check."""
+    cfg = _config(tmp_path, url)
+    cfg["generators"] = [{"endpoint": "stub", "model": "gen", "name": n, "max_tokens": 24, "temperature": t, "seed": s}
+                         for n, t, s in (("a", 0.7, 1), ("b", 0.7, 2), ("c", 1.0, 1))]
+    cfg["judge"].update(samples=3, gold={"release": _gold(tmp_path / "gold"), "items": 4})
+    return cfg
+
+
+def _per_model(stub: StubEndpoint) -> dict[str, int]:
+    return dict(Counter(f"stub/{b['model']}" for b in stub.bodies))
+
+
+def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness):
     from rmb_build.build.classify import EmbeddingClassifier
     from rmb_build.flows.build import run_build
 
     predicted = EmbeddingClassifier.default().predict_texts(PROMPTS)
-    assert not any(p.abstained for p in predicted)  # the dry run's stand-in labels every prompt
     scenarios = {p: pred.scenario_id for p, pred in zip(PROMPTS, predicted)}
     work = tmp_path / "work"
-    with StubEndpoint(reply=_replies(scenarios)) as stub:
-        cfg = parse_config(_config(tmp_path, stub.base_url))
+    with StubEndpoint(reply=_realistic(scenarios)) as stub:
+        cfg = parse_config(_config_with_checks(tmp_path, stub.base_url))
         dry = run_build(cfg, work, dry_run=True)["estimate"]
-        assert stub.bodies == []  # not one request, though classification is by LLM
-        assert not (work / "runs" / "plan" / "llm_cache").exists()
-
+        assert stub.bodies == [] and dry["cached"] == 0
         run_build(cfg, work)
-        sent = _sent(stub)
-        assert {k: dry[k] for k in sent} == sent and dry["cached"] == 0
-        by_model = Counter(b["model"] for b in stub.bodies)
+        received = _per_model(stub)
+        assert {m: row["calls"] for m, row in dry["by_model"].items()} == received
+        assert dry["calls"] == len(stub.bodies)
         harmful = sum(s.startswith("Harmlessness/") for s in scenarios.values())
-        assert harmful >= 1  # the guard is planned and sent too
-        # the guard: every selected prompt once (goal routing; the guard stage's own question about a
-        # harmful prompt is the same request, answered from the cache), then each answer to a harmful one
-        assert by_model == {"classifier": 4, "gen": 8, "judge": 16, "guard": len(PROMPTS) + harmful * 2}
+        assert received["stub/judge"] == 4 * 2 * 3 + len(PROMPTS) * 3 * 3  # gold: 4 pairs x 2 answers x 3 samples; build: 4 x 3 x 3
+        assert received["stub/guard"] == 2 + 2 * 2 + len(PROMPTS) + harmful * 3
+        assert set(dry["by_phase"]) == {"classify", "gold", "route", "generate", "judge", "guard"}
+        assert dry["estimates"] == {} and dry["exact"]["calls"].startswith("exact for what the cache answers")
 
-        # Every planned request (schema, seed, temperature and all) is the one that was sent.
+        # After the build every planned request is in the cache: the plan is made of the real answers.
         again = run_build(cfg, work, dry_run=True)["estimate"]
-        assert again["calls"] == 0 and again["cached"] == sent["calls"]
-        assert len(stub.bodies) == sent["calls"]
+        assert again["calls"] == 0 and again["cached"] == len(stub.bodies) and again["exact"]["calls"] == "exact", str({k: (v["calls"], v["cached"]) for k, v in again["by_phase"].items()})
+        assert len(stub.bodies) == dry["calls"]
+
+
+def _spent(work: Path) -> float:
+    usage = json.loads((work / "runs" / "plan" / "usage.json").read_text())
+    return sum(row["cost_usd"] for models in usage.values() for row in models.values())
+
+
+def test_max_cost_stops_before_crossing_and_a_rerun_repeats_no_paid_call(tmp_path, prefect_harness):
+    """A priced build's real cost C (measured in a first workdir); in a second, --max-cost C/2 stops with
+    at most C/2 spent, and a rerun with room finishes, sending each request once in all."""
+    from rmb_build.build.classify import EmbeddingClassifier
+    from rmb_build.errors import RMBError
+    from rmb_build.flows.build import run_build
+
+    predicted = EmbeddingClassifier.default().predict_texts(PROMPTS)
+    scenarios = {p: pred.scenario_id for p, pred in zip(PROMPTS, predicted)}
+    with StubEndpoint(reply=_realistic(scenarios)) as stub:
+        cfg = parse_config(_config_with_checks(tmp_path, stub.base_url))
+        run_build(cfg, tmp_path / "reference")
+        cost, calls = _spent(tmp_path / "reference"), len(stub.bodies)
+        stub.reset()
+        work = tmp_path / "work"
+        with pytest.raises(RMBError, match="max_cost"):
+            run_build(cfg, work, max_cost=cost / 2)
+        paid = len(stub.bodies)
+        assert 0 < paid < calls and _spent(work) <= cost / 2
+        rest = run_build(cfg, work, dry_run=True)["estimate"]
+        assert rest["cached"] == paid and rest["calls"] == calls - paid
+        run_build(cfg, work, max_cost=cost * 2)
+        bodies = [json.dumps(b, sort_keys=True) for b in stub.bodies]
+        assert len(bodies) == len(set(bodies)) == calls  # every request sent once over both runs

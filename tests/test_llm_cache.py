@@ -10,7 +10,7 @@ import pytest
 
 from rmb_build.config import EndpointConfig
 from rmb_build.errors import ConfigError
-from rmb_build.llm import ChatRequest, ResponseCache, endpoint_identity, estimate, request_key
+from rmb_build.llm import ChatRequest, PlanningClient, ResponseCache, endpoint_identity, request_key
 from rmb_build.llm.cost import cost_usd
 
 BASE = ChatRequest("openai", "gpt-x", (("system", "Be brief."), ("user", "Is 2+2=4?")), max_tokens=16)
@@ -100,7 +100,9 @@ def test_cost_and_estimate(tmp_path):
     assert cost_usd(eps["local"], 10**6, 10**6) == 0.0
     reqs = [dataclasses.replace(BASE, messages=(("user", "x" * 400),), max_tokens=100, sample_index=i) for i in range(3)]
     reqs.append(ChatRequest("local", "smollm2", (("user", "hi"),), max_tokens=8))
-    est = estimate(reqs, eps)
+    est = PlanningClient(eps)
+    est.plan(reqs + reqs[:1])  # asked twice, counted once: the cache would answer the second
+    est = est.report()
     assert est["calls"] == 4 and est["completion_tokens"] == 308
     assert 100 * 3 < est["prompt_tokens"] < 130 * 3 + 20  # ~4 characters a token plus template overhead
     per_call = (est["by_endpoint"]["openai"]["prompt_tokens"] / 3 * 2.5 + 100 * 10) / 1e6
@@ -109,7 +111,10 @@ def test_cost_and_estimate(tmp_path):
     cache = ResponseCache(tmp_path)
     cache.put(request_key(reqs[0], endpoint_identity(eps["openai"]), "json_schema"), {"text": "yes"},
               endpoint="https://api.example/v1", model="gpt-x")
-    again = estimate(reqs, eps, cache=cache)
+    planner = PlanningClient(eps, cache)
+    results = planner.plan(reqs)
+    again = planner.report()
     assert again["calls"] == 3 and again["cached"] == 1 and again["cost_usd"] == pytest.approx(2 * per_call)
+    assert results[0].cached and results[0].text == "yes" and not results[1].cached
     with pytest.raises(ConfigError, match="'nowhere'"):
-        estimate([dataclasses.replace(BASE, endpoint="nowhere")], eps)
+        PlanningClient(eps).plan([dataclasses.replace(BASE, endpoint="nowhere")])

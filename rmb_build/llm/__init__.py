@@ -19,12 +19,13 @@ from .budget import BudgetExceeded
 from .cache import ResponseCache, request_key
 from .client import LLMClient
 from .endpoint import endpoint_description, endpoint_identity, public_url
-from .cost import cost_usd, estimate
+from .cost import cost_usd
+from .planning import PlanningClient
 from .server import EmbeddedServer, ServerError
 from .structured import ReplyError, parse_reply
 from .types import ChatRequest, ChatResult, Usage
 
 __all__ = [
     "LLMClient", "ChatRequest", "ChatResult", "Usage", "BudgetExceeded", "EmbeddedServer", "ServerError",
-    "ResponseCache", "request_key", "endpoint_identity", "endpoint_description", "public_url", "estimate", "cost_usd", "parse_reply", "ReplyError",
+    "ResponseCache", "request_key", "endpoint_identity", "endpoint_description", "public_url", "PlanningClient", "cost_usd", "parse_reply", "ReplyError",
 ]

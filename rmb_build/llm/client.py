@@ -16,6 +16,7 @@ answers from the cache only and sends nothing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import re
@@ -327,14 +328,19 @@ class LLMClient:
         firsts = await asyncio.to_thread(self.cache.get_many, keys) if len(keys) > 200 else self.cache.get_many(keys)
         results: list[ChatResult | None] = [None] * len(reqs)
         pending: list[int] = []
+        repeats: dict[int, int] = {}  # a request the batch already asks (same key): answered by the first's reply
+        first_of: dict[str, int] = {}
         for i, (req, key) in enumerate(zip(reqs, keys)):
             resp = firsts.get(key)
             done = self._resolve_cached(req, resp) if resp is not None else None
-            if done is None:
-                pending.append(i)
-            else:
+            if done is not None:
                 results[i] = done
                 self._account(req, cached=1)
+            elif key in first_of:
+                repeats[i] = first_of[key]
+            else:
+                first_of[key] = i
+                pending.append(i)
         show = self.progress if progress is None else progress
         bar = tqdm(total=len(reqs), initial=len(reqs) - len(pending), desc=desc, unit="req",
                    disable=None if show is None else not show, leave=False)
@@ -367,12 +373,22 @@ class LLMClient:
             raise
         finally:
             bar.close()
+        for i, first in repeats.items():
+            if results[first] is not None:
+                results[i] = self._repeat(reqs[i], results[first])
         if stopped.is_set():
             done = sum(r is not None for r in results)
             raise BudgetExceeded(f"stopped before passing max_cost ${self.max_cost:g} (spent ${self.spent_usd:.4f} in "
                                  f"this run; {done} of {len(reqs)} requests of '{desc}' answered and cached); "
                                  "run again with a higher --max-cost to resume")
         return results  # type: ignore[return-value]
+
+    def _repeat(self, req: ChatRequest, first: ChatResult) -> ChatResult:
+        """``first``'s answer for a request the same batch asked before (the cache would have answered it)."""
+        result = dataclasses.replace(first, request=req, raw_texts=list(first.raw_texts), attempts=0, cost_usd=0.0)
+        result.cached = first.error is None
+        self._account(req, **({"failed": 1} if first.error else {"cached": 1}))
+        return result
 
     async def chat_many(self, reqs: Sequence[ChatRequest], desc: str = "llm", *,
                         progress: bool | None = None) -> list[ChatResult]:

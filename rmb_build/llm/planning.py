@@ -1,0 +1,154 @@
+"""A dry run's client: the build's own stages ask it, it answers from the run's cache and sends nothing.
+
+``PlanningClient`` has ``LLMClient.chat_many``'s signature, so a dry run runs the very stage functions
+a build runs, in the same order, and every request they make is planned exactly as it will be sent.
+A request the cache answers comes back with its cached reply (a resumed or repeated build's answers
+are real, so the requests after them are the real ones too). A request the cache cannot answer is
+counted once (requests the cache would tell apart are counted apart, and no others) and answered with
+a stand-in so that the stages after it can still plan:
+
+- an answer (a request without a schema whose stage is ``generate``) stands in as a distinct text of
+  the request's whole ``max_tokens``, so no two generators' answers merge and every answer is judged
+  (an upper bound: a real answer cut at ``max_tokens`` is not judged);
+- any other reply stands in empty, which every stage reads as "no readable reply": a guard verdict is
+  unknown (goal routing then keeps the classifier's label, so its top-up rounds are not planned: they
+  are reported as an estimate by the caller).
+
+``report()`` gives calls, tokens and cost per phase and endpoint, each figure labelled exact or estimate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
+
+from ..config import EndpointConfig
+from ..errors import ConfigError
+from .cache import ResponseCache, request_key
+from .cost import cost_usd, estimate_prompt_tokens
+from .endpoint import endpoint_identity
+from .structured import ReplyError, parse_reply
+from .types import ChatRequest, ChatResult, Usage
+
+ANSWER_STAGE = "generate"
+
+
+@dataclass
+class PlannedCall:
+    """One distinct request of the plan: where it was first asked, and its reply when cached."""
+
+    request: ChatRequest
+    phase: str
+    cached: dict[str, Any] | None
+
+
+def stand_in_answer(req: ChatRequest, key: str) -> str:
+    """A text of about ``max_tokens`` tokens (3 bytes a token), distinct for every distinct request."""
+    return f"[{key[:12]}] " + " ".join(["word"] * max(req.max_tokens * 3 // 5, 1))
+
+
+class PlanningClient:
+    """Answers from ``cache`` (None: nothing cached) and records every request; sends nothing."""
+
+    def __init__(self, endpoints: Mapping[str, EndpointConfig], cache: ResponseCache | None = None):
+        self.endpoints = dict(endpoints)
+        self.cache = cache
+        self.calls: dict[str, PlannedCall] = {}
+        self._phase = ""
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Requests asked inside are counted under ``name`` (classify, gold, route, generate, judge, guard)."""
+        before, self._phase = self._phase, name
+        try:
+            yield
+        finally:
+            self._phase = before
+
+    def key(self, req: ChatRequest) -> str:
+        """The request's cache key; ConfigError for an endpoint the config does not define."""
+        if req.endpoint not in self.endpoints:
+            raise ConfigError("<requests>", "endpoint", f"a {req.stage or 'planned'} request names endpoint "
+                              f"{req.endpoint!r}, which is not configured (configured: {', '.join(self.endpoints) or 'none'})")
+        ep = self.endpoints[req.endpoint]
+        return request_key(req, endpoint_identity(ep), ep.structured_output)
+
+    async def chat_many(self, reqs: Sequence[ChatRequest], desc: str = "llm", *,
+                        progress: bool | None = None) -> list[ChatResult]:
+        return self.plan(reqs, desc)
+
+    def plan(self, reqs: Sequence[ChatRequest], desc: str = "llm") -> list[ChatResult]:
+        """Record ``reqs``; a result for each: the cached reply, or a stand-in."""
+        keys = [self.key(r) for r in reqs]
+        cached = self.cache.get_many(keys) if self.cache is not None else {}
+        out = []
+        for req, key in zip(reqs, keys):
+            if key not in self.calls:
+                self.calls[key] = PlannedCall(req, self._phase or req.stage or desc, cached.get(key))
+            out.append(self._result(req, key, cached.get(key)))
+        return out
+
+    @staticmethod
+    def _result(req: ChatRequest, key: str, resp: dict[str, Any] | None) -> ChatResult:
+        result = ChatResult(req, cached=resp is not None)
+        if resp is None:
+            answer = req.response_schema is None and req.stage == ANSWER_STAGE
+            result.text = stand_in_answer(req, key) if answer else ""
+            result.finish_reason = "stop"
+            return result
+        result.text, result.finish_reason = resp["text"], resp.get("finish_reason")
+        usage = resp.get("usage") or {}
+        result.usage = Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        if req.response_schema is not None:
+            try:
+                result.parsed = parse_reply(result.text, req.response_schema)
+            except ReplyError as exc:  # the build re-asks; the plan reads it as no reply
+                result.error = str(exc)
+        return result
+
+    def report(self) -> dict[str, Any]:
+        """Calls still to send and those cached, tokens and USD, in total, per phase, endpoint and model.
+
+        ``prompt_tokens`` of a call to send is estimated from its rendered messages (``estimate_prompt_tokens``,
+        as ``max_cost`` reserves it); ``completion_tokens_max`` is its ``max_tokens`` (an upper bound) and
+        ``completion_tokens_estimate`` the mean completion of the cached replies of the same endpoint, model
+        and phase where there are any (else ``max_tokens``). ``cost_usd`` is at the upper bound.
+        """
+        means = self._cached_completion_means()
+        total = _row()
+        phases: dict[str, dict[str, Any]] = defaultdict(_row)
+        endpoints: dict[str, dict[str, Any]] = defaultdict(_row)
+        models: dict[str, dict[str, Any]] = defaultdict(_row)
+        for call in self.calls.values():
+            req = call.request
+            for row in (total, phases[call.phase], endpoints[req.endpoint], models[f"{req.endpoint}/{req.model}"]):
+                if call.cached is not None:
+                    row["cached"] += 1
+                    continue
+                prompt = estimate_prompt_tokens(req)
+                mean = means.get((req.endpoint, req.model, call.phase))
+                row["calls"] += 1
+                row["prompt_tokens"] += prompt
+                row["completion_tokens"] += req.max_tokens
+                row["completion_tokens_estimate"] += round(mean) if mean is not None else req.max_tokens
+                row["cost_usd"] += cost_usd(self.endpoints[req.endpoint], prompt, req.max_tokens)
+        return {**total, "by_phase": dict(phases), "by_endpoint": dict(endpoints), "by_model": dict(models)}
+
+    def _cached_completion_means(self) -> dict[tuple[str, str, str], float]:
+        sums: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+        for call in self.calls.values():
+            if call.cached is not None:
+                tokens = (call.cached.get("usage") or {}).get("completion_tokens")
+                if isinstance(tokens, int):
+                    sums[(call.request.endpoint, call.request.model, call.phase)].append(tokens)
+        return {k: sum(v) / len(v) for k, v in sums.items()}
+
+
+def _row() -> dict[str, Any]:
+    return {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "completion_tokens_estimate": 0,
+            "cost_usd": 0.0}
+
+
+__all__ = ["PlannedCall", "PlanningClient", "stand_in_answer"]
