@@ -128,7 +128,7 @@ async def plan_build(cfg: BuildConfig, stages: Sequence[str], to_classify: Seque
                   "exact for what the cache answers; judge and guard calls on answers not yet generated are an upper "
                   "bound (an answer cut at max_tokens is not judged)" + ("; goal routing's top-up rounds are not "
                   "counted, see estimates" if estimates else "")),
-        "prompt_tokens": "estimate from the rendered requests (about 4 characters a token, as max_cost reserves)",
+        "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
         "completion_tokens": "upper bound: each call's max_tokens",
         "completion_tokens_estimate": "estimate: the mean of cached replies of the same endpoint, model and phase",
         "cost_usd": "upper bound: prompt estimate plus max_tokens at each endpoint's price_per_mtok"}}

@@ -259,3 +259,18 @@ def test_a_crashed_embedded_server_stops_the_run_with_its_log(tmp_path):
         client._server.proc.wait(10)
         with pytest.raises(ServerError, match=r"exited with status -9; last log lines"):
             client.run([ChatRequest("local", "smollm2", (("user", "Hello?"),), max_tokens=2)])
+
+
+def test_a_plan_counts_the_embedded_models_prompt_tokens_exactly(proxy, tmp_path):
+    """The dry run's prompt tokens for the embedded model (its GGUF tokenizer and chat template, read
+    vocabulary-only) equal what the real llama.cpp server reports, system prompts and schemas included."""
+    from rmb_build.llm.tokens import exact_counter
+
+    count = exact_counter(EndpointConfig(embedded="smollm2"))
+    reqs = [ask("Say hi."), ask("Explain TCP and UDP, with an example of each.", max_tokens=2),
+            ChatRequest("proxy", "smollm2", (("system", "Be brief."), ("user", "Rate 'Paris is in France' 1-10.")),
+                        max_tokens=8, response_schema=SCHEMA, max_reasks=0)]
+    with client_for(proxy, tmp_path) as client:
+        results = client.run(reqs)
+    assert [count(r) for r in reqs] == [res.usage.prompt_tokens for res in results]
+    assert exact_counter(EndpointConfig(base_url="http://127.0.0.1:9/v1")) is None  # remote: estimated

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..config import EndpointConfig
 from ..errors import ConfigError
@@ -30,6 +30,7 @@ from .cache import ResponseCache, request_key
 from .cost import cost_usd, estimate_prompt_tokens
 from .endpoint import endpoint_identity
 from .structured import ReplyError, parse_reply
+from .tokens import exact_counter
 from .types import ChatRequest, ChatResult, Usage
 
 ANSWER_STAGE = "generate"
@@ -111,12 +112,15 @@ class PlanningClient:
     def report(self) -> dict[str, Any]:
         """Calls still to send and those cached, tokens and USD, in total, per phase, endpoint and model.
 
-        ``prompt_tokens`` of a call to send is estimated from its rendered messages (``estimate_prompt_tokens``,
-        as ``max_cost`` reserves it); ``completion_tokens_max`` is its ``max_tokens`` (an upper bound) and
+        ``prompt_tokens`` of a call to send is counted by ``tokens.py``: exact with an embedded model's own
+        tokenizer and template, else estimated from the rendered messages and scaled by the cached replies'
+        real counts (``prompt_tokens_method`` says which, per endpoint); ``completion_tokens`` is its
+        ``max_tokens`` (an upper bound) and
         ``completion_tokens_estimate`` the mean completion of the cached replies of the same endpoint, model
         and phase where there are any (else ``max_tokens``). ``cost_usd`` is at the upper bound.
         """
         means = self._cached_completion_means()
+        counters = {name: self._prompt_counter(name) for name in {c.request.endpoint for c in self.calls.values()}}
         total = _row()
         phases: dict[str, dict[str, Any]] = defaultdict(_row)
         endpoints: dict[str, dict[str, Any]] = defaultdict(_row)
@@ -127,14 +131,29 @@ class PlanningClient:
                 if call.cached is not None:
                     row["cached"] += 1
                     continue
-                prompt = estimate_prompt_tokens(req)
+                prompt = counters[req.endpoint][0](req)
                 mean = means.get((req.endpoint, req.model, call.phase))
                 row["calls"] += 1
                 row["prompt_tokens"] += prompt
                 row["completion_tokens"] += req.max_tokens
                 row["completion_tokens_estimate"] += round(mean) if mean is not None else req.max_tokens
                 row["cost_usd"] += cost_usd(self.endpoints[req.endpoint], prompt, req.max_tokens)
-        return {**total, "by_phase": dict(phases), "by_endpoint": dict(endpoints), "by_model": dict(models)}
+        return {**total, "by_phase": dict(phases), "by_endpoint": dict(endpoints), "by_model": dict(models),
+                "prompt_tokens_method": {name: method for name, (_, method) in sorted(counters.items())}}
+
+    def _prompt_counter(self, endpoint: str) -> tuple[Callable[[ChatRequest], int], str]:
+        """How this plan counts a request's prompt tokens on ``endpoint``, and what that count is."""
+        exact = exact_counter(self.endpoints[endpoint])
+        if exact is not None:
+            return exact, "exact: the embedded model's own tokenizer and chat template"
+        pairs = [(u["prompt_tokens"], estimate_prompt_tokens(c.request)) for c in self.calls.values()
+                 if c.request.endpoint == endpoint and c.cached is not None
+                 and isinstance(u := (c.cached.get("usage") or {}), dict) and u.get("prompt_tokens")]
+        if not pairs:
+            return estimate_prompt_tokens, "estimate: about 4 characters a token"
+        scale = sum(a for a, _ in pairs) / sum(e for _, e in pairs)
+        return (lambda req: round(estimate_prompt_tokens(req) * scale),
+                f"estimate: 4 characters a token, scaled by {scale:.3f} from {len(pairs)} cached replies' real counts")
 
     def _cached_completion_means(self) -> dict[tuple[str, str, str], float]:
         sums: dict[tuple[str, str, str], list[int]] = defaultdict(list)

@@ -1,0 +1,57 @@
+"""Prompt tokens of a request not yet sent: exact where the model's own tokenizer is here, else estimated.
+
+An embedded model's GGUF file carries its tokenizer and chat template; read vocabulary-only (a tenth of a
+second, no weights) it renders and counts a request's prompt exactly as the embedded llama.cpp server does
+(its ``usage.prompt_tokens``). Any other endpoint's model is out of reach, so its count is the character
+estimate (``cost.estimate_prompt_tokens``), scaled by how far that estimate fell short of the endpoint's
+real counts on the replies already cached, where there are any.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from ..config import EndpointConfig
+from .types import ChatRequest
+
+Counter = Callable[[ChatRequest], int]
+
+
+def exact_counter(endpoint: EndpointConfig) -> Counter | None:
+    """A function giving a request's exact prompt tokens on ``endpoint``; None where it cannot be exact
+    (a remote endpoint, or an embedded model whose chat format is not its GGUF's own template)."""
+    if not endpoint.embedded:
+        return None
+    return _gguf_counter(endpoint.embedded)
+
+
+@functools.lru_cache(maxsize=None)
+def _gguf_counter(model: str) -> Counter | None:
+    from ..embedded_models import EMBEDDED, MissingModelPackage
+
+    entry = EMBEDDED.get(model)
+    if entry is None or entry.chat_format is not None:
+        return None
+    try:
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llm = Llama(model_path=str(entry.locate()), vocab_only=True, verbose=False)
+    except (ImportError, MissingModelPackage, OSError, ValueError):
+        return None
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        return None
+    token_text = llm._model.token_get_text
+    render = Jinja2ChatFormatter(template=template, eos_token=token_text(llm.token_eos()),
+                                 bos_token=token_text(llm.token_bos()), add_generation_prompt=True)
+
+    def count(req: ChatRequest) -> int:
+        prompt = render(messages=req.message_dicts()).prompt
+        return len(llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+
+    return count
+
+
+__all__ = ["Counter", "exact_counter"]
