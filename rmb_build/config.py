@@ -100,8 +100,8 @@ class GeneratorConfig(ModelRef):
     temperature: float = Field(default=0.7, ge=0, le=2)
     system_prompt: str | None = None
     seed: int | None = None
-    stop: list[str] = Field(default_factory=list, description="stop sequences; an answer ending at one is finished "
-                                                              "(one cut at max_tokens never enters a release)")
+    stop: list[str] = Field(default_factory=list, description="stop sequences, for builds that write no release: a "
+                                                              "release's generators set none (see BuildConfig)")
 
     @property
     def llm_name(self) -> str:
@@ -283,6 +283,18 @@ class BuildConfig(_Strict):
                 raise ValueError(f"dedup.model ({self.dedup.model!r}, deprecated) differs from embeddings.model "
                                  f"({self.embeddings.model!r}): a build embeds with one encoder; set only embeddings.model")
         self.dedup.model = self.embeddings.model
+        return self
+
+    @model_validator(mode="after")
+    def _release_answers_end_naturally(self) -> "BuildConfig":
+        """A server reports ``finish_reason: stop`` for a stop string as for a natural end, so an answer a stop
+        string cut would pass as finished: generators whose answers go into a release set no ``stop``."""
+        if "release" in self.stages:
+            for i, g in enumerate(self.generators):
+                if g.stop:
+                    raise ValueError(f"generators[{i}].stop: a generator whose answers go into a release may not set "
+                                     "'stop' (a cut answer would look finished); ask for short answers in its "
+                                     "system_prompt and give max_tokens room to finish them")
         return self
 
     @model_validator(mode="after")

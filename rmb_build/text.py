@@ -40,6 +40,17 @@ def identity(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+def unfinished_text(text: str) -> str | None:
+    """Why an answer's text reads as unfinished (None when it does not): it ends in a ":" lead-in
+    ("The code is:") or leaves a Markdown code fence open."""
+    stripped = text.rstrip()
+    if stripped.endswith(":"):
+        return "ends in a ':' lead-in"
+    if sum(1 for line in stripped.splitlines() if line.lstrip().startswith("```")) % 2:
+        return "leaves a code fence open"
+    return None
+
+
 def search_text(conversation: Sequence[Turn]) -> str:
     """The text a query is searched and embedded by: its user turns, in order."""
     return "\n\n".join(t.content for t in conversation if t.role == "user")

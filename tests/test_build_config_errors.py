@@ -37,6 +37,8 @@ def _config(tmp_path: Path, **over) -> dict:
     ({"judge": {"endpoint": "remote", "model": "m"}}, "judge.endpoint"),
     ({"generators": [{"endpoint": "local", "model": "smollm2", "name": "a"},
                      {"endpoint": "local", "model": "smollm2", "name": "a"}]}, "generators[1].name"),
+    ({"generators": [{"endpoint": "local", "model": "smollm2", "name": "a"},
+                     {"endpoint": "local", "model": "smollm2", "name": "b", "stop": ["\n"]}]}, "generators[1].stop"),
 ])
 def test_config_errors_name_the_field(tmp_path, capsys, over, field):
     err = refused_build(tmp_path, _config(tmp_path, **over), capsys)

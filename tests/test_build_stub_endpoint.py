@@ -71,14 +71,14 @@ def test_build_through_a_scripted_stub(tmp_path: Path, stub_url, prefect_harness
         "name": "stub", "license": "CC0-1.0",
         "endpoints": {"stub": {"base_url": stub_url, "max_retries": 0}},
         "sources": [{"kind": "jsonl", "path": str(src), "license": "CC0-1.0"}],
-        "generators": [{"endpoint": "stub", "model": m, "stop": ["\n\n"]} for m in SCORES],
+        "generators": [{"endpoint": "stub", "model": m} for m in SCORES],
         "judge": {"endpoint": "stub", "model": "judge", "samples": 1},
         "guard": {"endpoint": "stub", "model": "guard"},
         "sets": {"margin": 1.0, "min_losers": 1},
         "stages": ["gather", "generate", "judge", "guard", "build_sets", "release"],
     })
     out = run_build(cfg, tmp_path / "work")
-    assert SEEN_STOPS and all(s == ["\n\n"] for s in SEEN_STOPS)   # the generators' stop sequence reached the wire
+    assert SEEN_STOPS and all(s is None for s in SEEN_STOPS)   # a release's generators send no stop sequence
     assert JUDGED and "m7" not in JUDGED                               # a cut answer is not even judged
     release = read_release(out["release"])
     items = list(release.items())

@@ -29,7 +29,7 @@ def _config(tmp_path: Path, stages: list[str]) -> dict:
     src = tmp_path / "prompts.jsonl"
     if not src.exists():
         src.write_text("".join(json.dumps({"id": i, "prompt": p}) + "\n" for i, p in PROMPTS))
-    gen = {"endpoint": "local", "model": "smollm2", "seed": 7, "stop": ["\n"]}
+    gen = {"endpoint": "local", "model": "smollm2", "seed": 7}
     return {
         "name": "e2e",
         "endpoints": {"local": {"embedded": "smollm2", "n_ctx": 1024}},

@@ -292,6 +292,24 @@ def test_truncated_answers_never_enter_and_are_counted_per_generator():
     assert res.stats["truncated_answers"] == 5 and res.stats["truncated_by_generator"] == {"B": 5}
 
 
+def test_lead_ins_and_open_code_fences_are_unfinished_never_paired_and_counted():
+    """A server says 'stop' for "The code is:" as for a whole answer: such answers, and ones that leave a code
+    fence open, are unfinished; the best-scored of them would otherwise win every item."""
+    queries, rs, ss = [], [], []
+    for n in range(4):
+        q = query(750 + n)
+        r, s = judged(q, {"A": ("The code is:", 9.5), "B": ("Here:\n```python\nprint(1)", 9.0),
+                          "C": ("It prints 1.\n```python\nprint(1)\n```", 6.0), "D": ("No idea.", 2.0),
+                          "E": ("Use print.", 4.0)})
+        queries.append(q), rs.extend(r), ss.extend(s)
+    res = build_sets(queries, rs, ss, [], SetsConfig(margin=1.0, min_losers=1))
+    assert res.pairwise and res.bon
+    assert {a.llm_name for it in [*res.pairwise, *res.bon] for a in it.answers()} <= {"C", "D", "E"}
+    assert res.stats["unfinished_answers"] == 8 and res.stats["truncated_answers"] == 0
+    assert res.stats["unfinished_by_generator"] == {"A": {"ends in a ':' lead-in": 4},
+                                                    "B": {"leaves a code fence open": 4}}
+
+
 def six_clear_answers(n: int = 800):
     q = query(n)
     return q, *judged(q, {f"M{i}": (f"answer number {i}", 1.0 + 1.5 * i + 0.1 * i * i) for i in range(6)})

@@ -19,7 +19,7 @@ from ..paths import prompts_dir
 from ..prompting import prompt_hash
 from ..items import conversation_key
 from ..records import JudgeScore, Query, Response
-from .sets import TRUNCATED, gap_histogram, per_query_histogram
+from .sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
 from ..release.audit import digest
 from ..taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
 from .sources import source_for
@@ -242,20 +242,25 @@ class Accounting:
         a = self.answers
         unused: Counter = Counter(a.get("not_in_release", {}))
         truncated: Counter = Counter(a.get("truncated_by_generator", {}))
+        unfinished_by: dict[str, Counter] = {g: Counter(c) for g, c in a.get("unfinished_by_generator", {}).items()}
         in_release = a.get("in_release", 0)
         for r in responses:
+            why = unfinished(r)
             if (conv_of.get(r.query_id), r.generator) in used_answers:
                 in_release += 1
-            elif r.finish_reason == TRUNCATED:
-                unused[TRUNCATED_REASON] += 1
-                truncated[r.generator] += 1
+            elif why is not None:
+                unused[TRUNCATED_REASON if why == CUT_AT_MAX_TOKENS else f"unfinished: {why}: never in a release"] += 1
+                unfinished_by.setdefault(r.generator, Counter())[why] += 1
+                if why == CUT_AT_MAX_TOKENS:
+                    truncated[r.generator] += 1
             elif (r.query_id, r.generator) not in scored:
                 unused["not scored by the judge (see failures.jsonl)"] += 1
             else:
                 unused["in no item (score margin, identical text or loser cap)"] += 1
         self.answers = {"requested": a.get("requested", 0), "failed": a.get("failed", 0),
                         "generated": a.get("generated", 0) + len(responses), "in_release": in_release,
-                        "not_in_release": dict(sorted(unused.items())), "truncated_by_generator": dict(sorted(truncated.items()))}
+                        "not_in_release": dict(sorted(unused.items())), "truncated_by_generator": dict(sorted(truncated.items())),
+                        "unfinished_by_generator": {g: dict(sorted(c.items())) for g, c in sorted(unfinished_by.items())}}
 
     def finish(self, requested: int, generate_failures: int) -> None:
         """Set the answers requested (selected queries x generators) and failed, once every batch is added."""
@@ -265,6 +270,7 @@ class Accounting:
         self.answers.setdefault("in_release", 0)
         self.answers.setdefault("not_in_release", {})
         self.answers.setdefault("truncated_by_generator", {})
+        self.answers.setdefault("unfinished_by_generator", {})
 
     def balanced(self) -> bool:
         """Whether the buckets add up (a build that loses track of items is a bug)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -27,7 +27,7 @@ from ..items import Answer, BonItem, PairwiseItem, default_category_path
 from ..prompting import prompt_hash
 from ..records import GuardLabel, JudgeScore, Query, Response
 from ..taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
-from ..text import identity
+from ..text import identity, unfinished_text
 from .common import index_queries, responses_by_query
 from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
 
@@ -36,6 +36,7 @@ LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}
 SCENARIO_ORDER = {s.id: i for i, s in enumerate(all_scenarios())}
 _KNOWN = (SAFE, UNSAFE)
 TRUNCATED = "length"       # finish_reason of an answer cut at max_tokens
+CUT_AT_MAX_TOKENS = "cut at max_tokens"
 UNVERDICTED = "unverdicted"
 _COMPARABLE = (None, SAFE, UNSAFE, UNVERDICTED)
 
@@ -85,9 +86,18 @@ def beats(a: Candidate, b: Candidate, margin: float) -> bool:
     return diff > 0 and diff >= margin
 
 
+def unfinished(r: Response) -> str | None:
+    """Why an answer is not one its model finished (None when it is): cut at ``max_tokens``, or a text that
+    stops at a lead-in or inside a code fence (``text.unfinished_text``). A server reports ``stop`` for a
+    stop string as for a natural end, so release generators set none (``GeneratorConfig.stop``)."""
+    if r.finish_reason == TRUNCATED:
+        return CUT_AT_MAX_TOKENS
+    return unfinished_text(r.text)
+
+
 def finished(responses: Iterable[Response]) -> list[Response]:
-    """The responses not cut at ``max_tokens``: the only ones worth judging, guarding or pairing."""
-    return [r for r in responses if r.finish_reason != TRUNCATED]
+    """The finished answers (``unfinished``): the only ones worth judging, guarding or pairing."""
+    return [r for r in responses if unfinished(r) is None]
 
 
 def gap(a: Candidate, b: Candidate) -> float:
@@ -107,6 +117,7 @@ class _Tally:
     no_bon: Counter = field(default_factory=Counter)
     counts: Counter = field(default_factory=Counter)
     truncated: Counter = field(default_factory=Counter)       # per generator
+    unfinished: defaultdict = field(default_factory=lambda: defaultdict(Counter))  # generator -> reason -> answers
     unjudgeable: Counter = field(default_factory=Counter)     # harmlessness answers without a verdict, by reason
     candidate_pairs: int = 0
 
@@ -132,9 +143,13 @@ def _candidates(q: Query, responses: list[Response], scores: dict, safety: dict,
         s = scores.get((q.id, r.generator))
         verdict = safety.get((q.id, r.generator), NO_VERDICT) if guarded else None
         unreadable = guarded and verdict not in _KNOWN
-        if r.finish_reason == TRUNCATED:
-            tally.counts["truncated_answers"] += 1
-            tally.truncated[r.generator] += 1
+        why = unfinished(r)
+        if why is not None:
+            tally.counts["unfinished_answers"] += 1
+            tally.unfinished[r.generator][why] += 1
+            if why == CUT_AT_MAX_TOKENS:
+                tally.counts["truncated_answers"] += 1
+                tally.truncated[r.generator] += 1
         elif not norm:
             tally.counts["empty_answers"] += 1
         elif s is None:
@@ -347,6 +362,7 @@ def _stats(pairwise, bon, pairs, bons, tally: _Tally, n_queries: int) -> dict[st
         "pair_gaps": gap_histogram(gap(a, b) for _, a, b in pairs),
         "bon_gaps": gap_histogram(gap(w, c) for _, w, losers in bons for c in losers),
         "truncated_by_generator": dict(sorted(tally.truncated.items())),
+        "unfinished_by_generator": {g: dict(sorted(c.items())) for g, c in sorted(tally.unfinished.items())},
         "answers_without_verdict_by_reason": dict(sorted(tally.unjudgeable.items())),
         "queries_with_pairs": len({q.id for q, _, _ in pairs}),
         "queries_with_bon": len(bon),
@@ -355,7 +371,7 @@ def _stats(pairwise, bon, pairs, bons, tally: _Tally, n_queries: int) -> dict[st
         "pairs_decided_by_safety": sum(_by_safety(a, b) for _, a, b in pairs),
         "loser_counts": {str(k): v for k, v in sorted(Counter(len(b.losers) for b in bon).items())},
         **{k: tally.counts[k] for k in ("duplicate_queries", "duplicate_responses", "answers_to_unknown_queries",
-                                        "truncated_answers", "answers_without_verdict", "answers_ordered_by_judge_only",
+                                        "truncated_answers", "unfinished_answers", "answers_without_verdict", "answers_ordered_by_judge_only",
                                         "empty_answers", "unscored_answers",
                                         "identical_answers_merged")},
         "scenarios": dict(sorted(per_scenario.items(), key=lambda kv: SCENARIO_ORDER[kv[0]])),
