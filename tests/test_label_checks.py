@@ -11,7 +11,7 @@ import pytest
 from reliability_helpers import build_config, write_queries
 from stub_endpoint import StubEndpoint, request_stage
 
-from rmb_build.build.gold import sample_items, summarize
+from rmb_build.build.gold import sample_items, summarize, table, verdict_on_chance
 from rmb_build.build.route import CLASSIFIER, GUARD, decide, route
 from rmb_build.config import parse_config
 from rmb_build.errors import RMBError
@@ -94,7 +94,14 @@ def test_ties_count_half_and_unjudged_pairs_stay_out_of_n():
         return JudgeScore(q.id, gen, (v,), v, 0.0, ("",))
     scores = [s(q1, "gold-chosen", 5), s(q1, "gold-rejected", 5), s(q2, "gold-chosen", 7)]
     out = summarize(queries, responses, scores, [], seed=0)
-    assert out["agreement"]["Helpfulness"] == {"value": 0.5, "n": 1, "ci95": [0.0, 1.0], "ties": 1, "unjudged": 1}
+    assert out["agreement"]["Helpfulness"] == {
+        "value": 0.5, "n": 1, "ci95": [0.0, 1.0], "ties": 1, "asked": 2, "unjudged": 1,
+        "unjudged_reasons": {"no usable judge score for the rejected answer (see failures.jsonl)": 1}}
+    # what was measured is said: asked, judged, unjudged and why; a judge that ties every pair gives no signal
+    out["release"] = "g"
+    text = table(out)
+    assert "Asked 2 pairs of the 2 sampled; judged 1; unjudged: 1 no usable judge score for the rejected" in text
+    assert verdict_on_chance(out) == "Helpfulness: the judge tied all 1 pairs: no signal either way."
 
 
 # --- builds through the scripted stub ------------------------------------------------------------
@@ -185,7 +192,8 @@ def test_gold_agreement_is_measured_and_recorded(tmp_path, prefect_harness):
     assert section["release"] == str(gold) and section["items"] == 8
     for goal in ("Helpfulness", "Harmlessness"):
         assert section["agreement"][goal] | {"unjudged": 0} == {
-            "value": 1.0, "n": 4, "ci95": [pytest.approx(0.025 ** 0.25), 1.0], "ties": 0, "unjudged": 0}
+            "value": 1.0, "n": 4, "ci95": [pytest.approx(0.025 ** 0.25), 1.0], "ties": 0, "asked": 4, "unjudged": 0,
+            "unjudged_reasons": {}}
     assert section["guard_prompt_unsafe"]["n"] == 4
 
 

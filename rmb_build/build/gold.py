@@ -18,7 +18,7 @@ through the LLM cache, so a rerun repeats none.
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -160,6 +160,7 @@ def summarize(queries: Sequence[Query], responses: Sequence[Response], scores: S
     resp = {(r.query_id, r.generator): r for r in responses}
     per_goal: dict[str, list[float]] = defaultdict(list)
     unjudged: dict[str, int] = defaultdict(int)
+    why_unjudged: dict[str, Counter] = defaultdict(Counter)
     for q in queries:
         goal = parse_scenario_id(q.scenario_id).goal
         no_label = "none" if goal == HARMLESSNESS else None  # as build_sets: unlabelled harmlessness answers
@@ -171,6 +172,9 @@ def summarize(queries: Sequence[Query], responses: Sequence[Response], scores: S
                 cands.append(Candidate(r, s, safety.get((q.id, name), no_label), answer_key(f"{name}:{r.text}")))
         if len(cands) < 2:
             unjudged[goal] += 1
+            missing = [name for name in (CHOSEN, REJECTED) if (q.id, name) not in score_of]
+            why_unjudged[goal][f"no usable judge score for the {' and the '.join(m.split('-')[1] for m in missing)} "
+                               f"answer{'s' if len(missing) > 1 else ''} (see failures.jsonl)"] += 1
             continue
         per_goal[goal].append(outcome(*cands))
     goals = [g for g in GOALS if g in per_goal or g in unjudged]
@@ -178,7 +182,8 @@ def summarize(queries: Sequence[Query], responses: Sequence[Response], scores: S
     harmful = [q for q in queries if parse_scenario_id(q.scenario_id).goal == HARMLESSNESS]
     return {
         "items": len(queries),
-        "agreement": {g: {**agreement(per_goal[g], seed, g), "unjudged": unjudged[g]} for g in goals},
+        "agreement": {g: {**agreement(per_goal[g], seed, g), "asked": len(per_goal[g]) + unjudged[g],
+                          "unjudged": unjudged[g], "unjudged_reasons": dict(why_unjudged[g])} for g in goals},
         "overall": agreement(all_outcomes, seed, "overall"),
         "chance": CHANCE,
         "ties": "half",
@@ -206,7 +211,7 @@ def table(section: dict[str, Any]) -> str:
     """The per-goal agreement as a Markdown table (for ``rmb judge-check`` and the dataset card)."""
     if section.get("status") == NOT_FOUND:
         return f"No gold agreement measured: {NOT_FOUND} ({section.get('release')})."
-    rows = ["| goal | agreement | n | 95% CI | ties | unjudged |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = ["| goal | agreement | judged | 95% CI | ties | unjudged |", "| --- | --- | --- | --- | --- | --- |"]
     entries = [*section.get("agreement", {}).items(), ("overall", {**section.get("overall", {}), "unjudged": sum(
         a.get("unjudged", 0) for a in section.get("agreement", {}).values())})]
     for goal, a in entries:
@@ -218,6 +223,13 @@ def table(section: dict[str, Any]) -> str:
         rows.append(f"| {goal} | {a['value']:.3f} | {n} | {lo:.3f}-{hi:.3f} | {a['ties']} | {a.get('unjudged', 0)} |")
     if any(few_items(a.get("n", 0)) for _, a in entries):
         rows += ["", f"{FEW_MARK} fewer than {FEW_ITEMS} pairs: read the agreement with its interval."]
+    asked = sum(a.get("asked", a.get("n", 0) + a.get("unjudged", 0)) for a in section.get("agreement", {}).values())
+    reasons = Counter()
+    for a in section.get("agreement", {}).values():
+        reasons.update(a.get("unjudged_reasons", {}))
+    rows += ["", f"Asked {asked} pairs of the {section.get('items', asked)} sampled; judged "
+                 f"{section.get('overall', {}).get('n', 0)}"
+             + (f"; unjudged: {'; '.join(f'{n} {why}' for why, n in reasons.items())}." if reasons else ".")]
     return "\n".join(rows)
 
 
@@ -228,6 +240,9 @@ def verdict_on_chance(section: dict[str, Any]) -> str:
     parts = []
     for goal, a in section.get("agreement", {}).items():
         if not a.get("n"):
+            continue
+        if a.get("ties") == a["n"]:
+            parts.append(f"{goal}: the judge tied all {a['n']} pairs: no signal either way")
             continue
         lo, hi = a["ci95"]
         where = ("its 95% interval contains chance (0.5): on these pairs the judge is not distinguishable "
