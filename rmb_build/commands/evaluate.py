@@ -37,6 +37,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="hf:/dpo: torch device (default: cuda when present)")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="hf:/dpo: run the model's own code from its folder or Hub repo (needed by custom architectures)")
+    p.add_argument("--family", default=None, metavar="NAME",
+                   help="hf: the reward-model family, how the checkpoint is loaded and its reward read "
+                        "(default: sequence-classifier; see rmb_build.evaluate.families)")
     p.add_argument("--revision", default=None, help="hf:/dpo: Hub branch, tag or commit of the model")
     p.add_argument("--attn-implementation", default=None, metavar="NAME",
                    help="hf:/dpo: transformers attention implementation (eager, sdpa, flash_attention_2, ...)")
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                         chat_template=args.chat_template, device=args.device, seed=args.seed, votes=args.votes,
                         judge_mode=args.judge_mode, with_criteria=args.with_criteria, config=config,
                         structured_output=args.structured_output, trust_remote_code=args.trust_remote_code,
-                        revision=args.revision, attn_implementation=args.attn_implementation,
+                        revision=args.revision, attn_implementation=args.attn_implementation, family=args.family,
                         llm_cache_dir=str(cache_dir / "llm"))
     rm = load_rm(args.rm, options)
     results = evaluate(release, rm, args.out, cache_dir, ties=args.ties, resamples=args.bootstrap,

@@ -35,6 +35,7 @@ class RMOptions:
     trust_remote_code: bool = False     # hf:/dpo: run the model's own code
     revision: str | None = None         # hf:/dpo: Hub branch, tag or commit
     attn_implementation: str | None = None  # hf:/dpo: eager, sdpa, flash_attention_2, ...
+    family: str | None = None           # hf: the reward-model family (rmb_build.evaluate.families); None: default
     seed: int = 0
     votes: int = 1
     judge_mode: str = "pairwise"        # pairwise | pointwise

@@ -1,15 +1,17 @@
-"""``hf:<path or hub id>``: a sequence-classification reward model (``AutoModelForSequenceClassification``).
+"""``hf:<path or hub id>``: a transformers reward model of one of the families in
+``rmb_build.evaluate.families`` (``--family``; default: a sequence classifier).
 
 Each text goes through the tokenizer's chat template; texts are tokenized once, cut to
 ``--max-length`` from the left (the answer's end is where the score is read; cut texts are
-counted), and scored in batches of similar token length to cut padding.
+counted), and scored in batches of similar token length to cut padding. The family loads the
+model (refusing any parameter its checkpoint lacks) and reads the reward.
 """
 
 from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from ...errors import RMBError
+from ..families import DEFAULT, family
 from . import RewardModel, ScoreText
 from . import _transformers as T
 
@@ -22,24 +24,24 @@ class HFRewardModel(RewardModel):
         self.ref = T.locate(target, options)
         self.device = T.resolve_device(options)
         self.tokenizer = T.load_tokenizer(self.ref, options)
+        self.family = family(options.family or DEFAULT)
         self.model = None
         self.stats = {"truncated": 0, "real_tokens": 0, "padded_tokens": 0}
 
     def describe(self) -> dict:
-        return {"model": T.model_identity(self.ref, self.options),
-                **T.describe_common(self.tokenizer, self.options, self.device)}
+        out = {"model": T.model_identity(self.ref, self.options),
+               **T.describe_common(self.tokenizer, self.options, self.device)}
+        if self.family.name != DEFAULT:  # only when set, so earlier fingerprints stay valid
+            out["family"] = self.family.name
+        return out
 
     def _load(self):
         if self.model is None:
-            from transformers import AutoModelForSequenceClassification
-
-            model = T.load_checked(AutoModelForSequenceClassification, self.ref, self.options, "a sequence classifier",
-                                   dtype=T.torch_dtype(T.resolve_dtype(self.options, self.device)))
-            if model.config.num_labels not in (1, 2):
-                raise RMBError(f"model {self.target!r}: has {model.config.num_labels} labels; a reward model has 1 "
-                               "(a score) or 2 (the second label's log-odds is used)")
-            model.config.pad_token_id = self.tokenizer.pad_token_id
-            self.model = model.to(self.device).eval()
+            dtype = T.torch_dtype(T.resolve_dtype(self.options, self.device))
+            model = self.family.load(self.ref, self.options, self.device, dtype)
+            if getattr(model, "config", None) is not None and self.tokenizer.pad_token_id is not None:
+                model.config.pad_token_id = self.tokenizer.pad_token_id
+            self.model = model
             self.max_length = self.options.max_length or T.max_positions(model.config, self.tokenizer)
         return self.model
 
@@ -48,7 +50,10 @@ class HFRewardModel(RewardModel):
         self._load()
         rendered = [T.render(self.tokenizer, t.conversation, t.answer) for t in texts]
         out = []
+        finish = self.family.finish_ids
         for ids in self.tokenizer(rendered, add_special_tokens=False)["input_ids"]:
+            if finish is not None:
+                ids = finish(self.model, self.tokenizer, ids)
             ids, cut = T.truncate_left(ids, self.max_length)
             self.stats["truncated"] += cut
             out.append(ids)
@@ -60,8 +65,7 @@ class HFRewardModel(RewardModel):
 
         input_ids, mask = T.pad(batch, self.tokenizer.pad_token_id, self.device)
         with torch.inference_mode():
-            logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float()
-        scores = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
+            scores = self.family.score(self.model, input_ids, mask).float()
         self.stats["real_tokens"] += int(mask.sum())
         self.stats["padded_tokens"] += int(mask.numel())
         return scores.cpu().tolist()

@@ -1,0 +1,69 @@
+"""Reward-model families: how a checkpoint of one architecture is loaded and where its reward is read.
+
+``hf:<model>`` tokenizes each text with the model's chat template and hands batches of token ids to
+its family. A family is one module of this package defining ``FAMILY``; adding one is adding a file.
+Every family loads through ``_transformers.load_checked`` (or checks its own head the same way), so a
+parameter the checkpoint lacks stops the run instead of being scored at random.
+
+A family gives:
+- ``load(ref, options, device, dtype)``: the model, in eval mode on ``device``;
+- ``score(model, input_ids, attention_mask)``: one float reward per row (a 1-D tensor), right-padded
+  batches as ``_transformers.pad`` makes them;
+- ``finish_ids(model, tokenizer, ids)`` (optional): a text's token ids as the family reads them (e.g.
+  a reward token appended), before batching.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ...errors import RMBError
+
+DEFAULT = "sequence-classifier"
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    summary: str                      # one line for `rmb models` and the docs
+    load: Callable[..., Any]          # (ref, options, device, dtype) -> model
+    score: Callable[..., Any]         # (model, input_ids, attention_mask) -> 1-D tensor of rewards
+    finish_ids: Callable[[Any, Any, list[int]], list[int]] | None = None
+    needs_remote_code: bool = False   # the real checkpoints ship their own modelling code
+
+
+def families() -> dict[str, Family]:
+    """Every family of this package, by name."""
+    out: dict[str, Family] = {}
+    for m in pkgutil.iter_modules(__path__):
+        if m.name.startswith("_"):
+            continue
+        fam = importlib.import_module(f"{__name__}.{m.name}").FAMILY
+        out[fam.name] = fam
+    return dict(sorted(out.items()))
+
+
+def family(name: str) -> Family:
+    known = families()
+    if name not in known:
+        raise RMBError(f"--family {name!r}: unknown reward-model family (known: {', '.join(known)})")
+    return known[name]
+
+
+def last_token_index(attention_mask: Any) -> Any:
+    """The index of each row's last real token in a right-padded batch."""
+    return attention_mask.sum(dim=1) - 1
+
+
+def gather_last(values: Any, attention_mask: Any) -> Any:
+    """``values`` (batch, length[, ...]) at each row's last real token."""
+    import torch
+
+    rows = torch.arange(values.shape[0], device=values.device)
+    return values[rows, last_token_index(attention_mask)]
+
+
+__all__ = ["DEFAULT", "Family", "families", "family", "gather_last", "last_token_index"]
