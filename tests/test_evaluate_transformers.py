@@ -363,3 +363,23 @@ def test_tied_weights_and_buffers_are_not_reported_missing(smol_tokenizer_dir, t
     assert T.uninitialised_parameters(untied, {"missing_keys": ["model.rotary_emb.inv_freq", "lm_head.weight"],
                                                "mismatched_keys": [("score.weight", (2, 32), (1, 32))]}) \
         == ["lm_head.weight"]
+
+
+def test_a_known_hub_id_is_scored_with_its_rows_settings_and_records_them(tiny_rm, tmp_path, monkeypatch):
+    """A tiny classifier placed in the local Hugging Face cache under a listed id (the real checkpoint
+    cannot be downloaded here): hf:<id> takes the row's family and maximum length, results.json records
+    the row, and --max-length on the command line wins over it."""
+    from rmb_build.evaluate.families._known import lookup
+
+    hub_id = "Skywork/Skywork-Reward-Llama-3.1-8B"
+    _hub_cache(monkeypatch, tmp_path, hub_id, tiny_rm)
+    row = lookup(hub_id)
+    rm = load_rm(f"hf:{hub_id}", RMOptions(device="cpu"))
+    assert rm.options.max_length == row.max_length and rm.family.name == row.family
+    assert rm.describe()["known_model"]["id"] == hub_id
+    results = evaluate(small_release(), rm, tmp_path / "out", tmp_path / "cache", progress=False)
+    assert results["known_model"] == row.to_json()
+    assert load_rm(f"hf:{hub_id}", RMOptions(device="cpu", max_length=64)).options.max_length == 64
+    with pytest.raises(RMBError, match=r"'RLHFlow/ArmoRM-Llama3-8B-v0.1' \(output-field\) ships its own modelling "
+                                       r"code: add --trust-remote-code"):
+        load_rm("hf:RLHFlow/ArmoRM-Llama3-8B-v0.1", RMOptions(device="cpu"))

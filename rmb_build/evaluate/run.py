@@ -48,7 +48,9 @@ def evaluate(release: Release, rm: RewardModel, out_dir: str | Path, cache_dir: 
                             resamples=resamples, seed=seed, fingerprint=rm.fingerprint(),
                             scoring=stats.to_json(), bias=bias, **extra)
     results.update(benchmark_fields(release, predictions, ties))
-    results["release_info"] = release_record(release)  # what compare and leaderboard check before pairing
+    results["release_info"] = release_record(release)
+    if getattr(rm, "known_model", None) is not None:  # the known-models row whose settings it loaded with
+        results["known_model"] = rm.known_model.to_json()  # what compare and leaderboard check before pairing
     out_dir = Path(out_dir)
     write_jsonl(out_dir / "predictions.jsonl", predictions)
     write_json(out_dir / "results.json", results)

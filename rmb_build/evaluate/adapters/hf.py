@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from ..families import DEFAULT, family
+from ..families._known import apply, lookup
 from . import RewardModel, ScoreText
 from . import _transformers as T
 
@@ -20,6 +21,8 @@ class HFRewardModel(RewardModel):
     kind = "hf"
 
     def __init__(self, target, options):
+        self.known_model = lookup(target)
+        options = apply(self.known_model, options)
         super().__init__(target, options)
         self.ref = T.locate(target, options)
         self.device = T.resolve_device(options)
@@ -33,6 +36,8 @@ class HFRewardModel(RewardModel):
                **T.describe_common(self.tokenizer, self.options, self.device)}
         if self.family.name != DEFAULT:  # only when set, so earlier fingerprints stay valid
             out["family"] = self.family.name
+        if self.known_model is not None:
+            out["known_model"] = self.known_model.to_json()
         return out
 
     def _load(self):
