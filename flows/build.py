@@ -95,9 +95,7 @@ class _Recorder:
             if t.flow_run_id != self.run_id:
                 rec.cached_batches += 1
             else:
-                rec.seconds += t.seconds
-                rec.spans.append((t.started, t.started + t.seconds))
-                self.state.spans.append((t.started, t.started + t.seconds))
+                self.state.add_work(stage, t.started, t.seconds)
                 embedded.append(getattr(t, "embeddings", None) or {})
             self.state.add_failures(getattr(t.value, "failures", None) or ())
         rec.stats = merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
@@ -345,7 +343,9 @@ def _embed_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any],
 def _final_flush(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounting,
                  more_embeddings: dict[str, Any] | None = None, **extra: Any) -> None:
     """summary.json with the accounting and the build's embedding figures (``embeddings_section``:
-    the stages', plus ``more_embeddings``, e.g. the release audit's)."""
+    the stages', plus ``more_embeddings``, e.g. the release audit's); ``release_seconds`` also goes
+    into its ``timing``."""
+    state.release_seconds = extra.get("release_seconds", state.release_seconds)
     totals = embeddings_section([s.to_json() for s in state.stages.values()],
                                 open_store(cfg.embeddings, paths.embeddings), **(more_embeddings or {}))
     state.flush(accounting=acc.to_json(), embeddings=totals, **extra)

@@ -3,8 +3,8 @@
 
 Routing cost: with ``route.scope: selected`` (default) only the selected queries' prompts are
 guarded (one short call each); queries routed away are replaced by drawing from the rest of the
-classified pool (guarded and routed in turn, ``route.top_up_rounds`` times at most), so a 60-query
-demo spends ~60-80 guard calls instead of one per gathered prompt. ``scope: pool`` guards every
+classified pool (guarded and routed in turn, ``route.top_up_rounds`` times at most), so a build
+spends about one guard call per selected query instead of one per gathered prompt. ``scope: pool`` guards every
 classified prompt first and selects from the routed pool (balance exactly as configured; cost grows
 with the pool).
 """
@@ -32,7 +32,8 @@ async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_ag
         if min_agreement is not None:
             raise RMBError("--min-gold-agreement needs judge.gold in the build config")
         return None
-    section, failures = await gold_check(cfg, client)
+    with state.timed("gold"):  # no task batch: the stage's seconds and span are this block's
+        section, failures = await gold_check(cfg, client)
     state.add_failures(failures)
     state.stage("gold").stats = {k: v for k, v in section.items() if k != "stats"}
     state.flush(gold=section)
@@ -133,7 +134,8 @@ async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: l
                          not_selected: dict[str, int], client: Any, state: Any, log: Any,
                          store_dir: str | None = None) -> tuple[list[Query], dict[str, int], Routing]:
     """``plan_routing`` in a build: its failures and stats go to the run state and the log."""
-    routed = await plan_routing(cfg, queries, selected, not_selected, client, store_dir)
+    with state.timed("route"):
+        routed = await plan_routing(cfg, queries, selected, not_selected, client, store_dir)
     state.add_failures(routed.failures)
     stats = routed.routing.stats()
     state.stage("route").stats = stats

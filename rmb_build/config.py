@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from urllib.parse import urlparse
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from .similarity import BLOCK_SIZE
 from .errors import ConfigError
@@ -246,7 +247,31 @@ class BuildConfig(_Strict):
     run: RunConfig = Field(default_factory=RunConfig)
     stages: list[str] = Field(default_factory=lambda: list(STAGES))
     scenarios: list[str] | None = Field(default=None, description="build only these scenario ids")
-    license: str | None = None
+    license: str | None = Field(default=None, description="the release's licence: a Hugging Face licence id "
+                                "(apache-2.0, cc-by-4.0, ...) or its terms in words (the card then says 'other')")
+    license_name: str | None = Field(default=None, description="for a licence the Hub does not list: its id on "
+                                     "the card (e.g. my-license-1.0); default: the licence's words, hyphenated")
+    license_link: str | None = Field(default=None, description="for a licence the Hub does not list: a URL (or a "
+                                     "file of the dataset's repository) with its terms")
+
+    @field_validator("license_name", "license_link")
+    @classmethod
+    def _other_license(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """Only beside a licence the Hub does not list (the card's ``other``), and in the Hub's form."""
+        from .release.card import LICENSE_LINK, LICENSE_NAME, hub_license_id
+
+        if v is None:
+            return v
+        license_ = info.data.get("license")
+        if not license_:
+            raise ValueError("needs 'license' (the licence's terms in words)")
+        if hub_license_id(license_):
+            raise ValueError(f"only for a licence the Hub does not list ({license_!r} is a Hugging Face licence id)")
+        if info.field_name == "license_name" and not LICENSE_NAME.fullmatch(v):
+            raise ValueError(f"{v!r}: expected an id such as 'my-license-1.0' (lower-case letters, digits, '.', '_', '-')")
+        if info.field_name == "license_link" and not LICENSE_LINK.fullmatch(v):
+            raise ValueError(f"{v!r}: expected a URL or a file of the dataset's repository (such as LICENSE.md)")
+        return v
 
     @field_validator("scenarios")
     @classmethod

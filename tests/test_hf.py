@@ -167,3 +167,92 @@ def test_writing_again_replaces_the_previous_form(built: Path, tmp_path: Path):
     write_hf_release(only_pairwise, out, render_card(only_pairwise, repo_id="me/demo", license="mit"))
     assert not list((out / "bon").glob("*.parquet")) and not (out / "manifest.json").exists()
     assert list(read_hf_release(str(out)).files) == list(only_pairwise.files)
+
+
+# --- the card's licence: always a Hugging Face licence id ---------------------------------------------
+
+SENTENCE = "queries: ShareGPT (terms of the original conversations); answers: SmolLM2 outputs (Apache-2.0)"
+
+
+def _with_licence(built: Path, license: str | None, **config) -> Path:
+    manifest = json.loads((built / "manifest.json").read_text())
+    manifest.update(license=license, config={"name": "demo", "license": license, **config})
+    (built / "manifest.json").write_text(json.dumps(manifest))
+    return built
+
+
+def _meta(card: str) -> tuple[dict, str]:
+    _, header, body = card.split("---\n", 2)
+    return yaml.safe_load(header), body
+
+
+def test_a_free_text_licence_goes_on_the_card_as_other_with_its_name_and_link(built: Path):
+    release = read_release(_with_licence(built, SENTENCE, license_name="sharegpt-smollm2",
+                                         license_link="https://example.org/terms"))
+    meta, body = _meta(render_card(release, repo_id="me/demo"))
+    assert (meta["license"], meta["license_name"], meta["license_link"]) == (
+        "other", "sharegpt-smollm2", "https://example.org/terms")
+    assert SENTENCE in body and "<https://example.org/terms>" in body  # the build's own words stay visible
+    assert "released under `sharegpt-smollm2`" in body
+
+
+def test_without_a_configured_name_the_card_names_the_licence_by_its_words(built: Path):
+    meta, body = _meta(render_card(read_release(_with_licence(built, SENTENCE)), repo_id="me/demo"))
+    assert meta["license"] == "other" and "license_link" not in meta
+    assert meta["license_name"] == "queries-sharegpt-terms-of-the-original-conversations-answers"
+    assert SENTENCE in body
+
+
+def test_a_known_licence_id_goes_on_the_card_as_it_is(built: Path, tmp_path: Path, capsys):
+    _with_licence(built, "CC-BY-4.0")
+    meta, body = _meta(render_card(read_release(built), repo_id="me/demo"))
+    assert meta["license"] == "cc-by-4.0" and "license_name" not in meta and "license_link" not in meta
+    out = tmp_path / "hf"
+    assert main(["publish", str(built), "--repo-id", "me/demo", "--dry-run", "--out", str(out), "--no-embeddings"]) == 0
+    assert _meta((out / "README.md").read_text())[0]["license"] == "cc-by-4.0"
+
+
+def test_publish_refuses_a_card_licence_the_hub_does_not_take_in_one_line(built: Path, tmp_path: Path, capsys):
+    out = tmp_path / "hf"
+    args = ["publish", str(built), "--repo-id", "me/demo", "--dry-run", "--out", str(out), "--no-embeddings"]
+    assert main([*args, "--license", "cc-by-4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "license 'cc-by-4' is not a Hugging Face licence id" in err
+    assert "did you mean 'cc-by-4.0'?" in err and not out.exists()
+    manifest = json.loads((built / "manifest.json").read_text())
+    manifest["sources"][0]["license"] = None
+    (built / "manifest.json").write_text(json.dumps(manifest))
+    assert main([*args, "--license", "other"]) == 2  # 'other' needs a license_name: nothing names one here
+    assert "license_name is missing" in capsys.readouterr().err
+    _with_licence(built, SENTENCE, license_name="sharegpt-smollm2")
+    assert main([*args, "--license", "other"]) == 0
+    assert _meta((out / "README.md").read_text())[0]["license_name"] == "sharegpt-smollm2"
+
+
+def test_card_licence_keys_are_checked_one_by_one():
+    from rmb_build.release.card import check_card_license
+
+    check_card_license({"license": ["apache-2.0", "mit"]})
+    check_card_license({"license": "other", "license_name": "my-license-1.0", "license_link": "LICENSE.md"})
+    for header, field in [({"license": "Apache 2.0"}, "license"), ({"license": []}, "license"),
+                          ({"license": "other", "license_name": "My Licence"}, "license_name"),
+                          ({"license": "other", "license_name": "x", "license_link": "../x"}, "license_link"),
+                          ({"license": "mit", "license_name": "x"}, "license_name")]:
+        with pytest.raises(RMBError, match=f"the card's {field} "):
+            check_card_license(header)
+
+
+def test_build_config_licence_keys():
+    from rmb_build.config import parse_config
+    from rmb_build.errors import ConfigError
+
+    base = {"name": "x", "endpoints": {"e": {"base_url": "http://127.0.0.1:1/v1"}},
+            "generators": [{"endpoint": "e", "model": "m", "name": "m"}],
+            "judge": {"endpoint": "e", "model": "m"}, "guard": {"endpoint": "e", "model": "m"}}
+    cfg = parse_config({**base, "license": SENTENCE, "license_name": "a-b", "license_link": "https://x.org/t"})
+    assert (cfg.license_name, cfg.license_link) == ("a-b", "https://x.org/t")
+    for extra, message in [({"license": "MIT", "license_name": "a"}, "'license_name': only for a licence the Hub"),
+                           ({"license_link": "LICENSE"}, "'license_link': needs 'license'"),
+                           ({"license": SENTENCE, "license_name": "A B"}, "'license_name': 'A B': expected an id")]:
+        with pytest.raises(ConfigError, match=message):
+            parse_config({**base, **extra})

@@ -6,12 +6,13 @@ build resumed from its cached stage results writes the same files as one that ra
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from .. import atomic
 from ..jsonl import read_jsonl_objects
@@ -20,6 +21,11 @@ from ..records import Failure
 FAILURES_FILE = "failures.jsonl"
 SUMMARY_FILE = "summary.json"
 USAGE_FILE = "usage.json"  # LLM tokens and cost spent by every run of this build, summed
+TIMING_NOTE = ("elapsed_s = work_s + release_s + orchestration_s. work_s: wall time during which some stage "
+               "worked (the union of the stages' spans, this run's work only: cached batches cost none); "
+               "stage_seconds_s: the stages' seconds summed, more than work_s by overlap_s where batches and "
+               "stages ran at once; orchestration_s: the rest (Prefect's task runs and result storage, the "
+               "flow's glue: selection, query files, starting the LLM client)")
 
 
 def merge_stats(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -41,7 +47,7 @@ class StageRecord:
     """What one stage did: items in and out, its own stats, seconds of work, whether it came from cache."""
 
     stage: str
-    seconds: float = 0.0      # summed over batches (batches that ran at once each count)
+    seconds: float = 0.0      # summed over batches (batches that ran at once each count), or one timed block
     batches: int = 0
     cached_batches: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
@@ -61,6 +67,7 @@ class RunState:
         self.failures: list[Failure] = []
         self.stages: dict[str, StageRecord] = {}
         self.spans: list[tuple[float, float]] = []  # (start, end) of stage work computed in this run
+        self.release_seconds = 0.0  # writing and auditing the release: work outside any stage record
         self.started = time.time()
         # A resumed build gets earlier runs' answers from caches: what they spent is counted from here.
         usage_file = self.root / USAGE_FILE
@@ -74,6 +81,31 @@ class RunState:
     def stage(self, name: str) -> StageRecord:
         return self.stages.setdefault(name, StageRecord(name))
 
+    def add_work(self, name: str, started: float, seconds: float) -> StageRecord:
+        """Count ``seconds`` of work computed in this run, begun at ``started`` (epoch), to stage ``name``."""
+        rec = self.stage(name)
+        rec.seconds += seconds
+        rec.spans.append((started, started + seconds))
+        self.spans.append((started, started + seconds))
+        return rec
+
+    @contextlib.contextmanager
+    def timed(self, name: str) -> Iterator[StageRecord]:
+        """Time the block as work of stage ``name`` (for work that is no task batch), failing or not."""
+        started, t0 = time.time(), time.perf_counter()
+        try:
+            yield self.stage(name)
+        finally:
+            self.add_work(name, started, time.perf_counter() - t0)
+
+    def timing(self, elapsed: float) -> dict[str, Any]:
+        """How ``elapsed`` seconds of this run split: stage work, the release's write, orchestration."""
+        elapsed, work, release = (round(x, 3) for x in (elapsed, busy_seconds(self.spans), self.release_seconds))
+        summed = round(sum(s.seconds for s in self.stages.values()), 3)
+        return {"elapsed_s": elapsed, "work_s": work, "stage_seconds_s": summed,
+                "overlap_s": round(max(0.0, summed - work), 3), "release_s": release,
+                "orchestration_s": round(max(0.0, elapsed - work - release), 3), "note": TIMING_NOTE}
+
     def add_failures(self, failures: Iterable[Failure]) -> None:
         self.failures.extend(failures)
 
@@ -85,10 +117,12 @@ class RunState:
         """Rewrite failures.jsonl, usage.json and summary.json (``extra`` goes into the summary)."""
         atomic.write_jsonl(self.root / FAILURES_FILE, (f.to_json() for f in self.failures))
         atomic.write_json(self.root / USAGE_FILE, self.usage_total())
+        elapsed = time.time() - self.started
         atomic.write_json(self.root / SUMMARY_FILE, {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
-            "elapsed_s": round(time.time() - self.started, 3),
+            "elapsed_s": round(elapsed, 3),
             "work_s": round(busy_seconds(self.spans), 3),
+            "timing": self.timing(elapsed),
             "stages": [s.to_json() for s in self.stages.values()],
             "failures": self.failure_counts(),
             "usage": self.usage_total(),

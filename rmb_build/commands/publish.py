@@ -19,8 +19,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("release", help="an RMB-layout release folder (or a local Hugging Face form)")
     parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset to create or update")
     parser.add_argument("--license", metavar="ID",
-                        help="licence id for the card (e.g. cc-by-4.0); required when the release's "
-                             "manifest.json names none")
+                        help="Hugging Face licence id for the card (e.g. cc-by-4.0; 'other' takes license_name "
+                             "from the build config); required when the release's manifest.json names none. "
+                             "Without it, a licence the Hub does not list goes on the card as 'other'")
     parser.add_argument("--private", action="store_true", help="create the Hub dataset as private")
     parser.add_argument("--dry-run", action="store_true", help="write what would be pushed to --out, push nothing")
     parser.add_argument("--out", metavar="DIR", help="where to write the Hugging Face form (required with --dry-run)")
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import RMBError
     from ..release import read_release
     from ..release.audit import audit_release
-    from ..release.card import render_card, resolve_license
+    from ..release.card import card_license, check_card_license, render_card
     from ..release.hf import push_release, write_hf_release
 
     if not REPO_ID.match(args.repo_id):
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         _check_out(Path(args.out))
     release = read_release(args.release)
-    resolve_license(release.manifest, args.license)  # refuse before the slow audit
+    check_card_license(card_license(release.manifest, args.license).header())  # refuse before the slow audit
     annotations = release.annotations()
     report = audit_release(release, near_duplicates=not args.no_embeddings)
     card = render_card(release, repo_id=args.repo_id, license=args.license, audit=report, annotations=annotations)

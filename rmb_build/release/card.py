@@ -5,8 +5,11 @@ The text comes from ``prompts/dataset_card.md``, a Jinja2 template filled by ``r
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from typing import Any, Iterable
+from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Any, Iterable, Mapping
 
 import yaml
 
@@ -34,20 +37,122 @@ LANGUAGE_CODES = {
 }
 
 
-def resolve_license(manifest: dict | None, override: str | None = None) -> tuple[str | list[str], list[dict]]:
-    """The card's ``license`` (``override``, else the manifest's ``license``, else its sources'
-    licences) and the manifest's sources. Raises RMBError when nothing names a licence."""
-    manifest = manifest or {}
-    sources = [s for s in manifest.get("sources") or [] if isinstance(s, dict)]
-    if override:
-        return override.strip().lower(), sources
+# The licence ids the Hub accepts in a card's ``license:`` (the list its metadata validator names;
+# https://huggingface.co/docs/hub/repositories-licenses). A licence not listed is ``other``, named by
+# ``license_name`` and pointed to by ``license_link``.
+HUB_LICENSES = frozenset("""
+    apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
+    bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda
+    cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0
+    cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0
+    cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0
+    epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc
+    h-research intel-research lppl-1.3c ms-pl apple-ascl apple-amlr mpl-2.0 odc-by odbl openmdw-1.0
+    openmdw-1.1 openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr
+    deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2 llama3.3
+    llama4 grok2-community gemma unknown other
+""".split())
+LICENSES_URL = "https://huggingface.co/docs/hub/repositories-licenses"
+LICENSE_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")  # the Hub's "an id ..., like my-license-1.0"
+LICENSE_LINK = re.compile(r"https?://\S+|(?!/)(?!.*\.\.)[\w.-]+(?:/[\w.-]+)*")  # a URL, or a file in the repo
+NAME_CHARS = 64
+
+
+@dataclass(frozen=True)
+class CardLicense:
+    """The card's licence: ``id``, a Hub licence id (or a list of them); with ``other``, ``name`` and
+    ``link`` (``license_name``, ``license_link``); ``statement``, the licence in the build's own words."""
+
+    id: str | list[str]
+    name: str | None = None
+    link: str | None = None
+    statement: str = ""
+
+    @property
+    def other(self) -> bool:
+        return "other" in (self.id if isinstance(self.id, list) else [self.id])
+
+    def header(self) -> dict[str, Any]:
+        """The card header's licence keys."""
+        extra = {"license_name": self.name, "license_link": self.link} if self.other else {}
+        return {"license": self.id, **{k: v for k, v in extra.items() if v}}
+
+
+def hub_license_id(text: str) -> str | None:
+    """``text`` as a Hub licence id (any case), or None when the Hub does not list it."""
+    key = text.strip().lower()
+    return key if key in HUB_LICENSES else None
+
+
+def license_slug(text: str) -> str | None:
+    """A ``license_name`` from a licence's words: its words and numbers, hyphenated, at most 64 characters."""
+    slug = ""
+    for word in re.findall(r"[a-z0-9]+(?:\.[a-z0-9]+)*", text.lower()):
+        if len(slug) + len(word) + 1 > NAME_CHARS:
+            break
+        slug = f"{slug}-{word}" if slug else word
+    return slug or None
+
+
+def _sources_of(manifest: Mapping) -> list[dict]:
+    return [s for s in manifest.get("sources") or [] if isinstance(s, dict)]
+
+
+def _stated(manifest: Mapping) -> list[str]:
+    """The release's licence as its manifest states it: ``license``, else each source's."""
     if isinstance(manifest.get("license"), str) and manifest["license"].strip():
-        return manifest["license"].strip().lower(), sources
-    licences = list(dict.fromkeys(str(s["license"]).strip().lower() for s in sources if s.get("license")))
-    if not licences:
+        return [manifest["license"].strip()]
+    return list(dict.fromkeys(str(s["license"]).strip() for s in _sources_of(manifest) if s.get("license")))
+
+
+def card_license(manifest: Mapping | None, override: str | None = None) -> CardLicense:
+    """The card's licence. ``override`` (``--license``) is taken as an id; else the manifest's licence:
+    a Hub id as it is, anything else ``other`` with ``license_name`` (the build config's, or a slug of
+    its words) and ``license_link`` (the config's), its words kept for the card's text. Raises RMBError
+    when nothing names a licence; ``check_card_license`` says whether the result may go on the Hub."""
+    manifest = manifest or {}
+    config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
+    stated = _stated(manifest)
+    words = "; ".join(stated)
+    name = manifest.get("license_name") or config.get("license_name") or license_slug(words)
+    link = manifest.get("license_link") or config.get("license_link")
+    if override:
+        return CardLicense(override.strip().lower(), name, link, words)
+    if not stated:
         raise RMBError("refusing to publish: the release's manifest.json names no licence (neither 'license' "
                        "nor 'sources[].license'); pass --license ID (e.g. --license cc-by-nc-4.0)")
-    return (licences[0] if len(licences) == 1 else licences), sources
+    ids = list(dict.fromkeys(hub_license_id(s) for s in stated))
+    if None not in ids:
+        return CardLicense(ids[0] if len(ids) == 1 else ids)
+    return CardLicense("other", name, link, words)
+
+
+def check_card_license(header: Mapping[str, Any]) -> None:
+    """Refuse (RMBError, one line naming the field) a card header whose licence keys the Hub would not take."""
+    ids = header.get("license") if isinstance(header.get("license"), list) else [header.get("license")]
+    bad = next((i for i in ids if not isinstance(i, str) or i not in HUB_LICENSES), None) if ids else "[]"
+    if bad is not None:
+        close = get_close_matches(str(bad), sorted(HUB_LICENSES), n=1, cutoff=0.8)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise RMBError(f"refusing to publish: the card's license {bad!r} is not a Hugging Face licence id{hint}; "
+                       f"use one of {LICENSES_URL}, or 'other' with license_name")
+    name, link = header.get("license_name"), header.get("license_link")
+    if "other" not in ids:
+        if name or link:
+            raise RMBError(f"refusing to publish: the card's {'license_name' if name else 'license_link'} is "
+                           f"only for license 'other' (license is {header['license']!r})")
+    elif not isinstance(name, str) or not LICENSE_NAME.fullmatch(name):
+        what = f"license_name {name!r} is not a licence id" if name else "license_name is missing"
+        raise RMBError(f"refusing to publish: the card's {what}: with license 'other' it needs one such as "
+                       "'my-license-1.0' (lower-case letters, digits, '.', '_', '-'; the build config's license_name)")
+    elif link is not None and not (isinstance(link, str) and LICENSE_LINK.fullmatch(link)):
+        raise RMBError(f"refusing to publish: the card's license_link {link!r} is neither a URL nor a file of the "
+                       "dataset's repository (such as LICENSE.md)")
+
+
+def resolve_license(manifest: dict | None, override: str | None = None) -> tuple[str | list[str], list[dict]]:
+    """The card's ``license`` (``card_license``'s id) and the manifest's sources."""
+    return card_license(manifest, override).id, _sources_of(manifest or {})
 
 
 def size_category(n: int) -> str:
@@ -71,12 +176,13 @@ def languages(release: Release) -> tuple[list[str], Counter]:
     return codes, tags
 
 
-def card_header(release: Release, license_: str | list[str], pretty_name: str) -> dict[str, Any]:
-    """The YAML header: license, language, task categories, size category, and ``configs``."""
+def card_header(release: Release, license_: str | list[str] | CardLicense, pretty_name: str) -> dict[str, Any]:
+    """The YAML header: license (and with ``other`` its name and link), language, task categories,
+    size category, and ``configs``."""
     codes, _ = languages(release)
     configs = [c for c in CONFIGS if any(True for _ in release.items(c))]
     n = sum(1 for _ in release.items())
-    header: dict[str, Any] = {"license": license_}
+    header: dict[str, Any] = (license_ if isinstance(license_, CardLicense) else CardLicense(license_)).header()
     if codes:
         header["language"] = codes
     header.update({
@@ -225,6 +331,15 @@ def _cast(manifest: dict) -> str:
             + "\n".join(f"- {note}" for note in cast["relaxed"]))
 
 
+def _licence_text(lic: CardLicense) -> str:
+    """The licence line under the sources: the build's own words where the Hub id cannot carry them."""
+    if not lic.other or not lic.statement:
+        return ""
+    link = f" Terms: <{lic.link}>." if lic.link else ""
+    return (f"\n\n**Licence**, as the build states it: {lic.statement.rstrip('.')}.{link} The Hub lists no id for "
+            f"it: this card's metadata says `license: other`, `license_name: {lic.name}`.")
+
+
 def _sources(sources: list[dict]) -> str:
     if not sources:
         return "The release's manifest lists no query sources."
@@ -242,11 +357,14 @@ def render_card(release: Release, *, repo_id: str, license: str | None = None,
                 title: str | None = None) -> str:
     """The full ``README.md``: YAML header, then the text of ``prompts/dataset_card.md`` filled in.
 
-    Raises RMBError when neither ``license`` nor the release's manifest names a licence.
+    Raises RMBError (``card_license``, ``check_card_license``) when nothing names a licence or the
+    card's licence would not be valid on the Hub.
     """
     from ..prompting import load_prompt
 
-    license_, sources = resolve_license(release.manifest, license)
+    lic = card_license(release.manifest, license)
+    check_card_license(lic.header())
+    sources = _sources_of(release.manifest or {})
     annotations = release.annotations() if annotations is None else annotations
     title = title or (release.manifest or {}).get("name") or release.name
     scores = sorted({k for keys in judge_scores(annotations)[1].values() for k in keys})
@@ -257,13 +375,14 @@ def render_card(release: Release, *, repo_id: str, license: str | None = None,
         n_scenarios=len({it.scenario_id for it in release.items()}),
         score_columns=(", and judge scores " + ", ".join(f"`{k}`" for k in scores)) if scores else "",
         scenario_table=_scenario_table(release), model_table=_model_table(release),
-        judges=_judges(release, annotations), audit=_audit(audit), sources=_sources(sources),
+        judges=_judges(release, annotations), audit=_audit(audit), sources=_sources(sources) + _licence_text(lic),
         label_checks=_label_checks(release.manifest or {}),
         selection=_selection(release.manifest or {}), cast=_cast(release.manifest or {}),
-        license=license_ if isinstance(license_, str) else ", ".join(license_),
+        license=lic.name if lic.other else lic.id if isinstance(lic.id, str) else ", ".join(lic.id),
     )
-    header = yaml.safe_dump(card_header(release, license_, title), sort_keys=False, allow_unicode=True)
+    header = yaml.safe_dump(card_header(release, lic, title), sort_keys=False, allow_unicode=True)
     return f"---\n{header}---\n\n{body}\n"
 
 
-__all__ = ["card_header", "render_card", "resolve_license", "size_category"]
+__all__ = ["HUB_LICENSES", "CardLicense", "card_header", "card_license", "check_card_license", "hub_license_id",
+           "license_slug", "render_card", "resolve_license", "size_category"]
