@@ -26,7 +26,7 @@ from typing import Any, Iterator, Sequence
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from rmb_build.build import route, set_parts
+from rmb_build.build import harm_evidence, route, set_parts
 from rmb_build.build.release import write_built_release
 from rmb_build.build.select import select
 from rmb_build.config import BuildConfig, parse_config
@@ -195,6 +195,9 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
         queries = [q for part in record("classify", await asyncio.gather(*runs)) for q in part]
     else:
         to_classify, queries = _classify_on_runner(cfg, paths, tasks, record, pool)
+    queries, harm = _harm_evidence(cfg, stages, paths, queries)
+    log.info("harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
+             harm["classified_harmful"], harm["kept"], harm["threshold"], harm["turned_away"] or "none")
     selected = _select(cfg, paths, acc, log, queries)
     if dry_run:
         return await _dry_run(cfg, stages, paths, state, acc, to_classify, queries, selected)
@@ -203,7 +206,7 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
         _final_flush(cfg, paths, state, acc)
         return {"selected": len(selected), "run": str(paths.run)}
 
-    checks: dict[str, Any] = {}
+    checks: dict[str, Any] = {"harm_evidence": harm_evidence.section(harm)}
     routing = None
     sets_dir = paths.sets
     try:
@@ -349,6 +352,19 @@ def _final_flush(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Acco
     totals = embeddings_section([s.to_json() for s in state.stages.values()],
                                 open_store(cfg.embeddings, paths.embeddings), **(more_embeddings or {}))
     state.flush(accounting=acc.to_json(), embeddings=totals, **extra)
+
+
+def _harm_evidence(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
+                   queries: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Classified harmlessness labels without measured evidence turned away (``rmb_build.build.harm_evidence``),
+    by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
+    classify stage) are the source's, and pass."""
+    from .tasks import build_classifier
+
+    if "classify" not in stages:
+        return queries, harm_evidence.unclassified(queries)
+    clf = build_classifier(cfg.classifier.train_release, cfg.embeddings, open_store(cfg.embeddings, paths.embeddings))
+    return harm_evidence.require_evidence(queries, clf)
 
 
 def _select(cfg: BuildConfig, paths: BuildPaths, acc: Accounting, log: Any, queries: list[Any]) -> list[Any]:

@@ -260,11 +260,32 @@ def _audit(audit: AuditReport | dict | None) -> str:
     return text
 
 
+def _harm_evidence(harm: dict) -> str:
+    """What a harmlessness label rests on, and how sure that is at other base rates of harmful prompts."""
+    if harm.get("labelled_by_sources"):
+        return (f"**Harmlessness labels.** The {harm['labelled_by_sources']} harmlessness queries carry their "
+                "sources' own labels (no classify stage).")
+    lo, hi = harm["precision_ci95"]
+    rates = ", ".join(f"{100 * p:.0f}% at {100 * float(b):g}%" for b, p in harm["precision_at_base_rate"].items())
+    turned = sum(harm.get("turned_away", {}).values())
+    return (f"**Harmlessness needs evidence.** The classifier called {harm['classified_harmful']} prompts harmful; "
+            f"{harm['kept']} kept that goal (P(harm) at least {harm['threshold']:.2f}: on held-out prompts of "
+            f"{harm['measured_on']}, {100 * harm['precision']:.1f}% of those it called harmful were harmlessness "
+            f"prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, recall {100 * harm['recall']:.0f}%) and {turned} were "
+            "turned away to their most likely helpfulness scenario; the guard's 'unsafe' verdict may still route a "
+            "query to harmlessness. That precision depends on how common harmful prompts are (about a third there): "
+            f"{rates} of harmful prompts. ShareGPT's rate is a few percent, so at its rate many of the "
+            "harmlessness prompts kept may be harmless.")
+
+
 def _label_checks(manifest: dict) -> str:
     """How far the labels can be trusted: the judge against gold labels, and where goals came from."""
     from ..build.gold import table, verdict_on_chance
 
     parts = []
+    harm = manifest.get("harm_evidence")
+    if isinstance(harm, dict):
+        parts.append(_harm_evidence(harm))
     gold = manifest.get("gold")
     if isinstance(gold, dict):
         parts.append(f"**Judge against human labels.** Before generating, the build's judge (and guard) scored "

@@ -1,0 +1,82 @@
+"""A harmlessness label needs evidence whose precision was measured.
+
+A query classified into a harmlessness scenario keeps that goal only when the embedding classifier's
+P(harm) (its summed probability of the 12 harmlessness scenarios) reaches the threshold measured on
+held-out labelled prompts of the official RMB release (``harm_threshold.json``, made by
+``bench/harm_threshold.py``): at it, 90% of the prompts called harmful were harmlessness prompts
+there. Any other harmlessness label (a low-confidence guess, an LLM classifier's word) is turned away:
+the query takes its most likely helpfulness scenario, and the count goes to the manifest. Goal
+routing may still make it harmlessness on a readable ``unsafe`` verdict of the guard.
+
+Precision depends on how common harmful prompts are: measured where about a third of the prompts are
+harmful, it falls at lower base rates (ShareGPT's is a few percent); ``measurement()`` carries the
+figures and the manifest and card state them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..records import Query
+from ..taxonomy import HARMLESSNESS, parse_scenario_id
+
+MEASUREMENT = "harm_threshold.json"
+BELOW_THRESHOLD = "classifier's P(harm) below the measured threshold"
+
+
+@lru_cache(maxsize=1)
+def measurement() -> dict[str, Any]:
+    """The shipped measurement: threshold, precision (with its interval), recall, precision at base rates."""
+    return json.loads(resources.files(__package__).joinpath(MEASUREMENT).read_text(encoding="utf-8"))
+
+
+def _is_harm(scenario_id: str | None) -> bool:
+    return bool(scenario_id) and parse_scenario_id(scenario_id).goal == HARMLESSNESS
+
+
+def require_evidence(queries: Sequence[Query], clf: Any) -> tuple[list[Query], dict[str, Any]]:
+    """``queries`` with every harmlessness label lacking evidence replaced by the query's most likely
+    helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). Queries of other goals
+    pass unchanged."""
+    from .classify import classifier_text
+
+    threshold = float(measurement()["threshold"])
+    harm_at = [i for i, q in enumerate(queries) if _is_harm(q.scenario_id)]
+    out, reasons = list(queries), Counter()
+    if harm_at:
+        proba = clf.predict_proba([classifier_text(queries[i].conversation) for i in harm_at])
+        harm_cols = np.array([_is_harm(label) for label in clf.labels])
+        for i, row in zip(harm_at, proba):
+            if row[harm_cols].sum() >= threshold:
+                continue
+            best = int(np.argmax(np.where(harm_cols, -1.0, row)))
+            out[i] = dataclasses.replace(queries[i], scenario_id=clf.labels[best], confidence=float(row[best]))
+            reasons[BELOW_THRESHOLD] += 1
+    kept = len(harm_at) - sum(reasons.values())
+    return out, {"threshold": threshold, "classified_harmful": len(harm_at), "kept": kept,
+                 "turned_away": dict(reasons)}
+
+
+def unclassified(queries: Sequence[Query]) -> dict[str, Any]:
+    """The counts of a build whose labels come from its sources (no classify stage): nothing turned away."""
+    n = sum(1 for q in queries if _is_harm(q.scenario_id))
+    return {"threshold": float(measurement()["threshold"]), "classified_harmful": 0, "kept": 0,
+            "turned_away": {}, "labelled_by_sources": n}
+
+
+def section(counts: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's ``harm_evidence``: this build's counts and the measurement they rest on."""
+    m = measurement()
+    return {**counts, "score": m["score"], "precision": m["precision"], "precision_ci95": m["precision_ci95"],
+            "recall": m["recall"], "precision_at_base_rate": m["precision_at_base_rate"],
+            "measured_on": m["release"], "measured_with": m["measured_with"]}
+
+
+__all__ = ["BELOW_THRESHOLD", "measurement", "require_evidence", "section", "unclassified"]
