@@ -15,9 +15,19 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "downloaded once into ~/.cache/rmb/releases/ (from $RMB_RELEASE_URL when set)")
     p.add_argument("--format", default=None, choices=("rmb", "rewardbench", "rewardbench2", "rm-bench"),
                    help="the release's format (default: detected from its fields)")
-    p.add_argument("--rm", required=True, metavar="SPEC",
-                   help="hf:<path|hub id>, openai:<model>[@<endpoint|base URL>], python:<module>:<function>, "
-                        "dpo:<policy>,<reference>, baseline:length, baseline:random")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--rm", metavar="SPEC",
+                       help="hf:<path|hub id>, openai:<model>[@<endpoint|base URL>], python:<module>:<function>, "
+                            "dpo:<policy>,<reference>, baseline:length, baseline:random, scores:<file> (= --scores)")
+    which.add_argument("--scores", metavar="FILE",
+                       help="scores computed elsewhere, instead of --rm: RMB's own result file (the JSON list its "
+                            "eval/scripts/my_run_rm.py writes: pair_uid, category_path, chosen_reward, reject_reward, "
+                            "is_correct; BoN rows in that shape, which RMB's code does not write: bon_uid, category_path, "
+                            "bon_best_reward, loser_list_reward), or "
+                            "JSONL, one object a line: {\"set\": \"pairwise\", \"uid\", \"chosen\", \"rejected\"} or "
+                            "{\"set\": \"bon\", \"uid\", \"best\", \"losers\": [...]} (category_path optional), or a "
+                            "folder of such files. Rows match items by (set, uid); release items the file lacks are "
+                            "listed (results.json scores_file) and left out of the figures, not counted as losses")
     p.add_argument("--out", required=True, help="folder for results.json, predictions.jsonl, report.md, heatmap.png "
                    "(refused if it exists and is not empty, unless --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="write into an --out folder that already holds files")
@@ -59,6 +69,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
     from pathlib import Path
 
     from ..atomic import write_json
@@ -92,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                         structured_output=args.structured_output, trust_remote_code=args.trust_remote_code,
                         revision=args.revision, attn_implementation=args.attn_implementation, family=args.family,
                         llm_cache_dir=str(cache_dir / "llm"))
-    rm = load_rm(args.rm, options)
+    rm = load_rm(f"scores:{args.scores}" if args.scores else args.rm, options)
     results = evaluate(release, rm, args.out, cache_dir, ties=args.ties, resamples=args.bootstrap,
                        seed=args.seed, release_label=str(args.release), progress=not args.no_progress,
                        skip_defective=args.skip_defective)
@@ -112,6 +123,12 @@ def run(args: argparse.Namespace) -> int:
     bench = results.get("benchmark")
     if bench and bench.get("headline") is not None:
         print(f"{bench['format']} headline {100 * bench['headline']:.1f}")
+    if "scores_file" in results:
+        from ..evaluate.scores_file import summary_line
+        print(summary_line(results["scores_file"]), file=sys.stderr)
+        print(f"read {s['from_file']} scores of {results['scores_file']['matched']} items; "
+              f"wrote {Path(args.out) / 'results.json'}")
+        return 0
     print(f"scored {s['scored']} texts, {s['cached']} from the cache ({s['unique']} unique of {s['naive']}); "
           f"wrote {Path(args.out) / 'results.json'}")
     return 0

@@ -46,6 +46,7 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
     sets = [s for s in (PAIRWISE_SET, BON_SET) if results.get(s, {}).get("scenarios")]
     out += _rmb_overall_section(results.get("rmb_overall"))
     out += _defects_section(results)
+    out += _scores_file_section(results.get("scores_file"))
     out += ["## Summary", "", "macro = mean of scenario accuracies; micro = mean over items.", "",
             "| set | overall macro | overall micro | Helpfulness macro | Harmlessness macro | n |",
             "| --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -130,6 +131,31 @@ def _defects_section(results: Mapping[str, Any]) -> list[str]:
             out.append(f"The {counts['unwinnable_bon']} BoN items whose best answer equals a loser count as a "
                        "loss for every reward model.")
     return out + [""]
+
+
+def _scores_file_section(listing: Mapping[str, Any] | None) -> list[str]:
+    """Where the scores came from (``--scores``) and which items they did not cover."""
+    if not listing:
+        return []
+    left = listing["missing_in_file"]["count"] + listing["mismatched"]["count"]
+    out = ["## Scores file", "",
+           f"Scores read from `{listing['path']}` ({listing['format']}, sha256 `{listing['sha256'][:12]}`), not "
+           f"computed here: {listing['matched']} items matched by (set, uid).", "",
+           "| rows | count |", "| --- | ---: |"]
+    for key, label in (("missing_in_file", "release items missing from the file"),
+                       ("mismatched", "rows whose category_path or losers differ from their item"),
+                       ("not_in_release", "rows for no item of the release"), ("repeated", "repeated rows"),
+                       ("is_correct_disagrees", "rows whose is_correct disagrees with their rewards")):
+        out.append(f"| {label} | {listing[key]['count']} |")
+    if listing.get("outcome_only"):
+        out.append(f"| outcome only (is_correct) | {listing['outcome_only']} |")
+    out.append("")
+    if left:
+        out.append(f"The {left} release items without usable scores (missing from the file, or whose category_path "
+                   "or number of losers differs) are **left out of every figure**, not counted as losses: the "
+                   "figures cover the matched items only. results.json `scores_file` names them.")
+        out.append("")
+    return out
 
 
 def _bias_section(results: Mapping[str, Any]) -> list[str]:

@@ -35,18 +35,22 @@ def evaluate(release: Release, rm: RewardModel, out_dir: str | Path, cache_dir: 
         extra["release_defects"] = defects.to_json()
     if skipped is not None:
         extra["skipped_defective"] = skipped
-    with ScoreCache(cache_dir) as cache:
-        try:
-            values, keys, stats = score_items(items, rm, cache, progress=progress)
-        finally:
-            rm.close()
-    predictions = predict(items, keys, values, ties=ties, judge=rm.compares_pairs)
+    if getattr(rm, "precomputed", False):  # scores from a file (adapters/scores.py): per item, no cache
+        predictions, scoring, extra["scores_file"] = rm.predict_items(items, list(release.items()), ties)
+    else:
+        with ScoreCache(cache_dir) as cache:
+            try:
+                values, keys, stats = score_items(items, rm, cache, progress=progress)
+            finally:
+                rm.close()
+        predictions = predict(items, keys, values, ties=ties, judge=rm.compares_pairs)
+        scoring = stats.to_json()
     bias: dict[str, Any] = {"length": length_bias([p for p in predictions if p["set"] == "pairwise"])}
     if rm.compares_pairs:
         bias["position"] = position_bias(predictions)
     results = build_results(predictions, rm=rm.spec, release=release_label or release.name, ties=ties,
                             resamples=resamples, seed=seed, fingerprint=rm.fingerprint(),
-                            scoring=stats.to_json(), bias=bias, **extra)
+                            scoring=scoring, bias=bias, **extra)
     results.update(benchmark_fields(release, predictions, ties))
     results["release_info"] = release_record(release)
     if getattr(rm, "known_model", None) is not None:  # the known-models row whose settings it loaded with
