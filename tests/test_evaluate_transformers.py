@@ -383,3 +383,25 @@ def test_a_known_hub_id_is_scored_with_its_rows_settings_and_records_them(tiny_r
     with pytest.raises(RMBError, match=r"'RLHFlow/ArmoRM-Llama3-8B-v0.1' \(output-field\) ships its own modelling "
                                        r"code: add --trust-remote-code"):
         load_rm("hf:RLHFlow/ArmoRM-Llama3-8B-v0.1", RMOptions(device="cpu"))
+
+
+def test_device_map_auto_spreads_a_model_over_memory_limits_and_scores_the_same(tiny_rm, tmp_path):
+    """--device-map auto with a CPU memory limit below the model's size: accelerate keeps part of it in
+    memory and offloads the rest to disk; the scores equal the plain load's."""
+    pytest.importorskip("accelerate")
+    plain = load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu"))
+    # 6,350 KB hold the 6.3 MB embedding matrix but not the layers after it (measured on this tiny model)
+    spread = load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu", device_map="auto", max_memory={"cpu": "6350KB"}))
+    model = spread._load()
+    placed = model.hf_device_map
+    assert placed.get("model.embed_tokens") == "cpu" and placed.get("model.layers") == "disk", placed
+    assert _scores(spread, tmp_path, "spread") == pytest.approx(_scores(plain, tmp_path, "plain"), abs=1e-5)
+    assert spread.fingerprint() == plain.fingerprint()  # where the layers sit does not change a score
+
+
+def test_load_in_8bit_without_cuda_is_one_clear_line(tiny_rm):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: the refusal is for machines without one")
+    rm = load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu", load_in="8bit"))
+    with pytest.raises(RMBError, match=r"--load-in 8bit quantizes with bitsandbytes, which needs a CUDA device"):
+        rm._load()

@@ -50,6 +50,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", default=None, metavar="NAME",
                    help="hf: the reward-model family, how the checkpoint is loaded and its reward read "
                         "(default: sequence-classifier; see rmb_build.evaluate.families)")
+    p.add_argument("--device-map", default=None, choices=("auto",),
+                   help="hf: spread a model larger than one device over the GPUs, CPU memory and disk (accelerate)")
+    p.add_argument("--max-memory", default=None, metavar="DEV=SIZE,...",
+                   help="hf: with --device-map, what each device may hold, e.g. 0=70GiB,cpu=100GiB")
+    p.add_argument("--load-in", default=None, choices=("8bit", "4bit"),
+                   help="hf: quantize the weights with bitsandbytes while loading (needs a CUDA device)")
     p.add_argument("--revision", default=None, help="hf:/dpo: Hub branch, tag or commit of the model")
     p.add_argument("--attn-implementation", default=None, metavar="NAME",
                    help="hf:/dpo: transformers attention implementation (eager, sdpa, flash_attention_2, ...)")
@@ -66,6 +72,22 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="Monte Carlo draws for the 95%% intervals of means (default %(default)s; a proportion's "
                         "Clopper-Pearson interval is exact)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _max_memory(text: str | None) -> dict | None:
+    """``0=70GiB,cpu=100GiB`` as from_pretrained's ``max_memory`` (GPU indices as ints)."""
+    if not text:
+        return None
+    from ..errors import RMBError
+
+    out: dict = {}
+    for part in text.split(","):
+        dev, sep, size = part.partition("=")
+        if not sep or not dev.strip() or not size.strip():
+            raise RMBError(f"--max-memory {text!r}: expected DEVICE=SIZE[,DEVICE=SIZE...], e.g. 0=70GiB,cpu=100GiB")
+        dev = dev.strip()
+        out[int(dev) if dev.isdigit() else dev] = size.strip()
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                         judge_mode=args.judge_mode, with_criteria=args.with_criteria, config=config,
                         structured_output=args.structured_output, trust_remote_code=args.trust_remote_code,
                         revision=args.revision, attn_implementation=args.attn_implementation, family=args.family,
+                        device_map=args.device_map, max_memory=_max_memory(args.max_memory), load_in=args.load_in,
                         llm_cache_dir=str(cache_dir / "llm"))
     rm = load_rm(f"scores:{args.scores}" if args.scores else args.rm, options)
     results = evaluate(release, rm, args.out, cache_dir, ties=args.ties, resamples=args.bootstrap,

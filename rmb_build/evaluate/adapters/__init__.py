@@ -36,6 +36,9 @@ class RMOptions:
     revision: str | None = None         # hf:/dpo: Hub branch, tag or commit
     attn_implementation: str | None = None  # hf:/dpo: eager, sdpa, flash_attention_2, ...
     family: str | None = None           # hf: the reward-model family (rmb_build.evaluate.families); None: default
+    device_map: str | None = None       # hf: "auto": accelerate spreads the layers over GPUs, CPU memory, disk
+    max_memory: dict[Any, str] | None = None  # hf: with device_map, the memory each device may hold
+    load_in: str | None = None          # hf: "8bit" | "4bit" with bitsandbytes (CUDA only)
     seed: int = 0
     votes: int = 1
     judge_mode: str = "pairwise"        # pairwise | pointwise

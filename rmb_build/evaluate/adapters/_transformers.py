@@ -103,7 +103,55 @@ def load_kwargs(ref: ModelRef, options: RMOptions, model: bool = True) -> dict[s
         kw["revision"] = options.revision
     if model and options.attn_implementation:
         kw["attn_implementation"] = options.attn_implementation
+    if model and options.device_map:
+        kw.update(_spread(options))
+    if model and options.load_in:
+        kw["quantization_config"] = _quantization(options.load_in)
     return kw
+
+
+def _spread(options: RMOptions) -> dict[str, Any]:
+    """``device_map`` (accelerate places the layers over the GPUs and CPU memory, then disk) and its limits."""
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        raise RMBError("--device-map needs the accelerate package (pip install accelerate)") from None
+    import tempfile
+
+    kw: dict[str, Any] = {"device_map": options.device_map, "offload_folder": tempfile.mkdtemp(prefix="rmb-offload-")}
+    if options.max_memory:
+        kw["max_memory"] = dict(options.max_memory)
+    return kw
+
+
+def _quantization(bits: str) -> Any:
+    """bitsandbytes' 8- or 4-bit loading, which runs on CUDA only."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RMBError(f"--load-in {bits} quantizes with bitsandbytes, which needs a CUDA device; none is present "
+                       "(leave it out to load the model unquantized)")
+    try:
+        from transformers import BitsAndBytesConfig
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        raise RMBError(f"--load-in {bits} needs the bitsandbytes package (pip install bitsandbytes)") from None
+    return BitsAndBytesConfig(load_in_8bit=bits == "8bit", load_in_4bit=bits == "4bit")
+
+
+def place(model: Any, options: RMOptions, device: str) -> Any:
+    """``model`` on ``device`` in eval mode; a model accelerate spread or bitsandbytes quantized stays where
+    it was put."""
+    if options.device_map or options.load_in:
+        return model.eval()
+    return model.to(device).eval()
+
+
+def input_device(model: Any, options: RMOptions, device: str) -> str:
+    """Where a batch goes: the device of the model's first layers when it is spread, else ``device``."""
+    if options.device_map or options.load_in:
+        return str(getattr(model, "device", device))
+    return device
 
 
 def load_error(ref: ModelRef, what: str, exc: Exception) -> RMBError:
@@ -282,4 +330,6 @@ def describe_common(tok, options: RMOptions, device: str) -> dict[str, Any]:
         out["revision"] = options.revision
     if options.attn_implementation:
         out["attn_implementation"] = options.attn_implementation
+    if options.load_in:  # quantized weights give other scores; where the layers sit does not
+        out["load_in"] = options.load_in
     return out

@@ -47,6 +47,7 @@ class HFRewardModel(RewardModel):
             if getattr(model, "config", None) is not None and self.tokenizer.pad_token_id is not None:
                 model.config.pad_token_id = self.tokenizer.pad_token_id
             self.model = model
+            self.device = T.input_device(model, self.options, self.device)
             self.max_length = self.options.max_length or T.max_positions(model.config, self.tokenizer)
         return self.model
 

@@ -17,7 +17,7 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     if model.config.num_labels not in (1, 2):
         raise RMBError(f"model {ref.name!r}: has {model.config.num_labels} labels; a reward model has 1 "
                        "(a score) or 2 (the second label's log-odds is used)")
-    return model.to(device).eval()
+    return T.place(model, options, device)
 
 
 def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
