@@ -1,0 +1,25 @@
+"""``inf-orm``: infly/INF-ORM-Llama3.1-70B, a LlamaModel (``model.*``) plus a two-layer head ``score``:
+Linear(hidden, hidden) (``score.0``), ReLU, Linear(hidden, 1) (``score.2``), read at each row's last real token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..adapters import _transformers as T
+from . import Family
+from . import _backbone_head as B
+
+
+def _score_head(config: Any) -> Any:
+    from torch import nn
+
+    return nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(),
+                         nn.Linear(config.hidden_size, 1))
+
+
+def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+    return B.load_head_model(ref, options, device, dtype, "an INF-ORM reward model", B.load_config(ref, options),
+                             "model", "score", _score_head)
+
+
+FAMILY = Family("inf-orm", "LlamaModel + score head Linear-ReLU-Linear at the last token (INF-ORM)", load, B.score)

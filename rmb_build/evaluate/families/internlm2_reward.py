@@ -1,0 +1,40 @@
+"""``internlm2-reward``: internlm/internlm2-{1_8b,7b,20b}-reward (their own code: ``AutoModel`` with
+--trust-remote-code). Each text ends with the reward token (``config.reward_token_id``, 92527 on the real
+ones), appended unless already there; the reward is ``v_head`` (Linear(hidden, 1, bias=False)) on the
+backbone's (``model``) last hidden state at that token, as the model's own forward computes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import RMBError
+from ..adapters import _transformers as T
+from . import Family, gather_last
+
+
+def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+    from transformers import AutoModel
+
+    if not options.trust_remote_code:
+        raise RMBError(f"model {ref.name!r}: the internlm2-reward family runs the model's own code; add "
+                       "--trust-remote-code to run it")
+    model = T.load_checked(AutoModel, ref, options, "an InternLM2 reward model", dtype=dtype)
+    if getattr(model.config, "reward_token_id", None) is None or not hasattr(model, "v_head"):
+        raise RMBError(f"model {ref.name!r}: loaded as {type(model).__name__}, which has no reward token "
+                       "(config.reward_token_id) or value head (v_head): not an InternLM2 reward model")
+    return T.place(model, options, device)
+
+
+def finish_ids(model: Any, tokenizer: Any, ids: list[int]) -> list[int]:
+    token = model.config.reward_token_id
+    return list(ids) if ids and ids[-1] == token else [*ids, token]
+
+
+def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    # The backbone and head directly: the same numbers as the model's forward, without its output conventions.
+    hidden = model.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
+    return model.v_head(gather_last(hidden, attention_mask)).squeeze(-1).float()
+
+
+FAMILY = Family("internlm2-reward", "InternLM2 reward: v_head at the appended reward token (remote code)",
+                load, score, finish_ids=finish_ids, needs_remote_code=True)

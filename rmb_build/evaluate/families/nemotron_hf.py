@@ -1,0 +1,30 @@
+"""``nemotron-hf``: nvidia/Llama-3.1-Nemotron-70B-Reward-HF, a causal LM whose reward is the logit of vocabulary
+id 0 at the first generation step. Its card renders conversation + answer through the chat template (no
+generation prompt), generates one token and reads that step's score for id 0: here, the LM head's id-0
+output at each row's last real token (raw, with no sampling temperature applied)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..adapters import _transformers as T
+from . import Family, gather_last
+
+REWARD_ID = 0
+
+
+def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    model = T.load_checked(AutoModelForCausalLM, ref, options, "a causal LM (Nemotron reward)", dtype=dtype)
+    return T.place(model, options, device)
+
+
+def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    # The LM head on the last real positions only: full logits would be batch x length x 128k values.
+    hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
+    return model.get_output_embeddings()(gather_last(hidden, attention_mask))[:, REWARD_ID].float()
+
+
+FAMILY = Family("nemotron-hf", "causal LM, the logit of token id 0 after the answer (Nemotron-70B-Reward-HF)",
+                load, score)

