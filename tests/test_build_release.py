@@ -64,7 +64,7 @@ def test_accounting_adds_up():
     assert out["queries"]["in_release"] == 2 and sum(out["queries"]["not_in_release"].values()) == 1
     assert out["answers"] == {"requested": 9, "failed": 1, "generated": 8, "in_release": 6,
                               "not_in_release": {"in no item (score margin, identical text or loser cap)": 2},
-                              "truncated_by_generator": {}}
+                              "truncated_by_generator": {}, "unfinished_by_generator": {}}
     assert out["balanced"] is True
     acc.gathered = 6  # a query lost track of
     assert acc.balanced() is False
