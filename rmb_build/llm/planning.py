@@ -115,9 +115,9 @@ class PlanningClient:
         ``prompt_tokens`` of a call to send is counted by ``tokens.py``: exact with an embedded model's own
         tokenizer and template, else estimated from the rendered messages and scaled by the cached replies'
         real counts (``prompt_tokens_method`` says which, per endpoint); ``completion_tokens`` is its
-        ``max_tokens`` (an upper bound) and
-        ``completion_tokens_estimate`` the mean completion of the cached replies of the same endpoint, model
-        and phase where there are any (else ``max_tokens``). ``cost_usd`` is at the upper bound.
+        ``max_tokens`` (an upper bound) and ``completion_tokens_estimate`` the mean completion of the cached
+        replies of the same endpoint, model and phase where there are any (else ``max_tokens``). ``cost_usd``
+        is at the upper bound. Re-asks of replies that do not fit a schema are not counted.
         """
         means = self._cached_completion_means()
         counters = {name: self._prompt_counter(name) for name in {c.request.endpoint for c in self.calls.values()}}
