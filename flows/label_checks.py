@@ -70,14 +70,15 @@ def _pool(queries: Sequence[Query], cfg: BuildConfig) -> list[Query]:
 @dataclass
 class Routed:
     """What goal routing decided: the selected queries after it, the updated "not selected" reasons,
-    the routing itself (decisions per query, for the annotations), the guard's failures, and the
-    queries that verdicts the client could not give (a dry run's) might still have replaced."""
+    the routing itself (decisions per query, for the annotations), the guard's failures, and how many
+    pool queries top-up rounds could still draw (``top_up_room``: a dry run's bound where it cannot know
+    the verdicts)."""
 
     selected: list[Query]
     not_selected: dict[str, int]
     routing: Routing
     failures: list[Any] = field(default_factory=list)
-    unplanned_top_up: int = 0
+    top_up_room: int = 0
 
 
 async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
@@ -92,7 +93,7 @@ async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: lis
         in_pool = {q.id for q in pool}
         others = [q for q in queries if q.id not in in_pool]
         selected, not_selected = select([*others, *routing.kept], cfg)
-        unplanned = 0
+        room = 0
     else:
         routing, failed = await _guard_and_route(cfg, selected, client, store_dir)
         failures += failed
@@ -114,20 +115,11 @@ async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: lis
             routing.extend(more)
             failures += failed
         not_selected = _moved_to_considered(not_selected, len(considered) - len(selected))
-        unplanned = _unplanned_top_up(cfg, queries, routing, considered)
+        room = sum(1 for q in _pool(queries, cfg) if q.id not in considered) if cfg.route.top_up_rounds else 0
         selected = routing.kept
     for reason, n in routing.dropped.items():
         not_selected[f"routing: {reason}"] = not_selected.get(f"routing: {reason}", 0) + n
-    return Routed(selected, not_selected, routing, failures, unplanned)
-
-
-def _unplanned_top_up(cfg: BuildConfig, queries: Sequence[Query], routing: Routing, considered: set[str]) -> int:
-    """At most how many more prompts top-up rounds could guard, were the verdicts the client could not
-    give (``verdict: unknown``, a dry run's stand-ins) to route queries away: each such query drawn
-    again in every round left, never more than the pool holds."""
-    unknown = sum(1 for d in routing.decisions.values() if d.verdict not in ("safe", "unsafe"))
-    rest = sum(1 for q in _pool(queries, cfg) if q.id not in considered)
-    return min(unknown * cfg.route.top_up_rounds, rest) if cfg.route.top_up_rounds else 0
+    return Routed(selected, not_selected, routing, failures, room)
 
 
 async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],

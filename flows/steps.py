@@ -112,8 +112,11 @@ async def plan_build(cfg: BuildConfig, stages: Sequence[str], to_classify: Seque
             with planner.phase("route"):
                 routed = await plan_routing(cfg, queries, list(selected), not_selected, planner, store_dir)
             selected = routed.selected
-            if routed.unplanned_top_up:
-                estimates["route_top_up_calls_at_most"] = routed.unplanned_top_up
+            # a verdict the plan stood in for may route its query away: each could draw a replacement a round
+            unknown = sum(1 for c in planner.calls.values() if c.phase == "route" and c.cached is None)
+            bound = min(unknown * cfg.route.top_up_rounds, routed.top_up_room)
+            if bound:
+                estimates["route_top_up_calls_at_most"] = bound
         with planner.phase("generate"):
             answers = finished((await generate.generate(selected, cfg.generators, planner)).records)
         if "judge" in stages:

@@ -9,13 +9,30 @@ real counts on the replies already cached, where there are any.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..config import EndpointConfig
 from .types import ChatRequest
 
 Counter = Callable[[ChatRequest], int]
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def exact_counter(endpoint: EndpointConfig) -> Counter | None:
@@ -37,7 +54,8 @@ def _gguf_counter(model: str) -> Counter | None:
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        llm = Llama(model_path=str(entry.locate()), vocab_only=True, verbose=False)
+        with _quiet_stderr():  # llama.cpp logs its context sizes to fd 2 even with verbose=False
+            llm = Llama(model_path=str(entry.locate()), vocab_only=True, verbose=False)
     except (ImportError, MissingModelPackage, OSError, ValueError):
         return None
     template = llm.metadata.get("tokenizer.chat_template")
