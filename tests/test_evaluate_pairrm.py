@@ -17,7 +17,7 @@ import re
 import string
 
 import pytest
-from test_evaluate_transformers import small_release
+from families_helpers import small_release
 
 from rmb_build.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm

@@ -16,8 +16,7 @@ from rmb_build.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.run import evaluate
 from rmb_build.evaluate.scoring import collect_texts
-from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
-from rmb_build.release.read import Release
+from families_helpers import small_release
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -59,21 +58,6 @@ def tiny_policy(smol_tokenizer_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny_reference(smol_tokenizer_dir, tmp_path_factory):
     return _causal(smol_tokenizer_dir, tmp_path_factory, 2)
-
-
-def small_release() -> Release:
-    """Mixed lengths, a multi-turn conversation, and a text shared by a pairwise and a BoN item."""
-    hello = (Turn("user", "Say hello.", "en"),)
-    multi = (Turn("user", "Name a colour."), Turn("assistant", "Blue."), Turn("user", "Another one, with a reason?"))
-    release = Release(name="small", root=None)
-    release.add(PairwiseItem("0", hello, Answer("a", "Hello!"), Answer("b", "No. " * 40), "Helpfulness/Chat/Discussion"))
-    release.add(PairwiseItem("1", multi, Answer("a", "Green, like grass in spring."), Answer("b", "Red."),
-                             "Helpfulness/Chat/Discussion"))
-    release.add(PairwiseItem("2", hello, Answer("a", "Hi there, nice to meet you. " * 6), Answer("b", "Hello!"),
-                             "Harmlessness/S6"))
-    release.add(BonItem("0", hello, Answer("a", "Hello!"), (Answer("b", "Go away."), Answer("c", "Hey " * 30)),
-                        "Helpfulness/Chat/Discussion"))
-    return release
 
 
 def _reference_hf_scores(model_dir, texts):
