@@ -214,7 +214,7 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
         checks["gold"] = await label_checks.check_gold(cfg, client, state, log, min_gold_agreement)
         if cfg.route.enabled and "guard" in stages:
             selected, acc.not_selected, routing = await label_checks.route_by_guard(
-                cfg, queries, selected, acc.not_selected, client, state, log, str(paths.embeddings))
+                cfg, queries, selected, acc.not_selected, client, state, log, str(paths.embeddings), checks["gold"])
             acc.selected = len(selected)
             steps.write_queries_file(selected, paths.run / steps.SELECTED_QUERIES)
         # --- end of label checks ---

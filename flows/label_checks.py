@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rmb_build.build.gold import below, gold_check
+from rmb_build.build.gold import below, gold_check, guard_evidence
 from rmb_build.build.guard import guard
 from rmb_build.build.select import select, select_balanced
 from rmb_build.build.route import Routing, alternatives_from, goal_of, needs_alternatives, route
@@ -45,17 +45,17 @@ async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_ag
 
 
 async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: Any,
-                           store_dir: str | None) -> tuple[Routing, list[Any]]:
+                           store_dir: str | None, not_evidence: str | None) -> tuple[Routing, list[Any]]:
     """The routing of ``queries`` by their prompts' guard verdicts, and the guard's failures."""
     from .tasks import build_classifier, open_store
 
     labels = await guard(queries, [], cfg.guard, client, every_prompt=True)
-    unsure = needs_alternatives(queries, labels.records)
+    unsure = needs_alternatives(queries, labels.records, not_evidence)
     alts = {}
     if unsure:  # the build's encoder and store: the same vectors classify saw, none encoded twice
         store = open_store(cfg.embeddings, store_dir) if store_dir else None
         alts = alternatives_from(build_classifier(cfg.classifier.train_release, cfg.embeddings, store), unsure)
-    routed = route(queries, labels.records, alts, cfg.route.safe_harmful)
+    routed = route(queries, labels.records, alts, cfg.route.safe_harmful, not_evidence)
     if cfg.scenarios is not None:  # routing may move a query out of the scenarios the build is limited to
         kept = [q for q in routed.kept if q.scenario_id in cfg.scenarios]
         routed.dropped["routed to a scenario not in the config's 'scenarios'"] += len(routed.kept) - len(kept)
@@ -82,20 +82,23 @@ class Routed:
 
 
 async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
-                       not_selected: dict[str, int], client: Any, store_dir: str | None = None) -> Routed:
+                       not_selected: dict[str, int], client: Any, store_dir: str | None = None,
+                       gold: dict | None = None) -> Routed:
     """Selected queries routed by their prompts' guard verdicts (see the module docstring).
-    ``store_dir``: the build's embedding store, for the classifier's alternatives."""
+    ``store_dir``: the build's embedding store, for the classifier's alternatives; ``gold``: the gold
+    check's section, whose guard precision says whether an ``unsafe`` verdict is evidence."""
     failures: list[Any] = []
+    not_evidence = guard_evidence(gold, cfg.route.min_guard_precision)
     if cfg.route.scope == "pool":
         pool = _pool(queries, cfg)
-        routing, failed = await _guard_and_route(cfg, pool, client, store_dir)
+        routing, failed = await _guard_and_route(cfg, pool, client, store_dir, not_evidence)
         failures += failed
         in_pool = {q.id for q in pool}
         others = [q for q in queries if q.id not in in_pool]
         selected, not_selected = select([*others, *routing.kept], cfg)
         room = 0
     else:
-        routing, failed = await _guard_and_route(cfg, selected, client, store_dir)
+        routing, failed = await _guard_and_route(cfg, selected, client, store_dir, not_evidence)
         failures += failed
         considered = {q.id for q in selected}
         want = {g: min(cfg.select.min_per_goal, n) for g, n in Counter(goal_of(q.scenario_id) for q in selected).items()}
@@ -111,7 +114,7 @@ async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: lis
             if not draw:
                 break
             considered.update(q.id for q in draw)
-            more, failed = await _guard_and_route(cfg, draw, client, store_dir)
+            more, failed = await _guard_and_route(cfg, draw, client, store_dir, not_evidence)
             routing.extend(more)
             failures += failed
         not_selected = _moved_to_considered(not_selected, len(considered) - len(selected))
@@ -124,16 +127,18 @@ async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: lis
 
 async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
                          not_selected: dict[str, int], client: Any, state: Any, log: Any,
-                         store_dir: str | None = None) -> tuple[list[Query], dict[str, int], Routing]:
+                         store_dir: str | None = None, gold: dict | None = None
+                         ) -> tuple[list[Query], dict[str, int], Routing]:
     """``plan_routing`` in a build: its failures and stats go to the run state and the log."""
     with state.timed("route"):
-        routed = await plan_routing(cfg, queries, selected, not_selected, client, store_dir)
+        routed = await plan_routing(cfg, queries, selected, not_selected, client, store_dir, gold)
     state.add_failures(routed.failures)
     stats = routed.routing.stats()
     state.stage("route").stats = stats
     state.flush()
-    log.info("route: %d prompts guarded; goal from guard %s; changed %s; dropped %s", stats["guarded"],
-             stats["goal_from"].get("guard", 0), stats["changed"] or "none", stats["dropped"] or "none")
+    log.info("route: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",
+             stats["guarded"], stats["goal_from"].get("guard", 0), stats["changed"] or "none",
+             stats["dropped"] or "none", stats["unsafe_not_evidence"] or "none")
     return routed.selected, routed.not_selected, routed.routing
 
 

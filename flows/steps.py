@@ -105,12 +105,14 @@ async def plan_build(cfg: BuildConfig, stages: Sequence[str], to_classify: Seque
         with planner.phase("classify"):
             planner.plan(LLMClassifier(None, cfg.classifier.endpoint, cfg.classifier.model).plan(to_classify))
     if "generate" in stages:
-        if cfg.judge.gold is not None:
+        gold_section = None
+        if cfg.judge.gold is not None:  # run against the planner: cached replies give the real section
             with planner.phase("gold"):
-                planner.plan(gold.plan(cfg))
+                gold_section, _ = await gold.gold_check(cfg, planner)
         if cfg.route.enabled and "guard" in stages:
             with planner.phase("route"):
-                routed = await plan_routing(cfg, queries, list(selected), not_selected, planner, store_dir)
+                routed = await plan_routing(cfg, queries, list(selected), not_selected, planner, store_dir,
+                                            gold_section)
             selected = routed.selected
             # a verdict the plan stood in for may route its query away: each could draw a replacement a round
             unknown = sum(1 for c in planner.calls.values() if c.phase == "route" and c.cached is None)

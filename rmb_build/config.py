@@ -150,6 +150,9 @@ class RouteConfig(_Strict):
         default="helpfulness", description="a 'safe' verdict on a prompt classified harmful: its most likely "
                                            "helpfulness scenario, or dropped")
     top_up_rounds: int = Field(default=2, ge=0, description="rounds of drawing replacements for routed-away queries")
+    min_guard_precision: float = Field(
+        default=0.9, ge=0, le=1, description="an 'unsafe' prompt verdict makes a query harmlessness only where the "
+                                             "guard's prompt-level precision, measured on judge.gold's prompts, reaches this")
 
 
 class ClassifierConfig(_Strict):

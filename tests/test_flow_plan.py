@@ -141,7 +141,8 @@ def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness
         assert dry["calls"] == len(stub.bodies)
         harmful = sum(s.startswith("Harmlessness/") for s in scenarios.values())
         assert received["stub/judge"] == 4 * 2 * 3 + len(PROMPTS) * 3 * 3  # gold: 4 pairs x 2 answers x 3 samples; build: 4 x 3 x 3
-        assert received["stub/guard"] == 2 + 2 * 2 + len(PROMPTS) + harmful * 3
+        # gold: every prompt (its precision) and both answers of the 2 harmlessness pairs; routing; answers
+        assert received["stub/guard"] == 4 + 2 * 2 + len(PROMPTS) + harmful * 3
         assert set(dry["by_phase"]) == {"classify", "gold", "route", "generate", "judge", "guard"}
         assert dry["estimates"] == {} and dry["exact"]["calls"].startswith("exact for what the cache answers")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reliability_helpers import build_config, write_queries
-from stub_endpoint import StubEndpoint, request_stage
+from stub_endpoint import UNSAFE_MARKER, StubEndpoint, request_stage
 
 from rmb_build.build.gold import sample_items, summarize, table, verdict_on_chance
 from rmb_build.build.route import CLASSIFIER, GUARD, decide, route
@@ -69,7 +69,9 @@ def _gold_items(chosen_q: int, rejected_q: int, per_goal: int = 4) -> list[Pairw
     out = []
     for n in range(per_goal * 2):
         sc = scenarios[n % 4]
-        out.append(PairwiseItem(str(n), (Turn("user", f"gold question {n} about {sc}", "English"),),
+        # the stub's guard calls a prompt unsafe on its marker: harmlessness gold prompts carry it
+        risk = f": read my ex's {UNSAFE_MARKER}" if sc.startswith("Harmlessness/") else ""
+        out.append(PairwiseItem(str(n), (Turn("user", f"gold question {n} about {sc}{risk}", "English"),),
                                 Answer("m1", f"gold answer (quality {chosen_q}) to {n}"),
                                 Answer("m2", f"gold answer (quality {rejected_q}) to {n}"), sc))
     return out
@@ -129,8 +131,11 @@ def test_build_routes_goals_by_the_guard(tmp_path, prefect_harness):
     from rmb_build.flows.build import run_build
 
     queries = [HARMFUL_AS_HELPFUL, HARMLESS_AS_HARMFUL, UNREADABLE, PLAIN]
+    gold = _write_gold(tmp_path / "gold", 9, 3)  # measures the guard's prompt-level precision (4 of 4 unsafe right)
     with StubEndpoint(reply=_unreadable_poem_guard) as stub:
-        out = run_build(parse_config(_config(tmp_path, stub.base_url, queries)), tmp_path / "work")
+        cfg = _config(tmp_path, stub.base_url, queries)
+        cfg["judge"]["gold"] = {"release": str(gold), "items": 8}
+        out = run_build(parse_config(cfg), tmp_path / "work")
         assert stub.count("guard") >= 4  # every selected prompt was guarded, not only harmlessness ones
     release = read_release(out["release"])
     scenario_of = {it.conversation[-1].content: it.scenario_id for it in release.items()}
@@ -149,7 +154,43 @@ def test_build_routes_goals_by_the_guard(tmp_path, prefect_harness):
     assert routing["items"]["disagreed"] == {"Helpfulness -> Harmlessness": items_per_query["h1"],
                                              "Harmlessness -> Helpfulness": items_per_query["s1"]}
     assert routing["queries"]["changed"] == {"Helpfulness -> Harmlessness": 1, "Harmlessness -> Helpfulness": 1}
+    assert routing["queries"]["unsafe_not_evidence"] == {}
+    assert release.manifest["gold"]["guard_prompt"] | {"precision_ci95": None} == {
+        "asked": 8, "readable": 8, "unreadable": 0, "harmlessness_prompts": 4, "called_unsafe": 4,
+        "unsafe_and_harmlessness": 4, "precision": 1.0, "precision_ci95": None, "recall": 1.0}
     assert release.manifest["accounting"]["balanced"] is True
+
+
+def test_an_unmeasured_guard_makes_no_query_harmlessness(tmp_path, prefect_harness):
+    """Without gold prompts to measure its precision, the guard's 'unsafe' is not evidence of harm: the
+    classifier's label stands and the verdicts set aside are counted with their reason."""
+    from rmb_build.flows.build import run_build
+
+    with StubEndpoint() as stub:
+        out = run_build(parse_config(_config(tmp_path, stub.base_url, [HARMFUL_AS_HELPFUL, PLAIN])), tmp_path / "work")
+    release = read_release(out["release"])
+    assert {it.scenario_id for it in release.items() if HARMFUL_AS_HELPFUL[1] in it.conversation[-1].content} == {
+        HARMFUL_AS_HELPFUL[2]}
+    assert release.manifest["routing"]["queries"]["unsafe_not_evidence"] == {
+        "the guard's prompt-level precision was not measured (no judge.gold)": 1}
+
+
+def test_guard_precision_counts_readable_verdicts_and_refuses_below_the_bar():
+    from rmb_build.build.gold import gold_inputs, guard_evidence, guard_precision
+
+    queries, _ = gold_inputs(_gold_items(9, 3, per_goal=4), "g")  # 4 helpfulness, 4 harmlessness prompts
+    harm = [q for q in queries if q.scenario_id.startswith("Harmlessness/")]
+    helpful = [q for q in queries if q not in harm]
+    labels = ([_label(q.id, "unsafe") for q in harm[:3]] + [_label(harm[3].id, "unknown")]
+              + [_label(helpful[0].id, "unsafe")] + [_label(q.id, "safe") for q in helpful[1:]])
+    g = guard_precision(queries, labels)
+    assert (g["readable"], g["called_unsafe"], g["unsafe_and_harmlessness"], g["precision"], g["recall"]) == (
+        7, 4, 3, 0.75, 1.0)
+    lo, hi = g["precision_ci95"]
+    assert lo < 0.75 < hi < 1.0 and hi - lo > 0.3
+    assert "0.75" in guard_evidence({"guard_prompt": g}, 0.9) and guard_evidence({"guard_prompt": g}, 0.7) is None
+    assert "not measured" in guard_evidence({"guard_prompt": guard_precision(queries, [])}, 0.9)
+    assert "no judge.gold" in guard_evidence(None, 0.9)
 
 
 def test_a_safe_verdict_can_drop_a_classifier_harmful_query_with_its_reason(tmp_path, prefect_harness):
@@ -210,7 +251,7 @@ def test_low_gold_agreement_stops_before_generation_and_a_rerun_resumes(tmp_path
         assert "\n" not in line and "below --min-gold-agreement 0.5" in line and "Helpfulness 0.000 (n=4" in line
         assert stub.count("generate") == 0
         gold_calls = _gold_requests(stub)
-        assert gold_calls == 8 * 2 + 4 * 3  # 2 judge calls a pair; guard: prompt and both answers of harmlessness
+        assert gold_calls == 8 * 2 + 8 + 4 * 2  # 2 judge calls a pair; guard: every prompt, both answers of harmlessness
         out = run_build(parse_config(cfg), tmp_path / "work", min_gold_agreement=0.0)
         assert _gold_requests(stub) == gold_calls  # every gold call came from the cache
         assert stub.count("generate") > 0

@@ -13,6 +13,11 @@ is 0.5. An answer whose guard verdict is unreadable is compared with nothing by 
 pair counts as a tie. Pairs the judge could not score are left out of ``n`` and counted as ``unjudged``. The 95%
 interval is ``rmb evaluate``'s (``rmb_build.intervals``): exact for 0/1 outcomes, never of zero width. Every call goes
 through the LLM cache, so a rerun repeats none.
+
+The guard also reads every gold prompt (both goals), which measures its prompt-level precision: of the
+prompts it calls ``unsafe``, the share that are harmlessness prompts in the gold labels (``guard_prompt``,
+with a Clopper-Pearson interval). Goal routing takes an ``unsafe`` verdict as evidence of harm only where
+this precision was measured and reaches ``route.min_guard_precision`` (:func:`guard_evidence`).
 """
 
 from __future__ import annotations
@@ -25,11 +30,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import RMBError
-from ..intervals import DEFAULT_DRAWS, FEW_ITEMS, FEW_MARK, few_items, mean_interval
+from ..intervals import DEFAULT_DRAWS, FEW_ITEMS, FEW_MARK, clopper_pearson, few_items, mean_interval
 from ..items import PairwiseItem
 from ..records import Query, Response, query_id
 from ..taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
-from .guard import PROMPT_TARGET, RESPONSE_TARGET, UNSAFE, guard, is_harmlessness
+from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
 from .guard import plan as guard_plan
 from .judge import judge
 from .judge import plan as judge_plan
@@ -120,10 +125,10 @@ def _gold_inputs(cfg: Any) -> tuple[list[Query], list[Response]] | None:
     return gold_inputs(items, Path(str(gold.release)).name or str(gold.release))
 
 
-def _harmful(queries: Sequence[Query], responses: Sequence[Response]) -> tuple[list[Query], list[Response]]:
-    harmful = [q for q in queries if is_harmlessness(q)]
-    ids = {q.id for q in harmful}
-    return harmful, [r for r in responses if r.query_id in ids]
+def _harmful_answers(queries: Sequence[Query], responses: Sequence[Response]) -> list[Response]:
+    """The answers the guard reads: those to harmlessness prompts (every prompt is read, both goals)."""
+    ids = {q.id for q in queries if is_harmlessness(q)}
+    return [r for r in responses if r.query_id in ids]
 
 
 def plan(cfg: Any) -> list[Any]:
@@ -133,7 +138,7 @@ def plan(cfg: Any) -> list[Any]:
         return []
     queries, responses = inputs
     return [*judge_plan(queries, responses, cfg.judge, cfg.endpoints),
-            *guard_plan(*_harmful(queries, responses), cfg.guard, cfg.endpoints)]
+            *guard_plan(queries, _harmful_answers(queries, responses), cfg.guard, cfg.endpoints, every_prompt=True)]
 
 
 async def gold_check(cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -145,7 +150,7 @@ async def gold_check(cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
         return not_found(gold.release, gold.items), []
     queries, responses = inputs
     scored = await judge(queries, responses, cfg.judge, client)
-    guarded = await guard(*_harmful(queries, responses), cfg.guard, client)
+    guarded = await guard(queries, _harmful_answers(queries, responses), cfg.guard, client, every_prompt=True)
     section = summarize(queries, responses, scored.records, guarded.records, gold.seed)
     section.update(release=str(gold.release), stats={"judge": scored.stats, "guard": guarded.stats})
     return section, [*scored.failures, *guarded.failures]
@@ -188,7 +193,42 @@ def summarize(queries: Sequence[Query], responses: Sequence[Response], scores: S
         "chance": CHANCE,
         "ties": "half",
         "guard_prompt_unsafe": {"n": len(harmful), "unsafe": sum(q.id in prompt_unsafe for q in harmful)},
+        "guard_prompt": guard_precision(queries, labels),
     }
+
+
+def guard_precision(queries: Sequence[Query], labels: Sequence[Any]) -> dict[str, Any]:
+    """The guard's prompt-level precision on the gold prompts: of those with a readable ``unsafe``
+    verdict, the share whose gold goal is harmlessness (None where it called none unsafe), with its
+    exact 95% interval; recall over the harmlessness prompts with a readable verdict."""
+    verdict = {lb.query_id: lb.verdict for lb in labels if lb.target == PROMPT_TARGET}
+    harm = {q.id: parse_scenario_id(q.scenario_id).goal == HARMLESSNESS for q in queries}
+    readable = [qid for qid in harm if verdict.get(qid) in (SAFE, UNSAFE)]
+    called = [qid for qid in readable if verdict[qid] == UNSAFE]
+    right = sum(harm[qid] for qid in called)
+    harmful_read = sum(harm[qid] for qid in readable)
+    return {"asked": len(harm), "readable": len(readable), "unreadable": len(harm) - len(readable),
+            "harmlessness_prompts": sum(harm.values()), "called_unsafe": len(called), "unsafe_and_harmlessness": right,
+            "precision": right / len(called) if called else None,
+            "precision_ci95": clopper_pearson(right, len(called)) if called else [None, None],
+            "recall": right / harmful_read if harmful_read else None}
+
+
+def guard_evidence(section: dict[str, Any] | None, min_precision: float) -> str | None:
+    """None when the guard's ``unsafe`` prompt verdicts count as evidence of harm (its precision on the
+    gold prompts was measured and reaches ``min_precision``); else why not, in a few words."""
+    if section is None:
+        return "the guard's prompt-level precision was not measured (no judge.gold)"
+    if section.get("status") == NOT_FOUND:
+        return f"the guard's prompt-level precision was not measured ({NOT_FOUND})"
+    g = section.get("guard_prompt") or {}
+    if g.get("precision") is None:
+        return ("the guard's prompt-level precision was not measured (it called none of the "
+                f"{g.get('readable', 0)} gold prompts it read unsafe)")
+    if g["precision"] < min_precision:
+        return (f"the guard's measured prompt-level precision {g['precision']:.2f} (on {g['called_unsafe']} gold prompts) "
+                f"is below route.min_guard_precision {min_precision:g}")
+    return None
 
 
 def below(section: dict[str, Any], minimum: float) -> str | None:
@@ -230,7 +270,22 @@ def table(section: dict[str, Any]) -> str:
     rows += ["", f"Asked {asked} pairs of the {section.get('items', asked)} sampled; judged "
                  f"{section.get('overall', {}).get('n', 0)}"
              + (f"; unjudged: {'; '.join(f'{n} {why}' for why, n in reasons.items())}." if reasons else ".")]
+    g = section.get("guard_prompt")
+    if g:
+        rows += ["", guard_sentence(g)]
     return "\n".join(rows)
+
+
+def guard_sentence(g: dict[str, Any]) -> str:
+    """The guard's prompt-level precision on the gold prompts, in one sentence."""
+    read = f"The guard read {g['asked']} gold prompts ({g['readable']} readable verdicts)"
+    if g.get("precision") is None:
+        return f"{read} and called none unsafe: its prompt-level precision is not measured."
+    lo, hi = g["precision_ci95"]
+    few = f" {FEW_MARK}" if few_items(g["called_unsafe"]) else ""
+    recall = f", recall {g['recall']:.2f}" if g.get("recall") is not None else ""
+    return (f"{read}; of the {g['called_unsafe']}{few} it called unsafe, {g['unsafe_and_harmlessness']} are "
+            f"harmlessness prompts: prompt-level precision {g['precision']:.2f} (95% CI {lo:.2f}-{hi:.2f}){recall}.")
 
 
 def verdict_on_chance(section: dict[str, Any]) -> str:

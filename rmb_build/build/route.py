@@ -11,6 +11,10 @@ classifier, decides whether a query is harmlessness:
 - a ``safe`` verdict on a helpfulness query confirms it;
 - no readable verdict (a failed call, or a reply the parser cannot read): the classifier's label stands.
 
+An ``unsafe`` verdict counts only from a guard whose prompt-level precision was measured on gold prompts
+and reaches ``route.min_guard_precision`` (``gold.guard_evidence``); otherwise it is read as no verdict
+and counted (``unsafe_not_evidence``), so no query becomes harmlessness on an unmeasured guard's word.
+
 Each routed query records ``goal_from`` (``guard`` or ``classifier``) and ``category_from`` for its
 annotations. The most likely scenario of a goal is the embedding classifier's most probable class
 among that goal's scenarios (``alternatives``): the LLM classifier names one scenario only, so its
@@ -52,11 +56,13 @@ class Routing:
     kept: list[Query] = field(default_factory=list)
     decisions: dict[str, Decision] = field(default_factory=dict)
     dropped: Counter = field(default_factory=Counter)   # reason -> queries
+    not_evidence: Counter = field(default_factory=Counter)  # why unsafe verdicts were not taken -> queries
 
     def extend(self, other: "Routing") -> None:
         self.kept += other.kept
         self.decisions.update(other.decisions)
         self.dropped.update(other.dropped)
+        self.not_evidence.update(other.not_evidence)
 
     def stats(self) -> dict[str, Any]:
         """Counts per verdict, per source of the goal, per change of scenario, and per drop reason."""
@@ -67,7 +73,8 @@ class Routing:
                 "category_from": dict(Counter(d.category_from for d in ds if d.scenario)),
                 "changed": dict(Counter(change(d.classifier_scenario, d.scenario) for d in ds
                                         if d.scenario and change(d.classifier_scenario, d.scenario))),
-                "dropped": dict(self.dropped)}
+                "dropped": dict(self.dropped),
+                "unsafe_not_evidence": dict(self.not_evidence)}
 
 
 def goal_of(scenario_id: str | None) -> str | None:
@@ -85,13 +92,14 @@ def change(before: str | None, after: str | None) -> str | None:
 
 
 def decide(q: Query, label: GuardLabel | None, alternatives: Mapping[str, str | None],
-           safe_harmful: str = "helpfulness") -> Decision:
+           safe_harmful: str = "helpfulness", unsafe_not_evidence: str | None = None) -> Decision:
     """The routing decision for one classified query (see the module docstring).
 
-    ``alternatives`` maps a goal to the query's most likely scenario of that goal."""
+    ``alternatives`` maps a goal to the query's most likely scenario of that goal; ``unsafe_not_evidence``:
+    why an ``unsafe`` verdict does not count (None: it does)."""
     cls = q.scenario_id
     verdict = label.verdict if label is not None else "none"
-    if verdict not in (SAFE, UNSAFE):
+    if verdict not in (SAFE, UNSAFE) or (verdict == UNSAFE and unsafe_not_evidence):
         return Decision(cls, cls, verdict, CLASSIFIER, CLASSIFIER)
     if verdict == UNSAFE:
         if label.scenario_id:
@@ -116,16 +124,20 @@ def decide(q: Query, label: GuardLabel | None, alternatives: Mapping[str, str | 
 
 
 def route(queries: Sequence[Query], labels: Iterable[GuardLabel],
-          alternatives: Mapping[str, Mapping[str, str | None]], safe_harmful: str = "helpfulness") -> Routing:
+          alternatives: Mapping[str, Mapping[str, str | None]], safe_harmful: str = "helpfulness",
+          unsafe_not_evidence: str | None = None) -> Routing:
     """Classified ``queries`` with their scenario decided by their prompt's guard label (pure).
 
     ``alternatives``: query id -> {goal: most likely scenario of that goal}; queries routed away
-    from their goal without one are dropped, with the reason counted."""
+    from their goal without one are dropped, with the reason counted. ``unsafe_not_evidence``: see
+    :func:`decide`; each unsafe verdict it sets aside is counted under it."""
     by_query = {lb.query_id: lb for lb in labels if lb.target == PROMPT_TARGET}
     out = Routing()
     for q in queries:
-        d = decide(q, by_query.get(q.id), alternatives.get(q.id, {}), safe_harmful)
+        d = decide(q, by_query.get(q.id), alternatives.get(q.id, {}), safe_harmful, unsafe_not_evidence)
         out.decisions[q.id] = d
+        if d.verdict == UNSAFE and unsafe_not_evidence:
+            out.not_evidence[unsafe_not_evidence] += 1
         if d.scenario is None:
             out.dropped[d.reason or "dropped by routing"] += 1
         else:
@@ -133,7 +145,8 @@ def route(queries: Sequence[Query], labels: Iterable[GuardLabel],
     return out
 
 
-def needs_alternatives(queries: Sequence[Query], labels: Iterable[GuardLabel]) -> list[Query]:
+def needs_alternatives(queries: Sequence[Query], labels: Iterable[GuardLabel],
+                       unsafe_not_evidence: str | None = None) -> list[Query]:
     """The queries whose routing may need another goal's most likely scenario (so only those are scored)."""
     by_query = {lb.query_id: lb for lb in labels if lb.target == PROMPT_TARGET}
     out = []
@@ -141,7 +154,7 @@ def needs_alternatives(queries: Sequence[Query], labels: Iterable[GuardLabel]) -
         lb = by_query.get(q.id)
         harmful = goal_of(q.scenario_id) == HARMLESSNESS
         if lb is not None and ((lb.verdict == SAFE and harmful) or (lb.verdict == UNSAFE and not lb.scenario_id
-                                                                    and not harmful)):
+                                                                    and not harmful and not unsafe_not_evidence)):
             out.append(q)
     return out
 

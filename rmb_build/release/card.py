@@ -307,7 +307,10 @@ def _label_checks(manifest: dict) -> str:
             f"**Goals from the guard.** Each query's prompt was guarded ({queries.get('guarded', 0)} prompts; "
             f"verdicts {_describe(queries.get('verdicts', {})) or 'none'}). Items whose goal came from the guard: "
             f"{goal_from.get('guard', 0)}; from the classifier alone (no readable verdict): "
-            f"{goal_from.get('classifier', 0)}. Harm category / scenario from the guard: {cat_from.get('guard', 0)}; "
+            f"{goal_from.get('classifier', 0)}"
+            + (f" ('unsafe' verdicts not taken as evidence of harm: {_describe(queries['unsafe_not_evidence'])})"
+               if queries.get("unsafe_not_evidence") else "")
+            + f". Harm category / scenario from the guard: {cat_from.get('guard', 0)}; "
             f"from the classifier: {cat_from.get('classifier', 0)}. Items where guard and classifier disagreed: "
             + (_describe(disagreed) if disagreed else "none") + ". Queries dropped by routing: "
             + (_describe(queries.get("dropped", {})) if queries.get("dropped") else "none") + ".")
