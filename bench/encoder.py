@@ -25,7 +25,6 @@ import sys
 import time
 
 import numpy as np
-
 from dedup import recall  # bench/dedup.py: the share of planted pairs found
 
 BACKENDS = ("torch", "onnx", "onnx-int8")

@@ -144,9 +144,13 @@ def bench_adapter(model_dir: str, texts: list[ScoreText], batch_size: int, max_l
         pass
     timings = {"bare": [], "adapter": []}
     for _ in range(2):  # interleaved, best of two: both see the same machine load
-        t = time.perf_counter(); bare_tokens = bare(); timings["bare"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        bare_tokens = bare()
+        timings["bare"].append(time.perf_counter() - t)
         rm.stats.update(truncated=0, real_tokens=0, padded_tokens=0)
-        t = time.perf_counter(); adapter(); timings["adapter"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        adapter()
+        timings["adapter"].append(time.perf_counter() - t)
     bare_s, adapter_s = min(timings["bare"]), min(timings["adapter"])
     return {"texts": len(texts), "batch_size": batch_size, "bare_s": bare_s, "adapter_s": adapter_s,
             "padding_efficiency": rm.stats["real_tokens"] / rm.stats["padded_tokens"],

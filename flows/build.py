@@ -27,18 +27,18 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from rmb_build.build import harm_evidence, route, set_parts
+from rmb_build.build.classify import classifier_text, default_training_set
+from rmb_build.build.manifest import Accounting, embeddings_section, public_config, sources_section
+from rmb_build.build.preflight import preflight
 from rmb_build.build.release import write_built_release
+from rmb_build.build.run_state import RunState, merge_stats
 from rmb_build.build.select import select
+from rmb_build.build.sets import finished
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
 from rmb_build.llm import LLMClient
 from rmb_build.memory import give_back
-from rmb_build.build.manifest import Accounting, embeddings_section, public_config, sources_section
 from rmb_build.paths import raw_dir, release_dir, run_dir
-from rmb_build.build.preflight import preflight
-from rmb_build.build.run_state import RunState, merge_stats
-from rmb_build.build.classify import classifier_text, default_training_set
-from rmb_build.build.sets import finished
 from rmb_build.text import search_text
 
 from . import keys as K

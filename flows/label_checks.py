@@ -17,13 +17,12 @@ from typing import Any, Sequence
 
 from rmb_build.build.gold import below, gold_check, guard_evidence
 from rmb_build.build.guard import guard
-from rmb_build.build.select import select, select_balanced
 from rmb_build.build.route import Routing, alternatives_from, goal_of, needs_alternatives, route
+from rmb_build.build.select import select, select_balanced
 from rmb_build.config import BuildConfig
 from rmb_build.errors import RMBError
 from rmb_build.records import Query
 from rmb_build.taxonomy import GOALS
-
 
 
 async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_agreement: float | None) -> dict | None:

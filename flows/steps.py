@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from rmb_build.build.run_state import merge_stats
 from rmb_build.config import BuildConfig
 from rmb_build.records import Query
-from rmb_build.build.run_state import merge_stats
 from rmb_build.taxonomy import parse_scenario_id
 
 RAW_QUERIES = "queries.jsonl"

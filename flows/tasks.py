@@ -18,7 +18,6 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
-from rmb_build.build.sets import build_sets
 from rmb_build.build.classify import LLMClassifier, apply_predictions, classify, embedding_classifier
 from rmb_build.build.common import ask
 from rmb_build.build.dedup import dedup
@@ -26,6 +25,7 @@ from rmb_build.build.gather import gather
 from rmb_build.build.generate import generate
 from rmb_build.build.guard import guard
 from rmb_build.build.judge import judge
+from rmb_build.build.sets import build_sets
 from rmb_build.embeddings import store_for
 
 from .keys import by_cache_key

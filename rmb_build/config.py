@@ -15,11 +15,19 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from urllib.parse import urlparse
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from .similarity import BLOCK_SIZE
 from .errors import ConfigError
+from .similarity import BLOCK_SIZE
 
 STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
 

@@ -26,7 +26,6 @@ from typing import Callable, Iterable
 
 import pytest
 import yaml
-
 from fault_proxy import FaultProxy, _Handler
 from stub_endpoint import request_stage
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 from rmb_build.items import Turn
+from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 from rmb_build.records import Query, query_id
 
 

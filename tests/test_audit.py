@@ -270,7 +270,7 @@ def _count_cycles_independently(root: Path) -> int:
             if "pair_uid" in item:
                 prefs = [(item["chosen"]["answer"], item["reject"]["answer"])]
             else:
-                prefs = [(item["bon_best"]["answer"], l["answer"]) for l in item["loser_list"]]
+                prefs = [(item["bon_best"]["answer"], loser["answer"]) for loser in item["loser_list"]]
             for a, b in prefs:
                 if n(a) != n(b):
                     succ.setdefault(conv, {}).setdefault(n(a), set()).add(n(b))

@@ -160,9 +160,10 @@ def test_cache_keys_follow_the_encoder():
 def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, prefect_harness):
     """dedup, classify and the release's audit through the run folder's store; the re-run (classify and
     dedup settings changed so that both run again) finds every vector there."""
-    from rmb_build.flows.build import run_build
     from reliability_helpers import build_config, write_queries
     from stub_endpoint import StubEndpoint
+
+    from rmb_build.flows.build import run_build
 
     source = write_queries(tmp_path / "queries.jsonl")
     work = tmp_path / "work"
@@ -239,8 +240,10 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
 
 
 def test_audit_and_contamination_reuse_a_store_folder(tmp_path, capsys):
+    from test_contamination import _release as tiny_release
+    from test_contamination import _train
+
     from rmb_build.cli import main
-    from test_contamination import _release as tiny_release, _train
 
     root, train, store = tiny_release(tmp_path), _train(tmp_path), tmp_path / "emb"
     plain = tmp_path / "plain.json"

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from reliability_helpers import NAME, BuildProcess, build_env, prefect_api, run_build, write_config  # noqa: F401
 from stub_endpoint import StubEndpoint
 

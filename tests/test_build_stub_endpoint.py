@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+from stub_endpoint import StubEndpoint
 
 from rmb_build.config import parse_config
 from rmb_build.release.read import read_release
-from stub_endpoint import StubEndpoint
 
 HELP, HARM = "Helpfulness/Open QA/Factual", "Harmlessness/S6"
 QUERIES = [("h1", "What is the boiling point of water at sea level?", HELP),

@@ -8,14 +8,23 @@ from collections import Counter
 
 import pytest
 
+from rmb_build.build.classify import (
+    EmbeddingClassifier,
+    LLMClassifier,
+    Prediction,
+    abstain_threshold,
+    abstained,
+    classifier_text,
+    classify,
+    example_conversation,
+    load_taxonomy,
+)
+from rmb_build.build.select import select, select_balanced
 from rmb_build.cli import main
 from rmb_build.config import EndpointConfig
 from rmb_build.errors import InputError
 from rmb_build.items import Turn
 from rmb_build.records import Query, query_id
-from rmb_build.build.classify import (EmbeddingClassifier, LLMClassifier, Prediction, abstain_threshold, abstained,
-                                      classifier_text, classify, example_conversation, load_taxonomy)
-from rmb_build.build.select import select, select_balanced
 from rmb_build.taxonomy import all_scenarios, parse_scenario_id
 
 

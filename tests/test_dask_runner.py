@@ -9,7 +9,6 @@ import shutil
 
 import pytest
 import yaml
-
 from reliability_helpers import NAME, build_config, prefect_api, release_files, run_build, write_queries  # noqa: F401
 from stub_endpoint import StubEndpoint
 

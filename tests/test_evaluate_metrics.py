@@ -95,7 +95,7 @@ def _independent(root: Path, score, ties: str = "strict") -> dict:
                     got.append(1.0 if c > r else (0.5 if ties == "half" and c == r else 0.0))
                 else:
                     b = score(conv, it["bon_best"]["answer"])
-                    got.append(1.0 if all(b > score(conv, l["answer"]) for l in it["loser_list"]) else 0.0)
+                    got.append(1.0 if all(b > score(conv, loser["answer"]) for loser in it["loser_list"]) else 0.0)
             per_file[f.relative_to(root / folder).with_suffix("").as_posix()] = got
         groups = defaultdict(list)
         for sc in per_file:

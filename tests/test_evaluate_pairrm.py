@@ -78,7 +78,7 @@ def pairrm_dir(tmp_path_factory):
         # let the answers decide.
         emb = model.pretrained_model.embeddings.word_embeddings.weight
         emb[ids["<|candidate2|>"]] = emb[ids["<|candidate1|>"]]
-        for name, param in model.pretrained_model.encoder.named_parameters():
+        for param in model.pretrained_model.encoder.parameters():
             if param.dim() == 2:  # initialised at std 0.02, attention barely mixes context in: strengthen it
                 param.mul_(15.0)
     config.save_pretrained(folder)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from families_helpers import small_release
 
 from rmb_build.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.run import evaluate
 from rmb_build.evaluate.scoring import collect_texts
-from families_helpers import small_release
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -13,8 +13,8 @@ import json
 import shutil
 
 import pytest
-
 from families_helpers import texts
+
 from rmb_build.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.adapters._transformers import pad, render

@@ -9,8 +9,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from families_helpers import texts
+
 from rmb_build.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 

@@ -10,11 +10,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from stub_endpoint import StubEndpoint
 
 from rmb_build.config import parse_config
 from rmb_build.llm import ChatRequest
 from rmb_build.llm.cost import estimate_prompt_tokens
-from stub_endpoint import StubEndpoint
 
 pytest.importorskip("prefect")
 

@@ -10,8 +10,8 @@ from rmb_build.errors import InputError, RMBError
 from rmb_build.items import Answer, PairwiseItem, Turn
 from rmb_build.release import open_release, write_release
 from rmb_build.release.formats import detect_format
-from rmb_build.release.tables import local_rows
 from rmb_build.release.read import Release
+from rmb_build.release.tables import local_rows
 
 
 def lists(n_chosen: int, n_rejected: int, **extra) -> dict:

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from rmb_build.build.gather import gather
+from rmb_build.build.json_array import ArrayTail, iter_json_array
+from rmb_build.build.language import detect_language
+from rmb_build.build.sources.sharegpt import packaged_sharegpt
 from rmb_build.config import source_config
 from rmb_build.errors import InputError
-from rmb_build.build.gather import gather
-from rmb_build.build.language import detect_language
-from rmb_build.build.json_array import ArrayTail, iter_json_array
-from rmb_build.build.sources.sharegpt import packaged_sharegpt
 
 RECORDS = [{"id": f"r{n}", "conversations": [{"from": "human", "value": f"question {n} \u00e9\u4e2d \"q\" [x]"},
                                              {"from": "gpt", "value": "answer } ] ,"}]} for n in range(6)]

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from reliability_helpers import build_config, write_queries
 from stub_endpoint import UNSAFE_MARKER, StubEndpoint, request_stage
 

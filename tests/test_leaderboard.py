@@ -12,8 +12,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from leaderboard_helpers import build, evaluate_all, load_results, own_site, small_release
+
 from rmb_build.cli import main
 from rmb_build.leaderboard.entries import CELLS, MEAN, load_entry
 from rmb_build.provenance import REDACTED, redact, release_sha256

@@ -10,8 +10,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from leaderboard_helpers import load_results, own_site, sample_site
+
 from rmb_build.evaluate.compare import compare
 from rmb_build.leaderboard.entries import CELLS, MEAN, cells
 from rmb_build.leaderboard.ranking import ALPHA

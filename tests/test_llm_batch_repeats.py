@@ -3,9 +3,10 @@ run counts it once (two generators giving one answer make the same judge request
 
 from __future__ import annotations
 
+from stub_endpoint import StubEndpoint
+
 from rmb_build.config import EndpointConfig
 from rmb_build.llm import ChatRequest, LLMClient, PlanningClient
-from stub_endpoint import StubEndpoint
 
 
 def test_repeated_requests_in_one_batch_are_sent_once(tmp_path):

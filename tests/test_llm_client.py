@@ -14,8 +14,8 @@ import sys
 import time
 
 import pytest
-
 from fault_proxy import FaultProxy
+
 from rmb_build.config import EndpointConfig
 from rmb_build.errors import ConfigError
 from rmb_build.llm import BudgetExceeded, ChatRequest, EmbeddedServer, LLMClient, ServerError

@@ -7,8 +7,8 @@ reason recorded in ChatResult.error, and keeps (in the cache) everything it alre
 from __future__ import annotations
 
 import pytest
-
 from fault_proxy import FaultProxy
+
 from rmb_build.config import EndpointConfig
 from rmb_build.llm import ChatRequest, LLMClient
 

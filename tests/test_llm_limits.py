@@ -6,11 +6,11 @@ import asyncio
 import threading
 
 import pytest
+from stub_endpoint import StubEndpoint
 
 from rmb_build.config import EndpointConfig
 from rmb_build.llm import ChatRequest, LLMClient, limits
 from rmb_build.llm.limits import RateLimiter
-from stub_endpoint import StubEndpoint
 
 
 def _client(stub: StubEndpoint, tmp_path, **ep) -> LLMClient:

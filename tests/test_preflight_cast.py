@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-
 from build_cli_helpers import refused_build
-from rmb_build.config import load_config, parse_config
-from rmb_build.errors import ConfigError
+
 from rmb_build.build.manifest import cast_section
 from rmb_build.build.preflight import check_cast, preflight
+from rmb_build.config import load_config, parse_config
+from rmb_build.errors import ConfigError
 
 FOUR = [{"endpoint": "local", "model": m, "name": m} for m in ("m1", "m2", "m3")] + \
        [{"endpoint": "remote", "model": "gpt-x", "name": "gpt-x"}]
@@ -78,9 +78,9 @@ def test_the_cast_is_only_checked_for_the_stages_that_run(tmp_path):
 
 
 def test_the_demo_relaxes_both_checks_explicitly_and_its_card_says_so():
-    from rmb_build.release.card import _cast
-
     from importlib import resources
+
+    from rmb_build.release.card import _cast
 
     with resources.as_file(resources.files("rmb_build.flows") / "demo.yaml") as path:
         demo = load_config(path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ def test_reads_every_sample_file_and_writes_identical_bytes(rmb_sample: Path, tm
     files = sorted(rmb_sample.rglob("*.json"))
     assert len(files) == 10
     assert len(release.files) == 10
-    for (set_name, scenario_id), items in release.files.items():
+    for items in release.files.values():
         src = rmb_sample / release.file_of(items[0])
         assert dumps_items(items).encode("utf-8") == src.read_bytes(), src
     write_release(release, tmp_path)
@@ -106,7 +105,6 @@ def test_unknown_scenario_is_strict_only(tmp_path: Path):
 
 
 def test_release_files_are_written_atomically_and_readable(tmp_path: Path, monkeypatch):
-    import os
     import stat
 
     from rmb_build import atomic

@@ -15,9 +15,18 @@ import textwrap
 import time
 
 import pytest
-
-from reliability_helpers import (NAME, BuildProcess, CountingProxy, chat_received, prefect_api,  # noqa: F401
-                                 release_files, repeated_answers, run_build, stable_manifest, write_config)
+from reliability_helpers import (  # noqa: F401
+    NAME,
+    BuildProcess,
+    CountingProxy,
+    chat_received,
+    prefect_api,
+    release_files,
+    repeated_answers,
+    run_build,
+    stable_manifest,
+    write_config,
+)
 from stub_endpoint import StubEndpoint
 
 CONCURRENCY = 2

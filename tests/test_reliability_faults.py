@@ -10,12 +10,11 @@ import time
 from collections import Counter
 
 import pytest
+from reliability_helpers import ALL_FAULTS, NAME, BuildProcess, CountingProxy, prefect_api, run_build, write_config  # noqa: F401
+from stub_endpoint import StubEndpoint
 
-from reliability_helpers import (ALL_FAULTS, NAME, BuildProcess, CountingProxy, prefect_api,  # noqa: F401
-                                 run_build, write_config)
 from rmb_build.build.run_state import read_failures
 from rmb_build.release.read import read_release
-from stub_endpoint import StubEndpoint
 
 pytestmark = pytest.mark.slow
 

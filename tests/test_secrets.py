@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from reliability_helpers import NAME, QUERIES, CountingProxy, run_build, write_config
 from stub_endpoint import StubEndpoint
 
@@ -57,9 +56,9 @@ def test_credentials_in_an_endpoint_url_are_never_written(tmp_path):
     import json
 
     import yaml
+    from stub_endpoint import StubEndpoint
 
     from rmb_build.build.generate import assumed_answer
-    from stub_endpoint import StubEndpoint
 
     url_key, env_key = "SECRETKEY123", f"sk-rmbtest-ENV-{secrets.token_hex(12)}"
     prompts = [("s1", "Write a two-line poem about the sea.", "Helpfulness/Generation/Creative Writing"),

@@ -6,12 +6,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from test_stage_build_sets import HARM, HELP, judged, label, query
 
 from rmb_build.build import set_parts
 from rmb_build.build.sets import build_sets
 from rmb_build.config import SetsConfig
-
-from test_stage_build_sets import HARM, HELP, judged, label, query
 
 SCENARIOS = [HELP, HARM, "Helpfulness/Chat/Discussion", "Helpfulness/Code/Documentation", "Harmlessness/multi"]
 

@@ -8,12 +8,12 @@ from collections import Counter
 
 import pytest
 
+from rmb_build.build.sets import build_sets
 from rmb_build.config import SetsConfig
 from rmb_build.items import Turn
 from rmb_build.records import GuardLabel, JudgeScore, Query, Response, query_id
 from rmb_build.release.read import Release, read_release
 from rmb_build.release.write import write_release
-from rmb_build.build.sets import build_sets
 from rmb_build.text import identity
 
 HELP = "Helpfulness/Open QA/Factual"
@@ -97,7 +97,7 @@ def test_bon_winner_beats_every_loser_and_loser_counts_look_like_rmb():
     qid = {q.conversation: q.id for q in queries}
     for b in res.bon:
         best = mean[qid[b.conversation], b.best.llm_name]
-        assert all(best - mean[qid[b.conversation], l.llm_name] >= 1.0 for l in b.losers)
+        assert all(best - mean[qid[b.conversation], loser.llm_name] >= 1.0 for loser in b.losers)
         assert b.category_path == f"BoN_set/{HELP}"
     notes = [n for n in res.annotations if n["set"] == "bon"]
     assert len(notes) == len(res.bon) and all(len(n["loser_scores"]) == len(n["loser_models"]) for n in notes)
@@ -195,7 +195,7 @@ def preference_edges(res) -> dict[tuple, set[tuple[str, str]]]:
     for p in res.pairwise:
         graph.setdefault(p.conversation, set()).add((identity(p.chosen.answer), identity(p.rejected.answer)))
     for b in res.bon:
-        graph.setdefault(b.conversation, set()).update((identity(b.best.answer), identity(l.answer)) for l in b.losers)
+        graph.setdefault(b.conversation, set()).update((identity(b.best.answer), identity(loser.answer)) for loser in b.losers)
     return graph
 
 

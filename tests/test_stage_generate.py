@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from stage_helpers import ScriptedClient, make_query, served_client
 
+from rmb_build.build.common import estimate_tokens
+from rmb_build.build.generate import generate
 from rmb_build.config import EndpointConfig, GeneratorConfig
 from rmb_build.errors import ConfigError
 from rmb_build.items import Turn
 from rmb_build.records import Query
-from rmb_build.build.common import estimate_tokens
-from rmb_build.build.generate import generate
-
-from stage_helpers import ScriptedClient, make_query, served_client
 
 GENS = [GeneratorConfig(endpoint="local", model="m1", name="Polite", system_prompt="Be polite.", temperature=0.2, seed=1),
         GeneratorConfig(endpoint="local", model="m2", temperature=1.0, top_p=0.9, max_tokens=64)]

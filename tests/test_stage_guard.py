@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from stage_helpers import ScriptedClient, make_query, served_client
 
+from rmb_build.build.guard import (
+    GuardVerdict,
+    apply_prompt_scenarios,
+    guard,
+    guard_messages,
+    parse_guard_reply,
+    scenario_for,
+)
 from rmb_build.config import GuardConfig
 from rmb_build.items import Turn
 from rmb_build.records import Response
-from rmb_build.build.guard import (GuardVerdict, apply_prompt_scenarios, guard, guard_messages,
-                                    parse_guard_reply, scenario_for)
 from rmb_build.taxonomy import HAZARD_CATEGORIES
-
-from stage_helpers import ScriptedClient, make_query, served_client
 
 CFG = GuardConfig(endpoint="local", model="guard")
 
@@ -102,8 +107,8 @@ def test_guard_on_the_embedded_model(embedded_server, tmp_path):
 
 
 def test_a_5mb_answer_is_cut_for_the_guard():
-    from rmb_build.config import EndpointConfig
     from rmb_build.build.common import estimate_tokens
+    from rmb_build.config import EndpointConfig
 
     q = make_query(6, "Tell me everything.", "Harmlessness/S5")
     client = ScriptedClient(lambda req: "safe")

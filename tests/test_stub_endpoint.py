@@ -7,7 +7,6 @@ import time
 import urllib.request
 
 import pytest
-
 from stub_endpoint import StubEndpoint, scripted_reply
 
 GENERATE = {"model": "strong", "messages": [{"role": "user", "content": "Name two colours."}]}

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from stub_endpoint import StubEndpoint
 from test_label_checks import HARMFUL_AS_HELPFUL, PLAIN, _config, _write_gold
 

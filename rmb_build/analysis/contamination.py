@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..build.dedup import embed_queries, normalized_text
+from ..build.gather import release_queries
 from ..embeddings import DEFAULT_MODEL, Embed
 from ..items import conversation_key
 from ..records import Query
 from ..similarity import BLOCK_SIZE, best_match
-from ..build.dedup import embed_queries, normalized_text
 from ..text import search_text
-from ..build.gather import release_queries
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,8 @@ import yaml
 
 from ..embeddings import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 from ..errors import InputError
-from ..prompting import load_prompt, prompt_hash
 from ..items import Turn, prompt_text
+from ..prompting import load_prompt, prompt_hash
 from ..records import Query
 from ..taxonomy import all_scenarios, is_known, parse_scenario_id
 

@@ -25,11 +25,11 @@ from .. import atomic
 from ..config import SourceConfig
 from ..errors import InputError
 from ..items import Turn
+from ..jsonl import BadLine, read_jsonl_objects
 from ..records import Query, query_id
 from ..taxonomy import is_known
-from .language import detect_language
-from ..jsonl import BadLine, read_jsonl_objects
 from .json_array import ArrayTail
+from .language import detect_language
 from .sources import source_for
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant",

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..config import GuardConfig
+from ..items import Turn
 from ..llm.types import ChatRequest, ChatResult
 from ..prompting import load_prompt
-from ..items import Turn
 from ..records import Failure, GuardLabel, Query, Response
 from ..taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
 from ..text import fill, render_conversation

@@ -14,14 +14,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .. import __version__
 from ..config import BuildConfig
+from ..items import conversation_key
 from ..llm.endpoint import endpoint_description, public_url
 from ..paths import prompts_dir
 from ..prompting import prompt_hash
-from ..items import conversation_key
 from ..records import JudgeScore, Query, Response
-from .sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
 from ..release.audit import digest
 from ..taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
+from .sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
 from .sources import source_for
 
 MANIFEST_SCHEMA_VERSION = 1

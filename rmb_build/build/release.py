@@ -24,10 +24,10 @@ from ..errors import RMBError
 from ..items import Item, set_file
 from ..memory import HeapTrimmer
 from ..paths import check_relative_id
-from .manifest import Accounting, ReleaseFigures, build_manifest
 from ..release.audit import StreamingAudit
 from ..release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release, iter_rmb_items
 from ..release.write import write_set_file
+from .manifest import Accounting, ReleaseFigures, build_manifest
 
 AUDIT_FILE = "audit.json"
 # The release streams every item twice (written, read back and audited) through a build's large,

@@ -57,7 +57,7 @@ def select_balanced(queries: Sequence[Query], total: int | None, min_per_goal: i
     for n, q in enumerate(queries):
         if q.scenario_id:
             pools[q.scenario_id].append(n)
-    for sid, idx in pools.items():
+    for idx in pools.values():
         rng.shuffle(idx)
         idx.sort(key=lambda n: -(queries[n].confidence or 0.0))  # stable: shuffled order breaks ties
         if per_scenario is not None:

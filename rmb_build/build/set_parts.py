@@ -14,7 +14,7 @@ import heapq
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from .. import atomic
 from ..items import Item

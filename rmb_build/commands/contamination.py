@@ -41,11 +41,11 @@ def _kind(path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from .. import atomic
+    from ..analysis.contamination import find_contamination
+    from ..build.gather import gather
     from ..config import source_config
     from ..errors import RMBError
     from ..release import read_release
-    from ..analysis.contamination import find_contamination
-    from ..build.gather import gather
 
     if not 0 < args.threshold <= 1:
         raise RMBError("--threshold must be in (0, 1]")

@@ -27,9 +27,7 @@ class ReleaseDefects:
 
 def audit_defects(release: Release) -> ReleaseDefects:
     """Audit ``release`` (near-duplicate prompts not checked) and index the defective items."""
-    from ..release.audit import audit_release
-
-    from ..release.audit import removal_refs
+    from ..release.audit import audit_release, removal_refs
 
     report = audit_release(release, near_duplicates=False)
     kinds: dict[tuple[str, int], set[str]] = defaultdict(set)

@@ -17,8 +17,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..intervals import DEFAULT_DRAWS, FEW_ITEMS, Draws, few_items, macro_interval, mean_interval, \
-    scenario_draws, weighted_interval
+from ..intervals import (
+    DEFAULT_DRAWS,
+    FEW_ITEMS,
+    Draws,
+    few_items,
+    macro_interval,
+    mean_interval,
+    scenario_draws,
+    weighted_interval,
+)
 from ..intervals import METHOD as INTERVAL_METHOD
 from ..taxonomy import BON_SET, GOALS, PAIRWISE_SET, all_scenarios, parse_scenario_id
 

@@ -79,8 +79,8 @@ def predict(items: Sequence[Item], keys: Sequence[Sequence[str]], values: Mappin
             row["outcome"] = _failed(row) if None in (c, r) else pairwise_outcome(c, r, ties)
             row["length"] = _length_side(item)
         elif judge:
-            row["scores"] = {"best": [b for b, _ in counts], "losers": [l for _, l in counts]}
-            row["outcome"] = 1.0 if all(b > l for b, l in counts) else 0.0
+            row["scores"] = {"best": [b for b, _ in counts], "losers": [lo for _, lo in counts]}
+            row["outcome"] = 1.0 if all(b > lo for b, lo in counts) else 0.0
         else:
             b, ls = got[0], got[1:]
             row["scores"] = {"best": b, "losers": ls}

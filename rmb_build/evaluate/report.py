@@ -52,7 +52,8 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
             "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for s in sets:
         r = results[s]
-        goal = lambda g: _pct(r["goals"][g]["macro"]) if g in r["goals"] else "–"  # noqa: E731
+        def goal(g: str, r: dict = r) -> str:
+            return _pct(r["goals"][g]["macro"]) if g in r["goals"] else "–"
         out.append(f"| {SET_TITLES[s]} | {_pct(r['overall']['macro'])} | {_pct(r['overall']['micro'])} | "
                    f"{goal('Helpfulness')} | {goal('Harmlessness')} | {_n(r['overall']['n'])} |")
     out.append("")

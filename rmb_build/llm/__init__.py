@@ -18,8 +18,8 @@ toolkit run with no network, but they are far too small to judge or guard well (
 from .budget import BudgetExceeded
 from .cache import ResponseCache, request_key
 from .client import LLMClient
-from .endpoint import endpoint_description, endpoint_identity, public_url
 from .cost import cost_usd
+from .endpoint import endpoint_description, endpoint_identity, public_url
 from .planning import PlanningClient
 from .server import EmbeddedServer, ServerError
 from .structured import ReplyError, parse_reply

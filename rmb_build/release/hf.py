@@ -21,8 +21,8 @@ from typing import Any, Iterable
 
 from .. import atomic
 from ..errors import InputError, RMBError
-from ..paths import check_relative_id
 from ..items import Item, PairwiseItem
+from ..paths import check_relative_id
 from ..taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
 from .read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
 from .rmb_format import parse_item
@@ -137,7 +137,7 @@ def judge_scores(annotations: Iterable[dict], where: str = ANNOTATIONS_FILE
     return dict(values), final
 
 
-def release_to_dataset_dict(release: Release, annotations: Iterable[dict] | None = None) -> dict[str, "DatasetDict"]:
+def release_to_dataset_dict(release: Release, annotations: Iterable[dict] | None = None) -> dict[str, Any]:
     """``{config: DatasetDict({"test": Dataset})}`` for each set of the release that has items.
 
     ``annotations`` defaults to the release's ``annotations.jsonl``; their score keys become columns.

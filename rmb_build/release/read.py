@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import InputError, RMBError
+from ..items import BonItem, Item, PairwiseItem, set_file
 from ..jsonl import read_jsonl_objects
 from ..paths import check_relative_id
-from ..items import BonItem, Item, PairwiseItem, set_file
 from ..taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
 from .rmb_format import iter_set_file, load_json_file, parse_set_file
 

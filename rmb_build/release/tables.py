@@ -99,8 +99,8 @@ def local_rows(path: Path) -> list[Row]:
 
 def hub_rows(repo_id: str) -> list[Row]:
     """The rows of a Hub dataset's default configuration: its ``test`` (or ``filtered``) split, or its only split."""
-    from huggingface_hub.constants import HF_HUB_OFFLINE
     from datasets import load_dataset
+    from huggingface_hub.constants import HF_HUB_OFFLINE
 
     try:
         splits = load_dataset(repo_id)

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Iterable
 
 from .. import atomic
-from ..paths import check_relative_id
 from ..items import Item, set_file
+from ..paths import check_relative_id
 from .read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
 from .rmb_format import EMPTY_FILE, FILE_END, FILE_START, ITEM_SEPARATOR, dumps_element
 

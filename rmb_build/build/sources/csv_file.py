@@ -15,7 +15,6 @@ from ...jsonl import BadLine
 from ..json_array import ArrayTail
 from .base import RawRecord, Source, SourceOptions, source
 
-
 _EXTRA = "\0extra"  # DictReader's key for the cells past the header's columns
 
 

@@ -132,8 +132,8 @@ def _quantization(bits: str) -> Any:
         raise RMBError(f"--load-in {bits} quantizes with bitsandbytes, which needs a CUDA device; none is present "
                        "(leave it out to load the model unquantized)")
     try:
-        from transformers import BitsAndBytesConfig
         import bitsandbytes  # noqa: F401
+        from transformers import BitsAndBytesConfig
     except ImportError:
         raise RMBError(f"--load-in {bits} needs the bitsandbytes package (pip install bitsandbytes)") from None
     return BitsAndBytesConfig(load_in_8bit=bits == "8bit", load_in_4bit=bits == "4bit")

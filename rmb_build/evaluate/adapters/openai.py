@@ -83,7 +83,6 @@ class GenerativeRM(PairJudge):
     def _client(self):
         if self.client is None:
             from ...llm import LLMClient
-
             from ..cache import default_cache_dir
 
             cache_dir = self.options.llm_cache_dir or str(default_cache_dir() / "llm")
