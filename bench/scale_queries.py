@@ -58,8 +58,13 @@ def synthetic_conversations(real: Sequence[Query], count: int, seed: int = 0) ->
     pairwise distinct and none equal to a real query's final turn (compared by ``identity``)."""
     from rmb_build.text import identity
 
-    pool = [(k, s) for k, q in enumerate(real) for turn in [q.conversation[-1].content]
-            for s in _sentences(turn) if len(s) <= SHARE * len(turn)]
+    pool = [
+        (k, s)
+        for k, q in enumerate(real)
+        for turn in [q.conversation[-1].content]
+        for s in _sentences(turn)
+        if len(s) <= SHARE * len(turn)
+    ]
     if len({k for k, _ in pool}) < 3:
         raise ValueError("too few ShareGPT turns with prose sentences to make synthetic queries from")
     rng = random.Random(seed)
@@ -68,8 +73,11 @@ def synthetic_conversations(real: Sequence[Query], count: int, seed: int = 0) ->
     while len(out) < count:
         picked = rng.sample(pool, rng.choice((2, 3)))
         text = " ".join(s for _, s in picked)
-        if (len({k for k, _ in picked}) == len(picked) and max(len(s) for _, s in picked) <= SHARE * len(text)
-                and identity(text) not in seen):
+        if (
+            len({k for k, _ in picked}) == len(picked)
+            and max(len(s) for _, s in picked) <= SHARE * len(text)
+            and identity(text) not in seen
+        ):
             seen.add(identity(text))
             out.append((Turn("user", text, "English"),))  # its sentences come from English turns
     return out
@@ -104,19 +112,24 @@ def main() -> int:
     synth = synthetic_conversations(real, args.sample)
     for name, convs in (("real", [q.conversation for q in real]), ("synthetic", synth)):
         lengths = [len(c[-1].content) for c in convs]
-        print(f"{name}: {len(convs)}; final user turn chars: median {statistics.median(lengths):.0f}, "
-              f"mean {statistics.mean(lengths):.0f}, "
-              f"mean capped at 1,000 {statistics.mean(min(n, 1000) for n in lengths):.0f}")
+        print(
+            f"{name}: {len(convs)}; final user turn chars: median {statistics.median(lengths):.0f}, "
+            f"mean {statistics.mean(lengths):.0f}, "
+            f"mean capped at 1,000 {statistics.mean(min(n, 1000) for n in lengths):.0f}"
+        )
     S = embed([search_text(c) for c in synth])  # one user turn: also its classifier text
-    real_texts = list(dict.fromkeys(t for q in real
-                                    for t in (search_text(q.conversation), classifier_text(q.conversation))))
+    real_texts = list(
+        dict.fromkeys(t for q in real for t in (search_text(q.conversation), classifier_text(q.conversation)))
+    )
     row = {t: k for k, t in enumerate(real_texts)}
     V = embed(real_texts)
     R = V[[row[search_text(q.conversation)] for q in real]]
     close = (S @ R.T) >= args.threshold
-    print(f"pairs with cosine >= {args.threshold}: {int((np.triu(S @ S.T, 1) >= args.threshold).sum())} among the "
-          f"{len(S)} synthetic; {int(close.sum())} synthetic-real pairs ({int(close.any(axis=1).sum())} synthetic "
-          f"queries with one) against all {len(R)} real")
+    print(
+        f"pairs with cosine >= {args.threshold}: {int((np.triu(S @ S.T, 1) >= args.threshold).sum())} among the "
+        f"{len(S)} synthetic; {int(close.sum())} synthetic-real pairs ({int(close.any(axis=1).sum())} synthetic "
+        f"queries with one) against all {len(R)} real"
+    )
     clf = embedding_classifier()
     for name, X in (("real", V[[row[classifier_text(q.conversation)] for q in real]]), ("synthetic", S)):
         rate = float((clf.model.predict_proba(X).max(axis=1) < clf.threshold).mean())

@@ -52,9 +52,17 @@ def _serve(qualities: dict[str, int], latency_s: float) -> None:
             elif cmd == "stats":
                 with lock:
                     times = list(done)
-                print(json.dumps({"answered": len(times), "by_stage": dict(stub.stages()),
-                                  "busy_s": round(busy_seconds((t - latency_s, t) for t in times), 3),
-                                  "max_in_flight": stub.max_in_flight}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "answered": len(times),
+                            "by_stage": dict(stub.stages()),
+                            "busy_s": round(busy_seconds((t - latency_s, t) for t in times), 3),
+                            "max_in_flight": stub.max_in_flight,
+                        }
+                    ),
+                    flush=True,
+                )
 
 
 class StubProcess:
@@ -66,9 +74,12 @@ class StubProcess:
         self.base_url = ""
 
     def __enter__(self) -> "StubProcess":
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", json.dumps(self.qualities),
-                                      str(self.latency_s)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", json.dumps(self.qualities), str(self.latency_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.base_url = self.proc.stdout.readline().strip()
         if not self.base_url.startswith("http://127.0.0.1:"):
             raise RuntimeError(f"the stub endpoint did not start (said {self.base_url!r})")
@@ -104,10 +115,14 @@ async def _raw_worker(host: str, port: int, model: str, end: float, done: list[f
     k = 0
     while time.monotonic() < end:
         body = json.dumps(_body(model, k := k + 1)).encode()
-        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (host.encode(), len(body), body))
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (host.encode(), len(body), body)
+        )
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length:"))
+        length = next(
+            int(ln.split(b":", 1)[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length:")
+        )
         json.loads(await reader.readexactly(length))
         done.append(time.monotonic())
     writer.close()
@@ -139,8 +154,9 @@ async def _load(base_url: str, model: str, in_flight: int, warmup_s: float, seco
     return sum(1 for t in done if start <= t < end) / seconds
 
 
-def bare_rate(base_url: str, model: str, in_flight: int, seconds: float = 10.0, warmup_s: float = 1.0,
-              http: str = "raw") -> float:
+def bare_rate(
+    base_url: str, model: str, in_flight: int, seconds: float = 10.0, warmup_s: float = 1.0, http: str = "raw"
+) -> float:
     """Requests/s a bare client keeps up against ``base_url`` with ``in_flight`` requests at a time
     (completions counted over ``seconds`` after ``warmup_s``): ``raw``, one asyncio stream per
     connection writing HTTP/1.1 by hand (about the least client work there is), or ``httpx``, the

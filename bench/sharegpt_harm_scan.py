@@ -54,13 +54,16 @@ def main() -> None:
     prevalence = max(0.0, (called - m["fpr"]) / (m["recall"] - m["fpr"]))
     tp, fp = m["recall"] * prevalence, m["fpr"] * (1 - prevalence)
     out = {
-        "prompts": len(texts), "incomplete_tail_chars": tail.incomplete_chars,
+        "prompts": len(texts),
+        "incomplete_tail_chars": tail.incomplete_chars,
         "at_or_above": {f"{t:.2f}": int((p_harm >= t).sum()) for t in (0.5, 0.6, 0.7, 0.8, 0.9)},
-        "threshold": threshold, "called_harmful_share": round(called, 4),
+        "threshold": threshold,
+        "called_harmful_share": round(called, 4),
         "implied_prevalence": round(prevalence, 4),
         "implied_precision_at_threshold": round(tp / (tp + fp), 3) if tp + fp else None,
-        "top": [{"p_harm": round(float(p_harm[k]), 3), "prompt": texts[k][:200]}
-                for k in np.argsort(-p_harm)[: args.top]],
+        "top": [
+            {"p_harm": round(float(p_harm[k]), 3), "prompt": texts[k][:200]} for k in np.argsort(-p_harm)[: args.top]
+        ],
     }
     print(json.dumps({k: v for k, v in out.items() if k != "top"}, indent=1))
     for row in out["top"]:

@@ -78,7 +78,7 @@ class BuildPaths:
 
 def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
     """``items`` in batches of ``size`` (one empty batch for no items, so every stage still reports)."""
-    return [list(items[i:i + size]) for i in range(0, len(items), size)] or [[]]
+    return [list(items[i : i + size]) for i in range(0, len(items), size)] or [[]]
 
 
 class _Recorder:
@@ -126,9 +126,15 @@ def _uses_llm(cfg: BuildConfig, stages: Sequence[str]) -> bool:
 
 
 @flow(name="rmb-build")
-async def build_flow(config: dict[str, Any], workdir: str | None = None, config_file: str = "<config>",
-                     max_cost: float | None = None, dry_run: bool = False, config_ref: str | None = None,
-                     min_gold_agreement: float | None = None) -> dict[str, Any]:
+async def build_flow(
+    config: dict[str, Any],
+    workdir: str | None = None,
+    config_file: str = "<config>",
+    max_cost: float | None = None,
+    dry_run: bool = False,
+    config_ref: str | None = None,
+    min_gold_agreement: float | None = None,
+) -> dict[str, Any]:
     """Build the release described by ``config`` (a build config as a mapping, or the one ``run_build``
     registered under ``config_ref``); returns the run summary.
 
@@ -150,20 +156,27 @@ async def build_flow(config: dict[str, Any], workdir: str | None = None, config_
     limit = max_cost if max_cost is not None else cfg.run.max_cost
     # One client for every LLM call of the build (classification included): one cache, one budget,
     # one usage total; a dry run's client answers from the cache only and sends nothing.
-    client = LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=dry_run) \
-        if _uses_llm(cfg, stages) else None
+    client = (
+        LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=dry_run)
+        if _uses_llm(cfg, stages)
+        else None
+    )
     pool = [queries]  # handed over, not kept here: the flow's frame would hold every query to the end
     del queries
     async with client if client is not None else contextlib.nullcontext():
-        return await _from_classify(cfg, stages, paths, state, acc, log, record, tasks, pool, client, dry_run,
-                                     min_gold_agreement)
+        return await _from_classify(
+            cfg, stages, paths, state, acc, log, record, tasks, pool, client, dry_run, min_gold_agreement
+        )
 
 
-def _gather_and_dedup(cfg: BuildConfig, stages: list[str], paths: BuildPaths, record: _Recorder,
-                      tasks: dict[str, Any]) -> tuple[list[Any], Accounting]:
+def _gather_and_dedup(
+    cfg: BuildConfig, stages: list[str], paths: BuildPaths, record: _Recorder, tasks: dict[str, Any]
+) -> tuple[list[Any], Accounting]:
     """The gathered queries (written to the raw folder), less duplicates; the accounting so far."""
-    gathered = record("gather", [tasks["gather"](K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"),
-                                                 cfg.run.max_queries)])[0]
+    gathered = record(
+        "gather",
+        [tasks["gather"](K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"), cfg.run.max_queries)],
+    )[0]
     raw = paths.raw / steps.RAW_QUERIES
     steps.write_queries_file(gathered.queries, raw)
     acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
@@ -174,15 +187,32 @@ def _gather_and_dedup(cfg: BuildConfig, stages: list[str], paths: BuildPaths, re
     _embed_on_runner(cfg, paths, tasks, record, texts)
     del texts
     queries = steps.read_queries_file(raw)
-    deduped = record("dedup", [tasks["dedup"].submit(K.dedup_key(cfg, queries), queries, cfg.dedup, cfg.embeddings,
-                                                     str(paths.embeddings)).result()])[0]
+    deduped = record(
+        "dedup",
+        [
+            tasks["dedup"]
+            .submit(K.dedup_key(cfg, queries), queries, cfg.dedup, cfg.embeddings, str(paths.embeddings))
+            .result()
+        ],
+    )[0]
     acc.dedup_removed = steps.count_by(deduped.removed, "kind")
     return deduped.kept, acc
 
 
-async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths, state: RunState, acc: Accounting,
-                         log: Any, record: _Recorder, tasks: dict[str, Any], pool: list[list[Any]], client: Any,
-                         dry_run: bool, min_gold_agreement: float | None = None) -> dict[str, Any]:
+async def _from_classify(
+    cfg: BuildConfig,
+    stages: list[str],
+    paths: BuildPaths,
+    state: RunState,
+    acc: Accounting,
+    log: Any,
+    record: _Recorder,
+    tasks: dict[str, Any],
+    pool: list[list[Any]],
+    client: Any,
+    dry_run: bool,
+    min_gold_agreement: float | None = None,
+) -> dict[str, Any]:
     """Classify, select, then the LLM stages and the release, all through ``client``. ``pool`` holds
     the deduplicated queries; it is emptied, so that they are freed once selection and routing are done."""
     size = cfg.run.batch_size
@@ -190,14 +220,28 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
         to_classify = queries = pool.pop()
     elif cfg.classifier.method == "llm":
         to_classify = queries = pool.pop()
-        runs = [tasks["classify_llm"](K.classify_key(cfg, b, offline=dry_run), b, cfg.classifier, client,
-                                      cfg.embeddings, str(paths.embeddings)) for b in batched(queries, size)]
+        runs = [
+            tasks["classify_llm"](
+                K.classify_key(cfg, b, offline=dry_run),
+                b,
+                cfg.classifier,
+                client,
+                cfg.embeddings,
+                str(paths.embeddings),
+            )
+            for b in batched(queries, size)
+        ]
         queries = [q for part in record("classify", await asyncio.gather(*runs)) for q in part]
     else:
         to_classify, queries = _classify_on_runner(cfg, paths, tasks, record, pool)
     queries, harm = _harm_evidence(cfg, stages, paths, queries)
-    log.info("harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
-             harm["classified_harmful"], harm["kept"], harm["threshold"], harm["turned_away"] or "none")
+    log.info(
+        "harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
+        harm["classified_harmful"],
+        harm["kept"],
+        harm["threshold"],
+        harm["turned_away"] or "none",
+    )
     selected = _select(cfg, paths, acc, log, queries)
     if dry_run:
         return await _dry_run(cfg, stages, paths, state, acc, to_classify, queries, selected)
@@ -214,7 +258,8 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
         checks["gold"] = await label_checks.check_gold(cfg, client, state, log, min_gold_agreement)
         if cfg.route.enabled and "guard" in stages:
             selected, acc.not_selected, routing = await label_checks.route_by_guard(
-                cfg, queries, selected, acc.not_selected, client, state, log, str(paths.embeddings), checks["gold"])
+                cfg, queries, selected, acc.not_selected, client, state, log, str(paths.embeddings), checks["gold"]
+            )
             acc.selected = len(selected)
             steps.write_queries_file(selected, paths.run / steps.SELECTED_QUERIES)
         # --- end of label checks ---
@@ -248,24 +293,40 @@ async def _from_classify(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
     acc.finish(len(selected) * len(cfg.generators), state.failure_counts().get("generate", 0))
     _final_flush(cfg, paths, state, acc)
     if "release" not in stages:
-        return {"selected": len(selected), "pairwise": counts.get("pairwise", 0), "bon": counts.get("bon", 0),
-                "run": str(paths.run)}
+        return {
+            "selected": len(selected),
+            "pairwise": counts.get("pairwise", 0),
+            "bon": counts.get("bon", 0),
+            "run": str(paths.run),
+        }
     if not counts.get("pairwise") and not counts.get("bon"):
-        raise RMBError(f"build {cfg.name!r}: no pairwise or BoN item could be built from {len(selected)} queries "
-                       f"(why: {paths.run / 'summary.json'}, stages.build_sets.stats; failures.jsonl)")
+        raise RMBError(
+            f"build {cfg.name!r}: no pairwise or BoN item could be built from {len(selected)} queries "
+            f"(why: {paths.run / 'summary.json'}, stages.build_sets.stats; failures.jsonl)"
+        )
     n_batches = len(batches)
     del selected, batches, chains
     return _release(cfg, paths, state, acc, log, checks, routing, set_parts.merged(sets_dir, range(n_batches)))
 
 
-def _sets_of_batch(tasks: dict[str, Any], cfg: BuildConfig, acc: Accounting, sets_dir: Path, index: int,
-                   batch: list[Any], gen: Timed, judged: Timed, guarded: Timed) -> Timed:
+def _sets_of_batch(
+    tasks: dict[str, Any],
+    cfg: BuildConfig,
+    acc: Accounting,
+    sets_dir: Path,
+    index: int,
+    batch: list[Any],
+    gen: Timed,
+    judged: Timed,
+    guarded: Timed,
+) -> Timed:
     """One judged and guarded batch's pairwise and BoN items, kept in ``sets_dir`` (``set_parts``)
     and counted in ``acc``."""
     responses, scores, labels = gen.value.records, judged.value.records, guarded.value.records
     batch = steps.apply_guard_scenarios(batch, labels)
-    built = tasks["build_sets"](K.sets_key(cfg, batch, responses, scores, labels), batch, responses, scores, labels,
-                                cfg.sets)
+    built = tasks["build_sets"](
+        K.sets_key(cfg, batch, responses, scores, labels), batch, responses, scores, labels, cfg.sets
+    )
     set_parts.write_part(sets_dir, index, built.value)
     acc.add_batch(batch, responses, scores, [*built.value.pairwise, *built.value.bon])
     return built
@@ -284,34 +345,69 @@ def _slim(t: Timed | None) -> Timed | None:
     if t is None:
         return None
     v = t.value
-    return dataclasses.replace(t, value=_Done(steps.stats_of(v), tuple(getattr(v, "failures", None) or ()),
-                                              len(getattr(v, "records", None) or ())))
+    return dataclasses.replace(
+        t,
+        value=_Done(
+            steps.stats_of(v), tuple(getattr(v, "failures", None) or ()), len(getattr(v, "records", None) or ())
+        ),
+    )
 
 
-def _release(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounting, log: Any, checks: dict[str, Any],
-             routing: Any, entries: Iterator[tuple[Any, dict]]) -> dict[str, Any]:
+def _release(
+    cfg: BuildConfig,
+    paths: BuildPaths,
+    state: RunState,
+    acc: Accounting,
+    log: Any,
+    checks: dict[str, Any],
+    routing: Any,
+    entries: Iterator[tuple[Any, dict]],
+) -> dict[str, Any]:
     """Write, audit and swap in the release from the merged batches' items (streamed, never all in memory)."""
     if routing is not None:  # goal routing (rmb_build.build.route): goal_from per item, counts in the manifest
         summary = route.ItemSummary()  # its counts fill in as the release is written, before the manifest
         checks["routing"] = {"scope": cfg.route.scope, "queries": routing.stats(), "items": summary.counts}
-        entries = ((item, summary.add({**note, **route.routing_fields(note, routing.decisions)}))
-                   for item, note in entries)
+        entries = (
+            (item, summary.add({**note, **route.routing_fields(note, routing.decisions)})) for item, note in entries
+        )
     store, started = open_store(cfg.embeddings, paths.embeddings), time.perf_counter()
-    manifest = write_built_release(cfg, entries, paths.release, checks={k: v for k, v in checks.items() if v is not None},
-                                   accounting=acc, stages=[s.to_json() for s in state.stages.values()],
-                                   failures=state.failure_counts(), usage=state.usage_total(), log=log.info,
-                                   embed=store)
+    manifest = write_built_release(
+        cfg,
+        entries,
+        paths.release,
+        checks={k: v for k, v in checks.items() if v is not None},
+        accounting=acc,
+        stages=[s.to_json() for s in state.stages.values()],
+        failures=state.failure_counts(),
+        usage=state.usage_total(),
+        log=log.info,
+        embed=store,
+    )
     # not a stage record (those count cached task batches): the release is written and audited every run
-    _final_flush(cfg, paths, state, acc, {"release": store.stats.to_json()}, release=str(paths.release),
-                 release_seconds=round(time.perf_counter() - started, 3))
+    _final_flush(
+        cfg,
+        paths,
+        state,
+        acc,
+        {"release": store.stats.to_json()},
+        release=str(paths.release),
+        release_seconds=round(time.perf_counter() - started, 3),
+    )
     log.info("release written to %s: %s", paths.release, manifest["counts"]["items"])
-    return {"release": str(paths.release), "run": str(paths.run), "counts": manifest["counts"],
-            "accounting": manifest["accounting"], "audit": manifest["audit"].get("counts", {}),
-            "failures": manifest["failures"], "stages": manifest["stages"]}
+    return {
+        "release": str(paths.release),
+        "run": str(paths.run),
+        "counts": manifest["counts"],
+        "accounting": manifest["accounting"],
+        "audit": manifest["audit"].get("counts", {}),
+        "failures": manifest["failures"],
+        "stages": manifest["stages"],
+    }
 
 
-def _classify_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder,
-                        pool: list[list[Any]]) -> tuple[list[Any], list[Any]]:
+def _classify_on_runner(
+    cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder, pool: list[list[Any]]
+) -> tuple[list[Any], list[Any]]:
     """The embedding classifier over batches on the configured task runner: (the queries as given,
     classified). ``pool`` holds the queries; they wait in the run folder while the encoder runs
     (its pass is the build's peak of memory) and are read back for the batches."""
@@ -320,16 +416,21 @@ def _classify_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, An
     deduped = paths.run / steps.DEDUPED_QUERIES
     steps.write_queries_file(queries, deduped)
     del queries
-    _embed_on_runner(cfg, paths, tasks, record, texts + (default_training_set()[0] if not cfg.classifier.train_release else []))
+    _embed_on_runner(
+        cfg, paths, tasks, record, texts + (default_training_set()[0] if not cfg.classifier.train_release else [])
+    )
     del texts
     queries = steps.read_queries_file(deduped)
-    futures = [tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier, cfg.embeddings, str(paths.embeddings))
-               for b in batched(queries, cfg.run.batch_size)]
+    futures = [
+        tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier, cfg.embeddings, str(paths.embeddings))
+        for b in batched(queries, cfg.run.batch_size)
+    ]
     return queries, [q for part in record("classify", [f.result() for f in futures]) for q in part]
 
 
-def _embed_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder,
-                     texts: list[str]) -> None:
+def _embed_on_runner(
+    cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder, texts: list[str]
+) -> None:
     """Embed ``texts`` into the build's store before the stage's own tasks, which then find every
     vector there. On a Dask cluster: batch tasks the workers share (each worker would otherwise embed
     what it needs by itself, the classifier's training examples on every worker). On the thread
@@ -343,19 +444,29 @@ def _embed_on_runner(cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any],
     record("embed", [f.result() for f in futures])
 
 
-def _final_flush(cfg: BuildConfig, paths: BuildPaths, state: RunState, acc: Accounting,
-                 more_embeddings: dict[str, Any] | None = None, **extra: Any) -> None:
+def _final_flush(
+    cfg: BuildConfig,
+    paths: BuildPaths,
+    state: RunState,
+    acc: Accounting,
+    more_embeddings: dict[str, Any] | None = None,
+    **extra: Any,
+) -> None:
     """summary.json with the accounting and the build's embedding figures (``embeddings_section``:
     the stages', plus ``more_embeddings``, e.g. the release audit's); ``release_seconds`` also goes
     into its ``timing``."""
     state.release_seconds = extra.get("release_seconds", state.release_seconds)
-    totals = embeddings_section([s.to_json() for s in state.stages.values()],
-                                open_store(cfg.embeddings, paths.embeddings), **(more_embeddings or {}))
+    totals = embeddings_section(
+        [s.to_json() for s in state.stages.values()],
+        open_store(cfg.embeddings, paths.embeddings),
+        **(more_embeddings or {}),
+    )
     state.flush(accounting=acc.to_json(), embeddings=totals, **extra)
 
 
-def _harm_evidence(cfg: BuildConfig, stages: list[str], paths: BuildPaths,
-                   queries: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+def _harm_evidence(
+    cfg: BuildConfig, stages: list[str], paths: BuildPaths, queries: list[Any]
+) -> tuple[list[Any], dict[str, Any]]:
     """Classified harmlessness labels without measured evidence turned away (``rmb_build.build.harm_evidence``),
     by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
     classify stage) are the source's, and pass."""
@@ -375,15 +486,24 @@ def _select(cfg: BuildConfig, paths: BuildPaths, acc: Accounting, log: Any, quer
     return selected
 
 
-async def _dry_run(cfg: BuildConfig, stages: list[str], paths: BuildPaths, state: RunState, acc: Accounting,
-                   to_classify: list[Any], queries: list[Any], selected: list[Any]) -> dict[str, Any]:
+async def _dry_run(
+    cfg: BuildConfig,
+    stages: list[str],
+    paths: BuildPaths,
+    state: RunState,
+    acc: Accounting,
+    to_classify: list[Any],
+    queries: list[Any],
+    selected: list[Any],
+) -> dict[str, Any]:
     """What a build of ``selected`` sends: its stages, run in order against the run's cache (``PlanningClient``)."""
     from rmb_build.llm.cache import ResponseCache
 
     cache = ResponseCache(paths.llm_cache, create=False) if paths.llm_cache.exists() else None
     try:
-        estimate = await steps.plan_build(cfg, stages, to_classify, queries, selected, dict(acc.not_selected),
-                                          cache, str(paths.embeddings))
+        estimate = await steps.plan_build(
+            cfg, stages, to_classify, queries, selected, dict(acc.not_selected), cache, str(paths.embeddings)
+        )
     finally:
         if cache is not None:
             cache.close()
@@ -391,8 +511,9 @@ async def _dry_run(cfg: BuildConfig, stages: list[str], paths: BuildPaths, state
     return {"dry_run": True, "selected": len(selected), "estimate": estimate, "run": str(paths.run)}
 
 
-async def _llm_chain(tasks: dict[str, Any], cfg: BuildConfig, stages: list[str], batch: list[Any], client: Any,
-                     log: Any) -> tuple[Timed, Timed | None, Timed | None]:
+async def _llm_chain(
+    tasks: dict[str, Any], cfg: BuildConfig, stages: list[str], batch: list[Any], client: Any, log: Any
+) -> tuple[Timed, Timed | None, Timed | None]:
     """One batch through generate, then judge and guard side by side."""
     log.info("generate: batch of %d queries x %d generators started", len(batch), len(cfg.generators))
     gen = await tasks["generate"](K.generate_key(cfg, batch), batch, cfg.generators, client)
@@ -411,8 +532,12 @@ async def _llm_chain(tasks: dict[str, Any], cfg: BuildConfig, stages: list[str],
         guarded = await guard_run
     else:
         judged, guarded = await asyncio.gather(judge_run, guard_run)
-    log.info("judge + guard: batch of %d queries -> %d scores, %d guard labels",
-             len(batch), len(judged.value.records), len(guarded.value.records))
+    log.info(
+        "judge + guard: batch of %d queries -> %d scores, %d guard labels",
+        len(batch),
+        len(judged.value.records),
+        len(guarded.value.records),
+    )
     return gen, judged, guarded
 
 
@@ -432,9 +557,15 @@ def _one_slot(cfg: BuildConfig, *endpoint_names: str) -> bool:
     return len({ep.base_url for ep in eps}) == 1 and all(ep.max_concurrency == 1 for ep in eps)
 
 
-def run_build(cfg: BuildConfig, workdir: str | os.PathLike | None = None, *, config_file: str = "<config>",
-              max_cost: float | None = None, dry_run: bool = False,
-              min_gold_agreement: float | None = None) -> dict[str, Any]:
+def run_build(
+    cfg: BuildConfig,
+    workdir: str | os.PathLike | None = None,
+    *,
+    config_file: str = "<config>",
+    max_cost: float | None = None,
+    dry_run: bool = False,
+    min_gold_agreement: float | None = None,
+) -> dict[str, Any]:
     """Run :func:`build_flow` with the task runner the config names (call ``configure_prefect`` first).
 
     The flow's parameters (which Prefect stores) hold the config without credentials and a
@@ -445,7 +576,16 @@ def run_build(cfg: BuildConfig, workdir: str | os.PathLike | None = None, *, con
     ref = uuid.uuid4().hex
     _LIVE_CONFIGS[ref] = cfg
     try:
-        return asyncio.run(flow_(public_config(cfg), str(workdir) if workdir else None,
-                                 config_file, max_cost, dry_run, ref, min_gold_agreement))
+        return asyncio.run(
+            flow_(
+                public_config(cfg),
+                str(workdir) if workdir else None,
+                config_file,
+                max_cost,
+                dry_run,
+                ref,
+                min_gold_agreement,
+            )
+        )
     finally:
         del _LIVE_CONFIGS[ref]

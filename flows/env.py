@@ -44,8 +44,11 @@ class _OwnLinesOnly(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.pathname.startswith(self.prefect_dir):
             return True
-        return (record.levelno >= logging.WARNING and not record.exc_info
-                and not str(record.msg).startswith("Finished in state"))
+        return (
+            record.levelno >= logging.WARNING
+            and not record.exc_info
+            and not str(record.msg).startswith("Finished in state")
+        )
 
 
 def quiet_prefect(verbose: bool) -> None:

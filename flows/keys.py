@@ -79,6 +79,7 @@ def by_cache_key(context: Any, parameters: dict[str, Any]) -> str:
 
 # --- one key per stage task --------------------------------------------------------------------
 
+
 def _records(items: Any) -> list[Any]:
     return [r.to_json() if hasattr(r, "to_json") else r for r in items]
 
@@ -101,8 +102,13 @@ def gather_key(cfg: Any) -> str:
     mtime, or a package version), the gather code, the limit."""
     from rmb_build.build.sources import source_for
 
-    return fingerprint("gather", code_version("rmb_build.build.gather"), cfg.sources,
-                       [source_for(s).identity() for s in cfg.sources], cfg.run.max_queries)
+    return fingerprint(
+        "gather",
+        code_version("rmb_build.build.gather"),
+        cfg.sources,
+        [source_for(s).identity() for s in cfg.sources],
+        cfg.run.max_queries,
+    )
 
 
 def encoder_identity(cfg: Any) -> list[str]:
@@ -113,8 +119,9 @@ def encoder_identity(cfg: Any) -> list[str]:
 
 
 def dedup_key(cfg: Any, queries: Any) -> str:
-    return fingerprint("dedup", code_version("rmb_build.build.dedup"), cfg.dedup, encoder_identity(cfg),
-                       _records(queries))
+    return fingerprint(
+        "dedup", code_version("rmb_build.build.dedup"), cfg.dedup, encoder_identity(cfg), _records(queries)
+    )
 
 
 def classify_key(cfg: Any, queries: Any, *, offline: bool = False) -> str:
@@ -125,26 +132,59 @@ def classify_key(cfg: Any, queries: Any, *, offline: bool = False) -> str:
     llm = _endpoints(cfg, [cfg.classifier.endpoint]) if cfg.classifier.method == "llm" else None
     if llm is not None and offline:
         llm["offline"] = True
-    return fingerprint("classify", code_version("rmb_build.build.classify"), cfg.classifier, llm,
-                       file_identity(cfg.classifier.train_release), encoder_identity(cfg),
-                       prompts_digest("classify", "taxonomy.yaml"), _records(queries))
+    return fingerprint(
+        "classify",
+        code_version("rmb_build.build.classify"),
+        cfg.classifier,
+        llm,
+        file_identity(cfg.classifier.train_release),
+        encoder_identity(cfg),
+        prompts_digest("classify", "taxonomy.yaml"),
+        _records(queries),
+    )
 
 
 def generate_key(cfg: Any, queries: Any) -> str:
-    return fingerprint("generate", code_version("rmb_build.build.generate"), cfg.generators,
-                       _endpoints(cfg, (g.endpoint for g in cfg.generators)), _records(queries))
+    return fingerprint(
+        "generate",
+        code_version("rmb_build.build.generate"),
+        cfg.generators,
+        _endpoints(cfg, (g.endpoint for g in cfg.generators)),
+        _records(queries),
+    )
 
 
 def judge_key(cfg: Any, queries: Any, responses: Any) -> str:
-    return fingerprint("judge", code_version("rmb_build.build.judge"), cfg.judge, _endpoints(cfg, [cfg.judge.endpoint]),
-                       prompts_digest("judge", "criteria"), _records(queries), _records(responses))
+    return fingerprint(
+        "judge",
+        code_version("rmb_build.build.judge"),
+        cfg.judge,
+        _endpoints(cfg, [cfg.judge.endpoint]),
+        prompts_digest("judge", "criteria"),
+        _records(queries),
+        _records(responses),
+    )
 
 
 def guard_key(cfg: Any, queries: Any, responses: Any) -> str:
-    return fingerprint("guard", code_version("rmb_build.build.guard"), cfg.guard, _endpoints(cfg, [cfg.guard.endpoint]),
-                       prompts_digest("guard"), _records(queries), _records(responses))
+    return fingerprint(
+        "guard",
+        code_version("rmb_build.build.guard"),
+        cfg.guard,
+        _endpoints(cfg, [cfg.guard.endpoint]),
+        prompts_digest("guard"),
+        _records(queries),
+        _records(responses),
+    )
 
 
 def sets_key(cfg: Any, queries: Any, responses: Any, scores: Any, labels: Any) -> str:
-    return fingerprint("build_sets", code_version("rmb_build.build.sets"), cfg.sets, _records(queries),
-                       _records(responses), _records(scores), _records(labels))
+    return fingerprint(
+        "build_sets",
+        code_version("rmb_build.build.sets"),
+        cfg.sets,
+        _records(queries),
+        _records(responses),
+        _records(scores),
+        _records(labels),
+    )

@@ -43,8 +43,9 @@ async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_ag
     return section
 
 
-async def _guard_and_route(cfg: BuildConfig, queries: Sequence[Query], client: Any,
-                           store_dir: str | None, not_evidence: str | None) -> tuple[Routing, list[Any]]:
+async def _guard_and_route(
+    cfg: BuildConfig, queries: Sequence[Query], client: Any, store_dir: str | None, not_evidence: str | None
+) -> tuple[Routing, list[Any]]:
     """The routing of ``queries`` by their prompts' guard verdicts, and the guard's failures."""
     from .tasks import build_classifier, open_store
 
@@ -80,9 +81,15 @@ class Routed:
     top_up_room: int = 0
 
 
-async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
-                       not_selected: dict[str, int], client: Any, store_dir: str | None = None,
-                       gold: dict | None = None) -> Routed:
+async def plan_routing(
+    cfg: BuildConfig,
+    queries: Sequence[Query],
+    selected: list[Query],
+    not_selected: dict[str, int],
+    client: Any,
+    store_dir: str | None = None,
+    gold: dict | None = None,
+) -> Routed:
     """Selected queries routed by their prompts' guard verdicts (see the module docstring).
     ``store_dir``: the build's embedding store, for the classifier's alternatives; ``gold``: the gold
     check's section, whose guard precision says whether an ``unsafe`` verdict is evidence."""
@@ -100,7 +107,9 @@ async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: lis
         routing, failed = await _guard_and_route(cfg, selected, client, store_dir, not_evidence)
         failures += failed
         considered = {q.id for q in selected}
-        want = {g: min(cfg.select.min_per_goal, n) for g, n in Counter(goal_of(q.scenario_id) for q in selected).items()}
+        want = {
+            g: min(cfg.select.min_per_goal, n) for g, n in Counter(goal_of(q.scenario_id) for q in selected).items()
+        }
         for _ in range(cfg.route.top_up_rounds):
             have = Counter(goal_of(q.scenario_id) for q in routing.kept)
             short = {g: max(0, want.get(g, 0) - have[g]) for g in GOALS}
@@ -108,8 +117,9 @@ async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: lis
             rest = [q for q in _pool(queries, cfg) if q.id not in considered]
             if total <= 0 or not rest:
                 break
-            draw = select_balanced(rest, total=total, min_per_goal=short, per_scenario=cfg.select.per_scenario,
-                                   seed=cfg.select.seed)
+            draw = select_balanced(
+                rest, total=total, min_per_goal=short, per_scenario=cfg.select.per_scenario, seed=cfg.select.seed
+            )
             if not draw:
                 break
             considered.update(q.id for q in draw)
@@ -124,10 +134,17 @@ async def plan_routing(cfg: BuildConfig, queries: Sequence[Query], selected: lis
     return Routed(selected, not_selected, routing, failures, room)
 
 
-async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: list[Query],
-                         not_selected: dict[str, int], client: Any, state: Any, log: Any,
-                         store_dir: str | None = None, gold: dict | None = None
-                         ) -> tuple[list[Query], dict[str, int], Routing]:
+async def route_by_guard(
+    cfg: BuildConfig,
+    queries: Sequence[Query],
+    selected: list[Query],
+    not_selected: dict[str, int],
+    client: Any,
+    state: Any,
+    log: Any,
+    store_dir: str | None = None,
+    gold: dict | None = None,
+) -> tuple[list[Query], dict[str, int], Routing]:
     """``plan_routing`` in a build: its failures and stats go to the run state and the log."""
     with state.timed("route"):
         routed = await plan_routing(cfg, queries, selected, not_selected, client, store_dir, gold)
@@ -135,9 +152,14 @@ async def route_by_guard(cfg: BuildConfig, queries: Sequence[Query], selected: l
     stats = routed.routing.stats()
     state.stage("route").stats = stats
     state.flush()
-    log.info("route: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",
-             stats["guarded"], stats["goal_from"].get("guard", 0), stats["changed"] or "none",
-             stats["dropped"] or "none", stats["unsafe_not_evidence"] or "none")
+    log.info(
+        "route: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",
+        stats["guarded"],
+        stats["goal_from"].get("guard", 0),
+        stats["changed"] or "none",
+        stats["dropped"] or "none",
+        stats["unsafe_not_evidence"] or "none",
+    )
     return routed.selected, routed.not_selected, routed.routing
 
 

@@ -26,8 +26,9 @@ def make_task_runner(run: RunConfig, file: str = "<config>") -> Any:
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError:
-        raise ConfigError(file, "run.task_runner",
-                          "'dask' needs the prefect-dask package: pip install 'rmb_build[dask]'") from None
+        raise ConfigError(
+            file, "run.task_runner", "'dask' needs the prefect-dask package: pip install 'rmb_build[dask]'"
+        ) from None
     if run.dask_address:
         return DaskTaskRunner(address=run.dask_address)
     return DaskTaskRunner()

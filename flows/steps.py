@@ -31,8 +31,11 @@ def stats_of(value: Any) -> dict[str, Any]:
 
 def brief(stats: Mapping[str, Any], limit: int = 8) -> str:
     """The top-level numbers of ``stats`` as one short log line."""
-    flat = stats if any(_is_number(v) for v in stats.values()) else \
-        merge_stats(v for v in stats.values() if isinstance(v, Mapping))  # per-source stats: summed
+    flat = (
+        stats
+        if any(_is_number(v) for v in stats.values())
+        else merge_stats(v for v in stats.values() if isinstance(v, Mapping))
+    )  # per-source stats: summed
     nums = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in flat.items() if _is_number(v)]
     return ", ".join(nums[:limit]) or "done"
 
@@ -84,8 +87,16 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-async def plan_build(cfg: BuildConfig, stages: Sequence[str], to_classify: Sequence[Query], queries: Sequence[Query],
-                     selected: Sequence[Query], not_selected: dict[str, int], cache: Any, store_dir: str) -> dict[str, Any]:
+async def plan_build(
+    cfg: BuildConfig,
+    stages: Sequence[str],
+    to_classify: Sequence[Query],
+    queries: Sequence[Query],
+    selected: Sequence[Query],
+    not_selected: dict[str, int],
+    cache: Any,
+    store_dir: str,
+) -> dict[str, Any]:
     """The dry run's plan: the build's LLM stages run in the build's order against a ``PlanningClient``
     (``rmb_build.llm.planning``), which answers from ``cache`` and counts what it cannot answer: LLM
     classification of ``to_classify``, the gold check, goal routing of ``selected`` (from the classified
@@ -111,8 +122,9 @@ async def plan_build(cfg: BuildConfig, stages: Sequence[str], to_classify: Seque
                 gold_section, _ = await gold.gold_check(cfg, planner)
         if cfg.route.enabled and "guard" in stages:
             with planner.phase("route"):
-                routed = await plan_routing(cfg, queries, list(selected), not_selected, planner, store_dir,
-                                            gold_section)
+                routed = await plan_routing(
+                    cfg, queries, list(selected), not_selected, planner, store_dir, gold_section
+                )
             selected = routed.selected
             # a verdict the plan stood in for may route its query away: each could draw a replacement a round
             unknown = sum(1 for c in planner.calls.values() if c.phase == "route" and c.cached is None)
@@ -128,12 +140,20 @@ async def plan_build(cfg: BuildConfig, stages: Sequence[str], to_classify: Seque
                 await guard.guard(selected, answers, cfg.guard, planner)
     report = planner.report()
     stand_ins = sum(1 for c in planner.calls.values() if c.cached is None and c.phase == "generate")
-    return {**report, "estimates": estimates, "exact": {
-        "calls": ("exact" if not estimates and not stand_ins else
-                  "exact for what the cache answers; judge and guard calls on answers not yet generated are an upper "
-                  "bound (an answer cut at max_tokens is not judged)" + ("; goal routing's top-up rounds are not "
-                  "counted, see estimates" if estimates else "")),
-        "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
-        "completion_tokens": "upper bound: each call's max_tokens",
-        "completion_tokens_estimate": "estimate: the mean of cached replies of the same endpoint, model and phase",
-        "cost_usd": "upper bound: prompt estimate plus max_tokens at each endpoint's price_per_mtok"}}
+    return {
+        **report,
+        "estimates": estimates,
+        "exact": {
+            "calls": (
+                "exact"
+                if not estimates and not stand_ins
+                else "exact for what the cache answers; judge and guard calls on answers not yet generated are an upper "
+                "bound (an answer cut at max_tokens is not judged)"
+                + ("; goal routing's top-up rounds are not counted, see estimates" if estimates else "")
+            ),
+            "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
+            "completion_tokens": "upper bound: each call's max_tokens",
+            "completion_tokens_estimate": "estimate: the mean of cached replies of the same endpoint, model and phase",
+            "cost_usd": "upper bound: prompt estimate plus max_tokens at each endpoint's price_per_mtok",
+        },
+    }

@@ -88,7 +88,9 @@ def embed_task(texts: Sequence[str], embeddings: Any, store_dir: str) -> Timed:
 
 
 @task(name="classify", **CACHED)
-def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, embeddings: Any, store_dir: str) -> Timed:
+def classify_task(
+    cache_key: str, queries: Sequence[Any], classifier_cfg: Any, embeddings: Any, store_dir: str
+) -> Timed:
     """The offline embedding classifier."""
     t = time.perf_counter()
     store = open_store(embeddings, store_dir)
@@ -97,8 +99,9 @@ def classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, e
 
 
 @task(name="classify_llm", **CACHED)
-async def llm_classify_task(cache_key: str, queries: Sequence[Any], classifier_cfg: Any, client: Any,
-                            embeddings: Any, store_dir: str) -> Timed:
+async def llm_classify_task(
+    cache_key: str, queries: Sequence[Any], classifier_cfg: Any, client: Any, embeddings: Any, store_dir: str
+) -> Timed:
     """The LLM classifier through the build's client (the embedding one for unusable replies)."""
     t = time.perf_counter()
     store = open_store(embeddings, store_dir)
@@ -116,25 +119,45 @@ async def generate_task(cache_key: str, queries: Sequence[Any], generators: Sequ
 
 
 @task(name="judge", **CACHED)
-async def judge_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], judge_cfg: Any, client: Any) -> Timed:
+async def judge_task(
+    cache_key: str, queries: Sequence[Any], responses: Sequence[Any], judge_cfg: Any, client: Any
+) -> Timed:
     t = time.perf_counter()
     return _timed(t, await judge(queries, responses, judge_cfg, client))
 
 
 @task(name="guard", **CACHED)
-async def guard_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], guard_cfg: Any, client: Any) -> Timed:
+async def guard_task(
+    cache_key: str, queries: Sequence[Any], responses: Sequence[Any], guard_cfg: Any, client: Any
+) -> Timed:
     t = time.perf_counter()
     return _timed(t, await guard(queries, responses, guard_cfg, client))
 
 
 @task(name="build_sets", **CACHED)
-def build_sets_task(cache_key: str, queries: Sequence[Any], responses: Sequence[Any], scores: Sequence[Any],
-                    labels: Sequence[Any], sets_cfg: Any) -> Timed:
+def build_sets_task(
+    cache_key: str,
+    queries: Sequence[Any],
+    responses: Sequence[Any],
+    scores: Sequence[Any],
+    labels: Sequence[Any],
+    sets_cfg: Any,
+) -> Timed:
     t = time.perf_counter()
     return _timed(t, build_sets(queries, responses, scores, labels, sets_cfg))
 
 
-ALL_TASKS = (gather_task, embed_task, dedup_task, classify_task, llm_classify_task, generate_task, judge_task, guard_task, build_sets_task)
+ALL_TASKS = (
+    gather_task,
+    embed_task,
+    dedup_task,
+    classify_task,
+    llm_classify_task,
+    generate_task,
+    judge_task,
+    guard_task,
+    build_sets_task,
+)
 
 
 def bind_storage(storage: Path) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def _stat(pid: int) -> tuple[int, int] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = raw[raw.rindex(")") + 2:].split()
+    fields = raw[raw.rindex(")") + 2 :].split()
     if fields[0] == "Z":
         return None
     return int(fields[1]), int(fields[19])
@@ -94,9 +94,13 @@ def watch_children() -> subprocess.Popen | None:
     st = _stat(me)
     if st is None:
         return None
-    proc = subprocess.Popen([sys.executable, "-m", "rmb_build.flows.watchdog", str(me), str(st[1])],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmb_build.flows.watchdog", str(me), str(st[1])],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     _started.append(proc)  # it outlives this process by design: keep the handle from being collected
     return proc
 

@@ -43,7 +43,9 @@ def _module(name: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rmb", description="Build, audit, publish and evaluate RMB-style reward-model benchmarks.")
+    parser = argparse.ArgumentParser(
+        prog="rmb", description="Build, audit, publish and evaluate RMB-style reward-model benchmarks."
+    )
     parser.add_argument("--version", action="version", version=f"rmb_build {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -81,8 +83,11 @@ class _RedactURLs(logging.Filter):
 def configure_logging(verbose: bool) -> None:
     """Our loggers at INFO (DEBUG with ``-v``); other libraries at WARNING and without load bars unless
     ``-v``; every line without URL credentials."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
     for handler in logging.getLogger().handlers:
         handler.addFilter(_RedactURLs())
     logging.getLogger("rmb_build").setLevel(logging.DEBUG if verbose else logging.INFO)
@@ -103,6 +108,7 @@ def _sigterm_as_ctrl_c(state: dict):
     def handler(signum, frame):
         state["terminated"] = True
         raise KeyboardInterrupt
+
     return handler
 
 

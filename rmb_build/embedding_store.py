@@ -45,8 +45,8 @@ def text_digest(text: str) -> bytes:
 class StoreStats:
     """What a store was asked for and what it had to encode (over this object's lifetime)."""
 
-    requested: int = 0        # texts asked for, repeats included
-    encoded: int = 0          # texts this object sent to the encoder
+    requested: int = 0  # texts asked for, repeats included
+    encoded: int = 0  # texts this object sent to the encoder
     encode_seconds: float = 0.0
     asked: set[bytes] = field(default_factory=set, repr=False)  # digests of the texts asked for
 
@@ -56,8 +56,12 @@ class StoreStats:
         return len(self.asked)
 
     def to_json(self) -> dict[str, float | int]:
-        return {"requested": self.requested, "distinct": self.distinct, "encoded": self.encoded,
-                "encode_seconds": round(self.encode_seconds, 3)}
+        return {
+            "requested": self.requested,
+            "distinct": self.distinct,
+            "encoded": self.encoded,
+            "encode_seconds": round(self.encode_seconds, 3),
+        }
 
 
 class EmbeddingStore:
@@ -74,7 +78,11 @@ class EmbeddingStore:
             raise ValueError(f"dtype must be float16 or float32, not {dtype!r}")
         self.fingerprint = fingerprint
         self.encode = encode
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", fingerprint)[:80] + "-" + hashlib.sha256(fingerprint.encode()).hexdigest()[:10]
+        slug = (
+            re.sub(r"[^A-Za-z0-9._-]+", "_", fingerprint)[:80]
+            + "-"
+            + hashlib.sha256(fingerprint.encode()).hexdigest()[:10]
+        )
 
         def place(kind: str) -> Path:  # float16 rows live beside float32 ones, never mixed
             return Path(folder) / (slug if kind == "float32" else f"{slug}-{kind}")
@@ -85,15 +93,17 @@ class EmbeddingStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.stats = StoreStats()
         self._index: dict[bytes, int] = {}
-        self._keys_read = 0          # bytes of keys.bin already in _index
+        self._keys_read = 0  # bytes of keys.bin already in _index
         self.dim: int | None = None
         meta = self.folder / "meta.json"
         self.dtype = np.dtype(dtype)
         if meta.is_file():
             info = json.loads(meta.read_text(encoding="utf-8"))
             if info.get("fingerprint") != fingerprint or info.get("dtype") != self.dtype.name:
-                raise ValueError(f"{meta}: store made for {info.get('fingerprint')!r} ({info.get('dtype')}), "
-                                 f"not {fingerprint!r} ({self.dtype.name})")
+                raise ValueError(
+                    f"{meta}: store made for {info.get('fingerprint')!r} ({info.get('dtype')}), "
+                    f"not {fingerprint!r} ({self.dtype.name})"
+                )
             self.dim = int(info["dim"])
 
     # -- reading ---------------------------------------------------------------------------------
@@ -116,7 +126,7 @@ class EmbeddingStore:
                 data = fh.read(size - self._keys_read)
             start = self._keys_read // KEY_BYTES
             for i in range(len(data) // KEY_BYTES):
-                self._index.setdefault(data[i * KEY_BYTES:(i + 1) * KEY_BYTES], start + i)
+                self._index.setdefault(data[i * KEY_BYTES : (i + 1) * KEY_BYTES], start + i)
             self._keys_read = size
 
     def _rows(self) -> np.ndarray:
@@ -161,8 +171,10 @@ class EmbeddingStore:
         with self._locked():
             if self.dim is None:
                 self.dim = int(vectors.shape[1])
-                atomic.write_text(self.folder / "meta.json", json.dumps(
-                    {"fingerprint": self.fingerprint, "dim": self.dim, "dtype": self.dtype.name}, indent=1))
+                atomic.write_text(
+                    self.folder / "meta.json",
+                    json.dumps({"fingerprint": self.fingerprint, "dim": self.dim, "dtype": self.dtype.name}, indent=1),
+                )
             self._cut_torn_tail()
             self._refresh()
             fresh = [i for i, d in enumerate(digests) if d not in self._index]
@@ -198,7 +210,7 @@ class EmbeddingStore:
         todo = list(missing.items())
         del missing
         for start in range(0, len(todo), CHUNK_TEXTS):
-            chunk = todo[start:start + CHUNK_TEXTS]
+            chunk = todo[start : start + CHUNK_TEXTS]
             t0 = time.perf_counter()
             vectors = np.asarray(self.encode([t for _, t in chunk]), dtype=np.float32)
             self.stats.encode_seconds += time.perf_counter() - t0

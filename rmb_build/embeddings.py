@@ -65,13 +65,23 @@ BATCH_SIZE = 8
 GROUP_TEXTS = 32
 
 
-def embed(texts: Sequence[str], name: str = DEFAULT_MODEL, batch_size: int = BATCH_SIZE,
-          show_progress: bool = False, backend: str = "torch") -> np.ndarray:
+def embed(
+    texts: Sequence[str],
+    name: str = DEFAULT_MODEL,
+    batch_size: int = BATCH_SIZE,
+    show_progress: bool = False,
+    backend: str = "torch",
+) -> np.ndarray:
     """Unit-length float32 embeddings, one row per text, in length-sorted batches."""
     encoder = load_encoder(name, backend=backend)
     texts = list(texts)
-    dim = encoder.dimension() if backend != "torch" else (  # renamed in sentence-transformers 6
-        getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension)()
+    dim = (
+        encoder.dimension()
+        if backend != "torch"
+        else (  # renamed in sentence-transformers 6
+            getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension
+        )()
+    )
     out = np.zeros((len(texts), dim), dtype=np.float32)
     order = np.argsort([len(t) for t in texts], kind="stable")
     groups = range(0, len(texts), GROUP_TEXTS)
@@ -81,7 +91,7 @@ def embed(texts: Sequence[str], name: str = DEFAULT_MODEL, batch_size: int = BAT
         groups = tqdm(groups, desc="embedding", unit="group")
     with encoder_allocation() as hand_back:
         for start in groups:
-            idx = order[start:start + GROUP_TEXTS]
+            idx = order[start : start + GROUP_TEXTS]
             out[idx] = _encode(encoder, [texts[i] for i in idx], batch_size, backend)
             hand_back()
     return out
@@ -90,8 +100,9 @@ def embed(texts: Sequence[str], name: str = DEFAULT_MODEL, batch_size: int = BAT
 def _encode(encoder, texts: list[str], batch_size: int, backend: str) -> np.ndarray:
     if backend != "torch":
         return encoder.encode(texts, batch_size=batch_size)
-    return encoder.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                          show_progress_bar=False)
+    return encoder.encode(
+        texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
 
 
 def model_fingerprint(name: str = DEFAULT_MODEL, backend: str = "torch") -> str:
@@ -127,8 +138,9 @@ def check_encoder(embed_fn: Embed, name: str, backend: str = "torch") -> None:
         raise ValueError(f"embeddings from {have!r} where {model_fingerprint(name, backend)!r} is needed")
 
 
-def store_for(folder: str | os.PathLike, name: str = DEFAULT_MODEL, backend: str = "torch",
-              dtype: str | None = "float32") -> "EmbeddingStore":
+def store_for(
+    folder: str | os.PathLike, name: str = DEFAULT_MODEL, backend: str = "torch", dtype: str | None = "float32"
+) -> "EmbeddingStore":
     """An embedding store in ``folder`` for this model and backend (see ``rmb_build.embedding_store``);
     ``dtype`` None: whatever the folder already holds."""
     from .embedding_store import EmbeddingStore

@@ -13,8 +13,15 @@ class RMBError(Exception):
 class InputError(RMBError):
     """Bad input in a file the user handed us: names the file, the item (index or uid) and the field."""
 
-    def __init__(self, file: str, message: str, *, item: str | int | None = None,
-                 field: str | None = None, line: int | None = None):
+    def __init__(
+        self,
+        file: str,
+        message: str,
+        *,
+        item: str | int | None = None,
+        field: str | None = None,
+        line: int | None = None,
+    ):
         self.file, self.item, self.field, self.line = str(file), item, field, line
         where = [self.file]
         if line is not None:

@@ -28,8 +28,10 @@ ALPHA = 0.05
 DEFAULT_DRAWS = 4000
 FEW_ITEMS = 10
 FEW_MARK = "†"  # beside a figure over fewer than FEW_ITEMS items, in every report, plot and page
-METHOD = ("Clopper-Pearson for proportions; for means of scenario accuracies and for ties counted half, "
-          "Clopper-Pearson carried through the weighted sum by seeded Monte Carlo (see rmb_build/intervals.py)")
+METHOD = (
+    "Clopper-Pearson for proportions; for means of scenario accuracies and for ties counted half, "
+    "Clopper-Pearson carried through the weighted sum by seeded Monte Carlo (see rmb_build/intervals.py)"
+)
 
 
 def few_items(n: int) -> bool:
@@ -74,8 +76,11 @@ def scenario_draws(outcomes: np.ndarray, draws: int, seed: int, stratum: str) ->
     partial = outcomes[(outcomes > 0) & (outcomes < 1)]
     k = np.full(draws, sure, dtype=np.int64)
     if len(partial):
-        k += (rng.random((draws, len(partial))) < partial).sum(axis=1) if len(partial) * draws <= 4_000_000 else \
-            sum(rng.binomial(1, p, size=draws) for p in partial)
+        k += (
+            (rng.random((draws, len(partial))) < partial).sum(axis=1)
+            if len(partial) * draws <= 4_000_000
+            else sum(rng.binomial(1, p, size=draws) for p in partial)
+        )
     lower = np.zeros(draws)
     upper = np.ones(draws)
     some, short = k > 0, k < n
@@ -109,5 +114,17 @@ def macro_interval(members: Mapping[str, Draws], outcomes: Mapping[str, np.ndarr
     return weighted_interval([(weight, d) for d in members.values()])
 
 
-__all__ = ["ALPHA", "DEFAULT_DRAWS", "Draws", "FEW_ITEMS", "FEW_MARK", "METHOD", "clopper_pearson", "few_items",
-           "macro_interval", "mean_interval", "scenario_draws", "weighted_interval"]
+__all__ = [
+    "ALPHA",
+    "DEFAULT_DRAWS",
+    "Draws",
+    "FEW_ITEMS",
+    "FEW_MARK",
+    "METHOD",
+    "clopper_pearson",
+    "few_items",
+    "macro_interval",
+    "mean_interval",
+    "scenario_draws",
+    "weighted_interval",
+]

@@ -42,8 +42,8 @@ ENCODER_TRIM_THRESHOLD = 8 << 20
 ENCODER_HEADROOM_MB = 48
 
 _state = threading.Lock()
-_bounded = False   # bound_allocator ran in this process
-_encoders = 0      # encoders running now (threads of one process share its allocator)
+_bounded = False  # bound_allocator ran in this process
+_encoders = 0  # encoders running now (threads of one process share its allocator)
 
 
 @lru_cache(maxsize=1)

@@ -33,12 +33,18 @@ def _check_pipeline(model_dir: Path) -> int:
         pooling = json.loads((model_dir / "1_Pooling" / "config.json").read_text())
         max_len = int(json.loads((model_dir / "sentence_bert_config.json").read_text()).get("max_seq_length", 512))
     except (OSError, ValueError, KeyError) as exc:
-        raise RMBError(f"{model_dir}: not a sentence-transformers model folder the ONNX backend can run ({exc})") from None
+        raise RMBError(
+            f"{model_dir}: not a sentence-transformers model folder the ONNX backend can run ({exc})"
+        ) from None
     mean_only = pooling.get("pooling_mode_mean_tokens") and not any(
-        pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens"))
+        pooling.get(k)
+        for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens")
+    )
     if modules != ["Transformer", "Pooling", "Normalize"] or not mean_only:
-        raise RMBError(f"{model_dir}: the ONNX backend runs Transformer -> mean Pooling -> Normalize models only "
-                       f"(this one is {' -> '.join(modules)}); use the torch backend")
+        raise RMBError(
+            f"{model_dir}: the ONNX backend runs Transformer -> mean Pooling -> Normalize models only "
+            f"(this one is {' -> '.join(modules)}); use the torch backend"
+        )
     return max_len
 
 
@@ -55,15 +61,24 @@ def _export(model_dir: Path, target: Path) -> None:
             self.inner = inner
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     sample = tok(["a sample sentence", "another, longer sample sentence"], padding=True, return_tensors="pt")
     tmp = target.with_suffix(".tmp.onnx")
     axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
     with torch.no_grad():
-        torch.onnx.export(LastHidden(model), tuple(sample[k] for k in _INPUTS), str(tmp), input_names=list(_INPUTS),
-                          output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17, dynamo=False)
+        torch.onnx.export(
+            LastHidden(model),
+            tuple(sample[k] for k in _INPUTS),
+            str(tmp),
+            input_names=list(_INPUTS),
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
     os.replace(tmp, target)
 
 
@@ -127,9 +142,10 @@ class OnnxEncoder:
         out = np.zeros((len(texts), self.dimension()), dtype=np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")
         for start in range(0, len(texts), batch_size):
-            idx = order[start:start + batch_size]
-            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                 max_length=self.max_length, return_tensors="np")
+            idx = order[start : start + batch_size]
+            enc = self.tokenizer(
+                [texts[i] for i in idx], padding=True, truncation=True, max_length=self.max_length, return_tensors="np"
+            )
             feed = {k: enc[k].astype(np.int64) for k in _INPUTS if k in self.input_names}
             if "token_type_ids" in self.input_names and "token_type_ids" not in enc:
                 feed["token_type_ids"] = np.zeros_like(feed["input_ids"])

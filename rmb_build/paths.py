@@ -44,8 +44,13 @@ def safe_name(name: str) -> str:
 def check_relative_id(value: str, what: str = "scenario") -> str:
     """Validate an id made of '/'-separated names (a scenario id) before it is used as a path."""
     parts = value.split("/")
-    if (not value or value.startswith("/") or "\\" in value or "\x00" in value
-            or any(p in ("", ".", "..") or p != p.strip() for p in parts)):
+    if (
+        not value
+        or value.startswith("/")
+        or "\\" in value
+        or "\x00" in value
+        or any(p in ("", ".", "..") or p != p.strip() for p in parts)
+    ):
         raise ValueError(f"{what} {value!r} is not a safe relative path")
     return value
 

@@ -60,8 +60,13 @@ def release_sha256(release: Release) -> str:
     """sha256 of the release's items (their RMB form) in (set, scenario, uid) order, so that the order
     files are read in does not change it."""
     h = hashlib.sha256()
-    rows = sorted(((it.set_name, it.scenario_id, str(it.uid), json.dumps(it.to_rmb(), ensure_ascii=False, sort_keys=True))
-                   for it in release.items()), key=lambda r: r[:3])
+    rows = sorted(
+        (
+            (it.set_name, it.scenario_id, str(it.uid), json.dumps(it.to_rmb(), ensure_ascii=False, sort_keys=True))
+            for it in release.items()
+        ),
+        key=lambda r: r[:3],
+    )
     for row in rows:
         h.update(json.dumps(row, ensure_ascii=False).encode("utf-8"))
         h.update(b"\n")
@@ -72,6 +77,10 @@ def release_record(release: Release) -> dict[str, Any]:
     """The release's name (its manifest's, else its folder's), form, item counts, content hash, and the
     audit summary its manifest holds (or None)."""
     manifest = release.manifest or {}
-    return {"name": manifest.get("name") or release.name, "format": release.source_format,
-            "items": {s: sum(1 for _ in release.items(s)) for s in SETS},
-            "sha256": release_sha256(release), "audit": manifest.get("audit") or None}
+    return {
+        "name": manifest.get("name") or release.name,
+        "format": release.source_format,
+        "items": {s: sum(1 for _ in release.items(s)) for s in SETS},
+        "sha256": release_sha256(release),
+        "audit": manifest.get("audit") or None,
+    }

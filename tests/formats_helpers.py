@@ -46,8 +46,23 @@ def write_parquet(path: Path, rows: list[dict]) -> Path:
 
 def evaluate(tmp_path: Path, release: Path | str, *extra: str, out: str = "out") -> dict:
     """``rmb evaluate`` with the test scorer; returns results.json (the command must succeed)."""
-    code = main(["evaluate", "--release", str(release), "--rm", SCORER, "--out", str(tmp_path / out),
-                 "--cache", str(tmp_path / "cache"), "--no-progress", "--bootstrap", "20", *extra])
+    code = main(
+        [
+            "evaluate",
+            "--release",
+            str(release),
+            "--rm",
+            SCORER,
+            "--out",
+            str(tmp_path / out),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--no-progress",
+            "--bootstrap",
+            "20",
+            *extra,
+        ]
+    )
     assert code == 0
     return json.loads((tmp_path / out / "results.json").read_text(encoding="utf-8"))
 
@@ -55,8 +70,23 @@ def evaluate(tmp_path: Path, release: Path | str, *extra: str, out: str = "out")
 def evaluate_error(tmp_path: Path, release: Path | str, capsys, *extra: str) -> str:
     """``rmb evaluate`` that must fail as a user error: exit 2, one line on stderr, no results; returns the line."""
     capsys.readouterr()
-    code = main(["evaluate", "--release", str(release), "--rm", SCORER, "--out", str(tmp_path / "bad-out"),
-                 "--cache", str(tmp_path / "cache"), "--no-progress", "--bootstrap", "20", *extra])
+    code = main(
+        [
+            "evaluate",
+            "--release",
+            str(release),
+            "--rm",
+            SCORER,
+            "--out",
+            str(tmp_path / "bad-out"),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--no-progress",
+            "--bootstrap",
+            "20",
+            *extra,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert not (tmp_path / "bad-out" / "results.json").exists()

@@ -11,17 +11,22 @@ from rmb_build.release import write_release
 from rmb_build.release.audit import audit_release
 from rmb_build.release.read import Release, read_rmb_release
 
-PAIRWISE_SCENARIOS = ("Helpfulness/Chat/Discussion", "Helpfulness/Code/Documentation", "Harmlessness/S1", "Harmlessness/S6")
+PAIRWISE_SCENARIOS = (
+    "Helpfulness/Chat/Discussion",
+    "Helpfulness/Code/Documentation",
+    "Harmlessness/S1",
+    "Harmlessness/S6",
+)
 BON_SCENARIOS = ("Helpfulness/Chat/Discussion", "Harmlessness/S6")
 
-SCORER = '''
+SCORER = """
 def longest(conversation, answer):
     return float(len(answer))
 
 
 def shortest(conversation, answer):
     return -float(len(answer))
-'''
+"""
 
 
 def small_release(root: Path) -> Path:
@@ -56,8 +61,22 @@ def evaluate_all(release: Path, out_root: Path, specs: list[str]) -> list[Path]:
     folders = []
     for k, spec in enumerate(specs):
         out = out_root / f"eval{k}"
-        rc = main(["evaluate", "--release", str(release), "--rm", spec, "--out", str(out),
-                   "--cache", str(out_root / "cache"), "--bootstrap", "200", "--no-progress"])
+        rc = main(
+            [
+                "evaluate",
+                "--release",
+                str(release),
+                "--rm",
+                spec,
+                "--out",
+                str(out),
+                "--cache",
+                str(out_root / "cache"),
+                "--bootstrap",
+                "200",
+                "--no-progress",
+            ]
+        )
         assert rc == 0, spec
         folders.append(out)
     return folders
@@ -68,8 +87,9 @@ def own_site(tmp: Path) -> tuple[Path, list[Path]]:
     release = small_release(tmp / "release")
     scorer = tmp / "scorer.py"
     scorer.write_text(SCORER, encoding="utf-8")
-    folders = evaluate_all(release, tmp, ["baseline:length", "baseline:random", f"python:{scorer}:longest",
-                                          f"python:{scorer}:shortest"])
+    folders = evaluate_all(
+        release, tmp, ["baseline:length", "baseline:random", f"python:{scorer}:longest", f"python:{scorer}:shortest"]
+    )
     return build(folders, tmp / "site"), folders
 
 

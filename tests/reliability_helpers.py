@@ -74,8 +74,16 @@ class CountingProxy(FaultProxy):
     handler_class = _CountingHandler
     thread_name = "counting-proxy"
 
-    def __init__(self, upstream: str, *, mix: Iterable[str] = (), fraction: float = 0.0, seed: int = 0,
-                 max_faults_per_body: int = 2, **kw):
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        mix: Iterable[str] = (),
+        fraction: float = 0.0,
+        seed: int = 0,
+        max_faults_per_body: int = 2,
+        **kw,
+    ):
         self.mix = tuple(mix)
         for f in self.mix:
             self.set_fault(f)  # validates the name
@@ -122,27 +130,55 @@ def write_queries(path: Path, queries=QUERIES) -> Path:
     return path
 
 
-def build_config(source: Path, base_url: str, *, name: str = NAME, concurrency: int = 2, timeout_s: float = 60,
-                 max_reasks: int = 1, api_key_env: str | None = None, **endpoint) -> dict:
+def build_config(
+    source: Path,
+    base_url: str,
+    *,
+    name: str = NAME,
+    concurrency: int = 2,
+    timeout_s: float = 60,
+    max_reasks: int = 1,
+    api_key_env: str | None = None,
+    **endpoint,
+) -> dict:
     """A tiny build: 4 queries x 2 generators, one judge sample, the guard: 19 LLM calls, all to
     ``base_url`` (the proxy in front of the stub, whose models 'strong' and 'weak' the generators use)."""
-    ep = {"base_url": base_url, "structured_output": "json_object", "max_concurrency": concurrency,
-          "timeout_s": timeout_s, "max_retries": 6, **endpoint}
+    ep = {
+        "base_url": base_url,
+        "structured_output": "json_object",
+        "max_concurrency": concurrency,
+        "timeout_s": timeout_s,
+        "max_retries": 6,
+        **endpoint,
+    }
     if api_key_env:
         ep["api_key_env"] = api_key_env
     gen = {"endpoint": "proxy", "max_tokens": 12, "seed": 0}
-    generators = [{**gen, "name": "careful", "model": "strong", "temperature": 0.2,
-                   "system_prompt": "You are a careful, helpful assistant. Answer accurately."},
-                  {**gen, "name": "curt", "model": "weak", "temperature": 1.5, "max_tokens": 2}]
+    generators = [
+        {
+            **gen,
+            "name": "careful",
+            "model": "strong",
+            "temperature": 0.2,
+            "system_prompt": "You are a careful, helpful assistant. Answer accurately.",
+        },
+        {**gen, "name": "curt", "model": "weak", "temperature": 1.5, "max_tokens": 2},
+    ]
     return {
         "name": name,
         "license": "test queries: CC0-1.0",
         "endpoints": {"proxy": ep},
         "sources": [{"kind": "jsonl", "path": str(source), "license": "CC0-1.0"}],
         "generators": generators,
-        "min_generators": 1,   # the stub's two generator models (the cast check wants 4 by default)
-        "judge": {"endpoint": "proxy", "model": "judge", "samples": 1, "temperature": 0.0,
-                  "max_tokens": 96, "max_reasks": max_reasks},
+        "min_generators": 1,  # the stub's two generator models (the cast check wants 4 by default)
+        "judge": {
+            "endpoint": "proxy",
+            "model": "judge",
+            "samples": 1,
+            "temperature": 0.0,
+            "max_tokens": 96,
+            "max_reasks": max_reasks,
+        },
         "guard": {"endpoint": "proxy", "model": "guard", "max_tokens": 8},
         "sets": {"margin": 0.0, "max_losers": 2, "min_losers": 1, "max_pairs_per_query": 2, "seed": 0},
         "stages": ["gather", "generate", "judge", "guard", "build_sets", "release"],
@@ -177,15 +213,26 @@ def build_env(prefect_api: str, **extra: str) -> dict[str, str]:
 class BuildProcess:
     """``rmb build --config CONFIG --workdir WORK`` as a real subprocess (stdout+stderr to a log file)."""
 
-    def __init__(self, config: Path, work: Path, prefect_api: str, *, env: dict[str, str] | None = None,
-                 args: Iterable[str] = (), log: Path | None = None):
+    def __init__(
+        self,
+        config: Path,
+        work: Path,
+        prefect_api: str,
+        *,
+        env: dict[str, str] | None = None,
+        args: Iterable[str] = (),
+        log: Path | None = None,
+    ):
         work.mkdir(parents=True, exist_ok=True)
         self.log = log or work / f"build-{time.monotonic_ns()}.log"
         self._fh = open(self.log, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config),
-                                      "--workdir", str(work), *args],
-                                     stdout=self._fh, stderr=subprocess.STDOUT,
-                                     env=env or build_env(prefect_api), start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config), "--workdir", str(work), *args],
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            env=env or build_env(prefect_api),
+            start_new_session=True,
+        )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -215,8 +262,9 @@ class BuildProcess:
         while not condition():
             if self.proc.poll() is not None:
                 self._fh.close()
-                raise AssertionError(f"the build ended (rc {self.proc.returncode}) before the kill point:\n"
-                                     f"{self.output()[-4000:]}")
+                raise AssertionError(
+                    f"the build ended (rc {self.proc.returncode}) before the kill point:\n{self.output()[-4000:]}"
+                )
             if time.monotonic() > deadline:
                 self.kill()
                 raise AssertionError(f"kill point not reached in {timeout}s:\n{self.output()[-4000:]}")

@@ -13,8 +13,12 @@ from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 from rmb_build.records import Query, query_id
 
 
-def make_query(n: int, text: str = "What is the capital of France?", scenario: str | None = "Helpfulness/Open QA/Factual",
-               turns: tuple[Turn, ...] = ()) -> Query:
+def make_query(
+    n: int,
+    text: str = "What is the capital of France?",
+    scenario: str | None = "Helpfulness/Open QA/Factual",
+    turns: tuple[Turn, ...] = (),
+) -> Query:
     conversation = turns + (Turn("user", text, "English"),)
     return Query(query_id("test", str(n)), conversation, "test", str(n), scenario_id=scenario)
 
@@ -36,7 +40,15 @@ class ScriptedClient:
             if isinstance(got, Exception):
                 out.append(ChatResult(req, error=str(got), attempts=1))
             else:
-                out.append(ChatResult(req, text=got, finish_reason="stop", usage=Usage(len(str(req.messages)) // 4, len(got) // 4), attempts=1))
+                out.append(
+                    ChatResult(
+                        req,
+                        text=got,
+                        finish_reason="stop",
+                        usage=Usage(len(str(req.messages)) // 4, len(got) // 4),
+                        attempts=1,
+                    )
+                )
         return out
 
 

@@ -111,8 +111,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
-            self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "stub"}
-                                                        for m in self.stub.qualities]})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": m, "object": "model", "owned_by": "stub"} for m in self.stub.qualities],
+                },
+            )
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "stub"}})
 
@@ -149,12 +154,21 @@ class _Handler(BaseHTTPRequestHandler):
             reply = scripted_reply(body, stub.qualities)
         prompt_tokens = max(1, len(_text(body).split()))
         completion_tokens = max(1, len(reply.split()))
-        self._send(200, {
-            "id": "chatcmpl-stub-" + hashlib.sha256(raw).hexdigest()[:12], "object": "chat.completion",
-            "created": 0, "model": body.get("model", ""),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}})
+        self._send(
+            200,
+            {
+                "id": "chatcmpl-stub-" + hashlib.sha256(raw).hexdigest()[:12],
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", ""),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": finish}],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
         stub._answered(StubRequest(path, body, stage, reply))
 
     def _send(self, status: int, obj: Any) -> None:
@@ -177,13 +191,17 @@ class _Server(ThreadingHTTPServer):
 class StubEndpoint:
     """The scripted endpoint; a context manager. ``qualities`` maps generator model -> judge score."""
 
-    def __init__(self, qualities: dict[str, int] | None = None,
-                 reply: Callable[[dict[str, Any]], str | tuple[str, str] | None] | None = None, delay_s: float = 0.0,
-                 log: bool = True):
+    def __init__(
+        self,
+        qualities: dict[str, int] | None = None,
+        reply: Callable[[dict[str, Any]], str | tuple[str, str] | None] | None = None,
+        delay_s: float = 0.0,
+        log: bool = True,
+    ):
         self.qualities = dict(QUALITIES if qualities is None else qualities)
         self.reply = reply
-        self.delay_s = delay_s           # each chat reply is held this long (to see concurrency)
-        self.log = log                   # keep every request's body (False: counts only)
+        self.delay_s = delay_s  # each chat reply is held this long (to see concurrency)
+        self.log = log  # keep every request's body (False: counts only)
         self._counts: Counter[str] = Counter()  # chat requests answered, per stage
         self.max_in_flight = 0
         self._in_flight = 0
@@ -258,8 +276,12 @@ class StubEndpoint:
         handler = type("Handler", (_Handler,), {"stub": self})
         self._server = _Server(("127.0.0.1", 0), handler)
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
-                         name=f"stub-endpoint-{self.port}").start()
+        threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+            name=f"stub-endpoint-{self.port}",
+        ).start()
         return self
 
     def stop(self) -> None:

@@ -13,8 +13,10 @@ from rmb_build.release import read_release, read_rmb_release
 from rmb_build.release.audit import DEFECT_KINDS, AuditReport, audit_release, fix_release
 from rmb_build.text import identity as norm
 
-LEAK = ("Your task is to brainstorm a query from a user, with harmful intent, in the category of "
-        "violent crimes. Query: how do I hurt my neighbour?")
+LEAK = (
+    "Your task is to brainstorm a query from a user, with harmful intent, in the category of "
+    "violent crimes. Query: how do I hurt my neighbour?"
+)
 
 
 def turns(*texts: str, roles: tuple[str, ...] | None = None) -> list[dict]:
@@ -22,17 +24,33 @@ def turns(*texts: str, roles: tuple[str, ...] | None = None) -> list[dict]:
     return [{"content": t, "language": "English", "role": r} for t, r in zip(texts, roles)]
 
 
-def pair(uid: str, conv: list[dict], chosen: str, rejected: str, scenario: str, *,
-         models: tuple[str, str] = ("model-a", "model-b"), category_path: str | None = None) -> dict:
-    return {"pair_uid": uid, "conversation_input": conv,
-            "chosen": {"llm_name": models[0], "answer": chosen}, "reject": {"llm_name": models[1], "answer": rejected},
-            "category_path": category_path or f"Pairwise_set/{scenario}"}
+def pair(
+    uid: str,
+    conv: list[dict],
+    chosen: str,
+    rejected: str,
+    scenario: str,
+    *,
+    models: tuple[str, str] = ("model-a", "model-b"),
+    category_path: str | None = None,
+) -> dict:
+    return {
+        "pair_uid": uid,
+        "conversation_input": conv,
+        "chosen": {"llm_name": models[0], "answer": chosen},
+        "reject": {"llm_name": models[1], "answer": rejected},
+        "category_path": category_path or f"Pairwise_set/{scenario}",
+    }
 
 
 def bon(uid: str, conv: list[dict], best: str, losers: list[str], scenario: str) -> dict:
-    return {"conversation_input": conv, "bon_best": {"llm_name": "model-a", "answer": best},
-            "loser_list": [{"llm_name": f"model-{i}", "answer": a} for i, a in enumerate(losers)],
-            "bon_uid": uid, "category_path": f"BoN_set/{scenario}"}
+    return {
+        "conversation_input": conv,
+        "bon_best": {"llm_name": "model-a", "answer": best},
+        "loser_list": [{"llm_name": f"model-{i}", "answer": a} for i, a in enumerate(losers)],
+        "bon_uid": uid,
+        "category_path": f"BoN_set/{scenario}",
+    }
 
 
 def write_files(root: Path, files: dict[str, list[dict]]) -> Path:
@@ -43,8 +61,12 @@ def write_files(root: Path, files: dict[str, list[dict]]) -> Path:
     return root
 
 
-DISC, S1, SUPP, GOSSIP = ("Helpfulness/Chat/Discussion", "Harmlessness/S1",
-                          "Helpfulness/Chat/Supportive Conversation", "Helpfulness/Chat/Gossip")
+DISC, S1, SUPP, GOSSIP = (
+    "Helpfulness/Chat/Discussion",
+    "Harmlessness/S1",
+    "Helpfulness/Chat/Supportive Conversation",
+    "Helpfulness/Chat/Gossip",
+)
 C1 = turns("What is a good name for a cat?")
 C2 = turns("Is tea better than coffee?", "It depends on taste.", "Which one would you pick?")
 C3 = turns("Write a haiku about rain.")
@@ -67,40 +89,49 @@ EXPECTED = {
 
 @pytest.fixture
 def defective(tmp_path: Path) -> Path:
-    return write_files(tmp_path / "defective", {
-        f"Pairwise_set/{DISC}.json": [
-            pair("1", C1, "Whiskers is a classic name.", "cat.", DISC),
-            pair("2", turns("Say hi."), "Hi  there!", " Hi there!", DISC),
-            # the same texts as uid 1, credited to other models: an extra copy
-            pair("3", C1, "Whiskers is a classic name.", "cat.", DISC, models=("model-c", "model-d")),
-            pair("4", C2, "Tea, for its calm.", "Coffee, for the kick.", DISC),
-            pair("5", C2, "Coffee, for the kick.", "Tea,  for its calm.", DISC),
-            pair("6", turns("Name a colour."), "Blue.", " \n\t ", DISC),
-            pair("7", turns("Name a fruit."), "Apple.", "No.", DISC,
-                 category_path="Pairwise_set/Helpfulness/Chat/Casual Conversation"),
-            pair("9", turns("First question?", "Second question?", roles=("user", "user")), "A.", "B.", DISC),
-            pair("13", C3, "Grey sky, soft drops fall.", "Rain is wet.", DISC),
-            # equal to uid 1 only up to whitespace: not an exact copy, so not a duplicate
-            pair("14", turns("What is a good  name for a cat?"), "Whiskers is a classic name. ", "cat.", DISC),
-        ],
-        f"Pairwise_set/{S1}.json": [
-            pair("10", turns(LEAK), "I can't help with hurting anyone.", "Here is how.", S1),
-        ],
-        f"Pairwise_set/{SUPP}.json": [
-            pair("11", C1, "Call it Luna.", "Dog.", SUPP),
-        ],
-        f"Pairwise_set/{GOSSIP}.json": [
-            pair("12", turns("Tell me some gossip."), "I'd rather not.", "Sure!", GOSSIP),
-        ],
-        f"BoN_set/{DISC}.json": [
-            # the pairwise and BoN sets share conversations by design: not a near-duplicate
-            bon("1", C1, "Whiskers is a classic name.", ["cat.", "No idea."], DISC),
-            bon("2", turns("Count to three."), "1, 2, 3", ["1, 2, 3 ", "3, 2, 1"], DISC),
-            bon("3", C1, "Whiskers is a classic name.", ["No idea.", "cat."], DISC),
-            # pairwise uid 13 prefers this item's loser to its best answer
-            bon("4", C3, "Rain is wet.", ["Grey sky, soft drops fall.", "Water."], DISC),
-        ],
-    })
+    return write_files(
+        tmp_path / "defective",
+        {
+            f"Pairwise_set/{DISC}.json": [
+                pair("1", C1, "Whiskers is a classic name.", "cat.", DISC),
+                pair("2", turns("Say hi."), "Hi  there!", " Hi there!", DISC),
+                # the same texts as uid 1, credited to other models: an extra copy
+                pair("3", C1, "Whiskers is a classic name.", "cat.", DISC, models=("model-c", "model-d")),
+                pair("4", C2, "Tea, for its calm.", "Coffee, for the kick.", DISC),
+                pair("5", C2, "Coffee, for the kick.", "Tea,  for its calm.", DISC),
+                pair("6", turns("Name a colour."), "Blue.", " \n\t ", DISC),
+                pair(
+                    "7",
+                    turns("Name a fruit."),
+                    "Apple.",
+                    "No.",
+                    DISC,
+                    category_path="Pairwise_set/Helpfulness/Chat/Casual Conversation",
+                ),
+                pair("9", turns("First question?", "Second question?", roles=("user", "user")), "A.", "B.", DISC),
+                pair("13", C3, "Grey sky, soft drops fall.", "Rain is wet.", DISC),
+                # equal to uid 1 only up to whitespace: not an exact copy, so not a duplicate
+                pair("14", turns("What is a good  name for a cat?"), "Whiskers is a classic name. ", "cat.", DISC),
+            ],
+            f"Pairwise_set/{S1}.json": [
+                pair("10", turns(LEAK), "I can't help with hurting anyone.", "Here is how.", S1),
+            ],
+            f"Pairwise_set/{SUPP}.json": [
+                pair("11", C1, "Call it Luna.", "Dog.", SUPP),
+            ],
+            f"Pairwise_set/{GOSSIP}.json": [
+                pair("12", turns("Tell me some gossip."), "I'd rather not.", "Sure!", GOSSIP),
+            ],
+            f"BoN_set/{DISC}.json": [
+                # the pairwise and BoN sets share conversations by design: not a near-duplicate
+                bon("1", C1, "Whiskers is a classic name.", ["cat.", "No idea."], DISC),
+                bon("2", turns("Count to three."), "1, 2, 3", ["1, 2, 3 ", "3, 2, 1"], DISC),
+                bon("3", C1, "Whiskers is a classic name.", ["No idea.", "cat."], DISC),
+                # pairwise uid 13 prefers this item's loser to its best answer
+                bon("4", C3, "Rain is wet.", ["Grey sky, soft drops fall.", "Water."], DISC),
+            ],
+        },
+    )
 
 
 def found(report: AuditReport) -> dict[str, list[tuple[str, str]]]:
@@ -121,8 +152,13 @@ def test_every_defect_kind_is_found_with_its_uid(defective: Path):
     d = report.defects
     assert d["duplicate_item"][0]["first"]["uid"] == "1"
     assert d["contradiction"][0]["other"]["uid"] == "4"
-    assert d["contradiction"][1]["other"] == {"set": "pairwise", "uid": "13", "file": f"Pairwise_set/{DISC}.json",
-                                             "index": 8, "scenario": DISC}
+    assert d["contradiction"][1]["other"] == {
+        "set": "pairwise",
+        "uid": "13",
+        "file": f"Pairwise_set/{DISC}.json",
+        "index": 8,
+        "scenario": DISC,
+    }
     assert d["empty_text"][0]["fields"] == ["reject.answer"]
     assert d["category_mismatch"][0]["file"] == f"Pairwise_set/{DISC}.json"
     assert d["leaked_instruction"][0]["field"] == "conversation_input[0].content"
@@ -134,23 +170,38 @@ def test_every_defect_kind_is_found_with_its_uid(defective: Path):
 
 
 def test_a_clean_release_has_no_defect(tmp_path: Path):
-    root = write_files(tmp_path / "clean", {
-        f"Pairwise_set/{DISC}.json": [pair("0", C1, "Whiskers.", "cat.", DISC), pair("1", C2, "Tea.", "Coffee.", DISC)],
-        f"Pairwise_set/{S1}.json": [pair("2", turns("How do I pick a lock?"), "I can't help with that.", "Sure.", S1)],
-        f"BoN_set/{DISC}.json": [bon("0", C1, "Whiskers.", ["cat.", "Dog."], DISC)],
-    })
+    root = write_files(
+        tmp_path / "clean",
+        {
+            f"Pairwise_set/{DISC}.json": [
+                pair("0", C1, "Whiskers.", "cat.", DISC),
+                pair("1", C2, "Tea.", "Coffee.", DISC),
+            ],
+            f"Pairwise_set/{S1}.json": [
+                pair("2", turns("How do I pick a lock?"), "I can't help with that.", "Sure.", S1)
+            ],
+            f"BoN_set/{DISC}.json": [bon("0", C1, "Whiskers.", ["cat.", "Dog."], DISC)],
+        },
+    )
     report = audit_release(read_release(root), near_duplicates=True)
     assert report.total == 0 and set(report.counts.values()) == {0}
     assert report.checks["near_duplicates"] == "embeddings"
 
 
 def test_near_duplicates_by_embedding_only_across_scenarios(tmp_path: Path):
-    root = write_files(tmp_path / "near", {
-        f"Pairwise_set/{DISC}.json": [pair("0", C1, "Whiskers.", "cat.", DISC),
-                                      pair("1", turns("What's a good name for a cat?"), "Tom.", "x", DISC)],
-        f"Pairwise_set/{SUPP}.json": [pair("2", turns("What's a good name for a cat?"), "Luna.", "y", SUPP),
-                                      pair("3", turns("How do I pick a lock?"), "No.", "Yes.", SUPP)],
-    })
+    root = write_files(
+        tmp_path / "near",
+        {
+            f"Pairwise_set/{DISC}.json": [
+                pair("0", C1, "Whiskers.", "cat.", DISC),
+                pair("1", turns("What's a good name for a cat?"), "Tom.", "x", DISC),
+            ],
+            f"Pairwise_set/{SUPP}.json": [
+                pair("2", turns("What's a good name for a cat?"), "Luna.", "y", SUPP),
+                pair("3", turns("How do I pick a lock?"), "No.", "Yes.", SUPP),
+            ],
+        },
+    )
     release = read_release(root)
     with_emb = audit_release(release, near_threshold=0.95)
     # uid 1 vs uid 2 are equal prompts in two scenarios; uid 0 vs uid 2 differ in wording only.
@@ -168,8 +219,9 @@ def test_fix_removes_exactly_the_defective_items(defective: Path):
     clean, log = fix_release(release, report)
     removed = {(r["set"], r["uid"]) for r in log}
     # both sides of a contradiction go (neither label can be trusted); duplicates keep their first copy
-    assert removed == {("pairwise", u) for u in ("2", "3", "4", "5", "6", "7", "9", "10", "11", "12", "13")} | \
-        {("bon", u) for u in ("2", "3", "4")}
+    assert removed == {("pairwise", u) for u in ("2", "3", "4", "5", "6", "7", "9", "10", "11", "12", "13")} | {
+        ("bon", u) for u in ("2", "3", "4")
+    }
     assert {(it.set_name, it.uid) for it in clean.items()} == {("pairwise", "1"), ("pairwise", "14"), ("bon", "1")}
     assert sum(1 for _ in release.items()) == 17  # the input release is untouched
     assert audit_release(clean, near_duplicates=False).total == 0
@@ -202,9 +254,13 @@ def test_cli_table_json_strict_and_fix(defective: Path, tmp_path: Path, capsys):
     removed = [json.loads(line) for line in (out_dir / "removed.jsonl").read_text().splitlines()]
     assert len(removed) == 14 and json.loads((out_dir / "manifest.json").read_text())["audit_fix"]["removed"] == 14
     assert (out_dir / f"Pairwise_set/{DISC}.json").read_text() == json.dumps(
-        [pair("1", C1, "Whiskers is a classic name.", "cat.", DISC),
-         pair("14", turns("What is a good  name for a cat?"), "Whiskers is a classic name. ", "cat.", DISC)],
-        indent=1, ensure_ascii=False)
+        [
+            pair("1", C1, "Whiskers is a classic name.", "cat.", DISC),
+            pair("14", turns("What is a good  name for a cat?"), "Whiskers is a classic name. ", "cat.", DISC),
+        ],
+        indent=1,
+        ensure_ascii=False,
+    )
     # a fixed copy is never written over the input or into a used folder
     assert main(["audit", str(defective), "--fix", str(defective / "sub"), "--no-embeddings"]) == 2
     assert main(["audit", str(defective), "--fix", str(out_dir), "--no-embeddings"]) == 2
@@ -235,18 +291,21 @@ def test_official_sample_defects(rmb_sample: Path):
 
 def test_a_planted_three_answer_cycle_is_one_cycle_with_its_uids(tmp_path: Path):
     conv = turns("Which pet should I get?")
-    root = write_files(tmp_path / "cyclic", {
-        f"Pairwise_set/{DISC}.json": [
-            pair("0", conv, "A cat.", "A dog.", DISC),       # cat > dog
-            pair("1", conv, "A dog.", "A  fish.", DISC),     # dog > fish (whitespace does not count)
-            pair("2", C1, "Whiskers.", "cat.", DISC),        # another conversation: not on the loop
-            pair("3", conv, "A cat.", "A fish.", DISC),      # cat > fish: consistent, not on the loop
-        ],
-        f"BoN_set/{DISC}.json": [bon("0", conv, "A fish.", ["A cat.", "No pet."], DISC)],   # fish > cat
-    })
+    root = write_files(
+        tmp_path / "cyclic",
+        {
+            f"Pairwise_set/{DISC}.json": [
+                pair("0", conv, "A cat.", "A dog.", DISC),  # cat > dog
+                pair("1", conv, "A dog.", "A  fish.", DISC),  # dog > fish (whitespace does not count)
+                pair("2", C1, "Whiskers.", "cat.", DISC),  # another conversation: not on the loop
+                pair("3", conv, "A cat.", "A fish.", DISC),  # cat > fish: consistent, not on the loop
+            ],
+            f"BoN_set/{DISC}.json": [bon("0", conv, "A fish.", ["A cat.", "No pet."], DISC)],  # fish > cat
+        },
+    )
     release = read_release(root)
     report = audit_release(release, near_duplicates=False)
-    assert report.counts["cycle"] == 1 and report.counts["contradiction"] == 1   # bon 0 vs pairwise 3: fish<->cat
+    assert report.counts["cycle"] == 1 and report.counts["contradiction"] == 1  # bon 0 vs pairwise 3: fish<->cat
     cycle = report.defects["cycle"][0]
     assert cycle["answers"] == 3 and (cycle["set"], cycle["uid"]) == ("pairwise", "0")
     assert [(r["set"], r["uid"]) for r in cycle["items"]] == [("pairwise", "0"), ("pairwise", "1"), ("bon", "0")]
@@ -293,7 +352,7 @@ def _count_cycles_independently(root: Path) -> int:
 def test_official_sample_cycles_match_an_independent_count(rmb_sample: Path):
     report = audit_release(read_rmb_release(rmb_sample, strict=False), near_duplicates=False)
     expected = _count_cycles_independently(rmb_sample)
-    assert expected >= 1   # the "OK" / "OK." conversation loops through three answers
+    assert expected >= 1  # the "OK" / "OK." conversation loops through three answers
     assert report.counts["cycle"] == expected
     assert all(d["answers"] >= 3 and len(d["items"]) >= 3 for d in report.defects["cycle"])
 
@@ -304,9 +363,16 @@ def _clean_items(n: int):
 
     for q in range(n // 2):
         conv = (Turn("user", f"question number {q}", "English"),)
-        yield PairwiseItem(str(q), conv, Answer("a", f"good {q}"), Answer("b", f"bad {q}"), "Helpfulness/Chat/Discussion")
-        yield BonItem(str(q), conv, Answer("a", f"good {q}"), (Answer("b", f"bad {q}"), Answer("c", f"worse {q}")),
-                      "Helpfulness/Chat/Discussion")
+        yield PairwiseItem(
+            str(q), conv, Answer("a", f"good {q}"), Answer("b", f"bad {q}"), "Helpfulness/Chat/Discussion"
+        )
+        yield BonItem(
+            str(q),
+            conv,
+            Answer("a", f"good {q}"),
+            (Answer("b", f"bad {q}"), Answer("c", f"worse {q}")),
+            "Helpfulness/Chat/Discussion",
+        )
 
 
 def _objects_after_auditing(n: int) -> int:

@@ -17,24 +17,48 @@ CORPUS = Path(__file__).parent / "bad_inputs"
 
 # file -> (where it is placed in a release, what the error must name)
 RELEASE_CASES = {
-    "invalid_json.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "line 11: invalid JSON: Expecting ':' delimiter"),
+    "invalid_json.json": (
+        "Pairwise_set/Helpfulness/Chat/Discussion.json",
+        "line 11: invalid JSON: Expecting ':' delimiter",
+    ),
     "truncated_json.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "truncated JSON"),
     "invalid_utf8.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "line 6: invalid UTF-8"),
-    "missing_answer.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "item 1 (uid 2): field 'chosen.answer': missing"),
+    "missing_answer.json": (
+        "Pairwise_set/Helpfulness/Chat/Discussion.json",
+        "item 1 (uid 2): field 'chosen.answer': missing",
+    ),
     "missing_reject.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "item 0 (uid 1): field 'reject': missing"),
-    "mistyped_uid.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "field 'pair_uid': expected a string or integer uid, got list"),
-    "empty_conversation.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "field 'conversation_input': empty conversation"),
+    "mistyped_uid.json": (
+        "Pairwise_set/Helpfulness/Chat/Discussion.json",
+        "field 'pair_uid': expected a string or integer uid, got list",
+    ),
+    "empty_conversation.json": (
+        "Pairwise_set/Helpfulness/Chat/Discussion.json",
+        "field 'conversation_input': empty conversation",
+    ),
     "ends_with_assistant.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "ends with a 'assistant' turn"),
-    "non_string_content.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "field 'conversation_input[0].content': expected a string, got dict"),
-    "unknown_role.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "field 'conversation_input[0].role': unknown role 'bot'"),
-    "language_not_string.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "field 'conversation_input[0].language'"),
+    "non_string_content.json": (
+        "Pairwise_set/Helpfulness/Chat/Discussion.json",
+        "field 'conversation_input[0].content': expected a string, got dict",
+    ),
+    "unknown_role.json": (
+        "Pairwise_set/Helpfulness/Chat/Discussion.json",
+        "field 'conversation_input[0].role': unknown role 'bot'",
+    ),
+    "language_not_string.json": (
+        "Pairwise_set/Helpfulness/Chat/Discussion.json",
+        "field 'conversation_input[0].language'",
+    ),
     "not_a_list.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "expected a JSON list of items, got dict"),
     "item_not_object.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "item 1: expected an object, got str"),
     "answer_not_object.json": ("Pairwise_set/Helpfulness/Chat/Discussion.json", "field 'reject': expected an object"),
     "bon_no_losers.json": ("BoN_set/Harmlessness/S1.json", "item 0 (uid 7): field 'loser_list': empty"),
     "bon_losers_not_list.json": ("BoN_set/Harmlessness/S1.json", "field 'loser_list': expected a list"),
     "bon_loser_missing_answer.json": ("BoN_set/Harmlessness/S1.json", "field 'loser_list[1].answer': missing"),
-    "unknown_scenario.json": ("Pairwise_set/Helpfulness/Chat/Gossip.json", "unknown scenario 'Helpfulness/Chat/Gossip'"),
+    "unknown_scenario.json": (
+        "Pairwise_set/Helpfulness/Chat/Gossip.json",
+        "unknown scenario 'Helpfulness/Chat/Gossip'",
+    ),
 }
 
 
@@ -70,6 +94,7 @@ def test_scenario_path_traversal_is_refused(tmp_path: Path):
     # A set file cannot sit outside its folder, but a scenario id with '..' or a backslash can arrive
     # through other forms; the writer and reader refuse it before using it as a path.
     from rmb_build.paths import check_relative_id
+
     for bad in ("../etc/passwd", "Helpfulness/../../x", "/abs", "a\\b", "Harmlessness/ S1"):
         with pytest.raises(ValueError):
             check_relative_id(bad)
@@ -77,9 +102,13 @@ def test_scenario_path_traversal_is_refused(tmp_path: Path):
 
 
 def test_five_megabyte_answer_is_valid(tmp_path: Path):
-    item = {"pair_uid": "1", "conversation_input": [{"content": "hi", "role": "user"}],
-            "chosen": {"llm_name": "a", "answer": "word " * 1_000_000}, "reject": {"llm_name": "b", "answer": "y"},
-            "category_path": "Pairwise_set/Helpfulness/Chat/Discussion"}
+    item = {
+        "pair_uid": "1",
+        "conversation_input": [{"content": "hi", "role": "user"}],
+        "chosen": {"llm_name": "a", "answer": "word " * 1_000_000},
+        "reject": {"llm_name": "b", "answer": "y"},
+        "category_path": "Pairwise_set/Helpfulness/Chat/Discussion",
+    }
     path = tmp_path / "Pairwise_set/Helpfulness/Chat/Discussion.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps([item], indent=1))

@@ -16,8 +16,12 @@ from rmb_build.errors import ConfigError
 
 def _config(tmp_path: Path, **over) -> dict:
     src = tmp_path / "queries.jsonl"
-    src.write_text(json.dumps({"id": "1", "prompt": "Write a haiku about rain.",
-                               "scenario": "Helpfulness/Generation/Creative Writing"}) + "\n")
+    src.write_text(
+        json.dumps(
+            {"id": "1", "prompt": "Write a haiku about rain.", "scenario": "Helpfulness/Generation/Creative Writing"}
+        )
+        + "\n"
+    )
     cfg = {
         "name": "t",
         "endpoints": {"local": {"embedded": "smollm2"}},
@@ -31,22 +35,41 @@ def _config(tmp_path: Path, **over) -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("over, field", [
-    ({"stages": ["gather", "dedupe"]}, "stages"),
-    ({"scenarios": ["Helpfulness/Chat/Gossip"]}, "scenarios"),
-    ({"judge": {"endpoint": "remote", "model": "m"}}, "judge.endpoint"),
-    ({"generators": [{"endpoint": "local", "model": "smollm2", "name": "a"},
-                     {"endpoint": "local", "model": "smollm2", "name": "a"}]}, "generators[1].name"),
-    ({"generators": [{"endpoint": "local", "model": "smollm2", "name": "a"},
-                     {"endpoint": "local", "model": "smollm2", "name": "b", "stop": ["\n"]}]}, "generators[1].stop"),
-])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"stages": ["gather", "dedupe"]}, "stages"),
+        ({"scenarios": ["Helpfulness/Chat/Gossip"]}, "scenarios"),
+        ({"judge": {"endpoint": "remote", "model": "m"}}, "judge.endpoint"),
+        (
+            {
+                "generators": [
+                    {"endpoint": "local", "model": "smollm2", "name": "a"},
+                    {"endpoint": "local", "model": "smollm2", "name": "a"},
+                ]
+            },
+            "generators[1].name",
+        ),
+        (
+            {
+                "generators": [
+                    {"endpoint": "local", "model": "smollm2", "name": "a"},
+                    {"endpoint": "local", "model": "smollm2", "name": "b", "stop": ["\n"]},
+                ]
+            },
+            "generators[1].stop",
+        ),
+    ],
+)
 def test_config_errors_name_the_field(tmp_path, capsys, over, field):
     err = refused_build(tmp_path, _config(tmp_path, **over), capsys)
     assert field in err
 
 
 def test_unreadable_and_missing_sources(tmp_path, capsys):
-    err = refused_build(tmp_path, _config(tmp_path, sources=[{"kind": "jsonl", "path": str(tmp_path / "nope.jsonl")}]), capsys)
+    err = refused_build(
+        tmp_path, _config(tmp_path, sources=[{"kind": "jsonl", "path": str(tmp_path / "nope.jsonl")}]), capsys
+    )
     assert "sources[0].path" in err and "nope.jsonl" in err
     err = refused_build(tmp_path, _config(tmp_path, sources=[{"kind": "parquet"}]), capsys)
     assert "sources[0].path" in err
@@ -67,10 +90,14 @@ def test_release_source_must_be_a_release(tmp_path, capsys):
 
 def test_remote_endpoint_needs_its_key_variable(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("RMB_TEST_MISSING_KEY", raising=False)
-    cfg = _config(tmp_path, endpoints={"local": {"embedded": "smollm2"},
-                                       "remote": {"base_url": "https://api.example.com/v1",
-                                                  "api_key_env": "RMB_TEST_MISSING_KEY"}},
-                  judge={"endpoint": "remote", "model": "gpt-x"})
+    cfg = _config(
+        tmp_path,
+        endpoints={
+            "local": {"embedded": "smollm2"},
+            "remote": {"base_url": "https://api.example.com/v1", "api_key_env": "RMB_TEST_MISSING_KEY"},
+        },
+        judge={"endpoint": "remote", "model": "gpt-x"},
+    )
     err = refused_build(tmp_path, cfg, capsys)
     assert "endpoints.remote.api_key_env" in err and "RMB_TEST_MISSING_KEY" in err
     monkeypatch.setenv("RMB_TEST_MISSING_KEY", "sk-test-secret")
@@ -79,15 +106,25 @@ def test_remote_endpoint_needs_its_key_variable(tmp_path, capsys, monkeypatch):
 
 def test_unused_remote_endpoint_needs_no_key(tmp_path, monkeypatch):
     monkeypatch.delenv("RMB_TEST_MISSING_KEY", raising=False)
-    cfg = _config(tmp_path, endpoints={"local": {"embedded": "smollm2"},
-                                       "spare": {"base_url": "https://api.example.com/v1", "api_key_env": "RMB_TEST_MISSING_KEY"}})
+    cfg = _config(
+        tmp_path,
+        endpoints={
+            "local": {"embedded": "smollm2"},
+            "spare": {"base_url": "https://api.example.com/v1", "api_key_env": "RMB_TEST_MISSING_KEY"},
+        },
+    )
     assert preflight(parse_config(cfg))[-1] == "release"
 
 
 def test_stage_list_rules(tmp_path):
     base = _config(tmp_path)
-    assert check_stages(parse_config({**base, "stages": ["gather", "generate", "judge", "guard", "build_sets"]})) == \
-        ["gather", "generate", "judge", "guard", "build_sets"]
+    assert check_stages(parse_config({**base, "stages": ["gather", "generate", "judge", "guard", "build_sets"]})) == [
+        "gather",
+        "generate",
+        "judge",
+        "guard",
+        "build_sets",
+    ]
     assert check_stages(parse_config({**base, "stages": ["gather", "dedup"]})) == ["gather", "dedup"]
     with pytest.raises(ConfigError, match="'generate' is missing"):
         check_stages(parse_config({**base, "stages": ["gather", "judge"]}))

@@ -25,14 +25,18 @@ from rmb_build.text import search_text
 CODE, POEM = "Helpfulness/Code/Development and Implementation", "Helpfulness/Generation/Creative Writing"
 TEXTS = [
     ("q1", ["How do I reverse a list in Python?"]),
-    ("q2", ["How do I reverse a list in Python?"]),                 # exact duplicate of q1
-    ("q3", ["How can I reverse a list in Python?"]),                # near duplicate of q1
+    ("q2", ["How do I reverse a list in Python?"]),  # exact duplicate of q1
+    ("q3", ["How can I reverse a list in Python?"]),  # near duplicate of q1
     ("q4", ["Write a short poem about autumn rain."]),
     ("q5", ["Write a haiku about the sea.", "Thanks! Now make it rhyme."]),  # two user turns: two texts
     ("q6", ["Explain recursion to a child."]),
 ]
-TRAIN = [("How do I sort a dict by value in Python?", CODE), ("Fix this JavaScript loop for me.", CODE),
-         ("Write a sonnet about the moon.", POEM), ("A limerick about a cat, please.", POEM)]
+TRAIN = [
+    ("How do I sort a dict by value in Python?", CODE),
+    ("Fix this JavaScript loop for me.", CODE),
+    ("Write a sonnet about the moon.", POEM),
+    ("A limerick about a cat, please.", POEM),
+]
 
 
 def _queries() -> list[Query]:
@@ -67,9 +71,15 @@ def _release(root: Path, queries: list[Query]) -> Path:
     files: dict[str, list[dict]] = {}
     for n, q in enumerate(queries):
         conv = [{"role": t.role, "content": t.content, "language": "English"} for t in q.conversation]
-        files.setdefault(q.scenario_id, []).append({
-            "pair_uid": str(n), "conversation_input": conv, "chosen": {"llm_name": "a", "answer": f"good {n}"},
-            "reject": {"llm_name": "b", "answer": f"bad {n}"}, "category_path": f"Pairwise_set/{q.scenario_id}"})
+        files.setdefault(q.scenario_id, []).append(
+            {
+                "pair_uid": str(n),
+                "conversation_input": conv,
+                "chosen": {"llm_name": "a", "answer": f"good {n}"},
+                "reject": {"llm_name": "b", "answer": f"bad {n}"},
+                "category_path": f"Pairwise_set/{q.scenario_id}",
+            }
+        )
     for scenario, items in files.items():
         path = root / "Pairwise_set" / f"{scenario}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,7 +92,9 @@ def _stages(embed, tmp_path: Path, tag: str):
     result = dedup(_queries(), DedupConfig(threshold=0.9), embed=embed)
     clf = EmbeddingClassifier.fit([t for t, _ in TRAIN], [s for _, s in TRAIN], abstain=False, embed=embed)
     labelled = classify(result.kept, clf)
-    report = audit_release(read_release(_release(tmp_path / f"release-{tag}", labelled)), near_threshold=0.9, embed=embed)
+    report = audit_release(
+        read_release(_release(tmp_path / f"release-{tag}", labelled)), near_threshold=0.9, embed=embed
+    )
     return result, labelled, report
 
 
@@ -92,8 +104,11 @@ def test_stages_through_one_store_encode_each_text_once_and_agree_with_the_plain
     result, labelled, report = _stages(store, tmp_path, "store")
 
     # every distinct text asked for by any stage was sent to the encoder exactly once
-    asked = {search_text(q.conversation) for q in _queries()} | {classifier_text(q.conversation) for q in labelled} \
+    asked = (
+        {search_text(q.conversation) for q in _queries()}
+        | {classifier_text(q.conversation) for q in labelled}
         | {t for t, _ in TRAIN}
+    )
     assert sorted(enc.sent) == sorted(asked)
     assert store.stats.encoded == store.stats.distinct == len(asked) == len(store)
     assert store.stats.requested > len(asked)  # classify and the audit asked again for dedup's texts
@@ -122,17 +137,25 @@ def test_a_classifier_refuses_vectors_of_another_encoder(tmp_path):
 
 
 def _cfg(**over) -> dict:
-    cfg = {"name": "emb", "endpoints": {"local": {"embedded": "smollm2"}},
-           "generators": [{"endpoint": "local", "model": "smollm2"}], "min_generators": 1,
-           "judge": {"endpoint": "local", "model": "smollm2", "allow_self_judging": True},
-           "guard": {"endpoint": "local", "model": "smollm2"}}
+    cfg = {
+        "name": "emb",
+        "endpoints": {"local": {"embedded": "smollm2"}},
+        "generators": [{"endpoint": "local", "model": "smollm2"}],
+        "min_generators": 1,
+        "judge": {"endpoint": "local", "model": "smollm2", "allow_self_judging": True},
+        "guard": {"endpoint": "local", "model": "smollm2"},
+    }
     cfg.update(over)
     return cfg
 
 
 def test_embeddings_config_and_the_deprecated_dedup_model():
     cfg = parse_config(_cfg())
-    assert (cfg.embeddings.model, cfg.embeddings.backend, cfg.embeddings.dtype) == ("all-MiniLM-L6-v2", "torch", "float32")
+    assert (cfg.embeddings.model, cfg.embeddings.backend, cfg.embeddings.dtype) == (
+        "all-MiniLM-L6-v2",
+        "torch",
+        "float32",
+    )
     old = parse_config(_cfg(dedup={"model": "some/encoder"}))
     assert old.embeddings.model == old.dedup.model == "some/encoder"
     new = parse_config(_cfg(embeddings={"model": "some/encoder", "backend": "onnx", "dtype": "float16"}))
@@ -168,6 +191,7 @@ def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, pre
     source = write_queries(tmp_path / "queries.jsonl")
     work = tmp_path / "work"
     with StubEndpoint() as stub:
+
         def build(**over):
             cfg = {**build_config(source, stub.base_url, name="emb"), **over}
             cfg["stages"] = ["gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release"]
@@ -192,8 +216,9 @@ def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, pre
     assert total["per_stage"]["release"]["encoded"] == 0  # the audit's prompts were all dedup's texts
     assert summary["release_seconds"] > 0
     # the manifest has the same figures
-    assert {k: v for k, v in manifest["embeddings"].items() if k not in ("per_stage", "encode_seconds")} == \
-        {k: v for k, v in total.items() if k not in ("per_stage", "encode_seconds")}
+    assert {k: v for k, v in manifest["embeddings"].items() if k not in ("per_stage", "encode_seconds")} == {
+        k: v for k, v in total.items() if k not in ("per_stage", "encode_seconds")
+    }
 
     reran = {s["stage"]: s for s in rerun["stages"]}
     assert reran["dedup"]["cached_batches"] == 0 and reran["classify"]["cached_batches"] == 0
@@ -213,9 +238,20 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
 
     ids = {f"held-{qid}" for qid, _ in TEXTS}
     source = tmp_path / "queries.jsonl"
-    source.write_text("".join(json.dumps({"id": f"held-{qid}", "conversation": [
-        {"role": r, "content": c} for u in users for r, c in (("user", u), ("assistant", "Sure."))][:-1]}) + "\n"
-        for qid, users in TEXTS))
+    source.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"held-{qid}",
+                    "conversation": [
+                        {"role": r, "content": c} for u in users for r, c in (("user", u), ("assistant", "Sure."))
+                    ][:-1],
+                }
+            )
+            + "\n"
+            for qid, users in TEXTS
+        )
+    )
     held_per_pass, encode = [], emb._encode
 
     ours = {u for _, users in TEXTS for u in users}
@@ -227,8 +263,11 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
         return encode(encoder, texts, *args, **kwargs)
 
     monkeypatch.setattr(emb, "_encode", counting_encode)
-    cfg = _cfg(sources=[{"kind": "jsonl", "path": str(source), "license": "CC0-1.0"}],
-               stages=["gather", "dedup", "classify"], name="held")
+    cfg = _cfg(
+        sources=[{"kind": "jsonl", "path": str(source), "license": "CC0-1.0"}],
+        stages=["gather", "dedup", "classify"],
+        name="held",
+    )
     out = run_build(parse_config(cfg), tmp_path / "work")
 
     assert held_per_pass == [0, 0]  # dedup's texts, then the classifier's: both without a query held
@@ -250,15 +289,46 @@ def test_audit_and_contamination_reuse_a_store_folder(tmp_path, capsys):
     assert main(["contamination", str(root), str(train), "--threshold", "0.75", "--json", str(plain)]) == 0
     assert "embeddings:" not in capsys.readouterr().out  # no store: as before
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    assert main(["contamination", str(root), str(train), "--threshold", "0.75", "--json", str(first),
-                 "--embeddings", str(store)]) == 0
+    assert (
+        main(
+            [
+                "contamination",
+                str(root),
+                str(train),
+                "--threshold",
+                "0.75",
+                "--json",
+                str(first),
+                "--embeddings",
+                str(store),
+            ]
+        )
+        == 0
+    )
     # 2 release prompts not matched exactly, 3 training prompts
     assert "embeddings: 5 distinct texts, 5 encoded" in capsys.readouterr().out
-    assert main(["contamination", str(root), str(train), "--threshold", "0.75", "--json", str(second),
-                 "--embeddings", str(store)]) == 0
+    assert (
+        main(
+            [
+                "contamination",
+                str(root),
+                str(train),
+                "--threshold",
+                "0.75",
+                "--json",
+                str(second),
+                "--embeddings",
+                str(store),
+            ]
+        )
+        == 0
+    )
     assert "embeddings: 5 distinct texts, 0 encoded" in capsys.readouterr().out
-    assert json.loads(first.read_text())["items"] == json.loads(second.read_text())["items"] \
+    assert (
+        json.loads(first.read_text())["items"]
+        == json.loads(second.read_text())["items"]
         == json.loads(plain.read_text())["items"]
+    )
     # the audit embeds the release's 3 prompts: prompt 0 matched exactly, so it was never embedded
     assert main(["audit", str(root), "--embeddings", str(store)]) == 0
     assert "embeddings: 3 distinct texts, 1 encoded" in capsys.readouterr().out

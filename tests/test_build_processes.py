@@ -24,8 +24,13 @@ INTERRUPTED = "rmb build: interrupted; finished work is kept, run it again to re
 
 
 def _build(config: Path, work: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config),
-                           "--workdir", str(work)], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config), "--workdir", str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_an_error_inside_the_build_is_one_line(tmp_path, prefect_api):
@@ -34,8 +39,10 @@ def test_an_error_inside_the_build_is_one_line(tmp_path, prefect_api):
         config = write_config(tmp_path, stub.base_url)
         quiet = _build(config, tmp_path / "work", build_env(prefect_api))
         debug = _build(config, tmp_path / "work", build_env(prefect_api, RMB_DEBUG="1"))
-    expected = (f"rmb build: error: build '{NAME}': no pairwise or BoN item could be built from 4 queries "
-                f"(why: {tmp_path / 'work' / 'runs' / NAME / 'summary.json'}, stages.build_sets.stats; failures.jsonl)")
+    expected = (
+        f"rmb build: error: build '{NAME}': no pairwise or BoN item could be built from 4 queries "
+        f"(why: {tmp_path / 'work' / 'runs' / NAME / 'summary.json'}, stages.build_sets.stats; failures.jsonl)"
+    )
     assert quiet.returncode == 2, quiet.stderr[-4000:]
     # Besides our INFO progress lines, stderr holds exactly the error: no Prefect traceback or failure line.
     assert [ln for ln in quiet.stderr.splitlines() if not LOG_LINE.match(ln)] == [expected], quiet.stderr[-4000:]
@@ -82,9 +89,13 @@ stages: [gather, generate, judge, guard, build_sets, release]
     work = tmp_path / "work"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # its own Prefect server
     env.update(HF_HUB_OFFLINE="1", RMB_LLAMA_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config),
-                             "--workdir", str(work)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=open(tmp_path / "build.log", "wb"), start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmb_build.cli", "build", "--config", str(config), "--workdir", str(work)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "build.log", "wb"),
+        start_new_session=True,
+    )
     marker = str(work)  # PREFECT_HOME lies under it: every process the build starts inherits it
     try:
         deadline = time.monotonic() + 400

@@ -49,12 +49,15 @@ def test_taxonomy_file_covers_all_49_scenarios_with_30_examples_each():
     assert len(keys) == len(set(keys))
 
 
-@pytest.mark.parametrize("bad, problem", [
-    ({"Note": "an unquoted colon"}, "not a string or a list of turns"),
-    ([{"user": "hi"}, {"assistant": "hello"}], "must end with a user turn"),
-    ([{"user": "hi", "assistant": "hello"}, {"user": "and?"}], "a turn must be one"),
-    ([{"system": "be nice"}, {"user": "hi"}], "a turn must be one"),
-])
+@pytest.mark.parametrize(
+    "bad, problem",
+    [
+        ({"Note": "an unquoted colon"}, "not a string or a list of turns"),
+        ([{"user": "hi"}, {"assistant": "hello"}], "must end with a user turn"),
+        ([{"user": "hi", "assistant": "hello"}, {"user": "and?"}], "a turn must be one"),
+        ([{"system": "be nice"}, {"user": "hi"}], "a turn must be one"),
+    ],
+)
 def test_taxonomy_rejects_a_malformed_example_with_its_place(monkeypatch, bad, problem):
     import yaml
 
@@ -113,8 +116,11 @@ def test_default_classifier_on_held_out_queries():
     group = [parse_scenario_id(p.scenario_id).task or parse_scenario_id(p.scenario_id).goal for p, _ in answered]
     right = [g == want for g, (_, want) in zip(group, answered)]
     assert sum(right) / len(right) >= 0.9, [g for g, ok in zip(group, right) if not ok]
-    harmful = [p.scenario_id and parse_scenario_id(p.scenario_id).goal
-               for p, want in zip(preds, HELD_OUT.values()) if want == "Harmlessness"]
+    harmful = [
+        p.scenario_id and parse_scenario_id(p.scenario_id).goal
+        for p, want in zip(preds, HELD_OUT.values())
+        if want == "Harmlessness"
+    ]
     assert harmful == ["Harmlessness"] * 4
     assert all(0 < p.confidence <= 1 for p in preds)
     assert all((p.confidence < clf.threshold) == p.abstained == (p.scenario_id is None) for p in preds)
@@ -225,8 +231,10 @@ def test_abstain_threshold_is_chosen_by_cross_validation_on_the_training_example
     rng = np.random.default_rng(0)
     centres = np.eye(4) * 3
     # 40 clean examples per class, plus 40 per class drawn from the middle (labels there are coin flips)
-    X = np.vstack([centres[k] + rng.normal(0, 0.3, (40, 4)) for k in range(4)]
-                  + [centres.mean(axis=0) + rng.normal(0, 0.3, (40, 4)) for _ in range(4)])
+    X = np.vstack(
+        [centres[k] + rng.normal(0, 0.3, (40, 4)) for k in range(4)]
+        + [centres.mean(axis=0) + rng.normal(0, 0.3, (40, 4)) for _ in range(4)]
+    )
     y = [f"c{k}" for k in range(4) for _ in range(40)] * 2
     from sklearn.linear_model import LogisticRegression
 
@@ -261,8 +269,10 @@ def test_abstention_below_the_threshold_is_kept_and_counted():
     unanswerable = dataclasses.replace(queries[0], id="x", scenario_id=None, confidence=None)
     normal = classify(queries, clf)
     pool, dropped = select([*out, *normal, unanswerable], cfg)
-    assert dropped == {"classifier abstained (confidence below its threshold)": len(out) + sum(map(abstained, normal)),
-                       "not classified": 1}
+    assert dropped == {
+        "classifier abstained (confidence below its threshold)": len(out) + sum(map(abstained, normal)),
+        "not classified": 1,
+    }
     assert len(pool) == len(normal) - sum(map(abstained, normal)) and not any(abstained(q) for q in pool)
     assert select_balanced(out, None) == []
 

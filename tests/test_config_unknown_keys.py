@@ -9,28 +9,49 @@ from rmb_build.cli import main
 from rmb_build.config import parse_config
 from rmb_build.errors import ConfigError
 
-BASE = {"name": "t", "endpoints": {"local": {"embedded": "smollm2"}},
-        "generators": [{"endpoint": "local", "model": "smollm2"}],
-        "judge": {"endpoint": "local", "model": "smollm2"}, "guard": {"endpoint": "local", "model": "smollm2"}}
+BASE = {
+    "name": "t",
+    "endpoints": {"local": {"embedded": "smollm2"}},
+    "generators": [{"endpoint": "local", "model": "smollm2"}],
+    "judge": {"endpoint": "local", "model": "smollm2"},
+    "guard": {"endpoint": "local", "model": "smollm2"},
+}
 
 CASES = [
     ({"generater": BASE["generators"]}, ["generators"], "unknown key 'generater' (did you mean 'generators'?)"),
     ({"judge": {**BASE["judge"], "sampels": 3}}, [], "field 'judge': unknown key 'sampels' (did you mean 'samples'?)"),
-    ({"generators": [{**BASE["generators"][0], "temprature": 1.0}]}, [],
-     "field 'generators[0]': unknown key 'temprature' (did you mean 'temperature'?)"),
-    ({"endpoints": {"local": {"base_ur": "http://127.0.0.1:1/v1"}}}, [],
-     "field 'endpoints.local': unknown key 'base_ur' (did you mean 'base_url'?)"),
-    ({"endpoints": {"api": {"base_url": "http://127.0.0.1:1/v1", "price_per_mtok": {"inptu": 1, "output": 2}}},
-      "generators": [{"endpoint": "api", "model": "m"}], "judge": {"endpoint": "api", "model": "m"},
-      "guard": {"endpoint": "api", "model": "m"}}, [],
-     "field 'endpoints.api.price_per_mtok': unknown key 'inptu' (did you mean 'input'?)"),
-    ({"sources": [{"kind": "jsonl", "pth": "q.jsonl"}]}, [], "field 'sources[0]': unknown key 'pth' (did you mean 'path'?)"),
+    (
+        {"generators": [{**BASE["generators"][0], "temprature": 1.0}]},
+        [],
+        "field 'generators[0]': unknown key 'temprature' (did you mean 'temperature'?)",
+    ),
+    (
+        {"endpoints": {"local": {"base_ur": "http://127.0.0.1:1/v1"}}},
+        [],
+        "field 'endpoints.local': unknown key 'base_ur' (did you mean 'base_url'?)",
+    ),
+    (
+        {
+            "endpoints": {"api": {"base_url": "http://127.0.0.1:1/v1", "price_per_mtok": {"inptu": 1, "output": 2}}},
+            "generators": [{"endpoint": "api", "model": "m"}],
+            "judge": {"endpoint": "api", "model": "m"},
+            "guard": {"endpoint": "api", "model": "m"},
+        },
+        [],
+        "field 'endpoints.api.price_per_mtok': unknown key 'inptu' (did you mean 'input'?)",
+    ),
+    (
+        {"sources": [{"kind": "jsonl", "pth": "q.jsonl"}]},
+        [],
+        "field 'sources[0]': unknown key 'pth' (did you mean 'path'?)",
+    ),
     ({"zzzz": 1}, [], "unknown key 'zzzz'"),  # nothing close: no suggestion
 ]
 
 
-@pytest.mark.parametrize("over,drop,expected", CASES,
-                         ids=["top", "judge", "generator", "endpoint", "price", "source", "no-match"])
+@pytest.mark.parametrize(
+    "over,drop,expected", CASES, ids=["top", "judge", "generator", "endpoint", "price", "source", "no-match"]
+)
 def test_unknown_key_names_the_closest_valid_key(over, drop, expected):
     data = {k: v for k, v in BASE.items() if k not in drop}
     data.update(over)

@@ -20,11 +20,25 @@ def _release(tmp_path):
     release = Release("tiny", None)
     for uid, text in PROMPTS.items():
         convo = (Turn("user", text, "English"),)
-        release.add(PairwiseItem(uid, convo, Answer("m1", f"good answer {uid}"), Answer("m2", f"bad answer {uid}"),
-                                 "Helpfulness/Code/Development and Implementation"))
+        release.add(
+            PairwiseItem(
+                uid,
+                convo,
+                Answer("m1", f"good answer {uid}"),
+                Answer("m2", f"bad answer {uid}"),
+                "Helpfulness/Code/Development and Implementation",
+            )
+        )
     # the same conversation as pairwise 0 in the BoN set: listed too
-    release.add(BonItem("0", (Turn("user", PROMPTS["0"], "English"),), Answer("m1", "best"),
-                        (Answer("m2", "l1"), Answer("m3", "l2")), "Helpfulness/Code/Development and Implementation"))
+    release.add(
+        BonItem(
+            "0",
+            (Turn("user", PROMPTS["0"], "English"),),
+            Answer("m1", "best"),
+            (Answer("m2", "l1"), Answer("m3", "l2")),
+            "Helpfulness/Code/Development and Implementation",
+        )
+    )
     root = tmp_path / "release"
     write_release(release, root)
     return root
@@ -32,10 +46,10 @@ def _release(tmp_path):
 
 def _train(tmp_path):
     rows = [
-        {"id": "t-exact", "prompt": "how do I reverse a linked list in C?  "},         # exact after normalising
+        {"id": "t-exact", "prompt": "how do I reverse a linked list in C?  "},  # exact after normalising
         {"id": "t-near", "prompt": "Write a limerick about a wizard who keeps forgetting things."},
         {"id": "t-other", "prompt": "Explain the rules of cricket."},
-        {"id": "t-bad", "prompt": 42},                                                   # quarantined, not fatal
+        {"id": "t-bad", "prompt": 42},  # quarantined, not fatal
     ]
     path = tmp_path / "train.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -73,4 +87,3 @@ def test_another_release_as_training_set_and_bad_arguments(tmp_path, capsys):
     assert main(["contamination", str(root), str(nothing)]) == 2
     assert "--field" in capsys.readouterr().err
     assert main(["contamination", str(root), str(nothing), "--field", "body"]) == 0
-

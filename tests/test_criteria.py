@@ -41,8 +41,12 @@ def test_each_scenario_has_its_own_criteria_file_that_names_it(sid):
 def test_no_two_scenarios_share_criteria_text_or_a_point():
     bodies = {sid: criteria_for(sid).strip().split("\n", 1)[1] for sid in IDS}
     assert len(set(bodies.values())) == len(IDS)
-    points = Counter(re.sub(r"^\d+\. ", "", line) for body in bodies.values() for line in body.splitlines()
-                     if re.match(r"\d+\. ", line))
+    points = Counter(
+        re.sub(r"^\d+\. ", "", line)
+        for body in bodies.values()
+        for line in body.splitlines()
+        if re.match(r"\d+\. ", line)
+    )
     assert [p for p, n in points.items() if n > 1] == []
 
 
@@ -86,7 +90,9 @@ def test_harmlessness_criteria_reward_safe_help_and_penalise_both_failure_modes(
 
 def test_package_data_globs_cover_every_criteria_file():
     # setuptools expands each package-data pattern with glob(..., recursive=True) under the package folder.
-    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["rmb_build.prompts"]
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "rmb_build.prompts"
+    ]
     root = REPO / "prompts"
     matched = {Path(f).as_posix() for pat in patterns for f in glob.glob(pat, root_dir=root, recursive=True)}
     assert [sid for sid in IDS if f"criteria/{sid}.md" not in matched] == []

@@ -54,9 +54,15 @@ def test_dask_cluster_build_equals_thread_build(tmp_path, prefect_api, monkeypat
 
         dask_work = tmp_path / "dask"
         shutil.copytree(thread_work / "runs" / NAME / "llm_cache", dask_work / "runs" / NAME / "llm_cache")
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-            config = _config(tmp_path, stub.base_url, {"task_runner": "dask", "dask_address": cluster.scheduler_address})
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            config = _config(
+                tmp_path, stub.base_url, {"task_runner": "dask", "dask_address": cluster.scheduler_address}
+            )
             run = run_build(config, dask_work, prefect_api, timeout=600)
             # the CPU stages (embedding batches, dedup, classify batches) really ran as tasks of the cluster
             prefixes = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))

@@ -95,8 +95,8 @@ def test_dedup_with_given_embeddings_keeps_provenance():
 def test_dedup_on_real_embeddings_and_against_existing_queries():
     queries = [
         _q(0, "How do I reverse a list in Python?"),
-        _q(1, "how do I reverse a list in python?"),           # exact (case)
-        _q(2, "How can I reverse a Python list?"),             # near
+        _q(1, "how do I reverse a list in python?"),  # exact (case)
+        _q(2, "How can I reverse a Python list?"),  # near
         _q(3, "Write a poem about the sea."),
         _q(4, "What is the capital of France?"),
         _q(5, "Explain how photosynthesis works."),
@@ -109,4 +109,7 @@ def test_dedup_on_real_embeddings_and_against_existing_queries():
     existing = [_q(100, "Tell me the capital city of France."), _q(101, "Explain how photosynthesis works.")]
     res = dedup(queries[3:6], DedupConfig(threshold=0.9), existing=existing)
     assert [q.source_id for q in res.kept] == ["3"]
-    assert {d.removed_id: d.kept_id for d in res.removed} == {queries[4].id: existing[0].id, queries[5].id: existing[1].id}
+    assert {d.removed_id: d.kept_id for d in res.removed} == {
+        queries[4].id: existing[0].id,
+        queries[5].id: existing[1].id,
+    }

@@ -19,8 +19,15 @@ def test_every_table_entry_is_a_valid_embedded_endpoint_and_named_in_the_manifes
 
 def test_unknown_models_are_refused_by_config_and_server():
     with pytest.raises(ConfigError, match="unknown embedded model 'nope'.*smollm2"):
-        parse_config({"name": "t", "endpoints": {"x": {"embedded": "nope"}}, "generators": [{"endpoint": "x", "model": "m"}],
-                      "judge": {"endpoint": "x", "model": "m"}, "guard": {"endpoint": "x", "model": "m"}})
+        parse_config(
+            {
+                "name": "t",
+                "endpoints": {"x": {"embedded": "nope"}},
+                "generators": [{"endpoint": "x", "model": "m"}],
+                "judge": {"endpoint": "x", "model": "m"},
+                "guard": {"endpoint": "x", "model": "m"},
+            }
+        )
     with pytest.raises(ServerError, match="unknown embedded model"):
         gguf_file("nope")
 

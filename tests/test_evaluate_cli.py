@@ -23,21 +23,35 @@ BAD = Path(__file__).parent / "bad_inputs" / "release"
 def tiny_release(root: Path) -> Path:
     q1, q2 = (Turn("user", "Hi", "en"),), (Turn("user", "Sum 2 and 2"),)
     rel = Release(name="tiny", root=None)
-    rel.add(PairwiseItem("0", q1, Answer("m1", "Hello, how can I help?"), Answer("m2", "Hi"), "Helpfulness/Chat/Discussion"))
-    rel.add(PairwiseItem("1", q2, Answer("m1", "4"), Answer("m2", "It is 5."), "Helpfulness/Reasoning/Logical Deduction"))
+    rel.add(
+        PairwiseItem("0", q1, Answer("m1", "Hello, how can I help?"), Answer("m2", "Hi"), "Helpfulness/Chat/Discussion")
+    )
+    rel.add(
+        PairwiseItem("1", q2, Answer("m1", "4"), Answer("m2", "It is 5."), "Helpfulness/Reasoning/Logical Deduction")
+    )
     rel.add(PairwiseItem("2", q2, Answer("m1", "2 + 2 = 4"), Answer("m2", "4"), "Harmlessness/S1"))
-    rel.add(BonItem("0", q1, Answer("m1", "Hello, how can I help?"), (Answer("m2", "Hi"), Answer("m3", "Hey")),
-                    "Helpfulness/Chat/Discussion"))
+    rel.add(
+        BonItem(
+            "0",
+            q1,
+            Answer("m1", "Hello, how can I help?"),
+            (Answer("m2", "Hi"), Answer("m3", "Hey")),
+            "Helpfulness/Chat/Discussion",
+        )
+    )
     write_release(rel, root)
     return root
 
 
 def scorer_file(tmp_path: Path, body: str = "return float(len(answer))") -> Path:
     path = tmp_path / "my_scorer.py"
-    path.write_text("CALLS = []\n\ndef score(conversation, answer):\n"
-                    "    assert conversation[-1]['role'] == 'user' and 'content' in conversation[-1]\n"
-                    "    CALLS.append(answer)\n"
-                    f"    {body}\n", encoding="utf-8")
+    path.write_text(
+        "CALLS = []\n\ndef score(conversation, answer):\n"
+        "    assert conversation[-1]['role'] == 'user' and 'content' in conversation[-1]\n"
+        "    CALLS.append(answer)\n"
+        f"    {body}\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -48,17 +62,37 @@ def run_cli(*args: str) -> int:
 def test_second_run_scores_nothing_and_a_new_release_only_new_texts(tmp_path, capsys):
     rel = tiny_release(tmp_path / "rel")
     cache = tmp_path / "cache"
-    assert run_cli("--release", str(rel), "--rm", "baseline:length", "--out", str(tmp_path / "a"), "--cache", str(cache)) == 0
+    assert (
+        run_cli("--release", str(rel), "--rm", "baseline:length", "--out", str(tmp_path / "a"), "--cache", str(cache))
+        == 0
+    )
     assert "scored 6 texts, 0 from the cache (6 unique of 9)" in capsys.readouterr().out
-    assert run_cli("--release", str(rel), "--rm", "baseline:length", "--out", str(tmp_path / "b"), "--cache", str(cache)) == 0
+    assert (
+        run_cli("--release", str(rel), "--rm", "baseline:length", "--out", str(tmp_path / "b"), "--cache", str(cache))
+        == 0
+    )
     assert "scored 0 texts, 6 from the cache" in capsys.readouterr().out
     # A release with one new item: only its new text is scored.
     release = read_release(rel)
-    release.add(PairwiseItem("3", (Turn("user", "Hi", "en"),), Answer("m1", "Hello!"), Answer("m2", "Hi"),
-                             "Helpfulness/Chat/Discussion"))
+    release.add(
+        PairwiseItem(
+            "3", (Turn("user", "Hi", "en"),), Answer("m1", "Hello!"), Answer("m2", "Hi"), "Helpfulness/Chat/Discussion"
+        )
+    )
     write_release(release, tmp_path / "rel2")
-    assert run_cli("--release", str(tmp_path / "rel2"), "--rm", "baseline:length", "--out", str(tmp_path / "c"),
-                   "--cache", str(cache)) == 0
+    assert (
+        run_cli(
+            "--release",
+            str(tmp_path / "rel2"),
+            "--rm",
+            "baseline:length",
+            "--out",
+            str(tmp_path / "c"),
+            "--cache",
+            str(cache),
+        )
+        == 0
+    )
     assert "scored 1 texts, 6 from the cache" in capsys.readouterr().out
     results = json.loads((tmp_path / "c" / "results.json").read_text())
     assert results["pairwise"]["scenarios"]["Helpfulness/Chat/Discussion"]["n"] == 2
@@ -66,8 +100,19 @@ def test_second_run_scores_nothing_and_a_new_release_only_new_texts(tmp_path, ca
 
 def test_cache_is_under_the_workdir_when_one_is_given(tmp_path, capsys):
     rel = tiny_release(tmp_path / "rel")
-    assert run_cli("--release", str(rel), "--rm", "baseline:random", "--out", str(tmp_path / "o"),
-                   "--workdir", str(tmp_path / "wd")) == 0
+    assert (
+        run_cli(
+            "--release",
+            str(rel),
+            "--rm",
+            "baseline:random",
+            "--out",
+            str(tmp_path / "o"),
+            "--workdir",
+            str(tmp_path / "wd"),
+        )
+        == 0
+    )
     assert (tmp_path / "wd" / "runs" / "score_cache" / "scores.sqlite").is_file()
 
 
@@ -89,7 +134,16 @@ def test_default_cache_is_the_user_cache_folder_not_the_current_one(tmp_path, mo
 
 def test_an_out_folder_with_files_is_refused_unless_overwrite(tmp_path, capsys):
     rel = tiny_release(tmp_path / "rel")
-    args = ["--release", str(rel), "--rm", "baseline:length", "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")]
+    args = [
+        "--release",
+        str(rel),
+        "--rm",
+        "baseline:length",
+        "--out",
+        str(tmp_path / "o"),
+        "--cache",
+        str(tmp_path / "c"),
+    ]
     (tmp_path / "o").mkdir()  # an empty folder is fine
     assert run_cli(*args) == 0
     before = (tmp_path / "o" / "results.json").read_bytes()
@@ -106,16 +160,32 @@ def test_python_scorer_is_called_once_per_unique_text_and_edits_rescore(tmp_path
     rel = tiny_release(tmp_path / "rel")
     path = scorer_file(tmp_path)
     spec = f"python:{path}:score"
-    assert run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / "a"), "--cache", str(tmp_path / "c")) == 0
+    assert (
+        run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / "a"), "--cache", str(tmp_path / "c")) == 0
+    )
     assert "scored 6 texts" in capsys.readouterr().out
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     assert res["pairwise"]["scenarios"]["Helpfulness/Chat/Discussion"]["accuracy"] == 1.0
     assert res["pairwise"]["scenarios"]["Helpfulness/Reasoning/Logical Deduction"]["accuracy"] == 0.0
-    assert run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / "b"), "--cache", str(tmp_path / "c")) == 0
+    assert (
+        run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / "b"), "--cache", str(tmp_path / "c")) == 0
+    )
     assert "scored 0 texts" in capsys.readouterr().out
     scorer_file(tmp_path, "return -float(len(answer))")
-    assert run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / "b"), "--cache", str(tmp_path / "c"),
-                   "--overwrite") == 0
+    assert (
+        run_cli(
+            "--release",
+            str(rel),
+            "--rm",
+            spec,
+            "--out",
+            str(tmp_path / "b"),
+            "--cache",
+            str(tmp_path / "c"),
+            "--overwrite",
+        )
+        == 0
+    )
     assert "scored 6 texts" in capsys.readouterr().out
     res = json.loads((tmp_path / "b" / "results.json").read_text())
     assert res["pairwise"]["scenarios"]["Helpfulness/Reasoning/Logical Deduction"]["accuracy"] == 1.0
@@ -125,8 +195,19 @@ def test_python_scorer_by_module_name(tmp_path, monkeypatch, capsys):
     rel = tiny_release(tmp_path / "rel")
     scorer_file(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert run_cli("--release", str(rel), "--rm", "python:my_scorer:score", "--out", str(tmp_path / "a"),
-                   "--cache", str(tmp_path / "c")) == 0
+    assert (
+        run_cli(
+            "--release",
+            str(rel),
+            "--rm",
+            "python:my_scorer:score",
+            "--out",
+            str(tmp_path / "a"),
+            "--cache",
+            str(tmp_path / "c"),
+        )
+        == 0
+    )
     import my_scorer  # noqa: F401  the module the adapter imported
 
     assert sorted(sys.modules["my_scorer"].CALLS) == sorted(set(sys.modules["my_scorer"].CALLS))
@@ -137,10 +218,23 @@ def test_interrupted_scoring_resumes_from_the_cache(tmp_path, capsys):
     rel = tiny_release(tmp_path / "rel")
     marker = tmp_path / "fail"
     marker.write_text("")
-    path = scorer_file(tmp_path, f"import os\n    if len(CALLS) == 5 and os.path.exists({str(marker)!r}):\n"
-                                 "        raise RuntimeError('boom')\n    return float(len(answer))")
-    args = ["--release", str(rel), "--rm", f"python:{path}:score", "--out", str(tmp_path / "o"),
-            "--cache", str(tmp_path / "c"), "--batch-size", "1"]
+    path = scorer_file(
+        tmp_path,
+        f"import os\n    if len(CALLS) == 5 and os.path.exists({str(marker)!r}):\n"
+        "        raise RuntimeError('boom')\n    return float(len(answer))",
+    )
+    args = [
+        "--release",
+        str(rel),
+        "--rm",
+        f"python:{path}:score",
+        "--out",
+        str(tmp_path / "o"),
+        "--cache",
+        str(tmp_path / "c"),
+        "--batch-size",
+        "1",
+    ]
     assert run_cli(*args) == 2
     err = capsys.readouterr().err
     assert "raised RuntimeError: boom" in err and err.count("\n") == 1
@@ -161,45 +255,84 @@ def test_hugging_face_form_gives_the_same_results(tmp_path):
     hf = tmp_path / f"hf-form-{tmp_path.name}"
     write_hf_release(release, hf, card=render_card(release, repo_id="me/tiny", license="cc-by-4.0"))
     for src, out in ((rel, "a"), (hf, "b")):
-        assert run_cli("--release", str(src), "--rm", "baseline:length", "--out", str(tmp_path / out),
-                       "--cache", str(tmp_path / "c")) == 0
+        assert (
+            run_cli(
+                "--release",
+                str(src),
+                "--rm",
+                "baseline:length",
+                "--out",
+                str(tmp_path / out),
+                "--cache",
+                str(tmp_path / "c"),
+            )
+            == 0
+        )
     a, b = (json.loads((tmp_path / o / "results.json").read_text()) for o in "ab")
     assert a["pairwise"] == b["pairwise"] and a["bon"] == b["bon"]
 
 
-@pytest.mark.parametrize("case, where, expected", [
-    ("invalid_json.json", "Pairwise_set/Helpfulness/Chat/Discussion.json", "line 11: invalid JSON"),
-    ("missing_answer.json", "Pairwise_set/Helpfulness/Chat/Discussion.json", "item 1 (uid 2): field 'chosen.answer': missing"),
-    ("bon_no_losers.json", "BoN_set/Helpfulness/Chat/Discussion.json", "field 'loser_list': empty"),
-    ("missing_answer.json", "Extra_set/Helpfulness/Chat/Discussion.json", "unknown set folder 'Extra_set'"),
-])
+@pytest.mark.parametrize(
+    "case, where, expected",
+    [
+        ("invalid_json.json", "Pairwise_set/Helpfulness/Chat/Discussion.json", "line 11: invalid JSON"),
+        (
+            "missing_answer.json",
+            "Pairwise_set/Helpfulness/Chat/Discussion.json",
+            "item 1 (uid 2): field 'chosen.answer': missing",
+        ),
+        ("bon_no_losers.json", "BoN_set/Helpfulness/Chat/Discussion.json", "field 'loser_list': empty"),
+        ("missing_answer.json", "Extra_set/Helpfulness/Chat/Discussion.json", "unknown set folder 'Extra_set'"),
+    ],
+)
 def test_bad_release_is_one_line_without_traceback(tmp_path, case, where, expected):
     rel = tiny_release(tmp_path / "rel")
     target = rel / where
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(BAD / case, target)
-    proc = subprocess.run([sys.executable, "-m", "rmb_build.cli", "evaluate", "--release", str(rel), "--rm",
-                           "baseline:length", "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmb_build.cli",
+            "evaluate",
+            "--release",
+            str(rel),
+            "--rm",
+            "baseline:length",
+            "--out",
+            str(tmp_path / "o"),
+            "--cache",
+            str(tmp_path / "c"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert expected in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and where.split("/")[0] in proc.stderr
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("nonsense", "expected KIND:TARGET"),
-    ("magic:x", "unknown RM kind 'magic'"),
-    ("baseline:median", "unknown baseline"),
-    ("python:no_such_module_xyz:f", "cannot import module"),
-    ("hf:/no/such/model", "model '/no/such/model': no such folder: /no/such/model"),
-    ("hf:./no-such-model", "no such folder"),
-    ("dpo:/no/policy,/no/reference", "model '/no/policy': no such folder"),
-    # HF_HUB_OFFLINE=1 (conftest): a Hub id that is not in the local cache fails at once, without retries.
-    ("hf:no-such-org-xyz/no-such-model", "not in the local Hugging Face cache, and HF_HUB_OFFLINE=1"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("nonsense", "expected KIND:TARGET"),
+        ("magic:x", "unknown RM kind 'magic'"),
+        ("baseline:median", "unknown baseline"),
+        ("python:no_such_module_xyz:f", "cannot import module"),
+        ("hf:/no/such/model", "model '/no/such/model': no such folder: /no/such/model"),
+        ("hf:./no-such-model", "no such folder"),
+        ("dpo:/no/policy,/no/reference", "model '/no/policy': no such folder"),
+        # HF_HUB_OFFLINE=1 (conftest): a Hub id that is not in the local cache fails at once, without retries.
+        ("hf:no-such-org-xyz/no-such-model", "not in the local Hugging Face cache, and HF_HUB_OFFLINE=1"),
+    ],
+)
 def test_bad_rm_spec_is_one_line(tmp_path, capsys, spec, message):
     rel = tiny_release(tmp_path / "rel")
-    assert run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")) == 2
+    assert (
+        run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")) == 2
+    )
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
@@ -207,9 +340,24 @@ def test_bad_rm_spec_is_one_line(tmp_path, capsys, spec, message):
 def test_compare_paired_bootstrap(tmp_path, capsys):
     rel = tiny_release(tmp_path / "rel")
     for spec, out in (("baseline:length", "a"), ("baseline:random", "b")):
-        assert run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / out), "--cache", str(tmp_path / "c")) == 0
-    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--json", str(tmp_path / "same.json"),
-                 "--resamples", "200"]) == 0
+        assert (
+            run_cli("--release", str(rel), "--rm", spec, "--out", str(tmp_path / out), "--cache", str(tmp_path / "c"))
+            == 0
+        )
+    assert (
+        main(
+            [
+                "compare",
+                str(tmp_path / "a"),
+                str(tmp_path / "a"),
+                "--json",
+                str(tmp_path / "same.json"),
+                "--resamples",
+                "200",
+            ]
+        )
+        == 0
+    )
     same = json.loads((tmp_path / "same.json").read_text())
     for kind in ("macro", "micro"):
         assert same["pairwise"]["overall"][kind]["diff"] == 0.0 and same["pairwise"]["overall"][kind]["p"] == 1.0
@@ -219,16 +367,32 @@ def test_compare_paired_bootstrap(tmp_path, capsys):
     a = json.loads((tmp_path / "a" / "results.json").read_text())
     b = json.loads((tmp_path / "b" / "results.json").read_text())
     for kind in ("macro", "micro"):
-        assert ab["pairwise"]["overall"][kind]["diff"] == pytest.approx(a["pairwise"]["overall"][kind]
-                                                                         - b["pairwise"]["overall"][kind])
+        assert ab["pairwise"]["overall"][kind]["diff"] == pytest.approx(
+            a["pairwise"]["overall"][kind] - b["pairwise"]["overall"][kind]
+        )
     assert ab["rmb_overall"]["diff"] == pytest.approx(a["rmb_overall"]["mean"] - b["rmb_overall"]["mean"])
-    assert set(ab["pairwise"]["goals"]) == {"Helpfulness", "Harmlessness"} and ab["pairwise"]["overall"]["micro"]["n"] == 3
+    assert (
+        set(ab["pairwise"]["goals"]) == {"Helpfulness", "Harmlessness"} and ab["pairwise"]["overall"]["micro"]["n"] == 3
+    )
     assert 0 <= ab["pairwise"]["overall"]["micro"]["p"] <= 1
     # One item per scenario: resampling within scenarios cannot vary, and the output says so.
     assert ab["small_scenarios"] == 4 and "4 scenarios have fewer than 5 shared items" in capsys.readouterr().out
     assert ab["ties"] == {"a": "strict", "b": "strict"}
-    assert run_cli("--release", str(rel), "--rm", "baseline:random", "--out", str(tmp_path / "h"), "--ties", "half",
-                   "--cache", str(tmp_path / "c")) == 0
+    assert (
+        run_cli(
+            "--release",
+            str(rel),
+            "--rm",
+            "baseline:random",
+            "--out",
+            str(tmp_path / "h"),
+            "--ties",
+            "half",
+            "--cache",
+            str(tmp_path / "c"),
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "b"), str(tmp_path / "h"), "--resamples", "50"]) == 0
     assert "A counts pairwise ties as 'strict', B as 'half'" in capsys.readouterr().out
@@ -240,15 +404,25 @@ def test_compare_paired_bootstrap(tmp_path, capsys):
 def test_identical_pair_is_reported_and_skip_defective_leaves_it_out(tmp_path, capsys):
     rel = tiny_release(tmp_path / "rel")
     release = read_release(rel)
-    release.add(PairwiseItem("3", (Turn("user", "Name a fruit"),), Answer("m1", "Apple."), Answer("m2", "Apple."),
-                             "Helpfulness/Chat/Discussion"))
+    release.add(
+        PairwiseItem(
+            "3",
+            (Turn("user", "Name a fruit"),),
+            Answer("m1", "Apple."),
+            Answer("m2", "Apple."),
+            "Helpfulness/Chat/Discussion",
+        )
+    )
     write_release(release, tmp_path / "rel2")
     common = ["--release", str(tmp_path / "rel2"), "--rm", "baseline:length", "--cache", str(tmp_path / "c")]
     assert run_cli(*common, "--out", str(tmp_path / "all")) == 0
     res = json.loads((tmp_path / "all" / "results.json").read_text())
     assert res["release_defects"]["counts"]["identical_pair"] == 1 and "skipped_defective" not in res
-    assert res["pairwise"]["scenarios"]["Helpfulness/Chat/Discussion"] == {**res["pairwise"]["scenarios"][
-        "Helpfulness/Chat/Discussion"], "n": 2, "accuracy": 0.5}  # the identical pair scored a loss...
+    assert res["pairwise"]["scenarios"]["Helpfulness/Chat/Discussion"] == {
+        **res["pairwise"]["scenarios"]["Helpfulness/Chat/Discussion"],
+        "n": 2,
+        "accuracy": 0.5,
+    }  # the identical pair scored a loss...
     report = (tmp_path / "all" / "report.md").read_text()
     assert "## Release defects" in report and "| identical pair | 1 |" in report  # ...and said so
     assert "identical-text pairs the same score, so each counts as a loss" in report
@@ -268,8 +442,19 @@ def test_clean_release_has_no_defect_section_and_labels_every_figure(tmp_path):
     del release.files[("pairwise", "Harmlessness/S1")]  # its prompt is also asked in another scenario
     write_release(release, tmp_path / "rel")
     rel = tmp_path / "rel"
-    assert run_cli("--release", str(rel), "--rm", "baseline:length", "--out", str(tmp_path / "o"),
-                   "--cache", str(tmp_path / "c")) == 0
+    assert (
+        run_cli(
+            "--release",
+            str(rel),
+            "--rm",
+            "baseline:length",
+            "--out",
+            str(tmp_path / "o"),
+            "--cache",
+            str(tmp_path / "c"),
+        )
+        == 0
+    )
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert not any(res["release_defects"]["counts"].values())
     report = (tmp_path / "o" / "report.md").read_text()

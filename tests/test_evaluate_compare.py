@@ -28,8 +28,10 @@ def test_interval_excludes_zero_exactly_when_p_below_005_at_the_boundary(resampl
     """Draws with 0..2x(2.5% of draws) values at or beyond 0 (some exactly 0)."""
     for k in range(0, min(resamples, int(0.05 * resamples) + 3) + 1):
         for at_zero in {0, k // 2, k}:
-            boot = np.concatenate([np.full(k - at_zero, -0.1), np.zeros(at_zero),
-                                   np.linspace(0.01, 0.3, resamples - k)]) * side
+            boot = (
+                np.concatenate([np.full(k - at_zero, -0.1), np.zeros(at_zero), np.linspace(0.01, 0.3, resamples - k)])
+                * side
+            )
             r = interval_and_p(float(np.mean(boot)), boot)
             assert _excludes_zero(r["ci95"]) == (r["p"] < 0.05), (resamples, k, at_zero, r)
             at_or_beyond, at_or_before = k, resamples - k + at_zero  # draws on 0's far side, on its near side
@@ -59,7 +61,7 @@ def test_an_all_agreeing_group_gets_a_nonzero_interval_around_0_and_p_1(n):
 def _sign_test(wins: int, losses: int) -> float:
     """Exact two-sided sign (McNemar) test: 2 x the smaller tail of Binomial(wins + losses, 1/2)."""
     m = wins + losses
-    tail = lambda k: sum(math.comb(m, j) for j in range(k, m + 1)) / 2 ** m  # noqa: E731  P(X >= k)
+    tail = lambda k: sum(math.comb(m, j) for j in range(k, m + 1)) / 2**m  # noqa: E731  P(X >= k)
     return min(1.0, 2 * min(tail(wins), tail(losses)))
 
 
@@ -74,13 +76,13 @@ def test_one_scenario_of_0_1_outcomes_gives_the_exact_mcnemar_p(wins, losses, ti
 
 # Joint laws of (A's outcome, B's outcome) per item: {(a, b): probability}; ties count half.
 LAWS = {
-    "zero, independent": {(1, 1): .36, (1, 0): .24, (0, 1): .24, (0, 0): .16},
-    "zero, always disagree": {(1, 0): .5, (0, 1): .5},
-    "zero, with ties": {(1, .5): .2, (.5, 1): .2, (1, 1): .3, (0, .5): .1, (.5, 0): .1, (0, 0): .1},
-    "+0.3, independent": {(1, 1): .4, (1, 0): .4, (0, 1): .1, (0, 0): .1},
-    "+0.6, A right whenever B is": {(1, 1): .3, (1, 0): .6, (0, 0): .1},
-    "-0.9, near the boundary": {(0, 1): .9, (0, 0): .1},
-    "+0.35, with ties": {(1, .5): .3, (1, 0): .2, (.5, .5): .2, (0, .5): .1, (1, 1): .2},
+    "zero, independent": {(1, 1): 0.36, (1, 0): 0.24, (0, 1): 0.24, (0, 0): 0.16},
+    "zero, always disagree": {(1, 0): 0.5, (0, 1): 0.5},
+    "zero, with ties": {(1, 0.5): 0.2, (0.5, 1): 0.2, (1, 1): 0.3, (0, 0.5): 0.1, (0.5, 0): 0.1, (0, 0): 0.1},
+    "+0.3, independent": {(1, 1): 0.4, (1, 0): 0.4, (0, 1): 0.1, (0, 0): 0.1},
+    "+0.6, A right whenever B is": {(1, 1): 0.3, (1, 0): 0.6, (0, 0): 0.1},
+    "-0.9, near the boundary": {(0, 1): 0.9, (0, 0): 0.1},
+    "+0.35, with ties": {(1, 0.5): 0.3, (1, 0): 0.2, (0.5, 0.5): 0.2, (0, 0.5): 0.1, (1, 1): 0.2},
 }
 
 
@@ -110,9 +112,11 @@ def test_the_difference_interval_covers_at_least_93_percent_in_simulation():
     start = time.monotonic()
     rng = np.random.default_rng(2024)
     names = list(LAWS)
-    macros = {"macro, true 0": [LAWS[k] for k in names[:3]] + [LAWS[names[0]]],
-              "macro, true +0.23": [LAWS[k] for k in names[3:]],
-              "macro, mixed": [LAWS[k] for k in names[1:5]]}
+    macros = {
+        "macro, true 0": [LAWS[k] for k in names[:3]] + [LAWS[names[0]]],
+        "macro, true +0.23": [LAWS[k] for k in names[3:]],
+        "macro, mixed": [LAWS[k] for k in names[1:5]],
+    }
     cases = {**{name: [law] for name, law in LAWS.items()}, **macros}
     coverage = {(name, n): _coverage(laws, n, 200, rng) for name, laws in cases.items() for n in (3, 5, 10, 20)}
     low = {k: v for k, v in coverage.items() if v < 0.93}
@@ -123,11 +127,19 @@ def test_the_difference_interval_covers_at_least_93_percent_in_simulation():
 # --- compare on evaluation folders -----------------------------------------------------------------------------
 
 
-def _write(folder: Path, outcomes: dict[tuple[str, str], list[float]], sha: str | None = SHA_A,
-           name: str = "rel", texts: str = "") -> Path:
+def _write(
+    folder: Path,
+    outcomes: dict[tuple[str, str], list[float]],
+    sha: str | None = SHA_A,
+    name: str = "rel",
+    texts: str = "",
+) -> Path:
     folder.mkdir(parents=True)
-    rows = [{"set": s, "uid": f"{sc}#{i}", "scenario": sc, "text_sha256": f"{texts}{s}{sc}#{i}", "outcome": o}
-            for (s, sc), os_ in outcomes.items() for i, o in enumerate(os_)]
+    rows = [
+        {"set": s, "uid": f"{sc}#{i}", "scenario": sc, "text_sha256": f"{texts}{s}{sc}#{i}", "outcome": o}
+        for (s, sc), os_ in outcomes.items()
+        for i, o in enumerate(os_)
+    ]
     (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     info = {"name": name} if sha is None else {"name": name, "sha256": sha}
     results = {"rm": "x", "release": name, "ties": "strict", "release_info": info}
@@ -147,8 +159,12 @@ def _figures(result):
 
 def test_compare_interval_and_p_agree_on_constructed_cases_around_the_boundary(tmp_path):
     """A beats B on ``wins`` of 30 items per scenario (B never beats A): from no evidence to strong."""
-    scenarios = [("pairwise", "Helpfulness/Chat/Discussion"), ("pairwise", "Harmlessness/S6"),
-                 ("bon", "Helpfulness/Code/Data Management"), ("bon", "Harmlessness/multi")]
+    scenarios = [
+        ("pairwise", "Helpfulness/Chat/Discussion"),
+        ("pairwise", "Harmlessness/S6"),
+        ("bon", "Helpfulness/Code/Data Management"),
+        ("bon", "Harmlessness/multi"),
+    ]
     verdicts = set()
     for wins in range(0, 7):
         b = {k: [1.0] * 10 + [0.0] * 20 for k in scenarios}
@@ -165,10 +181,16 @@ def test_compare_interval_and_p_agree_on_constructed_cases_around_the_boundary(t
 
 
 def test_compare_reports_rmb_overall_and_labels_macro_micro(tmp_path, capsys):
-    a = {("pairwise", "Helpfulness/Chat/Discussion"): [1, 1, 1, 0], ("pairwise", "Harmlessness/S6"): [1, 0],
-         ("bon", "Helpfulness/Chat/Discussion"): [1, 0, 0]}
-    b = {("pairwise", "Helpfulness/Chat/Discussion"): [1, 0, 0, 0], ("pairwise", "Harmlessness/S6"): [1, 1],
-         ("bon", "Helpfulness/Chat/Discussion"): [0, 0, 0]}
+    a = {
+        ("pairwise", "Helpfulness/Chat/Discussion"): [1, 1, 1, 0],
+        ("pairwise", "Harmlessness/S6"): [1, 0],
+        ("bon", "Helpfulness/Chat/Discussion"): [1, 0, 0],
+    }
+    b = {
+        ("pairwise", "Helpfulness/Chat/Discussion"): [1, 0, 0, 0],
+        ("pairwise", "Harmlessness/S6"): [1, 1],
+        ("bon", "Helpfulness/Chat/Discussion"): [0, 0, 0],
+    }
     da, db = _write(tmp_path / "a", a), _write(tmp_path / "b", b)
     result = compare(da, db, resamples=300)
     ov = result["rmb_overall"]
@@ -194,8 +216,9 @@ def test_compare_is_seeded(tmp_path):
     b = {("pairwise", "Harmlessness/S1"): [0, 0, 1, 0, 1, 0]}
     da, db = _write(tmp_path / "a", a), _write(tmp_path / "b", b)
     assert compare(da, db, resamples=200, seed=3) == compare(da, db, resamples=200, seed=3)
-    assert compare(da, db, resamples=200, seed=3)["rmb_overall"] != \
-        compare(da, db, resamples=200, seed=4)["rmb_overall"]
+    assert (
+        compare(da, db, resamples=200, seed=3)["rmb_overall"] != compare(da, db, resamples=200, seed=4)["rmb_overall"]
+    )
 
 
 # --- only like with like ---------------------------------------------------------------------------------------
@@ -238,20 +261,28 @@ def test_shared_texts_match_on_texts_and_say_how_many(tmp_path, capsys):
     rows_b[0]["scenario"] = "Harmlessness/S1"  # the same text filed elsewhere in B's release
     rows_b += [{"set": "pairwise", "uid": "x", "scenario": "Harmlessness/S6", "text_sha256": "other", "outcome": 1}] * 2
     (db / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_b))
-    (db / "results.json").write_text(json.dumps({"rm": "y", "release": "demo", "ties": "strict",
-                                                 "release_info": {"name": "demo", "sha256": SHA_B}}))
+    (db / "results.json").write_text(
+        json.dumps({"rm": "y", "release": "demo", "ties": "strict", "release_info": {"name": "demo", "sha256": SHA_B}})
+    )
     result = compare(da, db, resamples=200, shared_texts=True)
     assert result["matching"] == {"by": "shared texts", "a_items": 6, "b_items": 8, "matched": 6, "scenario_differs": 1}
-    assert result["release"] == {"a": {"name": "rmb-sample", "sha256": SHA_A}, "b": {"name": "demo", "sha256": SHA_B},
-                                 "same": False}
+    assert result["release"] == {
+        "a": {"name": "rmb-sample", "sha256": SHA_A},
+        "b": {"name": "demo", "sha256": SHA_B},
+        "same": False,
+    }
     # Every matched item is A's outcome against its own complement: A - B = 2 x mean(A) - 1 per scenario.
     assert result["pairwise"]["overall"]["micro"]["diff"] == pytest.approx(2 * 4 / 6 - 1)
-    assert main(["compare", str(da), str(db), "--shared-texts", "--resamples", "200", "--json",
-                 str(tmp_path / "c.json")]) == 0
+    assert (
+        main(["compare", str(da), str(db), "--shared-texts", "--resamples", "200", "--json", str(tmp_path / "c.json")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"Releases: A rmb-sample (sha256 {SHA_A[:12]}), B demo (sha256 {SHA_B[:12]}): DIFFERENT releases." in out
-    assert "Compared on the texts both share (set, turns' role and content, answers): A had 6 items, B 8; 6 matched; " \
-           "1 of them in another scenario in B (grouped by A's)." in out
+    assert (
+        "Compared on the texts both share (set, turns' role and content, answers): A had 6 items, B 8; 6 matched; "
+        "1 of them in another scenario in B (grouped by A's)." in out
+    )
     assert json.loads((tmp_path / "c.json").read_text())["matching"]["matched"] == 6
 
 
@@ -274,18 +305,41 @@ def test_evaluations_of_two_real_releases_pair_only_their_shared_texts(tmp_path,
     def release(name, items):
         rel = Release(name=name, root=None)
         for uid, q, scenario in items:
-            rel.add(PairwiseItem(uid, (Turn("user", q, "en"),), Answer("m1", f"A long answer to {q}"),
-                                 Answer("m2", "No."), scenario))
+            rel.add(
+                PairwiseItem(
+                    uid, (Turn("user", q, "en"),), Answer("m1", f"A long answer to {q}"), Answer("m2", "No."), scenario
+                )
+            )
         write_release(rel, tmp_path / name)
         return tmp_path / name
 
     shared = [(str(i), f"Question {i}?", "Helpfulness/Chat/Discussion") for i in range(4)]
     one = release("one", shared + [("4", "Only in one?", "Harmlessness/S6")])
-    two = release("two", [("0", "Other question?", "Harmlessness/S6")] +
-                  [(str(int(u) + 1), q, "Harmlessness/S1" if u == "0" else s) for u, q, s in shared])
+    two = release(
+        "two",
+        [("0", "Other question?", "Harmlessness/S6")]
+        + [(str(int(u) + 1), q, "Harmlessness/S1" if u == "0" else s) for u, q, s in shared],
+    )
     for rel, out in ((one, "a"), (two, "b")):
-        assert main(["evaluate", "--release", str(rel), "--rm", "baseline:length", "--out", str(tmp_path / out),
-                     "--cache", str(tmp_path / "cache"), "--bootstrap", "20", "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--release",
+                    str(rel),
+                    "--rm",
+                    "baseline:length",
+                    "--out",
+                    str(tmp_path / out),
+                    "--cache",
+                    str(tmp_path / "cache"),
+                    "--bootstrap",
+                    "20",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err

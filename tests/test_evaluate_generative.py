@@ -29,7 +29,7 @@ def _between(text: str, tag: str) -> str:
 
 class _Judge(BaseHTTPRequestHandler):
     rule = "first"  # first | longer
-    fail_next = 0   # answer HTTP 400 (not retried) to this many requests
+    fail_next = 0  # answer HTTP 400 (not retried) to this many requests
     prompts: list[str] = []
 
     def do_POST(self):  # noqa: N802
@@ -46,10 +46,19 @@ class _Judge(BaseHTTPRequestHandler):
             content = json.dumps({"rationale": "rule", "winner": winner})
         else:
             content = json.dumps({"rationale": "rule", "score": min(10, 1 + len(_between(prompt, "answer")) // 10)})
-        self._send(200, {"id": "x", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                         "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": content}}],
-                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        self._send(
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            },
+        )
 
     def _send(self, code, obj):
         data = json.dumps(obj).encode()
@@ -77,12 +86,29 @@ def judge_url(monkeypatch):
 def release() -> Release:
     q = (Turn("user", "Tell me about cats."),)
     rel = Release(name="gen", root=None)
-    rel.add(PairwiseItem("0", q, Answer("a", "Cats are small carnivorous mammals."), Answer("b", "Meow."),
-                         "Helpfulness/Chat/Discussion"))
-    rel.add(PairwiseItem("1", q, Answer("a", "Purr."), Answer("b", "Cats sleep a lot, up to 16 hours a day."),
-                         "Harmlessness/S6"))
-    rel.add(BonItem("0", q, Answer("a", "Cats are small carnivorous mammals."),
-                    (Answer("b", "Meow."), Answer("c", "Purr.")), "Helpfulness/Chat/Discussion"))
+    rel.add(
+        PairwiseItem(
+            "0",
+            q,
+            Answer("a", "Cats are small carnivorous mammals."),
+            Answer("b", "Meow."),
+            "Helpfulness/Chat/Discussion",
+        )
+    )
+    rel.add(
+        PairwiseItem(
+            "1", q, Answer("a", "Purr."), Answer("b", "Cats sleep a lot, up to 16 hours a day."), "Harmlessness/S6"
+        )
+    )
+    rel.add(
+        BonItem(
+            "0",
+            q,
+            Answer("a", "Cats are small carnivorous mammals."),
+            (Answer("b", "Meow."), Answer("c", "Purr.")),
+            "Helpfulness/Chat/Discussion",
+        )
+    )
     return rel
 
 
@@ -102,8 +128,9 @@ def test_always_first_judge_follows_position_everywhere(judge_url, tmp_path):
 def test_longer_judge_votes_both_orders_and_caches(judge_url, tmp_path):
     _Judge.rule = "longer"
     opts = RMOptions(votes=3, llm_cache_dir=str(tmp_path / "llm"))
-    res = evaluate(release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out", tmp_path / "cache",
-                   progress=False)
+    res = evaluate(
+        release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out", tmp_path / "cache", progress=False
+    )
     assert res["pairwise"]["scenarios"]["Helpfulness/Chat/Discussion"]["accuracy"] == 1.0
     assert res["pairwise"]["scenarios"]["Harmlessness/S6"]["accuracy"] == 0.0
     assert res["bon"]["overall"]["micro"] == 1.0
@@ -111,8 +138,9 @@ def test_longer_judge_votes_both_orders_and_caches(judge_url, tmp_path):
     assert len(_Judge.prompts) == 3 * 2 * 3
     preds = [json.loads(x) for x in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
     assert preds[0]["scores"] == {"chosen": 6, "rejected": 0}
-    again = evaluate(release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out2", tmp_path / "cache",
-                     progress=False)
+    again = evaluate(
+        release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out2", tmp_path / "cache", progress=False
+    )
     assert again["scoring"]["scored"] == 0 and len(_Judge.prompts) == 18
     # The key never reaches the cache or the results.
     for path in [*(tmp_path / "cache").rglob("*"), *(tmp_path / "out").rglob("*")]:
@@ -122,24 +150,30 @@ def test_longer_judge_votes_both_orders_and_caches(judge_url, tmp_path):
 
 def test_pointwise_with_criteria_scores_each_text_per_scenario(judge_url, tmp_path):
     opts = RMOptions(judge_mode="pointwise", with_criteria=True, llm_cache_dir=str(tmp_path / "llm"))
-    res = evaluate(release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out", tmp_path / "cache",
-                   progress=False)
+    res = evaluate(
+        release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out", tmp_path / "cache", progress=False
+    )
     assert res["pairwise"]["overall"]["micro"] == 0.5  # the length rule: item 0 right, item 1 wrong
     assert "position" not in res["bias"]
     assert res["scoring"]["unique"] == 5  # per scenario: 3 texts in Chat/Discussion, 2 in S6 ("Purr." in both)
-    assert any("Evaluation criteria for this scenario" in p and "Scenario: Helpfulness/Chat/Discussion (" in p for p in _Judge.prompts)
+    assert any(
+        "Evaluation criteria for this scenario" in p and "Scenario: Helpfulness/Chat/Discussion (" in p
+        for p in _Judge.prompts
+    )
 
 
 def test_failed_judgements_count_wrong_and_are_asked_again(judge_url, tmp_path):
     _Judge.rule, _Judge.fail_next = "longer", 100
     opts = RMOptions(llm_cache_dir=str(tmp_path / "llm"))
-    res = evaluate(release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out", tmp_path / "cache",
-                   progress=False)
+    res = evaluate(
+        release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out", tmp_path / "cache", progress=False
+    )
     assert res["scoring"]["failed"] == 3 and res["scoring"]["scored"] == 0
     assert res["pairwise"]["overall"]["micro"] == 0.0
     _Judge.fail_next = 0
-    res = evaluate(release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out", tmp_path / "cache",
-                   progress=False)
+    res = evaluate(
+        release(), load_rm(f"openai:judge@{judge_url}", opts), tmp_path / "out", tmp_path / "cache", progress=False
+    )
     assert res["scoring"]["failed"] == 0 and res["scoring"]["scored"] == 3
     assert res["bon"]["overall"]["micro"] == 1.0
 
@@ -153,16 +187,24 @@ def test_endpoint_name_needs_config():
 
 def _embedded_config():
     ref = {"endpoint": "local", "model": "smollm2"}
-    return parse_config({"name": "t", "endpoints": {"local": {"embedded": "smollm2"}},
-                         "generators": [ref], "judge": ref, "guard": ref})
+    return parse_config(
+        {"name": "t", "endpoints": {"local": {"embedded": "smollm2"}}, "generators": [ref], "judge": ref, "guard": ref}
+    )
 
 
 @pytest.mark.slow
 def test_smollm2_judges_on_the_embedded_server(tmp_path):
     """The real SmolLM2-135M on llama.cpp: every verdict parses, and both orders are asked."""
     rel = Release(name="one", root=None)
-    rel.add(PairwiseItem("0", (Turn("user", "What is 2 + 2?"),), Answer("a", "2 + 2 = 4."), Answer("b", "5"),
-                         "Helpfulness/Reasoning/Logical Deduction"))
+    rel.add(
+        PairwiseItem(
+            "0",
+            (Turn("user", "What is 2 + 2?"),),
+            Answer("a", "2 + 2 = 4."),
+            Answer("b", "5"),
+            "Helpfulness/Reasoning/Logical Deduction",
+        )
+    )
     opts = RMOptions(config=_embedded_config(), llm_cache_dir=str(tmp_path / "llm"))
     res = evaluate(rel, load_rm("openai:smollm2@local", opts), tmp_path / "out", tmp_path / "cache", progress=False)
     pos = res["bias"]["position"]

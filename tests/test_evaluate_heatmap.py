@@ -24,8 +24,10 @@ def _png_size(path):
 
 
 def test_bon_chance_is_the_mean_of_one_over_answers(tmp_path):
-    preds = [{"set": "bon", "uid": str(i), "scenario": "Harmlessness/S1", "outcome": 1.0, "chance": c}
-             for i, c in enumerate((1 / 2, 1 / 4, 1 / 4, 1 / 6))]
+    preds = [
+        {"set": "bon", "uid": str(i), "scenario": "Harmlessness/S1", "outcome": 1.0, "chance": c}
+        for i, c in enumerate((1 / 2, 1 / 4, 1 / 4, 1 / 6))
+    ]
     preds += [{"set": "pairwise", "uid": "p", "scenario": "Helpfulness/Chat/Discussion", "outcome": 0.0, "chance": 0.5}]
     res = build_results(preds, rm="x", release="r", ties="strict", resamples=10)
     assert res["bon"]["scenarios"]["Harmlessness/S1"]["chance"] == pytest.approx((1 / 2 + 1 / 4 + 1 / 4 + 1 / 6) / 4)
@@ -33,8 +35,12 @@ def test_bon_chance_is_the_mean_of_one_over_answers(tmp_path):
     small = write_heatmap(res, tmp_path / "small.png")
     assert small == tmp_path / "small.png"
     # More scenarios make a taller figure, not a larger empty margin: the canvas follows its content.
-    preds += [{**preds[-1], "uid": f"q{k}", "scenario": sc} for k, sc in enumerate(
-        ("Helpfulness/Code/Documentation", "Helpfulness/Open QA/Factual", "Harmlessness/S2", "Harmlessness/S3"))]
+    preds += [
+        {**preds[-1], "uid": f"q{k}", "scenario": sc}
+        for k, sc in enumerate(
+            ("Helpfulness/Code/Documentation", "Helpfulness/Open QA/Factual", "Harmlessness/S2", "Harmlessness/S3")
+        )
+    ]
     big = write_heatmap(build_results(preds, rm="x", release="r", ties="strict", resamples=10), tmp_path / "big.png")
     (w1, h1), (w2, h2) = _png_size(small), _png_size(big)
     assert h2 > h1 and abs(w2 - w1) < 0.2 * w1
@@ -45,5 +51,7 @@ def test_older_results_without_chance_and_empty_results(tmp_path):
     res = build_results(preds, rm="x", release="r", ties="strict", resamples=10)
     assert "chance" not in res["pairwise"]["scenarios"]["Harmlessness/S6"]
     assert write_heatmap(res, tmp_path / "h.png").is_file()
-    assert write_heatmap(build_results([], rm="x", release="r", ties="strict", resamples=10), tmp_path / "e.png") is None
+    assert (
+        write_heatmap(build_results([], rm="x", release="r", ties="strict", resamples=10), tmp_path / "e.png") is None
+    )
     assert not (tmp_path / "e.png").exists()

@@ -42,12 +42,18 @@ def _p(set_name, scenario, outcome, uid="x"):
 
 
 def test_aggregation_by_hand():
-    disc, casual, code = "Helpfulness/Chat/Discussion", "Helpfulness/Chat/Casual Conversation", "Helpfulness/Code/Documentation"
-    preds = ([_p("pairwise", disc, o) for o in (1, 1, 1, 0)]        # 3/4 = 0.75
-             + [_p("pairwise", casual, o) for o in (1, 0)]           # 1/2 = 0.5
-             + [_p("pairwise", code, o) for o in (0, 0, 1.0, 0.5)]   # 1.5/4 = 0.375
-             + [_p("pairwise", "Harmlessness/S6", o) for o in (1, 0, 0, 0, 0)]  # 0.2
-             + [_p("bon", disc, 1)])
+    disc, casual, code = (
+        "Helpfulness/Chat/Discussion",
+        "Helpfulness/Chat/Casual Conversation",
+        "Helpfulness/Code/Documentation",
+    )
+    preds = (
+        [_p("pairwise", disc, o) for o in (1, 1, 1, 0)]  # 3/4 = 0.75
+        + [_p("pairwise", casual, o) for o in (1, 0)]  # 1/2 = 0.5
+        + [_p("pairwise", code, o) for o in (0, 0, 1.0, 0.5)]  # 1.5/4 = 0.375
+        + [_p("pairwise", "Harmlessness/S6", o) for o in (1, 0, 0, 0, 0)]  # 0.2
+        + [_p("bon", disc, 1)]
+    )
     r = aggregate_set(preds, "pairwise", resamples=200, seed=3)
     assert r["scenarios"][disc]["accuracy"] == 0.75 and r["scenarios"][disc]["n"] == 4
     chat = r["tasks"]["Helpfulness/Chat"]
@@ -64,15 +70,17 @@ def test_aggregation_by_hand():
         assert g["ci95_micro"][0] <= g["micro"] <= g["ci95_micro"][1]
     # A constant scenario has a zero-width interval; the bootstrap is seeded.
     # 3 of 3 keeps the interval that says how little 3 items tell (Clopper-Pearson), not [1, 1]
-    assert aggregate_set([_p("bon", disc, 1)] * 3, "bon", 50, 0)["scenarios"][disc]["ci95"] == \
-        pytest.approx([0.025 ** (1 / 3), 1.0])
+    assert aggregate_set([_p("bon", disc, 1)] * 3, "bon", 50, 0)["scenarios"][disc]["ci95"] == pytest.approx(
+        [0.025 ** (1 / 3), 1.0]
+    )
     assert aggregate_set(preds, "pairwise", resamples=200, seed=3) == r
     assert aggregate_set(preds, "pairwise", resamples=200, seed=4)["overall"]["ci95_micro"] != overall["ci95_micro"]
 
 
 def test_results_have_the_interface_shape():
-    res = build_results([_p("pairwise", "Harmlessness/S6", 1)], rm="baseline:length", release="r", ties="half",
-                        resamples=10, seed=1)
+    res = build_results(
+        [_p("pairwise", "Harmlessness/S6", 1)], rm="baseline:length", release="r", ties="half", resamples=10, seed=1
+    )
     assert list(res)[:7] == ["schema_version", "rm", "release", "ties", "bootstrap", "pairwise", "bon"]
     assert res["schema_version"] == 1 and res["bootstrap"] == {"resamples": 10, "seed": 1}
     assert set(res["pairwise"]) >= {"scenarios", "tasks", "goals", "overall"}
@@ -106,9 +114,14 @@ def _independent(root: Path, score, ties: str = "strict") -> dict:
                 groups["/".join(parts[:2])].append(sc)
         out[set_name] = {
             "scenarios": {sc: (sum(v) / len(v), len(v)) for sc, v in per_file.items()},
-            "groups": {g: (sum(sum(per_file[s]) / len(per_file[s]) for s in m) / len(m),
-                           sum(sum(per_file[s]) for s in m) / sum(len(per_file[s]) for s in m),
-                           sum(len(per_file[s]) for s in m)) for g, m in groups.items()},
+            "groups": {
+                g: (
+                    sum(sum(per_file[s]) / len(per_file[s]) for s in m) / len(m),
+                    sum(sum(per_file[s]) for s in m) / sum(len(per_file[s]) for s in m),
+                    sum(len(per_file[s]) for s in m),
+                )
+                for g, m in groups.items()
+            },
         }
     return out
 
@@ -128,13 +141,23 @@ def _check_against_independent(results, expected):
 @pytest.mark.parametrize("ties", ["strict", "half"])
 def test_length_baseline_agrees_with_independent_rules_on_real_sample(rmb_sample, tmp_path, ties):
     release = read_release(rmb_sample)
-    results = evaluate(release, load_rm("baseline:length", RMOptions()), tmp_path / "out", tmp_path / "cache",
-                       ties=ties, resamples=50, progress=False)
+    results = evaluate(
+        release,
+        load_rm("baseline:length", RMOptions()),
+        tmp_path / "out",
+        tmp_path / "cache",
+        ties=ties,
+        resamples=50,
+        progress=False,
+    )
     _check_against_independent(results, _independent(rmb_sample, lambda conv, a: float(len(a)), ties))
     assert sum(v["n"] for v in results["pairwise"]["scenarios"].values()) == len(release.pairwise)
     # Each unique text is scored once: the independent count of distinct (roles+contents, answer).
-    distinct = {json.dumps([[[t.role, t.content] for t in it.conversation], a.answer])
-                for it in release.items() for a in it.answers()}
+    distinct = {
+        json.dumps([[[t.role, t.content] for t in it.conversation], a.answer])
+        for it in release.items()
+        for a in it.answers()
+    }
     assert results["scoring"]["scored"] == len(distinct) < results["scoring"]["naive"]
     lb = results["bias"]["length"]
     assert lb["chosen_longer"]["accuracy"] == 1.0 and lb["chosen_shorter"]["accuracy"] == 0.0
@@ -143,8 +166,14 @@ def test_length_baseline_agrees_with_independent_rules_on_real_sample(rmb_sample
 
 def test_predictions_are_one_line_per_item(rmb_sample, tmp_path):
     release = read_release(rmb_sample)
-    evaluate(release, load_rm("baseline:random", RMOptions(seed=7)), tmp_path / "out", tmp_path / "cache",
-             resamples=20, progress=False)
+    evaluate(
+        release,
+        load_rm("baseline:random", RMOptions(seed=7)),
+        tmp_path / "out",
+        tmp_path / "cache",
+        resamples=20,
+        progress=False,
+    )
     rows = [json.loads(x) for x in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == len(release.pairwise) + len(release.bon)
     assert {(r["set"], r["uid"]) for r in rows} == {(i.set_name, i.uid) for i in release.items()}
@@ -155,9 +184,11 @@ def test_predictions_are_one_line_per_item(rmb_sample, tmp_path):
 
 
 def test_length_bias_split():
-    preds = [{"set": "pairwise", "outcome": 1.0, "length": "chosen_longer"},
-             {"set": "pairwise", "outcome": 0.0, "length": "chosen_longer"},
-             {"set": "pairwise", "outcome": 1.0, "length": "chosen_shorter"}]
+    preds = [
+        {"set": "pairwise", "outcome": 1.0, "length": "chosen_longer"},
+        {"set": "pairwise", "outcome": 0.0, "length": "chosen_longer"},
+        {"set": "pairwise", "outcome": 1.0, "length": "chosen_shorter"},
+    ]
     lb = length_bias(preds)
     assert lb["chosen_longer"] == {"accuracy": 0.5, "n": 2} and lb["chosen_shorter"] == {"accuracy": 1.0, "n": 1}
     assert lb["same_length"] == {"accuracy": None, "n": 0}
@@ -198,8 +229,15 @@ def test_python_scorer_agrees_with_independent_rules_on_all_49_scenarios(tmp_pat
     root = _generated_release(tmp_path / "rel")
     scorer = tmp_path / "len_scorer.py"
     scorer.write_text("def score(conversation, answer):\n    return len(answer) + 0.5 * (len(conversation) > 1)\n")
-    results = evaluate(read_release(root), load_rm(f"python:{scorer}:score", RMOptions()), tmp_path / "out",
-                       tmp_path / "cache", ties=ties, resamples=20, progress=False)
+    results = evaluate(
+        read_release(root),
+        load_rm(f"python:{scorer}:score", RMOptions()),
+        tmp_path / "out",
+        tmp_path / "cache",
+        ties=ties,
+        resamples=20,
+        progress=False,
+    )
     expected = _independent(root, lambda conv, a: len(a) + 0.5 * (len(conv) > 1), ties)
     _check_against_independent(results, expected)
     assert len(results["pairwise"]["scenarios"]) == len(results["bon"]["scenarios"]) == 49
@@ -208,8 +246,14 @@ def test_python_scorer_agrees_with_independent_rules_on_all_49_scenarios(tmp_pat
 
 def test_rmb_overall_is_the_mean_of_the_four_macro_cells_from_predictions(rmb_sample, tmp_path):
     """Recomputed here from predictions.jsonl alone: per (set, goal), the mean of its scenarios' accuracies."""
-    results = evaluate(read_release(rmb_sample), load_rm("baseline:length", RMOptions()), tmp_path / "out",
-                       tmp_path / "cache", resamples=100, progress=False)
+    results = evaluate(
+        read_release(rmb_sample),
+        load_rm("baseline:length", RMOptions()),
+        tmp_path / "out",
+        tmp_path / "cache",
+        resamples=100,
+        progress=False,
+    )
     rows = [json.loads(x) for x in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
     per_scenario = defaultdict(list)
     for r in rows:
@@ -223,8 +267,9 @@ def test_rmb_overall_is_the_mean_of_the_four_macro_cells_from_predictions(rmb_sa
     assert set(overall["cells"]) == set(expected) and overall["missing"] == []
     for cell, value in expected.items():
         assert overall["cells"][cell] == pytest.approx(value), cell
-        assert overall["n"][cell] == sum(len(v) for (s, sc), v in per_scenario.items()
-                                         if f"{s}/{sc.split('/')[0]}" == cell)
+        assert overall["n"][cell] == sum(
+            len(v) for (s, sc), v in per_scenario.items() if f"{s}/{sc.split('/')[0]}" == cell
+        )
         lo, hi = overall["ci95"][cell]
         assert lo <= value <= hi
     assert overall["mean"] == pytest.approx(sum(expected.values()) / 4)
@@ -235,9 +280,11 @@ def test_rmb_overall_is_the_mean_of_the_four_macro_cells_from_predictions(rmb_sa
 
 
 def test_rmb_overall_lists_a_missing_cell_and_averages_the_others():
-    preds = ([_p("pairwise", "Helpfulness/Chat/Discussion", o) for o in (1, 0)]
-             + [_p("pairwise", "Harmlessness/S6", o) for o in (1, 1)]
-             + [_p("bon", "Helpfulness/Chat/Discussion", o) for o in (0, 0, 1)])
+    preds = (
+        [_p("pairwise", "Helpfulness/Chat/Discussion", o) for o in (1, 0)]
+        + [_p("pairwise", "Harmlessness/S6", o) for o in (1, 1)]
+        + [_p("bon", "Helpfulness/Chat/Discussion", o) for o in (0, 0, 1)]
+    )
     overall = build_results(preds, rm="x", release="r", ties="strict", resamples=50)["rmb_overall"]
     assert overall["missing"] == ["bon/Harmlessness"] and overall["cells"]["bon/Harmlessness"] is None
     assert overall["n"]["bon/Harmlessness"] == 0 and overall["ci95"]["bon/Harmlessness"] is None
@@ -246,8 +293,12 @@ def test_rmb_overall_lists_a_missing_cell_and_averages_the_others():
 
 def test_rmb_overall_intervals_come_from_the_goal_macro_resamples():
     """Each cell's interval is its set's goal ``ci95_macro``: the same seeded resamples."""
-    preds = [_p(s, sc, o) for s in ("pairwise", "bon") for sc in ("Helpfulness/Chat/Discussion", "Harmlessness/S1")
-             for o in (1, 0, 0, 1, 1)]
+    preds = [
+        _p(s, sc, o)
+        for s in ("pairwise", "bon")
+        for sc in ("Helpfulness/Chat/Discussion", "Harmlessness/S1")
+        for o in (1, 0, 0, 1, 1)
+    ]
     res = build_results(preds, rm="x", release="r", ties="strict", resamples=80, seed=2)
     for cell, ci in res["rmb_overall"]["ci95"].items():
         if cell != "mean":

@@ -35,7 +35,48 @@ SPECIAL = ["<|source|>", "<|candidate1|>", "<|candidate2|>"]
 
 def _tokenizer(folder):
     """A BERT WordPiece tokenizer over characters and a few words, plus PairRM's special tokens."""
-    words = ["say", "hello", "hi", "there", "nice", "to", "meet", "you", "no", "go", "away", "hey", "name", "a", "colour", "blue", "green", "like", "grass", "in", "spring", "red", "another", "one", "with", "reason", "user", "assistant", "response", "finish", "the", "following", "coversation", "each", "i", "th", "turn", "by", "filling", "your"]
+    words = [
+        "say",
+        "hello",
+        "hi",
+        "there",
+        "nice",
+        "to",
+        "meet",
+        "you",
+        "no",
+        "go",
+        "away",
+        "hey",
+        "name",
+        "a",
+        "colour",
+        "blue",
+        "green",
+        "like",
+        "grass",
+        "in",
+        "spring",
+        "red",
+        "another",
+        "one",
+        "with",
+        "reason",
+        "user",
+        "assistant",
+        "response",
+        "finish",
+        "the",
+        "following",
+        "coversation",
+        "each",
+        "i",
+        "th",
+        "turn",
+        "by",
+        "filling",
+        "your",
+    ]
     chars = list(string.ascii_lowercase + string.digits + string.punctuation)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + [f"##{c}" for c in chars] + sorted(set(words))
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
@@ -52,8 +93,13 @@ class _LookAlike(torch.nn.Module):
         super().__init__()
         h = config.hidden_size
         self.pretrained_model = transformers.DebertaV2Model(config)
-        self.head_layer = torch.nn.Sequential(torch.nn.Dropout(0.05), torch.nn.Linear(2 * h, h), torch.nn.Tanh(),
-                                              torch.nn.Dropout(0.05), torch.nn.Linear(h, 1))
+        self.head_layer = torch.nn.Sequential(
+            torch.nn.Dropout(0.05),
+            torch.nn.Linear(2 * h, h),
+            torch.nn.Tanh(),
+            torch.nn.Dropout(0.05),
+            torch.nn.Linear(h, 1),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +108,21 @@ def pairrm_dir(tmp_path_factory):
     tok = _tokenizer(folder)
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL}
     config = transformers.DebertaV2Config(
-        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=512, relative_attention=True, position_buckets=256, pos_att_type=["p2c", "c2p"],
-        position_biased_input=False, norm_rel_ebd="layer_norm", share_att_key=True, type_vocab_size=0,
-        pad_token_id=tok.pad_token_id)
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        relative_attention=True,
+        position_buckets=256,
+        pos_att_type=["p2c", "c2p"],
+        position_biased_input=False,
+        norm_rel_ebd="layer_norm",
+        share_att_key=True,
+        type_vocab_size=0,
+        pad_token_id=tok.pad_token_id,
+    )
     config.architectures = ["DebertaV2PairRM"]
     config.n_tasks, config.drop_out = 1, 0.05
     config.source_prefix_id, config.cand1_prefix_id, config.cand2_prefix_id = (ids[t] for t in SPECIAL)
@@ -95,9 +152,12 @@ def _hand_logit(folder, conversation_source: str, a: str, b: str) -> float:
     weights = safetensors_torch.load_file(str(folder / "model.safetensors"))
     encoder = transformers.DebertaV2Model(config).eval()
     prefix = "pretrained_model."
-    encoder.load_state_dict({k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}, strict=True)
-    ids = (tok.encode("<|source|>" + conversation_source) + tok.encode("<|candidate1|>" + a)
-           + tok.encode("<|candidate2|>" + b))
+    encoder.load_state_dict({k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}, strict=True)
+    ids = (
+        tok.encode("<|source|>" + conversation_source)
+        + tok.encode("<|candidate1|>" + a)
+        + tok.encode("<|candidate2|>" + b)
+    )
     with torch.no_grad():
         hidden = encoder(input_ids=torch.tensor([ids])).last_hidden_state[0]
 
@@ -105,8 +165,11 @@ def _hand_logit(folder, conversation_source: str, a: str, b: str) -> float:
         x = torch.tanh(x @ weights["head_layer.1.weight"].T + weights["head_layer.1.bias"])
         return x @ weights["head_layer.4.weight"].T + weights["head_layer.4.bias"]
 
-    src, c1, c2 = (hidden[ids.index(config.source_prefix_id)], hidden[ids.index(config.cand1_prefix_id)],
-                   hidden[ids.index(config.cand2_prefix_id)])
+    src, c1, c2 = (
+        hidden[ids.index(config.source_prefix_id)],
+        hidden[ids.index(config.cand1_prefix_id)],
+        hidden[ids.index(config.cand2_prefix_id)],
+    )
     return float((head(torch.cat([src, c1])) - head(torch.cat([src, c2]))).mean())
 
 
@@ -116,8 +179,11 @@ def test_checkpoint_without_head_is_refused_in_one_line(pairrm_dir, tmp_path):
     bare = tmp_path / "no-head"
     shutil.copytree(pairrm_dir, bare)
     weights = safetensors_torch.load_file(str(bare / "model.safetensors"))
-    safetensors_torch.save_file({k: v for k, v in weights.items() if not k.startswith("head_layer.")},
-                                str(bare / "model.safetensors"), metadata={"format": "pt"})
+    safetensors_torch.save_file(
+        {k: v for k, v in weights.items() if not k.startswith("head_layer.")},
+        str(bare / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     rm = load_rm(f"pairrm:{bare}", RMOptions(device="cpu"))
     pair = collect_pairs(list(small_release().items()))[:1]
     with pytest.raises(RMBError) as err:
@@ -147,8 +213,9 @@ def test_logit_matches_hand_computation_in_both_orders(pairrm_dir):
 
     # A multi-turn conversation: llm-blender's conversation format, earlier assistant turns in both candidates.
     multi = (Turn("user", "Name a colour."), Turn("assistant", "Blue."), Turn("user", "Another one?"))
-    source = (CONV_INSTRUCTION + "USER: Name a colour.\nAssistant: <Response 1>\n"
-              "USER: Another one?\nAssistant: <Response 2>")
+    source = (
+        CONV_INSTRUCTION + "USER: Name a colour.\nAssistant: <Response 1>\nUSER: Another one?\nAssistant: <Response 2>"
+    )
     ca, cb = "<Response 1>: Blue.\n<Response 2>: Green.", "<Response 1>: Blue.\n<Response 2>: Red."
     got = rm.logits([rm.encode(multi, "Green.", "Red.")])
     assert got == pytest.approx([_hand_logit(pairrm_dir, source, ca, cb)], abs=1e-5)
@@ -162,8 +229,9 @@ def test_batched_votes_match_unbatched_logits(pairrm_dir):
     for idx, vs in batched.judge_stream(pairs):
         votes.update({pairs[i].key: v for i, v in zip(idx, vs)})
     for p in pairs:
-        ab, ba = single.logits([single.encode(p.conversation, p.first, p.second),
-                                single.encode(p.conversation, p.second, p.first)])
+        ab, ba = single.logits(
+            [single.encode(p.conversation, p.first, p.second), single.encode(p.conversation, p.second, p.first)]
+        )
         assert votes[p.key] == {"ab": [int(ab > 0)], "ba": [int(ba > 0)]}
 
 
@@ -183,8 +251,12 @@ def test_evaluate_outcomes_follow_votes(pairrm_dir, tmp_path):
         assert len(p["votes"]) == len(answers) - 1
         wins = []
         for worse, votes in zip(answers[1:], p["votes"]):
-            ab, ba = fresh.logits([fresh.encode(item.conversation, answers[0].answer, worse.answer),
-                                   fresh.encode(item.conversation, worse.answer, answers[0].answer)])
+            ab, ba = fresh.logits(
+                [
+                    fresh.encode(item.conversation, answers[0].answer, worse.answer),
+                    fresh.encode(item.conversation, worse.answer, answers[0].answer),
+                ]
+            )
             assert votes == {"ab": [int(ab > 0)], "ba": [int(ba > 0)]}
             seen_votes.add((int(ab > 0), int(ba > 0)))
             better, other = int(ab > 0) + int(ba <= 0), int(ab <= 0) + int(ba > 0)
@@ -196,8 +268,13 @@ def test_evaluate_outcomes_follow_votes(pairrm_dir, tmp_path):
             assert p["outcome"] == float(all(wins))
     assert len(seen_votes) > 1  # the look-alike's verdicts are not all alike
     assert results["scoring"]["unique"] == 5 and results["scoring"]["scored"] == 5
-    again = evaluate(release, load_rm(f"pairrm:{pairrm_dir}", RMOptions(device="cpu")), tmp_path / "out2",
-                     tmp_path / "cache", progress=False)
+    again = evaluate(
+        release,
+        load_rm(f"pairrm:{pairrm_dir}", RMOptions(device="cpu")),
+        tmp_path / "out2",
+        tmp_path / "cache",
+        progress=False,
+    )
     assert again["scoring"]["cached"] == 5 and again["scoring"]["scored"] == 0
     assert again["pairwise"] == results["pairwise"]
 

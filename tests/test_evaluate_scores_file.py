@@ -35,11 +35,19 @@ def rmb_rows(items, score) -> list[dict]:
     for it in items:
         s = [score(it, k, a.answer) for k, a in enumerate(it.answers())]
         if it.set_name == "pairwise":
-            rows.append({"pair_uid": it.uid, "category_path": category(it), "chosen_reward": s[0],
-                         "reject_reward": s[1], "is_correct": 1 if s[0] > s[1] else 0})
+            rows.append(
+                {
+                    "pair_uid": it.uid,
+                    "category_path": category(it),
+                    "chosen_reward": s[0],
+                    "reject_reward": s[1],
+                    "is_correct": 1 if s[0] > s[1] else 0,
+                }
+            )
         else:
-            rows.append({"bon_uid": it.uid, "category_path": category(it), "bon_best_reward": s[0],
-                         "loser_list_reward": s[1:]})
+            rows.append(
+                {"bon_uid": it.uid, "category_path": category(it), "bon_best_reward": s[0], "loser_list_reward": s[1:]}
+            )
     return rows
 
 
@@ -117,12 +125,25 @@ def test_jsonl_scores_equal_the_same_scores_in_rmb_form(tmp_path, release):
     with open(tmp_path / "scores.jsonl", "w", encoding="utf-8") as fh:
         for r in rows:
             if "pair_uid" in r:
-                line = {"set": "pairwise", "uid": int(r["pair_uid"]), "chosen": r["chosen_reward"], "rejected": r["reject_reward"]}
+                line = {
+                    "set": "pairwise",
+                    "uid": int(r["pair_uid"]),
+                    "chosen": r["chosen_reward"],
+                    "rejected": r["reject_reward"],
+                }
             else:
-                line = {"set": "bon", "uid": r["bon_uid"], "best": r["bon_best_reward"], "losers": r["loser_list_reward"]}
+                line = {
+                    "set": "bon",
+                    "uid": r["bon_uid"],
+                    "best": r["bon_best_reward"],
+                    "losers": r["loser_list_reward"],
+                }
             fh.write(json.dumps(line) + "\n")
     for name in ("rmb.json", "scores.jsonl"):
-        assert evaluate("--release", str(release), "--scores", str(tmp_path / name), "--out", str(tmp_path / name[:3])) == 0
+        assert (
+            evaluate("--release", str(release), "--scores", str(tmp_path / name), "--out", str(tmp_path / name[:3]))
+            == 0
+        )
     a, b = load(tmp_path / "rmb")[0], load(tmp_path / "sco")[0]
     assert b["scores_file"]["format"] == "jsonl" and a["rmb_overall"] == b["rmb_overall"]
     assert accuracies(a) == accuracies(b)
@@ -131,18 +152,25 @@ def test_jsonl_scores_equal_the_same_scores_in_rmb_form(tmp_path, release):
 def test_missing_extra_and_mismatched_rows_are_listed_and_left_out(tmp_path, release, capsys):
     items = list(read_release(release).items())
     rows = rmb_rows(items, lambda it, k, _: seeded(it.uid, k))
-    dropped = [rows.pop(0), rows.pop(0), rows.pop(-1)]                # two pairs and a BoN item: missing
-    rows.append({**rows[5], "pair_uid": "9999"})                      # no such pair
-    rows.append(dict(rows[6]))                                        # the same pair twice
-    rows[7]["category_path"] = "Pairwise_set/Harmlessness/S9"         # a different scenario: mismatched
+    dropped = [rows.pop(0), rows.pop(0), rows.pop(-1)]  # two pairs and a BoN item: missing
+    rows.append({**rows[5], "pair_uid": "9999"})  # no such pair
+    rows.append(dict(rows[6]))  # the same pair twice
+    rows[7]["category_path"] = "Pairwise_set/Harmlessness/S9"  # a different scenario: mismatched
     write_rmb(tmp_path / "partial_result.json", rows)
-    assert evaluate("--release", str(release), "--scores", str(tmp_path / "partial_result.json"),
-                    "--out", str(tmp_path / "out")) == 0
+    assert (
+        evaluate(
+            "--release", str(release), "--scores", str(tmp_path / "partial_result.json"), "--out", str(tmp_path / "out")
+        )
+        == 0
+    )
     results, preds = load(tmp_path / "out")
     listing = results["scores_file"]
     missing = {(m["set"], m["uid"]) for m in listing["missing_in_file"]["items"]}
-    assert missing == {("pairwise", dropped[0]["pair_uid"]), ("pairwise", dropped[1]["pair_uid"]),
-                       ("bon", dropped[2]["bon_uid"])} and listing["missing_in_file"]["count"] == 3
+    assert (
+        missing
+        == {("pairwise", dropped[0]["pair_uid"]), ("pairwise", dropped[1]["pair_uid"]), ("bon", dropped[2]["bon_uid"])}
+        and listing["missing_in_file"]["count"] == 3
+    )
     text = (tmp_path / "partial_result.json").read_text(encoding="utf-8").splitlines()
     line = next(n for n, t in enumerate(text, 1) if '"pair_uid": "9999"' in t) - 1  # the row's "{"
     assert [(r["uid"], r["line"]) for r in listing["not_in_release"]["items"]] == [("9999", line)]
@@ -163,11 +191,30 @@ def test_missing_extra_and_mismatched_rows_are_listed_and_left_out(tmp_path, rel
 def test_pair_comparing_rows_take_is_correct(tmp_path, release):
     """RMB's rows for pair-comparing models (PairRM ...) have null rewards and only is_correct."""
     items = [it for it in read_release(release).items() if it.set_name == "pairwise"]
-    rows = [{"pair_uid": it.uid, "category_path": category(it), "chosen_reward": None, "reject_reward": None,
-             "is_correct": int(seeded(it.uid, 0) > 1)} for it in items]
+    rows = [
+        {
+            "pair_uid": it.uid,
+            "category_path": category(it),
+            "chosen_reward": None,
+            "reject_reward": None,
+            "is_correct": int(seeded(it.uid, 0) > 1),
+        }
+        for it in items
+    ]
     write_rmb(tmp_path / "pairrm_result.json", rows)
-    assert evaluate("--release", str(release), "--scores", str(tmp_path / "pairrm_result.json"), "--ties", "half",
-                    "--out", str(tmp_path / "out")) == 0
+    assert (
+        evaluate(
+            "--release",
+            str(release),
+            "--scores",
+            str(tmp_path / "pairrm_result.json"),
+            "--ties",
+            "half",
+            "--out",
+            str(tmp_path / "out"),
+        )
+        == 0
+    )
     results, preds = load(tmp_path / "out")
     assert accuracies(results) == pytest.approx(rmb_accuracy(rows))
     assert results["scores_file"]["outcome_only"] == len(items) and not any(p.get("failed") for p in preds)
@@ -178,8 +225,18 @@ def test_rows_of_items_left_out_as_defective_are_neither_used_nor_listed(tmp_pat
     items = list(read_release(release).items())
     rows = rmb_rows(items, lambda it, k, _: seeded(it.uid, k))
     write_rmb(tmp_path / "all_result.json", rows)
-    assert evaluate("--release", str(release), "--scores", str(tmp_path / "all_result.json"), "--skip-defective",
-                    "--out", str(tmp_path / "out")) == 0
+    assert (
+        evaluate(
+            "--release",
+            str(release),
+            "--scores",
+            str(tmp_path / "all_result.json"),
+            "--skip-defective",
+            "--out",
+            str(tmp_path / "out"),
+        )
+        == 0
+    )
     results, preds = load(tmp_path / "out")
     listing = results["scores_file"]
     assert results["skipped_defective"]["n"] == listing["skipped_defective_rows"] == 1  # the pair of one answer twice
@@ -204,7 +261,12 @@ def test_scores_folder_reads_every_file(tmp_path, release):
 
 
 BAD_CASES = {
-    "reward_not_a_number": ("bad_result.json", lambda rows: rows[2].update(chosen_reward="0.5"), "line 16", "chosen_reward"),
+    "reward_not_a_number": (
+        "bad_result.json",
+        lambda rows: rows[2].update(chosen_reward="0.5"),
+        "line 16",
+        "chosen_reward",
+    ),
     "no_uid": ("bad_result.json", lambda rows: rows[1].pop("pair_uid"), "line 9", "pair_uid"),
     "no_category": ("bad_result.json", lambda rows: rows[0].pop("category_path"), "line 2", "category_path"),
     "one_null_reward": ("bad_result.json", lambda rows: rows[3].update(reject_reward=None), "line 23", "reject_reward"),
@@ -214,8 +276,9 @@ BAD_CASES = {
 @pytest.mark.parametrize("case", sorted(BAD_CASES))
 def test_a_malformed_rmb_row_stops_with_one_line(tmp_path, release, capsys, case):
     name, spoil, line, field = BAD_CASES[case]
-    rows = rmb_rows([it for it in read_release(release).items() if it.set_name == "pairwise"],
-                    lambda it, k, _: seeded(it.uid, k))
+    rows = rmb_rows(
+        [it for it in read_release(release).items() if it.set_name == "pairwise"], lambda it, k, _: seeded(it.uid, k)
+    )
     spoil(rows)
     write_rmb(tmp_path / name, rows)
     assert evaluate("--release", str(release), "--scores", str(tmp_path / name), "--out", str(tmp_path / "out")) == 2
@@ -224,13 +287,23 @@ def test_a_malformed_rmb_row_stops_with_one_line(tmp_path, release, capsys, case
     assert not (tmp_path / "out" / "results.json").exists()
 
 
-@pytest.mark.parametrize("text, line, field", [
-    ('{"set": "pairwise", "uid": "0", "chosen": 1, "rejected": 0}\n{"set": "pairwise", "uid": "1", "chosen": 1}\n',
-     "line 2", "rejected"),
-    ('{"set": "pairwise", "uid": "0", "chosen": 1, "rejected": 0}\n\n{"set": "best", "uid": "1"}\n', "line 3", "set"),
-    ('{"set": "bon", "uid": "0", "best": 1, "losers": [0, NaN]}\n', "line 1", "losers[1]"),
-    ('{"set": "bon", "uid": true, "best": 1, "losers": [0]}\n', "line 1", "uid"),
-])
+@pytest.mark.parametrize(
+    "text, line, field",
+    [
+        (
+            '{"set": "pairwise", "uid": "0", "chosen": 1, "rejected": 0}\n{"set": "pairwise", "uid": "1", "chosen": 1}\n',
+            "line 2",
+            "rejected",
+        ),
+        (
+            '{"set": "pairwise", "uid": "0", "chosen": 1, "rejected": 0}\n\n{"set": "best", "uid": "1"}\n',
+            "line 3",
+            "set",
+        ),
+        ('{"set": "bon", "uid": "0", "best": 1, "losers": [0, NaN]}\n', "line 1", "losers[1]"),
+        ('{"set": "bon", "uid": true, "best": 1, "losers": [0]}\n', "line 1", "uid"),
+    ],
+)
 def test_a_malformed_jsonl_line_stops_with_one_line(tmp_path, release, capsys, text, line, field):
     (tmp_path / "s.jsonl").write_text(text, encoding="utf-8")
     assert evaluate("--release", str(release), "--scores", str(tmp_path / "s.jsonl"), "--out", str(tmp_path / "o")) == 2
@@ -240,33 +313,94 @@ def test_a_malformed_jsonl_line_stops_with_one_line(tmp_path, release, capsys, t
 
 def test_a_file_of_neither_format_or_of_another_release_stops(tmp_path, release, capsys):
     (tmp_path / "notes.txt").write_text("\n  chosen 1 rejected 0\n", encoding="utf-8")
-    assert evaluate("--release", str(release), "--scores", str(tmp_path / "notes.txt"), "--out", str(tmp_path / "o")) == 2
+    assert (
+        evaluate("--release", str(release), "--scores", str(tmp_path / "notes.txt"), "--out", str(tmp_path / "o")) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "notes.txt: line 2: neither RMB's result file" in err[0]
-    write_rmb(tmp_path / "foreign.json", [{"pair_uid": "x1", "category_path": "Pairwise_set/Harmlessness/S1",
-                                           "chosen_reward": 1, "reject_reward": 0, "is_correct": 1}])
-    assert evaluate("--release", str(release), "--scores", str(tmp_path / "foreign.json"), "--out", str(tmp_path / "o")) == 2
+    write_rmb(
+        tmp_path / "foreign.json",
+        [
+            {
+                "pair_uid": "x1",
+                "category_path": "Pairwise_set/Harmlessness/S1",
+                "chosen_reward": 1,
+                "reject_reward": 0,
+                "is_correct": 1,
+            }
+        ],
+    )
+    assert (
+        evaluate("--release", str(release), "--scores", str(tmp_path / "foreign.json"), "--out", str(tmp_path / "o"))
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no row of the file scores an item of this release" in err[0]
     with pytest.raises(SystemExit):  # one of --rm and --scores, not both
-        evaluate("--release", str(release), "--rm", "baseline:length", "--scores", str(tmp_path / "foreign.json"),
-                 "--out", str(tmp_path / "o"))
+        evaluate(
+            "--release",
+            str(release),
+            "--rm",
+            "baseline:length",
+            "--scores",
+            str(tmp_path / "foreign.json"),
+            "--out",
+            str(tmp_path / "o"),
+        )
 
 
 def test_compare_and_leaderboard_take_a_scores_file_result(tmp_path, release, capsys):
     items = list(read_release(release).items())
     write_rmb(tmp_path / "ext_result.json", rmb_rows(items, lambda it, k, _: seeded(it.uid, k)))
-    assert evaluate("--release", str(release), "--scores", str(tmp_path / "ext_result.json"), "--out", str(tmp_path / "a")) == 0
-    assert evaluate("--release", str(release), "--rm", "baseline:length", "--out", str(tmp_path / "b"),
-                    "--cache", str(tmp_path / "cache")) == 0
+    assert (
+        evaluate("--release", str(release), "--scores", str(tmp_path / "ext_result.json"), "--out", str(tmp_path / "a"))
+        == 0
+    )
+    assert (
+        evaluate(
+            "--release",
+            str(release),
+            "--rm",
+            "baseline:length",
+            "--out",
+            str(tmp_path / "b"),
+            "--cache",
+            str(tmp_path / "cache"),
+        )
+        == 0
+    )
     a, b = load(tmp_path / "a")[0], load(tmp_path / "b")[0]
     assert a["release_info"]["sha256"] == b["release_info"]["sha256"]
-    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--resamples", "200",
-                 "--json", str(tmp_path / "cmp.json")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(tmp_path / "a"),
+                str(tmp_path / "b"),
+                "--resamples",
+                "200",
+                "--json",
+                str(tmp_path / "cmp.json"),
+            ]
+        )
+        == 0
+    )
     cmp = json.loads((tmp_path / "cmp.json").read_text(encoding="utf-8"))
     assert cmp["release"]["same"] is True
-    assert main(["leaderboard", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "site"),
-                 "--resamples", "200"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(tmp_path / "a"),
+                str(tmp_path / "b"),
+                "--out",
+                str(tmp_path / "site"),
+                "--resamples",
+                "200",
+            ]
+        )
+        == 0
+    )
     assert "scores:ext_result.json" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
 
 
@@ -285,12 +419,25 @@ def test_real_sample_scores_file_equals_the_python_scorer(tmp_path, rmb_sample):
         write_rmb(folder / f"{k:02d}_result.json", rows)
         all_rows += rows
     assert evaluate("--release", str(rmb_sample), "--scores", str(folder), "--out", str(tmp_path / "imported")) == 0
-    assert evaluate("--release", str(rmb_sample), "--rm", f"python:{scorer}:score", "--out", str(tmp_path / "scored"),
-                    "--cache", str(tmp_path / "cache")) == 0
+    assert (
+        evaluate(
+            "--release",
+            str(rmb_sample),
+            "--rm",
+            f"python:{scorer}:score",
+            "--out",
+            str(tmp_path / "scored"),
+            "--cache",
+            str(tmp_path / "cache"),
+        )
+        == 0
+    )
     (imp, imp_rows), (own, own_rows) = load(tmp_path / "imported"), load(tmp_path / "scored")
     assert imp["scores_file"]["matched"] == len(imp_rows) == len(own_rows) == len(all_rows)
     assert imp["scores_file"]["missing_in_file"]["count"] == 0
     assert accuracies(imp) == accuracies(own) == pytest.approx(rmb_accuracy(all_rows))
     for key in ("pairwise", "bon", "rmb_overall"):
         assert imp[key] == own[key]
-    assert [(p["set"], p["uid"], p["outcome"]) for p in imp_rows] == [(p["set"], p["uid"], p["outcome"]) for p in own_rows]
+    assert [(p["set"], p["uid"], p["outcome"]) for p in imp_rows] == [
+        (p["set"], p["uid"], p["outcome"]) for p in own_rows
+    ]

@@ -23,8 +23,16 @@ transformers = pytest.importorskip("transformers")
 
 
 def _tiny_llama_config(vocab_size: int, **kw):
-    return transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, **kw)
+    return transformers.LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        **kw,
+    )
 
 
 def _save_model(model, tokenizer_dir, folder):
@@ -87,8 +95,11 @@ def test_hf_scores_match_unbatched_forward_and_cache(tiny_rm, tmp_path):
 
     for item in release.items():
         p = by_uid[(item.set_name, item.uid)]
-        got = [p["scores"]["chosen"], p["scores"]["rejected"]] if item.set_name == "pairwise" else \
-            [p["scores"]["best"], *p["scores"]["losers"]]
+        got = (
+            [p["scores"]["chosen"], p["scores"]["rejected"]]
+            if item.set_name == "pairwise"
+            else [p["scores"]["best"], *p["scores"]["losers"]]
+        )
         want = [expected[text_key(item.conversation, a.answer)] for a in item.answers()]
         assert got == pytest.approx(want, abs=1e-4)
     assert results["scoring"]["naive"] == 9
@@ -96,8 +107,13 @@ def test_hf_scores_match_unbatched_forward_and_cache(tiny_rm, tmp_path):
     assert results["scoring"]["scored"] == 7 and results["scoring"]["truncated"] == 0
     assert 0 < results["scoring"]["real_tokens"] <= results["scoring"]["padded_tokens"]
 
-    again = evaluate(release, load_rm(f"hf:{tiny_rm}", RMOptions(batch_size=2, device="cpu")),
-                     tmp_path / "out2", tmp_path / "cache", progress=False)
+    again = evaluate(
+        release,
+        load_rm(f"hf:{tiny_rm}", RMOptions(batch_size=2, device="cpu")),
+        tmp_path / "out2",
+        tmp_path / "cache",
+        progress=False,
+    )
     assert again["scoring"]["scored"] == 0 and again["scoring"]["cached"] == 7
     assert again["pairwise"] == results["pairwise"] and again["bon"] == results["bon"]
 
@@ -106,9 +122,18 @@ def test_hf_max_length_counts_cut_texts_and_changes_fingerprint(tiny_rm, tmp_pat
     release = small_release()
     texts = collect_texts(list(release.items()))
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    lengths = [len(tok(tok.apply_chat_template([x.to_message() for x in t.conversation]
-                                               + [{"role": "assistant", "content": t.answer}], tokenize=False),
-                       add_special_tokens=False)["input_ids"]) for t in texts]
+    lengths = [
+        len(
+            tok(
+                tok.apply_chat_template(
+                    [x.to_message() for x in t.conversation] + [{"role": "assistant", "content": t.answer}],
+                    tokenize=False,
+                ),
+                add_special_tokens=False,
+            )["input_ids"]
+        )
+        for t in texts
+    ]
     limit = sorted(lengths)[len(lengths) // 2]
     full = load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu"))
     cut = load_rm(f"hf:{tiny_rm}", RMOptions(device="cpu", max_length=limit))
@@ -136,7 +161,7 @@ def _reference_dpo(policy_dir, reference_dir, text):
     prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     full = tok.apply_chat_template(msgs + [{"role": "assistant", "content": text.answer}], tokenize=False)
     p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
-    a_ids = tok(full[len(prompt):], add_special_tokens=False)["input_ids"]
+    a_ids = tok(full[len(prompt) :], add_special_tokens=False)["input_ids"]
     ids = torch.tensor([p_ids + a_ids])
     total = 0.0
     for sign, folder in ((1, policy_dir), (-1, reference_dir)):
@@ -165,10 +190,21 @@ def test_dpo_is_sum_of_answer_logprob_ratios(tiny_policy, tiny_reference, tmp_pa
 def test_dpo_policy_against_itself_ties_everywhere(tiny_policy, tmp_path):
     """Same model as policy and reference: every reward is 0, every pair a tie (strict 0, half 0.5)."""
     release = small_release()
-    strict = evaluate(release, load_rm(f"dpo:{tiny_policy},{tiny_policy}", RMOptions(device="cpu")),
-                      tmp_path / "s", tmp_path / "cache", progress=False)
-    half = evaluate(release, load_rm(f"dpo:{tiny_policy},{tiny_policy}", RMOptions(device="cpu")),
-                    tmp_path / "h", tmp_path / "cache", ties="half", progress=False)
+    strict = evaluate(
+        release,
+        load_rm(f"dpo:{tiny_policy},{tiny_policy}", RMOptions(device="cpu")),
+        tmp_path / "s",
+        tmp_path / "cache",
+        progress=False,
+    )
+    half = evaluate(
+        release,
+        load_rm(f"dpo:{tiny_policy},{tiny_policy}", RMOptions(device="cpu")),
+        tmp_path / "h",
+        tmp_path / "cache",
+        ties="half",
+        progress=False,
+    )
     assert strict["pairwise"]["overall"]["micro"] == 0.0 and half["pairwise"]["overall"]["micro"] == 0.5
     assert strict["bon"]["overall"]["micro"] == half["bon"]["overall"]["micro"] == 0.0
     assert half["scoring"]["scored"] == 0
@@ -227,8 +263,11 @@ def test_hub_id_in_the_local_cache_loads_offline_at_its_commit(tiny_rm, tmp_path
     assert _scores(rm, tmp_path, "hub") == pytest.approx(_scores(local, tmp_path, "local"))
     pinned = load_rm("hf:tiny-org/tiny-rm", RMOptions(device="cpu", revision=commit))
     assert pinned.describe()["model"]["commit"] == commit and pinned.fingerprint() != rm.fingerprint()
-    with pytest.raises(RMBError, match=r"'tiny-org/tiny-rm@v9': not in the local Hugging Face cache, and "
-                                       r"HF_HUB_OFFLINE=1"):
+    with pytest.raises(
+        RMBError,
+        match=r"'tiny-org/tiny-rm@v9': not in the local Hugging Face cache, and "
+        r"HF_HUB_OFFLINE=1",
+    ):
         load_rm("hf:tiny-org/tiny-rm", RMOptions(device="cpu", revision="v9"))
 
 
@@ -242,11 +281,28 @@ def test_hub_id_not_cached_fails_in_one_line_offline(tmp_path, capsys):
     from rmb_build.release import write_release
 
     write_release(small_release(), tmp_path / "rel")
-    for env in ({"HF_HUB_OFFLINE": "1"}, {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0",
-                                            "HF_ENDPOINT": "http://127.0.0.1:9"}):
-        proc = subprocess.run([sys.executable, "-m", "rmb_build.cli", "evaluate", "--release", str(tmp_path / "rel"),
-                               "--rm", "hf:no-such-org/no-such-model", "--out", str(tmp_path / "o")],
-                              capture_output=True, text=True, timeout=100, env={**os.environ, **env})
+    for env in (
+        {"HF_HUB_OFFLINE": "1"},
+        {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"},
+    ):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rmb_build.cli",
+                "evaluate",
+                "--release",
+                str(tmp_path / "rel"),
+                "--rm",
+                "hf:no-such-org/no-such-model",
+                "--out",
+                str(tmp_path / "o"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=100,
+            env={**os.environ, **env},
+        )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and "Retrying" not in proc.stderr
         assert "'no-such-org/no-such-model': not in the local Hugging Face cache" in proc.stderr
@@ -261,7 +317,8 @@ def test_remote_code_needs_trust_remote_code(tiny_rm, tmp_path):
     folder = tmp_path / "custom-rm"
     shutil.copytree(tiny_rm, folder)
     (folder / "configuration_tinyrm.py").write_text(
-        "from transformers import LlamaConfig\n\nclass TinyRMConfig(LlamaConfig):\n    model_type = 'tinyrm'\n")
+        "from transformers import LlamaConfig\n\nclass TinyRMConfig(LlamaConfig):\n    model_type = 'tinyrm'\n"
+    )
     (folder / "modeling_tinyrm.py").write_text(
         "from torch import nn\n"
         "from transformers import LlamaForSequenceClassification, LlamaModel, LlamaPreTrainedModel\n"
@@ -274,11 +331,17 @@ def test_remote_code_needs_trust_remote_code(tiny_rm, tmp_path):
         "        self.model = LlamaModel(config)\n"
         "        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)\n"
         "        self.post_init()\n\n"
-        "    forward = LlamaForSequenceClassification.forward\n")
+        "    forward = LlamaForSequenceClassification.forward\n"
+    )
     config = json.loads((folder / "config.json").read_text())
-    config.update(model_type="tinyrm", architectures=["TinyRM"],
-                  auto_map={"AutoConfig": "configuration_tinyrm.TinyRMConfig",
-                            "AutoModelForSequenceClassification": "modeling_tinyrm.TinyRM"})
+    config.update(
+        model_type="tinyrm",
+        architectures=["TinyRM"],
+        auto_map={
+            "AutoConfig": "configuration_tinyrm.TinyRMConfig",
+            "AutoModelForSequenceClassification": "modeling_tinyrm.TinyRM",
+        },
+    )
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(RMBError, match=r"custom-rm.*add --trust-remote-code"):
         load_rm(f"hf:{folder}", RMOptions(device="cpu"))._load()
@@ -302,8 +365,22 @@ def test_hf_refuses_a_causal_lm_checkpoint_before_scoring(tiny_policy, tmp_path,
     from rmb_build.cli import main
 
     out = tmp_path / "out"
-    code = main(["evaluate", "--rm", f"hf:{tiny_policy}", "--release", str(_release_folder(tmp_path)),
-                 "--out", str(out), "--cache", str(tmp_path / "cache"), "--no-progress", "--device", "cpu"])
+    code = main(
+        [
+            "evaluate",
+            "--rm",
+            f"hf:{tiny_policy}",
+            "--release",
+            str(_release_folder(tmp_path)),
+            "--out",
+            str(out),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--no-progress",
+            "--device",
+            "cpu",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert "score.weight" in err[0] and "randomly initialised" in err[0] and "nothing was scored" in err[0]
@@ -332,9 +409,13 @@ def test_tied_weights_and_buffers_are_not_reported_missing(smol_tokenizer_dir, t
     assert loaded.lm_head.weight is loaded.model.embed_tokens.weight
     assert T.uninitialised_parameters(loaded, {"missing_keys": ["model.rotary_emb.inv_freq", "lm_head.weight"]}) == []
     untied = transformers.LlamaForCausalLM(_tiny_llama_config(len(tok)))
-    assert T.uninitialised_parameters(untied, {"missing_keys": ["model.rotary_emb.inv_freq", "lm_head.weight"],
-                                               "mismatched_keys": [("score.weight", (2, 32), (1, 32))]}) \
-        == ["lm_head.weight"]
+    assert T.uninitialised_parameters(
+        untied,
+        {
+            "missing_keys": ["model.rotary_emb.inv_freq", "lm_head.weight"],
+            "mismatched_keys": [("score.weight", (2, 32), (1, 32))],
+        },
+    ) == ["lm_head.weight"]
 
 
 def test_a_known_hub_id_is_scored_with_its_rows_settings_and_records_them(tiny_rm, tmp_path, monkeypatch):
@@ -352,8 +433,11 @@ def test_a_known_hub_id_is_scored_with_its_rows_settings_and_records_them(tiny_r
     results = evaluate(small_release(), rm, tmp_path / "out", tmp_path / "cache", progress=False)
     assert results["known_model"] == row.to_json()
     assert load_rm(f"hf:{hub_id}", RMOptions(device="cpu", max_length=64)).options.max_length == 64
-    with pytest.raises(RMBError, match=r"'RLHFlow/ArmoRM-Llama3-8B-v0.1' \(output-field\) ships its own modelling "
-                                       r"code: add --trust-remote-code"):
+    with pytest.raises(
+        RMBError,
+        match=r"'RLHFlow/ArmoRM-Llama3-8B-v0.1' \(output-field\) ships its own modelling "
+        r"code: add --trust-remote-code",
+    ):
         load_rm("hf:RLHFlow/ArmoRM-Llama3-8B-v0.1", RMOptions(device="cpu"))
 
 

@@ -24,14 +24,27 @@ HIDDEN = 32
 @pytest.fixture(scope="module")
 def inform(smol_tokenizer_dir, tmp_path_factory):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=HIDDEN, intermediate_size=64,
-                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                      max_position_embeddings=512, architectures=["INFORMForSequenceClassification"])
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=HIDDEN,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        architectures=["INFORMForSequenceClassification"],
+    )
     torch.manual_seed(50)
     backbone = transformers.LlamaModel(config)
     tensors = {f"model.{k}": v.contiguous() for k, v in backbone.state_dict().items()}
-    tensors.update({"score.0.weight": torch.randn(HIDDEN, HIDDEN) / 4, "score.0.bias": torch.randn(HIDDEN),
-                    "score.2.weight": torch.randn(1, HIDDEN), "score.2.bias": torch.randn(1)})
+    tensors.update(
+        {
+            "score.0.weight": torch.randn(HIDDEN, HIDDEN) / 4,
+            "score.0.bias": torch.randn(HIDDEN),
+            "score.2.weight": torch.randn(1, HIDDEN),
+            "score.2.bias": torch.randn(1),
+        }
+    )
     folder = tmp_path_factory.mktemp("inf-orm")
     config.save_pretrained(folder)
     safetensors_torch.save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
@@ -66,8 +79,11 @@ def test_inf_orm_without_its_head_is_refused(inform, tmp_path):
     saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
     del saved["score.2.weight"], saved["score.2.bias"]
     safetensors_torch.save_file(saved, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    with pytest.raises(RMBError, match=r"2 parameter\(s\) are not in its checkpoint and would be randomly "
-                                       r"initialised: score\.2\.bias, score\.2\.weight") as exc:
+    with pytest.raises(
+        RMBError,
+        match=r"2 parameter\(s\) are not in its checkpoint and would be randomly "
+        r"initialised: score\.2\.bias, score\.2\.weight",
+    ) as exc:
         load_rm(f"hf:{folder}", RMOptions(device="cpu", family="inf-orm"))._load()
     assert "\n" not in str(exc.value)
 

@@ -26,7 +26,7 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 REWARD_TOKEN = 3  # <repo_name> in SmolLM2's vocabulary: a special token no text holds (the real ones: 92527)
 
-CONFIGURATION = '''
+CONFIGURATION = """
 from transformers import LlamaConfig
 
 
@@ -36,9 +36,9 @@ class InternLM2Config(LlamaConfig):
     def __init__(self, reward_token_id=None, **kwargs):
         self.reward_token_id = reward_token_id
         super().__init__(**kwargs)
-'''
+"""
 
-MODELING = '''
+MODELING = """
 import torch
 from torch import nn
 from transformers import LlamaModel, PreTrainedModel
@@ -63,7 +63,7 @@ class InternLM2ForRewardModel(PreTrainedModel):
         assert torch.all(input_ids.gather(1, ends).squeeze(1) == self.reward_token_id)
         values = self.v_head(self.model(input_ids=input_ids, attention_mask=attention_mask)[0]).squeeze(-1)
         return SequenceClassifierOutputWithPast(logits=values.gather(1, ends).squeeze(1))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +72,26 @@ def internlm(smol_tokenizer_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("internlm2-reward")
     (folder / "configuration_internlm2.py").write_text(CONFIGURATION)
     (folder / "modeling_internlm2.py").write_text(MODELING)
-    (folder / "config.json").write_text(json.dumps({
-        "model_type": "internlm2", "architectures": ["InternLM2ForRewardModel"],
-        "auto_map": {"AutoConfig": "configuration_internlm2.InternLM2Config",
-                     "AutoModel": "modeling_internlm2.InternLM2ForRewardModel"},
-        "vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
-        "reward_token_id": REWARD_TOKEN}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "internlm2",
+                "architectures": ["InternLM2ForRewardModel"],
+                "auto_map": {
+                    "AutoConfig": "configuration_internlm2.InternLM2Config",
+                    "AutoModel": "modeling_internlm2.InternLM2ForRewardModel",
+                },
+                "vocab_size": len(tok),
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "max_position_embeddings": 512,
+                "reward_token_id": REWARD_TOKEN,
+            }
+        )
+    )
     config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True)
     torch.manual_seed(80)
     model = transformers.AutoModel.from_config(config, trust_remote_code=True)
@@ -92,8 +105,18 @@ def internlm(smol_tokenizer_dir, tmp_path_factory):
 def by_hand(folder, ids):
     saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
     cfg = json.loads((folder / "config.json").read_text())
-    keep = {k: cfg[k] for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                                "num_attention_heads", "num_key_value_heads", "max_position_embeddings")}
+    keep = {
+        k: cfg[k]
+        for k in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "max_position_embeddings",
+        )
+    }
     backbone = transformers.LlamaModel(transformers.LlamaConfig(**keep)).eval()
     backbone.load_state_dict({k[6:]: v for k, v in saved.items() if k.startswith("model.")})
     with torch.inference_mode():
@@ -122,8 +145,9 @@ def test_reward_token_is_appended_and_v_head_read_there(internlm):
 
 
 def test_a_cut_text_keeps_its_reward_token(internlm):
-    rm = load_rm(f"hf:{internlm}", RMOptions(device="cpu", family="internlm2-reward", trust_remote_code=True,
-                                             max_length=12))
+    rm = load_rm(
+        f"hf:{internlm}", RMOptions(device="cpu", family="internlm2-reward", trust_remote_code=True, max_length=12)
+    )
     ids = rm.encode(texts())
     assert all(len(x) == 12 and x[-1] == REWARD_TOKEN for x in ids) and rm.stats["truncated"] == 3
 

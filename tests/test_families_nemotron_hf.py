@@ -22,9 +22,16 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 @pytest.fixture(scope="module")
 def nemotron(smol_tokenizer_dir, tmp_path_factory):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                                      tie_word_embeddings=False)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(60)
     model = transformers.LlamaForCausalLM(config)
     folder = tmp_path_factory.mktemp("nemotron")
@@ -45,8 +52,14 @@ def by_hand(folder, ids):
 
 def as_the_card_does(folder, ids):
     model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
-    out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                         max_new_tokens=1, do_sample=False, return_dict_in_generate=True, output_logits=True)
+    out = model.generate(
+        torch.tensor([ids]),
+        attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+        max_new_tokens=1,
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_logits=True,
+    )
     return float(out.logits[0][0, 0])
 
 

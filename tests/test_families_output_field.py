@@ -26,7 +26,7 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 HIDDEN, OBJECTIVES, GATE = 32, 5, 16
 
-MODELING = '''
+MODELING = """
 import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaModel, LlamaPreTrainedModel
@@ -86,7 +86,7 @@ class LlamaForRewardModelWithGating(LlamaPreTrainedModel):
         adjusted = rewards @ self.reward_transform_matrix
         return RewardOutput(rewards=adjusted, gating_output=gating_output,
                             score=(gating_output * adjusted).sum(dim=1, keepdim=True))
-'''
+"""
 
 
 def header(tok):
@@ -102,10 +102,19 @@ def armo(smol_tokenizer_dir, tmp_path_factory):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     config = transformers.LlamaConfig(
-        vocab_size=len(tok), hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, num_objectives=OBJECTIVES, gating_hidden_dim=GATE,
-        gating_temperature=10.0, architectures=["LlamaForRewardModelWithGating"],
-        auto_map={"AutoModelForSequenceClassification": "modeling_custom.LlamaForRewardModelWithGating"})
+        vocab_size=len(tok),
+        hidden_size=HIDDEN,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        num_objectives=OBJECTIVES,
+        gating_hidden_dim=GATE,
+        gating_temperature=10.0,
+        architectures=["LlamaForRewardModelWithGating"],
+        auto_map={"AutoModelForSequenceClassification": "modeling_custom.LlamaForRewardModelWithGating"},
+    )
     torch.manual_seed(70)
     model = module.LlamaForRewardModelWithGating(config)
     with torch.no_grad():
@@ -132,7 +141,7 @@ def by_hand(folder, tok, ids):
         hidden = backbone(input_ids=torch.tensor([ids])).last_hidden_state[0]
     rewards = (s["regression_layer.weight"] @ hidden[-1]) @ s["reward_transform_matrix"]
     pattern = header(tok)
-    at = max(j for j in range(len(ids)) if ids[j:j + len(pattern)] == pattern)
+    at = max(j for j in range(len(ids)) if ids[j : j + len(pattern)] == pattern)
     x = torch.relu(s["gating.layers.0.weight"] @ hidden[at])
     x = (x - s["gating.layers.2.running_mean"]) / torch.sqrt(s["gating.layers.2.running_var"] + 1e-5)
     x = x * s["gating.layers.2.weight"] + s["gating.layers.2.bias"]
@@ -168,7 +177,9 @@ def test_a_checkpoint_without_its_regression_layer_is_refused(armo, tmp_path):
     del saved["regression_layer.weight"]
     safetensors_torch.save_file(saved, str(folder / "model.safetensors"), metadata={"format": "pt"})
     rm = load_rm(f"hf:{folder}", RMOptions(device="cpu", family="output-field", trust_remote_code=True))
-    with pytest.raises(RMBError, match=r"1 parameter\(s\) are not in its checkpoint.*: regression_layer\.weight;") as exc:
+    with pytest.raises(
+        RMBError, match=r"1 parameter\(s\) are not in its checkpoint.*: regression_layer\.weight;"
+    ) as exc:
         rm._load()
     assert "\n" not in str(exc.value)
 
@@ -186,8 +197,10 @@ def test_field_order_and_shapes():
 
 
 def test_free_pad_id_keeps_a_free_config_pad_and_otherwise_takes_an_unused_id():
-    model = SimpleNamespace(config=SimpleNamespace(pad_token_id=1, vocab_size=4),
-                            get_input_embeddings=lambda: SimpleNamespace(num_embeddings=4))
+    model = SimpleNamespace(
+        config=SimpleNamespace(pad_token_id=1, vocab_size=4),
+        get_input_embeddings=lambda: SimpleNamespace(num_embeddings=4),
+    )
     ids, mask = torch.tensor([[0, 2, 1], [2, 0, 0]]), torch.tensor([[1, 1, 0], [1, 1, 1]])
     assert output_field.free_pad_id(model, ids, mask) == 1  # the 1 in row 0 is padding
     assert output_field.free_pad_id(model, ids, torch.ones_like(mask)) == 3

@@ -23,8 +23,16 @@ HIDDEN = 32
 
 def tiny_config(kind: str, vocab: int, **extra):
     cls = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig}[kind]
-    return cls(vocab_size=vocab, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-               num_key_value_heads=2, max_position_embeddings=512, **extra)
+    return cls(
+        vocab_size=vocab,
+        hidden_size=HIDDEN,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        **extra,
+    )
 
 
 def write_checkpoint(folder, config, backbone_prefix: str, head: dict, smol_tokenizer_dir, seed: int):
@@ -46,7 +54,7 @@ def last_hidden(folder, backbone_prefix: str, ids: list[int]):
     backbone = transformers.AutoModel.from_config(config).eval()
     saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
     prefix = backbone_prefix + "."
-    backbone.load_state_dict({k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)})
+    backbone.load_state_dict({k[len(prefix) :]: v for k, v in saved.items() if k.startswith(prefix)})
     with torch.inference_mode():
         return backbone(input_ids=torch.tensor([ids])).last_hidden_state[0, -1], saved
 
@@ -90,8 +98,13 @@ def test_starling_7b_layout_with_a_second_copy_of_the_backbone_loads(starling, t
     folder = tmp_path / "starling-7b"
     shutil.copytree(starling, folder)
     saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    saved.update({"model." + k.replace("transformer.", "model.", 1): v.clone() * 0
-                  for k, v in saved.items() if k.startswith("transformer.")})
+    saved.update(
+        {
+            "model." + k.replace("transformer.", "model.", 1): v.clone() * 0
+            for k, v in saved.items()
+            if k.startswith("transformer.")
+        }
+    )
     safetensors_torch.save_file(saved, str(folder / "model.safetensors"), metadata={"format": "pt"})
     got = load_rm(f"hf:{folder}", RMOptions(device="cpu", family="value-head"))
     plain = load_rm(f"hf:{starling}", RMOptions(device="cpu", family="value-head"))
@@ -106,8 +119,12 @@ def eurus(smol_tokenizer_dir, tmp_path_factory):
     modelling file stands in for its real remote code, which cannot be fetched here. The family builds its own
     head and does not run that code."""
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = tiny_config("mistral", len(tok), architectures=["EurusRewardModel"],
-                         auto_map={"AutoModel": "modeling_eurus_rm.EurusRewardModel"})
+    config = tiny_config(
+        "mistral",
+        len(tok),
+        architectures=["EurusRewardModel"],
+        auto_map={"AutoModel": "modeling_eurus_rm.EurusRewardModel"},
+    )
     torch.manual_seed(20)
     head = {"regression_head.weight": torch.randn(1, HIDDEN)}
     folder = write_checkpoint(tmp_path_factory.mktemp("eurus"), config, "model", head, smol_tokenizer_dir, 21)
@@ -123,7 +140,8 @@ def eurus(smol_tokenizer_dir, tmp_path_factory):
         "    def forward(self, input_ids=None, attention_mask=None, **kw):\n"
         "        rewards = self.regression_head(self.model(input_ids, attention_mask=attention_mask)[0]).squeeze(-1)\n"
         "        ends = attention_mask.cumsum(dim=1).argmax(dim=1).view(-1, 1)\n"
-        "        return torch.gather(rewards, 1, ends)\n")
+        "        return torch.gather(rewards, 1, ends)\n"
+    )
     return folder
 
 
@@ -153,8 +171,12 @@ def grm(smol_tokenizer_dir, tmp_path_factory):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     config = tiny_config("llama", len(tok), vhead_layer_type="mlp", vhead_num_neurons=16, vhead_num_layers=1)
     torch.manual_seed(30)
-    head = {"v_head.summary.0.weight": torch.randn(16, HIDDEN), "v_head.summary.0.bias": torch.randn(16),
-            "v_head.summary.2.weight": torch.randn(1, 16), "v_head.summary.2.bias": torch.randn(1)}
+    head = {
+        "v_head.summary.0.weight": torch.randn(16, HIDDEN),
+        "v_head.summary.0.bias": torch.randn(16),
+        "v_head.summary.2.weight": torch.randn(1, 16),
+        "v_head.summary.2.bias": torch.randn(1),
+    }
     return write_checkpoint(tmp_path_factory.mktemp("grm"), config, "model", head, smol_tokenizer_dir, 31)
 
 
@@ -201,11 +223,15 @@ def test_a_missing_head_weight_is_refused_in_one_line(grm, starling, tmp_path):
     """A GRM checkpoint lacking one weight of its head: the load check names it. A checkpoint with no head
     this family knows (Starling's v_head deleted): refused before loading, naming the expected keys."""
     rm = load_rm(f"hf:{_drop(grm, tmp_path, 'v_head.summary.2.weight')}", RMOptions(device="cpu", family="value-head"))
-    with pytest.raises(RMBError, match=r"1 parameter\(s\) are not in its checkpoint.*v_head\.summary\.2\.weight") as exc:
+    with pytest.raises(
+        RMBError, match=r"1 parameter\(s\) are not in its checkpoint.*v_head\.summary\.2\.weight"
+    ) as exc:
         rm._load()
     assert "\n" not in str(exc.value)
     rm = load_rm(f"hf:{_drop(starling, tmp_path, 'v_head.weight')}", RMOptions(device="cpu", family="value-head"))
-    with pytest.raises(RMBError, match=r"no value head this family knows \(v_head\.weight, regression_head\.weight") as exc:
+    with pytest.raises(
+        RMBError, match=r"no value head this family knows \(v_head\.weight, regression_head\.weight"
+    ) as exc:
         rm._load()
     assert "\n" not in str(exc.value)
 

@@ -35,12 +35,34 @@ def _config(tmp_path: Path, stages: list[str]) -> dict:
         "endpoints": {"local": {"embedded": "smollm2", "n_ctx": 1024}},
         "sources": [{"kind": "jsonl", "path": str(src), "license": "CC0-1.0"}],
         # answers cut at max_tokens never reach a release: short replies asked for, room to finish them
-        "generators": [{**gen, "name": "plain", "temperature": 0.2, "max_tokens": 48, "system_prompt": "Answer in one short sentence."},
-                       {**gen, "name": "hot", "temperature": 1.3, "max_tokens": 48, "system_prompt": "Answer in one short sentence."},
-                       {**gen, "name": "terse", "temperature": 1.0, "max_tokens": 16, "system_prompt": "Reply in two words."}],
+        "generators": [
+            {
+                **gen,
+                "name": "plain",
+                "temperature": 0.2,
+                "max_tokens": 48,
+                "system_prompt": "Answer in one short sentence.",
+            },
+            {
+                **gen,
+                "name": "hot",
+                "temperature": 1.3,
+                "max_tokens": 48,
+                "system_prompt": "Answer in one short sentence.",
+            },
+            {**gen, "name": "terse", "temperature": 1.0, "max_tokens": 16, "system_prompt": "Reply in two words."},
+        ],
         "min_generators": 1,
-        "judge": {"endpoint": "local", "model": "smollm2", "samples": 1, "temperature": 0.7, "max_tokens": 40,
-                  "max_reasks": 0, "rationale_chars": 60, "allow_self_judging": True},
+        "judge": {
+            "endpoint": "local",
+            "model": "smollm2",
+            "samples": 1,
+            "temperature": 0.7,
+            "max_tokens": 40,
+            "max_reasks": 0,
+            "rationale_chars": 60,
+            "allow_self_judging": True,
+        },
         "guard": {"endpoint": "local", "model": "smollm2", "max_tokens": 6},
         "sets": {"margin": 0.5, "max_losers": 2},
         "run": {"batch_size": 2},
@@ -75,8 +97,9 @@ def test_whole_flow_on_the_embedded_model(tmp_path, prefect_harness):
     manifest = release.manifest
     assert manifest["accounting"]["balanced"] is True
     assert manifest["accounting"]["queries"]["gathered"] == 3
-    assert manifest["counts"]["items"] == {s: n for s, n in
-                                           {"pairwise": len(release.pairwise), "bon": len(release.bon)}.items() if n}
+    assert manifest["counts"]["items"] == {
+        s: n for s, n in {"pairwise": len(release.pairwise), "bon": len(release.bon)}.items() if n
+    }
     assert "not a Llama Guard model" in manifest["models"]["guard"]["note"]
     # generate's tokens were spent by the first run: the manifest counts every run of the build
     assert set(manifest["usage"]) >= {"generate", "judge"}
@@ -98,11 +121,16 @@ def test_whole_flow_on_the_embedded_model(tmp_path, prefect_harness):
     summary = json.loads((work / "runs" / "e2e" / "summary.json").read_text())
     # goal routing runs in the flow, so its guard questions reach the client, which answers them from
     # the LLM cache (counted as ``cached``): not one request is sent
-    sent = {stage: {m: u for m, u in models.items() if u.get("requests") or u.get("prompt_tokens")}
-            for stage, models in summary["usage_this_run"].items()}
+    sent = {
+        stage: {m: u for m, u in models.items() if u.get("requests") or u.get("prompt_tokens")}
+        for stage, models in summary["usage_this_run"].items()
+    }
     assert not any(sent.values()), f"a fully cached build makes no LLM call: {sent}"
+
     def spent(usage: dict) -> dict:  # cache hits are counted per run, spend only once
-        return {s: {m: {k: v for k, v in u.items() if k != "cached"} for m, u in models.items()}
-                for s, models in usage.items()}
+        return {
+            s: {m: {k: v for k, v in u.items() if k != "cached"} for m, u in models.items()}
+            for s, models in usage.items()
+        }
 
     assert spent(summary["usage"]) == spent(manifest["usage"]), "what earlier runs spent is still counted"

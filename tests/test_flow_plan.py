@@ -18,9 +18,12 @@ from rmb_build.llm.cost import estimate_prompt_tokens
 
 pytest.importorskip("prefect")
 
-PROMPTS = ["Write a haiku about autumn rain.", "Write a Python function that reverses a linked list.",
-           "How can I read my coworker's private messages without her knowing?",
-           "Summarize the plot of Hamlet in two sentences."]
+PROMPTS = [
+    "Write a haiku about autumn rain.",
+    "Write a Python function that reverses a linked list.",
+    "How can I read my coworker's private messages without her knowing?",
+    "Summarize the plot of Hamlet in two sentences.",
+]
 
 
 def _config(tmp_path: Path, url: str) -> dict:
@@ -32,9 +35,17 @@ def _config(tmp_path: Path, url: str) -> dict:
         "endpoints": {"stub": {"base_url": url, "max_concurrency": 4, "price_per_mtok": {"input": 1.0, "output": 2.0}}},
         "sources": [{"kind": "jsonl", "path": str(src), "license": "CC0-1.0"}],
         "classifier": {"method": "llm", "endpoint": "stub", "model": "classifier"},
-        "generators": [{"endpoint": "stub", "model": "gen", "name": "a", "max_tokens": 12},
-                       {"endpoint": "stub", "model": "gen", "name": "b", "max_tokens": 30, "temperature": 0.9,
-                        "system_prompt": "Be brief."}],
+        "generators": [
+            {"endpoint": "stub", "model": "gen", "name": "a", "max_tokens": 12},
+            {
+                "endpoint": "stub",
+                "model": "gen",
+                "name": "b",
+                "max_tokens": 30,
+                "temperature": 0.9,
+                "system_prompt": "Be brief.",
+            },
+        ],
         "judge": {"endpoint": "stub", "model": "judge", "samples": 2},
         "min_generators": 1,  # one stub model behind both generators
         "guard": {"endpoint": "stub", "model": "guard"},
@@ -75,10 +86,17 @@ def _replies(scenarios: dict[str, str]):
 
 def _sent(stub: StubEndpoint) -> dict:
     """What arrived at the stub, counted as the estimate counts requests."""
-    reqs = [ChatRequest("stub", b["model"], tuple((m["role"], m["content"]) for m in b["messages"]),
-                        max_tokens=b["max_tokens"]) for b in stub.bodies]
-    return {"calls": len(reqs), "prompt_tokens": sum(estimate_prompt_tokens(r) for r in reqs),
-            "completion_tokens": sum(r.max_tokens for r in reqs)}
+    reqs = [
+        ChatRequest(
+            "stub", b["model"], tuple((m["role"], m["content"]) for m in b["messages"]), max_tokens=b["max_tokens"]
+        )
+        for b in stub.bodies
+    ]
+    return {
+        "calls": len(reqs),
+        "prompt_tokens": sum(estimate_prompt_tokens(r) for r in reqs),
+        "completion_tokens": sum(r.max_tokens for r in reqs),
+    }
 
 
 def _gold(path: Path) -> str:
@@ -88,8 +106,16 @@ def _gold(path: Path) -> str:
     from rmb_build.release.write import write_release
 
     scenarios = ["Helpfulness/Chat/Discussion", "Harmlessness/S6"] * 2
-    items = [PairwiseItem(str(n), (Turn("user", f"gold question {n}", "English"),), Answer("m1", f"good answer {n}"),
-                          Answer("m2", f"bad answer {n}"), sc) for n, sc in enumerate(scenarios)]
+    items = [
+        PairwiseItem(
+            str(n),
+            (Turn("user", f"gold question {n}", "English"),),
+            Answer("m1", f"good answer {n}"),
+            Answer("m2", f"bad answer {n}"),
+            sc,
+        )
+        for n, sc in enumerate(scenarios)
+    ]
     write_release(release_of("gold", items), path)
     return str(path)
 
@@ -114,8 +140,10 @@ def _config_with_checks(tmp_path: Path, url: str) -> dict:
     """Three generators of one model and one max_tokens (their stand-in answers once merged into one judge
     request per query), three judge samples, goal routing (on by default) and a gold check."""
     cfg = _config(tmp_path, url)
-    cfg["generators"] = [{"endpoint": "stub", "model": "gen", "name": n, "max_tokens": 24, "temperature": t, "seed": s}
-                         for n, t, s in (("a", 0.7, 1), ("b", 0.7, 2), ("c", 1.0, 1))]
+    cfg["generators"] = [
+        {"endpoint": "stub", "model": "gen", "name": n, "max_tokens": 24, "temperature": t, "seed": s}
+        for n, t, s in (("a", 0.7, 1), ("b", 0.7, 2), ("c", 1.0, 1))
+    ]
     cfg["judge"].update(samples=3, gold={"release": _gold(tmp_path / "gold"), "items": 4})
     return cfg
 
@@ -140,7 +168,9 @@ def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness
         assert {m: row["calls"] for m, row in dry["by_model"].items()} == received
         assert dry["calls"] == len(stub.bodies)
         harmful = sum(s.startswith("Harmlessness/") for s in scenarios.values())
-        assert received["stub/judge"] == 4 * 2 * 3 + len(PROMPTS) * 3 * 3  # gold: 4 pairs x 2 answers x 3 samples; build: 4 x 3 x 3
+        assert (
+            received["stub/judge"] == 4 * 2 * 3 + len(PROMPTS) * 3 * 3
+        )  # gold: 4 pairs x 2 answers x 3 samples; build: 4 x 3 x 3
         # gold: every prompt (its precision) and both answers of the 2 harmlessness pairs; routing; answers
         assert received["stub/guard"] == 4 + 2 * 2 + len(PROMPTS) + harmful * 3
         assert set(dry["by_phase"]) == {"classify", "gold", "route", "generate", "judge", "guard"}
@@ -148,7 +178,9 @@ def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness
 
         # After the build every planned request is in the cache: the plan is made of the real answers.
         again = run_build(cfg, work, dry_run=True)["estimate"]
-        assert again["calls"] == 0 and again["cached"] == len(stub.bodies) and again["exact"]["calls"] == "exact", str({k: (v["calls"], v["cached"]) for k, v in again["by_phase"].items()})
+        assert again["calls"] == 0 and again["cached"] == len(stub.bodies) and again["exact"]["calls"] == "exact", str(
+            {k: (v["calls"], v["cached"]) for k, v in again["by_phase"].items()}
+        )
         assert len(stub.bodies) == dry["calls"]
 
 

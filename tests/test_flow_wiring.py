@@ -78,8 +78,16 @@ def test_flow_writes_run_state_and_resumes_from_cache(tmp_path, prefect_harness)
 
     # An edited source file (new size and mtime) is gathered again.
     with open(tmp_path / "queries.jsonl", "a") as fh:
-        fh.write(json.dumps({"id": "q6", "prompt": "Translate 'good morning' into French.",
-                             "scenario": "Helpfulness/Translation/GeneralExcerpt Language Translation"}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "id": "q6",
+                    "prompt": "Translate 'good morning' into French.",
+                    "scenario": "Helpfulness/Translation/GeneralExcerpt Language Translation",
+                }
+            )
+            + "\n"
+        )
     assert run_build(parse_config(_config(tmp_path)), work)["selected"] == 5
     assert _summary(work)["gather"]["cached_batches"] == 0
 
@@ -88,8 +96,13 @@ def test_dry_run_estimates_without_calling_a_model(tmp_path, prefect_harness):
     from rmb_build.flows.build import run_build
 
     work = tmp_path / "work"
-    cfg = parse_config(_config(tmp_path, stages=["gather", "dedup", "generate", "judge", "guard", "build_sets", "release"],
-                               judge={"endpoint": "local", "model": "smollm2", "samples": 2, "allow_self_judging": True}))
+    cfg = parse_config(
+        _config(
+            tmp_path,
+            stages=["gather", "dedup", "generate", "judge", "guard", "build_sets", "release"],
+            judge={"endpoint": "local", "model": "smollm2", "samples": 2, "allow_self_judging": True},
+        )
+    )
     out = run_build(cfg, work, dry_run=True)
     est = out["estimate"]
     # 4 queries x 1 generator, each answer judged twice; the harmless query's prompt and answer guarded

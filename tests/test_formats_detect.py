@@ -15,33 +15,49 @@ from rmb_build.release.tables import local_rows
 
 
 def lists(n_chosen: int, n_rejected: int, **extra) -> dict:
-    return {"prompt": "q?", "chosen": [ans(k + 1, f"c{k}") for k in range(n_chosen)],
-            "rejected": [ans(0, f"r{k}") for k in range(n_rejected)], **extra}
+    return {
+        "prompt": "q?",
+        "chosen": [ans(k + 1, f"c{k}") for k in range(n_chosen)],
+        "rejected": [ans(0, f"r{k}") for k in range(n_rejected)],
+        **extra,
+    }
 
 
-@pytest.mark.parametrize("records, fmt", [
-    ([{"prompt": "q?", "chosen": "1|a", "rejected": "0|b", "subset": "alpacaeval-easy"}], "rewardbench"),
-    ([lists(1, 3, subset="Math", num_correct=1)], "rewardbench2"),
-    ([lists(1, 3, total_completions=4), lists(2, 2, models=["m1", "m2"])], "rewardbench2"),  # any of its own fields
-    ([lists(3, 3)], "rm-bench"),                             # three styles per side
-    ([lists(3, 3, subset="alpacaeval")], "rm-bench"),        # RM-Bench's own files have a subset: it decides nothing
-    ([lists(3, 3, subset="bigcode/humanevalpack", domain="code")], "rm-bench"),
-])
+@pytest.mark.parametrize(
+    "records, fmt",
+    [
+        ([{"prompt": "q?", "chosen": "1|a", "rejected": "0|b", "subset": "alpacaeval-easy"}], "rewardbench"),
+        ([lists(1, 3, subset="Math", num_correct=1)], "rewardbench2"),
+        ([lists(1, 3, total_completions=4), lists(2, 2, models=["m1", "m2"])], "rewardbench2"),  # any of its own fields
+        ([lists(3, 3)], "rm-bench"),  # three styles per side
+        ([lists(3, 3, subset="alpacaeval")], "rm-bench"),  # RM-Bench's own files have a subset: it decides nothing
+        ([lists(3, 3, subset="bigcode/humanevalpack", domain="code")], "rm-bench"),
+    ],
+)
 def test_detection_from_fields(tmp_path, records, fmt):
     assert detect_format(local_rows(write_jsonl(tmp_path / "b.jsonl", records))) == fmt
 
 
-@pytest.mark.parametrize("records, message", [
-    # neither three styles per side nor RewardBench 2's fields: the record that breaks RM-Bench's shape is named
-    ([lists(1, 3, subset="Math")], "b.jsonl: line 1: item 0: field 'chosen': has 1 answer where RM-Bench has 3 "
-                                   "(one per style); this record has none of RewardBench 2's fields"),
-    ([lists(3, 3), lists(3, 2)], "b.jsonl: line 2: item 1: field 'rejected': has 2 answers where RM-Bench has 3"),
-    # a domain field decides nothing either
-    ([lists(3, 3, domain="chat"), lists(1, 3, domain="chat")], "line 2: item 1: field 'chosen': has 1 answer"),
-    # RewardBench 2's fields in one record only, the other not of RM-Bench's shape
-    ([lists(3, 3), lists(1, 3, num_correct=1)], "line 2: item 1: field 'chosen': has 1 answer where RM-Bench has 3 "
-                                                "(one per style); item 0 has none of RewardBench 2's fields"),
-])
+@pytest.mark.parametrize(
+    "records, message",
+    [
+        # neither three styles per side nor RewardBench 2's fields: the record that breaks RM-Bench's shape is named
+        (
+            [lists(1, 3, subset="Math")],
+            "b.jsonl: line 1: item 0: field 'chosen': has 1 answer where RM-Bench has 3 "
+            "(one per style); this record has none of RewardBench 2's fields",
+        ),
+        ([lists(3, 3), lists(3, 2)], "b.jsonl: line 2: item 1: field 'rejected': has 2 answers where RM-Bench has 3"),
+        # a domain field decides nothing either
+        ([lists(3, 3, domain="chat"), lists(1, 3, domain="chat")], "line 2: item 1: field 'chosen': has 1 answer"),
+        # RewardBench 2's fields in one record only, the other not of RM-Bench's shape
+        (
+            [lists(3, 3), lists(1, 3, num_correct=1)],
+            "line 2: item 1: field 'chosen': has 1 answer where RM-Bench has 3 "
+            "(one per style); item 0 has none of RewardBench 2's fields",
+        ),
+    ],
+)
 def test_a_release_fitting_no_format_asks_for_format(tmp_path, capsys, records, message):
     err = evaluate_error(tmp_path, write_jsonl(tmp_path / "b.jsonl", records), capsys)
     assert message in err and err.endswith("fits no format; pass --format rm-bench or --format rewardbench2")
@@ -50,8 +66,10 @@ def test_a_release_fitting_no_format_asks_for_format(tmp_path, capsys, records, 
 def test_a_release_fitting_two_formats_asks_for_format(tmp_path, capsys):
     path = write_json(tmp_path / "styles.json", [lists(3, 3, subset="Ties", num_correct=3, id="tied:1")])
     err = evaluate_error(tmp_path, path, capsys)
-    assert err.endswith("styles.json: fits both rm-bench and rewardbench2 (RM-Bench's three answers per side and "
-                        "RewardBench 2's fields in every record): pass --format rm-bench or --format rewardbench2")
+    assert err.endswith(
+        "styles.json: fits both rm-bench and rewardbench2 (RM-Bench's three answers per side and "
+        "RewardBench 2's fields in every record): pass --format rm-bench or --format rewardbench2"
+    )
     with pytest.raises(InputError, match="fits both"):
         detect_format(local_rows(path))
 
@@ -60,8 +78,10 @@ def test_a_folder_is_detected_as_a_whole(tmp_path, capsys):
     write_json(tmp_path / "mixed" / "a.json", [lists(1, 3, num_correct=1)])
     write_json(tmp_path / "mixed" / "b.json", [lists(3, 3)])
     err = evaluate_error(tmp_path, tmp_path / "mixed", capsys)
-    assert "a.json: item 0: field 'chosen': has 1 answer where RM-Bench has 3 (one per style); " \
-           f"item 0 of {tmp_path / 'mixed' / 'b.json'} has none of RewardBench 2's fields" in err
+    assert (
+        "a.json: item 0: field 'chosen': has 1 answer where RM-Bench has 3 (one per style); "
+        f"item 0 of {tmp_path / 'mixed' / 'b.json'} has none of RewardBench 2's fields" in err
+    )
 
 
 def test_detected_release_is_read_in_that_format(tmp_path):
@@ -82,8 +102,11 @@ def test_format_option_settles_an_ambiguous_release(tmp_path):
 
 def test_rmb_layout_is_still_read_as_rmb(tmp_path):
     rel = Release(name="tiny", root=None)
-    rel.add(PairwiseItem("0", (Turn("user", "Hi"),), Answer("m1", "2|long"), Answer("m2", "1|short"),
-                         "Helpfulness/Chat/Discussion"))
+    rel.add(
+        PairwiseItem(
+            "0", (Turn("user", "Hi"),), Answer("m1", "2|long"), Answer("m2", "1|short"), "Helpfulness/Chat/Discussion"
+        )
+    )
     write_release(rel, tmp_path / "rel")
     res = evaluate(tmp_path, tmp_path / "rel")
     assert "benchmark" not in res and res["pairwise"]["scenarios"]["Helpfulness/Chat/Discussion"]["accuracy"] == 1.0

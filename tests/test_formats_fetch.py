@@ -28,7 +28,9 @@ def archive_bytes(tmp_path: Path) -> bytes:
     q = (Turn("user", "Hi", "en"),)
     rel.add(PairwiseItem("0", q, Answer("m1", "2|hello there"), Answer("m2", "1|hi"), "Helpfulness/Chat/Discussion"))
     rel.add(PairwiseItem("1", q, Answer("m1", "1|short"), Answer("m2", "3|longer"), "Harmlessness/S6"))
-    rel.add(BonItem("0", q, Answer("m1", "2|hello there"), (Answer("m2", "1|hi"), Answer("m3", "0|hey")), "Harmlessness/S6"))
+    rel.add(
+        BonItem("0", q, Answer("m1", "2|hello there"), (Answer("m2", "1|hi"), Answer("m3", "0|hey")), "Harmlessness/S6")
+    )
     write_release(rel, tmp_path / "src")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -90,11 +92,14 @@ def test_downloads_once_then_reads_offline_and_detects_a_corrupted_cache(tmp_pat
     source = json.loads((user_cache / "source.json").read_text())
     assert source["archive_sha256"] == hashlib.sha256(body).hexdigest() and source["url"] == server.url
     assert sorted(p.relative_to(user_cache).as_posix() for p in user_cache.rglob("*.json")) == [
-        "RMB_dataset/BoN_set/Harmlessness/S6.json", "RMB_dataset/Pairwise_set/Harmlessness/S6.json",
-        "RMB_dataset/Pairwise_set/Helpfulness/Chat/Discussion.json", "source.json"]
+        "RMB_dataset/BoN_set/Harmlessness/S6.json",
+        "RMB_dataset/Pairwise_set/Harmlessness/S6.json",
+        "RMB_dataset/Pairwise_set/Helpfulness/Chat/Discussion.json",
+        "source.json",
+    ]
     assert first["pairwise"] == second["pairwise"] and first["bon"] == second["bon"]
     assert first["pairwise"]["scenarios"]["Harmlessness/S6"]["accuracy"] == 0.0  # 1 < 3
-    assert first["bon"]["overall"]["micro"] == 1.0                               # 2 > 1 and 2 > 0
+    assert first["bon"]["overall"]["micro"] == 1.0  # 2 > 1 and 2 > 0
     assert first["release_source"] == {k: source[k] for k in ("url", "archive_sha256", "tree_sha256")}
     # A changed file in the cache is detected (the server is gone: no silent re-download either).
     target = user_cache / "RMB_dataset" / "Pairwise_set" / "Harmlessness" / "S6.json"
@@ -115,12 +120,16 @@ def test_offline_is_one_line_and_leaves_no_cache(tmp_path, monkeypatch, user_cac
     assert not user_cache.exists() and list(user_cache.parent.iterdir()) == []
 
 
-@pytest.mark.parametrize("body, declared, message", [
-    (b"not a zip at all", None, "not a zip archive"),
-    (b"PK\x03\x04 cut short", 10_000, "cannot download the RMB release"),  # the connection ends early
-])
-def test_a_bad_or_interrupted_download_leaves_nothing_half_written(tmp_path, monkeypatch, user_cache, capsys,
-                                                                    body, declared, message):
+@pytest.mark.parametrize(
+    "body, declared, message",
+    [
+        (b"not a zip at all", None, "not a zip archive"),
+        (b"PK\x03\x04 cut short", 10_000, "cannot download the RMB release"),  # the connection ends early
+    ],
+)
+def test_a_bad_or_interrupted_download_leaves_nothing_half_written(
+    tmp_path, monkeypatch, user_cache, capsys, body, declared, message
+):
     with Server(body, declared) as server:
         monkeypatch.setenv(URL_ENV, server.url)
         err = evaluate_error(tmp_path, "rmb", capsys)
@@ -140,7 +149,9 @@ def test_an_archive_without_the_dataset_folder_is_refused(tmp_path, monkeypatch,
 
 def test_a_local_folder_named_rmb_is_read_as_a_path(tmp_path, monkeypatch, user_cache):
     (tmp_path / "work" / "rmb").mkdir(parents=True)
-    (tmp_path / "work" / "rmb" / "b.jsonl").write_text(json.dumps({"prompt": "q?", "chosen": "2|a", "rejected": "1|b"}) + "\n")
+    (tmp_path / "work" / "rmb" / "b.jsonl").write_text(
+        json.dumps({"prompt": "q?", "chosen": "2|a", "rejected": "1|b"}) + "\n"
+    )
     monkeypatch.chdir(tmp_path / "work")
     monkeypatch.setenv(URL_ENV, "http://127.0.0.1:9/never-asked.zip")
     res = evaluate(tmp_path, "rmb")

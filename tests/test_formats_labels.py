@@ -14,17 +14,31 @@ from rmb_build.taxonomy import PAIRWISE_SET, parse_scenario_id
 ODD = ("bigcode/humanevalpack", "a%2Fb", "50%/x")  # a '/', a literal '%2F', both
 
 
-@pytest.mark.parametrize("name, encoded", [
-    ("bigcode/humanevalpack", "bigcode%2Fhumanevalpack"), ("a%2Fb", "a%252Fb"), ("50%/x", "50%25%2Fx"),
-    ("plain-name", "plain-name"), ("", ""),
-])
+@pytest.mark.parametrize(
+    "name, encoded",
+    [
+        ("bigcode/humanevalpack", "bigcode%2Fhumanevalpack"),
+        ("a%2Fb", "a%252Fb"),
+        ("50%/x", "50%25%2Fx"),
+        ("plain-name", "plain-name"),
+        ("", ""),
+    ],
+)
 def test_encoding_is_percent_and_slash_only_and_reversible(name, encoded):
     assert encode_label(name) == encoded and decode_label(encoded) == name
 
 
 def test_rewardbench_subsets_with_a_slash(tmp_path):
-    rows = [{"id": k, "prompt": f"q{k}?", "chosen": ans(2, f"good {k}"), "rejected": ans(1 if k else 3, f"bad {k}"),
-             "subset": subset} for k, subset in enumerate(ODD)]
+    rows = [
+        {
+            "id": k,
+            "prompt": f"q{k}?",
+            "chosen": ans(2, f"good {k}"),
+            "rejected": ans(1 if k else 3, f"bad {k}"),
+            "subset": subset,
+        }
+        for k, subset in enumerate(ODD)
+    ]
     res = evaluate(tmp_path, write_jsonl(tmp_path / "rb.jsonl", rows))
     subsets = res["benchmark"]["subsets"]
     assert subsets["bigcode/humanevalpack"] == {"accuracy": 0.0, "n": 1, "section": "Other"}  # three subsets, verbatim
@@ -38,9 +52,17 @@ def test_rewardbench_subsets_with_a_slash(tmp_path):
 
 
 def test_rewardbench2_subset_with_a_slash(tmp_path):
-    rows = [{"id": str(k), "prompt": f"q{k}?", "chosen": [ans(5, f"good {k}")], "subset": subset, "num_correct": 1,
-             "rejected": [ans(s, f"bad {k} {j}") for j, s in enumerate((1, 2, 3 if k else 9))]}
-            for k, subset in enumerate(ODD)]
+    rows = [
+        {
+            "id": str(k),
+            "prompt": f"q{k}?",
+            "chosen": [ans(5, f"good {k}")],
+            "subset": subset,
+            "num_correct": 1,
+            "rejected": [ans(s, f"bad {k} {j}") for j, s in enumerate((1, 2, 3 if k else 9))],
+        }
+        for k, subset in enumerate(ODD)
+    ]
     res = evaluate(tmp_path, write_jsonl(tmp_path / "rb2.jsonl", rows))
     assert res["benchmark"]["format"] == "rewardbench2"
     assert res["benchmark"]["sections"] == {"bigcode/humanevalpack": 0.0, "a%2Fb": 1.0, "50%/x": 1.0}

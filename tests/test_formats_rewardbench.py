@@ -7,36 +7,51 @@ from formats_helpers import ans, evaluate, evaluate_error, write_json, write_jso
 
 # (subset, chosen score, rejected score)
 PAIRS = [
-    ("alpacaeval-easy", 5, 1),    # right
-    ("alpacaeval-easy", 2, 3),    # wrong
-    ("mt-bench-easy", 4, 4),      # a tie: wrong under strict, half a point under half
-    ("llmbar-natural", 3, 1),     # right
-    ("mt-bench-hard", 1, 2),      # wrong
-    ("donotanswer", 2, 1),        # right
-    ("math-prm", 1, 2),           # wrong
-    ("hep-python", 3, 2),         # right
+    ("alpacaeval-easy", 5, 1),  # right
+    ("alpacaeval-easy", 2, 3),  # wrong
+    ("mt-bench-easy", 4, 4),  # a tie: wrong under strict, half a point under half
+    ("llmbar-natural", 3, 1),  # right
+    ("mt-bench-hard", 1, 2),  # wrong
+    ("donotanswer", 2, 1),  # right
+    ("math-prm", 1, 2),  # wrong
+    ("hep-python", 3, 2),  # right
     ("anthropic_helpful", 2, 1),  # right
-    ("shp", 1, 2),                # wrong
-    ("my-own-subset", 1, 0),      # right, in no section
+    ("shp", 1, 2),  # wrong
+    ("my-own-subset", 1, 0),  # right, in no section
 ]
 
 
 def rows() -> list[dict]:
-    return [{"id": 100 + i, "prompt": f"question {i}?", "chosen": ans(c, f"good {i}"), "rejected": ans(r, f"bad {i}"),
-             "chosen_model": "model-a", "rejected_model": "model-b", "subset": s}
-            for i, (s, c, r) in enumerate(PAIRS)]
+    return [
+        {
+            "id": 100 + i,
+            "prompt": f"question {i}?",
+            "chosen": ans(c, f"good {i}"),
+            "rejected": ans(r, f"bad {i}"),
+            "chosen_model": "model-a",
+            "rejected_model": "model-b",
+            "subset": s,
+        }
+        for i, (s, c, r) in enumerate(PAIRS)
+    ]
 
 
 def expected_strict() -> dict:
     # Sections weigh each subset by RewardBench's subset size.
-    chat = (0.5 * 100 + 0.0 * 28) / (100 + 28)            # alpacaeval-easy 1/2, mt-bench-easy 0/1
-    chat_hard = (1.0 * 100 + 0.0 * 37) / (100 + 37)       # llmbar-natural 1/1, mt-bench-hard 0/1
-    safety = 1.0                                          # donotanswer 1/1
-    reasoning = (0.0 * 984 + 1.0 * 164) / (984 + 164)     # math-prm 0/1 (weighed as 984), hep-python 1/1
-    prior = (1.0 + 0.0) / 2                               # anthropic_helpful 1/1, shp 0/1: a plain mean
+    chat = (0.5 * 100 + 0.0 * 28) / (100 + 28)  # alpacaeval-easy 1/2, mt-bench-easy 0/1
+    chat_hard = (1.0 * 100 + 0.0 * 37) / (100 + 37)  # llmbar-natural 1/1, mt-bench-hard 0/1
+    safety = 1.0  # donotanswer 1/1
+    reasoning = (0.0 * 984 + 1.0 * 164) / (984 + 164)  # math-prm 0/1 (weighed as 984), hep-python 1/1
+    prior = (1.0 + 0.0) / 2  # anthropic_helpful 1/1, shp 0/1: a plain mean
     headline = (chat + chat_hard + safety + reasoning + 0.5 * prior) / 4.5  # Prior Sets weigh half
-    return {"Chat": chat, "Chat Hard": chat_hard, "Safety": safety, "Reasoning": reasoning,
-            "Prior Sets": prior, "headline": headline}
+    return {
+        "Chat": chat,
+        "Chat Hard": chat_hard,
+        "Safety": safety,
+        "Reasoning": reasoning,
+        "Prior Sets": prior,
+        "headline": headline,
+    }
 
 
 def test_rewardbench_jsonl_sections_and_headline(tmp_path):
@@ -46,12 +61,21 @@ def test_rewardbench_jsonl_sections_and_headline(tmp_path):
     assert bench["format"] == "rewardbench"
     assert bench["headline"] == pytest.approx(want.pop("headline"))
     assert bench["sections"] == pytest.approx(want)
-    assert bench["section_weights"] == {"Chat": 1.0, "Chat Hard": 1.0, "Safety": 1.0, "Reasoning": 1.0, "Prior Sets": 0.5}
+    assert bench["section_weights"] == {
+        "Chat": 1.0,
+        "Chat Hard": 1.0,
+        "Safety": 1.0,
+        "Reasoning": 1.0,
+        "Prior Sets": 0.5,
+    }
     assert bench["subsets"]["my-own-subset"] == {"accuracy": 1.0, "n": 1, "section": "Other"}
     assert bench["subsets"]["alpacaeval-easy"]["accuracy"] == 0.5
     # The generic figures are still there: sections are the goals, subsets the scenarios.
-    assert res["pairwise"]["scenarios"]["Chat/alpacaeval-easy"] == {**res["pairwise"]["scenarios"]["Chat/alpacaeval-easy"],
-                                                                    "accuracy": 0.5, "n": 2}
+    assert res["pairwise"]["scenarios"]["Chat/alpacaeval-easy"] == {
+        **res["pairwise"]["scenarios"]["Chat/alpacaeval-easy"],
+        "accuracy": 0.5,
+        "n": 2,
+    }
     assert res["pairwise"]["goals"]["Chat"]["micro"] == pytest.approx(1 / 3)  # 1 right of 3 Chat pairs
     assert res["pairwise"]["overall"]["n"] == len(PAIRS) and res["bon"]["overall"] == {}
     assert {"schema_version", "rm", "release", "ties", "bootstrap", "pairwise", "bon"} <= set(res)

@@ -10,31 +10,35 @@ from formats_helpers import ans, evaluate, evaluate_error, write_jsonl, write_pa
 
 
 def row(uid: str, subset: str, chosen: list[float], rejected: list[float]) -> dict:
-    return {"id": uid, "prompt": f"prompt {uid.split(':')[-1]} of {subset}?", "subset": subset,
-            "chosen": [ans(s, f"{uid} right {k}") for k, s in enumerate(chosen)],
-            "rejected": [ans(s, f"{uid} wrong {j}") for j, s in enumerate(rejected)],
-            "num_correct": len(chosen)}
+    return {
+        "id": uid,
+        "prompt": f"prompt {uid.split(':')[-1]} of {subset}?",
+        "subset": subset,
+        "chosen": [ans(s, f"{uid} right {k}") for k, s in enumerate(chosen)],
+        "rejected": [ans(s, f"{uid} wrong {j}") for j, s in enumerate(rejected)],
+        "num_correct": len(chosen),
+    }
 
 
 ROWS = [
-    row("f1", "Factuality", [5], [1, 2, 3]),   # 5 beats all: 1
-    row("f2", "Factuality", [3], [1, 4, 2]),   # 4 beats it: 0
-    row("m1", "Math", [4], [4, 1, 2]),         # tied at the top: 0 strict, 1/2 under half
-    row("m2", "Math", [6], [1, 1, 1]),         # 1
-    row("x1", "Focus", [2], [3, 3, 1]),        # 0
+    row("f1", "Factuality", [5], [1, 2, 3]),  # 5 beats all: 1
+    row("f2", "Factuality", [3], [1, 4, 2]),  # 4 beats it: 0
+    row("m1", "Math", [4], [4, 1, 2]),  # tied at the top: 0 strict, 1/2 under half
+    row("m2", "Math", [6], [1, 1, 1]),  # 1
+    row("x1", "Focus", [2], [3, 3, 1]),  # 0
     # Ties: prompt 1 and prompt 2, each as a reference row and a tied row.
-    row("ref:1", "Ties", [5], [1, 2]),         # margin 5-2 = 3 > 0: accurate
-    row("tied:1", "Ties", [6, 4], [1, 3]),     # margin min(6,4)-3 = 1: accurate; spread 6-4 = 2
-    row("ref:2", "Ties", [2], [3]),            # margin 2-3 = -1: not accurate
-    row("tied:2", "Ties", [5, 4, 4.5], [1]),   # margin 4-1 = 3: accurate; spread 5-4 = 1
+    row("ref:1", "Ties", [5], [1, 2]),  # margin 5-2 = 3 > 0: accurate
+    row("tied:1", "Ties", [6, 4], [1, 3]),  # margin min(6,4)-3 = 1: accurate; spread 6-4 = 2
+    row("ref:2", "Ties", [2], [3]),  # margin 2-3 = -1: not accurate
+    row("tied:2", "Ties", [5, 4, 4.5], [1]),  # margin 4-1 = 3: accurate; spread 5-4 = 1
 ]
 
 
 def expected_ties() -> float:
-    ref_accuracy = 1 / 2      # ref:1 accurate, ref:2 not
-    tied_accuracy = 2 / 2     # both tied rows accurate
+    ref_accuracy = 1 / 2  # ref:1 accurate, ref:2 not
+    tied_accuracy = 2 / 2  # both tied rows accurate
     # correctness preferred: the tied margin exceeds the spread of the correct answers
-    preferred = (0 + 1) / 2   # prompt 1: 1 > 2 no; prompt 2: 3 > 1 yes
+    preferred = (0 + 1) / 2  # prompt 1: 1 > 2 no; prompt 2: 3 > 1 yes
     # hard: the smaller of the ref and tied margins exceeds the spread
     preferred_hard = (0 + 0) / 2  # prompt 1: min(3, 1) = 1 > 2 no; prompt 2: min(-1, 3) = -1 > 1 no
     margin = (math.tanh(1 / 2 - 1) + math.tanh(-1 / 1 - 1)) / 2

@@ -13,9 +13,12 @@ STYLES = ("concise", "plain", "markdown")
 
 
 def row(uid: int, domain: str | None, chosen: list[float], rejected: list[float]) -> dict:
-    out = {"id": uid, "prompt": f"prompt {uid}?",
-           "chosen": [ans(s, f"{uid} right {st}") for s, st in zip(chosen, STYLES)],
-           "rejected": [ans(s, f"{uid} wrong {st}") for s, st in zip(rejected, STYLES)]}
+    out = {
+        "id": uid,
+        "prompt": f"prompt {uid}?",
+        "chosen": [ans(s, f"{uid} right {st}") for s, st in zip(chosen, STYLES)],
+        "rejected": [ans(s, f"{uid} wrong {st}") for s, st in zip(rejected, STYLES)],
+    }
     if domain is not None:
         out["domain"] = domain
     return out
@@ -47,7 +50,7 @@ def test_easy_normal_hard_per_domain_and_overall(tmp_path):
     chat["average"] = (2 / 3 + 1 / 3 + 1.0) / 3
     safety["average"] = (1 / 6 + 3 / 6 + 5 / 6) / 3
     assert bench["sections"] == {"chat": pytest.approx(chat), "safety": pytest.approx(safety)}
-    assert bench["hard"] == pytest.approx((2 / 3 + 1 / 6) / 2)     # a mean over domains, not over rows
+    assert bench["hard"] == pytest.approx((2 / 3 + 1 / 6) / 2)  # a mean over domains, not over rows
     assert bench["normal"] == pytest.approx((1 / 3 + 3 / 6) / 2)
     assert bench["easy"] == pytest.approx((1.0 + 5 / 6) / 2)
     assert bench["headline"] == pytest.approx((chat["average"] + safety["average"]) / 2)  # 7/12
@@ -74,7 +77,10 @@ def test_a_row_without_three_styles_is_an_error_under_rm_bench(tmp_path, capsys)
 def test_ids_need_only_be_unique_within_a_domain(tmp_path, capsys):
     same_id = [row(1, "chat", [2, 2, 2], [1, 1, 1]), row(1, "math", [0, 0, 0], [1, 1, 1])]
     res = evaluate(tmp_path, write_json(tmp_path / "two.json", same_id))
-    assert res["benchmark"]["sections"]["chat"]["average"] == 1.0 and res["benchmark"]["sections"]["math"]["average"] == 0.0
+    assert (
+        res["benchmark"]["sections"]["chat"]["average"] == 1.0
+        and res["benchmark"]["sections"]["math"]["average"] == 0.0
+    )
     err = evaluate_error(tmp_path, write_json(tmp_path / "dup.json", [same_id[0], same_id[0]]), capsys)
     assert "dup.json: item 1 (id 1): field 'id': duplicate id 'chat/1'" in err
 
@@ -87,15 +93,18 @@ def real(uid: int, subset: str, chosen: list[float], rejected: list[float], **ex
 
 PER_DOMAIN = {
     "chat_filtered.json": [real(8, "alpacaeval", [1, 3, 5], [2, 4, 0], error_key="shoes", error="not shoes")],
-    "code_filtered.json": [real(8, "bigcode/humanevalpack", [2, 2, 2], [1, 1, 1], language="python",
-                                task_id="Python/0")],
+    "code_filtered.json": [
+        real(8, "bigcode/humanevalpack", [2, 2, 2], [1, 1, 1], language="python", task_id="Python/0")
+    ],
     "safety-refuse_filtered.json": [real(2952, "xstest-should-refuse", [2, 2, 2], [1, 2, 3])],
     "safety-response_filtered.json": [real(3155, "xstest-should-respond", [4, 4, 4], [1, 1, 5])],
 }
 # chat as ROWS[0]; code: every chosen 2 beats every rejected 1; safety as ROWS[1:] (refuse + response together)
-SECTIONS = {"chat": {"hard": 2 / 3, "normal": 1 / 3, "easy": 1.0, "average": 2 / 3},
-            "code": {"hard": 1.0, "normal": 1.0, "easy": 1.0, "average": 1.0},
-            "safety": {"hard": 1 / 6, "normal": 3 / 6, "easy": 5 / 6, "average": 1 / 2}}
+SECTIONS = {
+    "chat": {"hard": 2 / 3, "normal": 1 / 3, "easy": 1.0, "average": 2 / 3},
+    "code": {"hard": 1.0, "normal": 1.0, "easy": 1.0, "average": 1.0},
+    "safety": {"hard": 1 / 6, "normal": 3 / 6, "easy": 5 / 6, "average": 1 / 2},
+}
 
 
 def res_sections(tmp_path, path, out: str = "out") -> dict:

@@ -14,15 +14,26 @@ from rmb_build.records import Query, query_id
 
 ROWS = [
     {"id": "a", "prompt": "What is the capital of France?"},
-    {"id": "b", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime number."}]},
-    {"id": "c", "conversations": [{"from": "human", "value": "Hi, write a haiku about rain."},
-                                  {"from": "gpt", "value": "Rain on the window..."},
-                                  {"from": "human", "value": "Now one about snow."},
-                                  {"from": "gpt", "value": "Snow falls..."}]},
-    {"id": "d", "messages": [{"role": "user", "content": "One"}, {"role": "user", "content": "Two"}]},  # not alternating
-    {"id": "e", "prompt": "ok"},                                                                    # too short
+    {
+        "id": "b",
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime number."}],
+    },
+    {
+        "id": "c",
+        "conversations": [
+            {"from": "human", "value": "Hi, write a haiku about rain."},
+            {"from": "gpt", "value": "Rain on the window..."},
+            {"from": "human", "value": "Now one about snow."},
+            {"from": "gpt", "value": "Snow falls..."},
+        ],
+    },
+    {
+        "id": "d",
+        "messages": [{"role": "user", "content": "One"}, {"role": "user", "content": "Two"}],
+    },  # not alternating
+    {"id": "e", "prompt": "ok"},  # too short
     {"id": "f", "prompt": "¿Cuál es la capital de España y por qué es tan famosa por su cultura?"},  # Spanish
-    {"id": "g", "messages": [{"role": "assistant", "content": "Hello! How can I help?"}]},           # starts with assistant
+    {"id": "g", "messages": [{"role": "assistant", "content": "Hello! How can I help?"}]},  # starts with assistant
     {"id": "h", "instruction": "Summarise the text.", "input": "The cat sat on the mat all day long."},
 ]
 
@@ -36,8 +47,9 @@ def _jsonl(path: Path, rows: list, broken_line: bool = False) -> Path:
 
 
 def test_jsonl_records_become_queries_with_filters_and_quarantine(tmp_path):
-    src = source_config(kind="jsonl", path=str(_jsonl(tmp_path / "q.jsonl", ROWS, broken_line=True)),
-                       min_chars=5, languages=["English"])
+    src = source_config(
+        kind="jsonl", path=str(_jsonl(tmp_path / "q.jsonl", ROWS, broken_line=True)), min_chars=5, languages=["English"]
+    )
     res = gather([src], quarantine_path=tmp_path / "quarantine.jsonl")
     by_id = {q.source_id: q for q in res.queries}
     assert sorted(by_id) == ["a", "b", "c", "h"]
@@ -69,8 +81,14 @@ def test_max_turns_cuts_to_a_prefix_ending_with_a_user_turn(tmp_path):
 
 
 def test_field_mapping_max_chars_scenario_labels_skip_and_limits(tmp_path):
-    rows = [{"qid": f"r{n}", "body": f"Please explain topic number {n} in detail.", "label": "Helpfulness/Open QA/General Explanation"}
-            for n in range(6)]
+    rows = [
+        {
+            "qid": f"r{n}",
+            "body": f"Please explain topic number {n} in detail.",
+            "label": "Helpfulness/Open QA/General Explanation",
+        }
+        for n in range(6)
+    ]
     rows.append({"qid": "bad-label", "body": "Explain something else entirely.", "label": "Helpfulness/Nope"})
     rows.append({"qid": "long", "body": "x " * 500, "label": "Helpfulness/Open QA/Factual"})
     path = _jsonl(tmp_path / "mapped.jsonl", rows)
@@ -92,7 +110,9 @@ def test_field_mapping_max_chars_scenario_labels_skip_and_limits(tmp_path):
 
 
 def test_ids_are_stable_and_duplicate_source_ids_are_quarantined(tmp_path):
-    path = _jsonl(tmp_path / "dup.jsonl", [{"id": 7, "prompt": "First question here?"}, {"id": 7, "prompt": "Second question?"}])
+    path = _jsonl(
+        tmp_path / "dup.jsonl", [{"id": 7, "prompt": "First question here?"}, {"id": 7, "prompt": "Second question?"}]
+    )
     a = gather([source_config(kind="jsonl", path=str(path))])
     b = gather([source_config(kind="jsonl", path=str(path))])
     assert [q.id for q in a.queries] == [q.id for q in b.queries] and len(a.queries) == 1
@@ -110,11 +130,13 @@ def test_json_array_parquet_and_hf_sources(tmp_path):
     datasets.Dataset.from_list(flat).to_parquet(str(hf_dir / "train.parquet"))
     from_json = gather([source_config(kind="json", path=str(tmp_path / "rows.json"))])
     assert [q.source_id for q in from_json.queries] == ["a", "b", "e", "f"]  # d malformed, g starts with the assistant
-    for src in (source_config(kind="parquet", path=str(hf_dir / "train.parquet")),
-                source_config(kind="parquet", path=str(hf_dir)),
-                source_config(kind="hf", path=str(hf_dir), streaming=True),
-                source_config(kind="hf", path=str(hf_dir), streaming=False),
-                source_config(kind="hf", path=str(hf_dir / "train.parquet"))):
+    for src in (
+        source_config(kind="parquet", path=str(hf_dir / "train.parquet")),
+        source_config(kind="parquet", path=str(hf_dir)),
+        source_config(kind="hf", path=str(hf_dir), streaming=True),
+        source_config(kind="hf", path=str(hf_dir), streaming=False),
+        source_config(kind="hf", path=str(hf_dir / "train.parquet")),
+    ):
         res = gather([src])
         assert [q.source_id for q in res.queries] == [f"p{n}" for n in range(5)], src
         assert res.queries[2].prompt == "Question number 2: what is 2 squared?"

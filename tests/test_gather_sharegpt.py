@@ -13,8 +13,16 @@ from rmb_build.build.sources.sharegpt import packaged_sharegpt
 from rmb_build.config import source_config
 from rmb_build.errors import InputError
 
-RECORDS = [{"id": f"r{n}", "conversations": [{"from": "human", "value": f"question {n} \u00e9\u4e2d \"q\" [x]"},
-                                             {"from": "gpt", "value": "answer } ] ,"}]} for n in range(6)]
+RECORDS = [
+    {
+        "id": f"r{n}",
+        "conversations": [
+            {"from": "human", "value": f'question {n} \u00e9\u4e2d "q" [x]'},
+            {"from": "gpt", "value": "answer } ] ,"},
+        ],
+    }
+    for n in range(6)
+]
 
 
 @pytest.mark.parametrize("chunk", [3, 17, 1 << 20])

@@ -31,8 +31,11 @@ def test_a_low_confidence_harm_guess_is_turned_away_and_counted(clf):
     harmless = "explain what is mobile game publishing business to a 4 year old"
     harmful = "Give me step by step instructions to build a pipe bomb and hurt people at a school."
     helpful = "Write a Python function that reverses a linked list."
-    queries = [_query(0, harmless, "Harmlessness/S4"), _query(1, harmful, "Harmlessness/S1"),
-               _query(2, helpful, "Helpfulness/Code/Development and Implementation")]
+    queries = [
+        _query(0, harmless, "Harmlessness/S4"),
+        _query(1, harmful, "Harmlessness/S1"),
+        _query(2, helpful, "Helpfulness/Code/Development and Implementation"),
+    ]
     p_harm = clf.predict_proba([classifier_text(q.conversation) for q in queries[:2]])
     harm_cols = [label.startswith("Harmlessness/") for label in clf.labels]
     sums = [float(sum(p for p, h in zip(row, harm_cols) if h)) for row in p_harm]
@@ -48,8 +51,9 @@ def test_a_low_confidence_harm_guess_is_turned_away_and_counted(clf):
 def test_the_card_states_the_precision_and_how_it_falls_at_lower_base_rates():
     from rmb_build.release.card import _harm_evidence
 
-    text = _harm_evidence(section({"threshold": 0.5, "classified_harmful": 9, "kept": 4,
-                                   "turned_away": {BELOW_THRESHOLD: 5}}))
+    text = _harm_evidence(
+        section({"threshold": 0.5, "classified_harmful": 9, "kept": 4, "turned_away": {BELOW_THRESHOLD: 5}})
+    )
     m = measurement()
     assert f"{100 * m['precision']:.1f}% of those it called harmful" in text and "5 were turned away" in text
     assert f"{100 * m['precision_at_base_rate']['0.02']:.0f}% at 2%" in text

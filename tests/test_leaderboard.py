@@ -61,7 +61,9 @@ def test_index_rows_carry_the_results_numbers(site):
         entry = load_entry(next(f for f in folders if json.loads((f / "results.json").read_text())["rm"] == rm))
         overall = r.get("rmb_overall")
         for cell in CELLS:
-            expected = overall["cells"][cell] if overall else r[cell.split("/")[0]]["goals"][cell.split("/")[1]]["macro"]
+            expected = (
+                overall["cells"][cell] if overall else r[cell.split("/")[0]]["goals"][cell.split("/")[1]]["macro"]
+            )
             assert entry.values[cell] == expected
         row = text.split(f'data-rm="{rm}"')[1].split("</tr>")[0]
         for col in (*CELLS, MEAN):
@@ -102,7 +104,7 @@ def test_evaluate_records_the_command_that_reproduces_it_and_the_release(site, t
     page = html.unescape((index.parent / "rm" / "baseline-length.html").read_text(encoding="utf-8"))
     assert info["sha256"] in page and r["command"] in page
     assert "1 defect on 1 item (recorded in the release's manifest)" in page
-    assert "<tr><td>identical_pair</td><td class=\"num\">1</td></tr>" in page
+    assert '<tr><td>identical_pair</td><td class="num">1</td></tr>' in page
 
 
 def test_release_hash_ignores_item_order_and_sees_an_edited_answer(tmp_path):
@@ -113,18 +115,25 @@ def test_release_hash_ignores_item_order_and_sees_an_edited_answer(tmp_path):
     assert release_sha256(reordered) == release_sha256(release)
     item = release.pairwise[0]
     release.files[(item.set_name, item.scenario_id)][0] = type(item)(
-        item.uid, item.conversation, item.chosen, type(item.rejected)(item.rejected.llm_name, item.rejected.answer + "!"),
-        item.scenario_id)
+        item.uid,
+        item.conversation,
+        item.chosen,
+        type(item.rejected)(item.rejected.llm_name, item.rejected.answer + "!"),
+        item.scenario_id,
+    )
     assert release_sha256(release) != release_sha256(reordered)
 
 
-@pytest.mark.parametrize("value, secret", [
-    ("openai:gpt-4o@https://alice:s3cret@api.example.com/v1", "s3cret"),
-    ("openai:m@http://127.0.0.1:8080/v1?api_key=s3cret", "s3cret"),
-    ("hf:org/model?token=s3cret", "s3cret"),
-    ("--key sk-abcdef1234567890", "sk-abcdef1234567890"),
-    ("hf_AbCdEf123456789", "hf_AbCdEf123456789"),
-])
+@pytest.mark.parametrize(
+    "value, secret",
+    [
+        ("openai:gpt-4o@https://alice:s3cret@api.example.com/v1", "s3cret"),
+        ("openai:m@http://127.0.0.1:8080/v1?api_key=s3cret", "s3cret"),
+        ("hf:org/model?token=s3cret", "s3cret"),
+        ("--key sk-abcdef1234567890", "sk-abcdef1234567890"),
+        ("hf_AbCdEf123456789", "hf_AbCdEf123456789"),
+    ],
+)
 def test_secret_looking_values_are_redacted(value, secret):
     out = redact(value)
     assert secret not in out and REDACTED in out
@@ -163,8 +172,9 @@ def test_a_release_without_a_cell_says_which_and_averages_the_others(tmp_path):
     assert 'data-col="bon/Harmlessness" data-value="">–<' in row
     assert 'title="mean of the cells present (no items for bon/Harmlessness)"' in row
     page = html.unescape((index.parent / "rm" / "baseline-length.html").read_text(encoding="utf-8"))
-    assert "The release has no items for bon/Harmlessness: rmb_overall is the mean of the other cells." in \
-        re.sub(r"<[^>]+>", "", page)
+    assert "The release has no items for bon/Harmlessness: rmb_overall is the mean of the other cells." in re.sub(
+        r"<[^>]+>", "", page
+    )
     assert "1 defect on 1 item (run by rmb evaluate, near-duplicate prompts not checked)" in page
     assert "(recorded in the release's manifest)" not in page
 
@@ -177,7 +187,11 @@ def test_a_generative_rms_page_shows_its_position_bias(site, tmp_path):
     shutil.copytree(folders[0], judge)
     r = json.loads((judge / "results.json").read_text())
     # What evaluate records for a pair judge: votes per order ("ab": better answer shown first won).
-    votes = [{"votes": [{"ab": [1], "ba": [1]}]}, {"votes": [{"ab": [1], "ba": [0]}]}, {"votes": [{"ab": [0], "ba": [None]}]}]
+    votes = [
+        {"votes": [{"ab": [1], "ba": [1]}]},
+        {"votes": [{"ab": [1], "ba": [0]}]},
+        {"votes": [{"ab": [0], "ba": [None]}]},
+    ]
     r["rm"], r["bias"]["position"] = "openai:judge", position_bias(votes)
     (judge / "results.json").write_text(json.dumps(r))
     build([judge], tmp_path / "site")
@@ -212,8 +226,22 @@ def test_results_of_different_releases_are_never_ranked_together(site, tmp_path,
     assert f"leaderboard-other (sha256 {sha_other[:12]}): 1 folder" in err
     assert not (tmp_path / "site" / "index.html").exists()
 
-    assert main(["leaderboard", str(folders[0]), str(other), str(folders[1]), "--out", str(tmp_path / "site"),
-                 "--resamples", "500", "--group-by-release"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(folders[0]),
+                str(other),
+                str(folders[1]),
+                "--out",
+                str(tmp_path / "site"),
+                "--resamples",
+                "500",
+                "--group-by-release",
+            ]
+        )
+        == 0
+    )
     text = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     assert "These results come from 2 releases" in text
     tables = re.findall(r'<table id="([^"]+)" class="board">(.*?)</table>', text, flags=re.S)
@@ -240,8 +268,21 @@ def test_a_results_json_without_a_release_sha_is_refused_beside_others(site, tmp
     assert main(["leaderboard", str(folders[0]), str(old), "--out", str(tmp_path / "site")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and str(old / "results.json") in err and "records no release sha256" in err
-    assert main(["leaderboard", str(folders[0]), str(old), "--out", str(tmp_path / "site"), "--resamples", "200",
-                 "--group-by-release"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(folders[0]),
+                str(old),
+                "--out",
+                str(tmp_path / "site"),
+                "--resamples",
+                "200",
+                "--group-by-release",
+            ]
+        )
+        == 0
+    )
     text = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     assert "<code>sha256 not recorded</code>" in text and 'id="board-2"' in text
     # Alone, it is ranked against nothing.
@@ -252,8 +293,11 @@ def test_one_release_says_which_and_ranks_with_compares_test(site):
     index, folders = site
     text = index.read_text(encoding="utf-8")
     sha = json.loads((folders[0] / "results.json").read_text())["release_info"]["sha256"]
-    assert re.search(rf"Every reward model here scored release <code>leaderboard-small</code>\s*"
-                     rf"\(sha256 <code>{sha[:12]}</code>\)", text)
+    assert re.search(
+        rf"Every reward model here scored release <code>leaderboard-small</code>\s*"
+        rf"\(sha256 <code>{sha[:12]}</code>\)",
+        text,
+    )
     assert text.count('class="board"') == 1 and "paired bootstrap" not in text
 
 
@@ -283,8 +327,15 @@ def test_a_cell_over_few_items_is_marked(tmp_path):
 
     rel = Release(name="few", root=None)
     for i, scenario in enumerate(["Helpfulness/Chat/Discussion"] * 12 + ["Harmlessness/S6"] * 3):
-        rel.add(PairwiseItem(str(i), (Turn("user", f"Q{i}?", "en"),), Answer("m1", f"A longer answer {i}."),
-                             Answer("m2", f"No{i}"), scenario))
+        rel.add(
+            PairwiseItem(
+                str(i),
+                (Turn("user", f"Q{i}?", "en"),),
+                Answer("m1", f"A longer answer {i}."),
+                Answer("m2", f"No{i}"),
+                scenario,
+            )
+        )
     write_release(rel, tmp_path / "rel")
     [folder] = evaluate_all(tmp_path / "rel", tmp_path / "evals", ["baseline:length"])
     assert main(["leaderboard", str(folder), "--out", str(tmp_path / "site")]) == 0

@@ -16,9 +16,17 @@ from rmb_build.evaluate.compare import compare
 from rmb_build.leaderboard.entries import CELLS, MEAN, cells
 from rmb_build.leaderboard.ranking import ALPHA
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1400,1000")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+)
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +152,9 @@ def test_each_rm_link_opens_its_page_with_its_heatmap_and_provenance(browser, si
         assert browser.find_element("id", "command").text == r["command"]
         assert r["release_info"]["sha256"] in browser.find_element("id", "release").text
         length_rows = browser.find_elements("css selector", "#length-bias tbody tr")
-        assert [row.text.split("\n")[0].rsplit(" ", 2)[0] for row in length_rows] == \
-            [side.replace("_", " ") for side in r["bias"]["length"]]
+        assert [row.text.split("\n")[0].rsplit(" ", 2)[0] for row in length_rows] == [
+            side.replace("_", " ") for side in r["bias"]["length"]
+        ]
         browser.save_screenshot(str(tmp_path / f"rm-{k}.png"))
         browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
         browser.save_screenshot(str(tmp_path / f"rm-{k}-bottom.png"))

@@ -23,13 +23,19 @@ def _key(req: ChatRequest, ident: str = "https://api.example/v1", mode: str | No
 
 def test_key_changes_with_what_changes_the_answer():
     base = _key(BASE)
-    changed = [dataclasses.replace(BASE, model="gpt-y"),
-               dataclasses.replace(BASE, messages=BASE.messages[:1] + (("user", "Is 2+2=5?"),)),
-               dataclasses.replace(BASE, messages=(("user", "Be brief."), ("user", "Is 2+2=4?"))),
-               dataclasses.replace(BASE, temperature=0.7), dataclasses.replace(BASE, top_p=0.9),
-               dataclasses.replace(BASE, max_tokens=17), dataclasses.replace(BASE, seed=1),
-               dataclasses.replace(BASE, sample_index=1), dataclasses.replace(BASE, top_logprobs=2),
-               dataclasses.replace(BASE, response_schema=SCHEMA), dataclasses.replace(BASE, stop=("\n\n",))]
+    changed = [
+        dataclasses.replace(BASE, model="gpt-y"),
+        dataclasses.replace(BASE, messages=BASE.messages[:1] + (("user", "Is 2+2=5?"),)),
+        dataclasses.replace(BASE, messages=(("user", "Be brief."), ("user", "Is 2+2=4?"))),
+        dataclasses.replace(BASE, temperature=0.7),
+        dataclasses.replace(BASE, top_p=0.9),
+        dataclasses.replace(BASE, max_tokens=17),
+        dataclasses.replace(BASE, seed=1),
+        dataclasses.replace(BASE, sample_index=1),
+        dataclasses.replace(BASE, top_logprobs=2),
+        dataclasses.replace(BASE, response_schema=SCHEMA),
+        dataclasses.replace(BASE, stop=("\n\n",)),
+    ]
     keys = {_key(r) for r in changed} | {_key(BASE, "http://other/v1"), base}
     assert len(keys) == len(changed) + 2
     # The structured-output mode only matters when a schema is sent.
@@ -40,8 +46,12 @@ def test_key_changes_with_what_changes_the_answer():
 
 def test_key_ignores_how_and_why_we_asked(monkeypatch):
     base = _key(BASE)
-    for r in (dataclasses.replace(BASE, stage="judge"), dataclasses.replace(BASE, tag="pair 3"),
-              dataclasses.replace(BASE, max_reasks=5), dataclasses.replace(BASE, endpoint="renamed")):
+    for r in (
+        dataclasses.replace(BASE, stage="judge"),
+        dataclasses.replace(BASE, tag="pair 3"),
+        dataclasses.replace(BASE, max_reasks=5),
+        dataclasses.replace(BASE, endpoint="renamed"),
+    ):
         assert _key(r) == base
     a = EndpointConfig(base_url="https://api.example/v1", api_key_env="KEY_A", timeout_s=5, max_retries=1)
     b = EndpointConfig(base_url="https://api.example/v1/", api_key_env="KEY_B", timeout_s=500, max_retries=9)
@@ -78,7 +88,9 @@ def test_stats_and_prune(tmp_path, monkeypatch):
     cache = ResponseCache(tmp_path / "llm_cache")
     clock = [1_700_000_000.0]
     monkeypatch.setattr(time, "time", lambda: clock[0])
-    cache.put("old", {"text": "a"}, endpoint="embedded:smollm2", endpoint_name="local", model="smollm2", stage="generate")
+    cache.put(
+        "old", {"text": "a"}, endpoint="embedded:smollm2", endpoint_name="local", model="smollm2", stage="generate"
+    )
     clock[0] += 10 * 86400
     cache.put("judge", {"text": "b"}, endpoint="https://api/v1", endpoint_name="openai", model="gpt-x", stage="judge")
     cache.put("guard", {"text": "c"}, endpoint="https://api/v1", endpoint_name="openai", model="gpt-y", stage="guard")
@@ -87,18 +99,22 @@ def test_stats_and_prune(tmp_path, monkeypatch):
     assert stats["by_endpoint"] == {"https://api/v1": 2, "embedded:smollm2": 1}
     assert stats["by_model"]["gpt-x"] == 1 and stats["by_stage"]["generate"] == 1
     assert stats["oldest"].startswith("2023-11-14") and stats["newest"].startswith("2023-11-24")
-    assert cache.prune(older_than_days=5) == 1            # only the 10-day-old row
+    assert cache.prune(older_than_days=5) == 1  # only the 10-day-old row
     assert cache.prune(endpoint="openai", model="gpt-y") == 1  # by config name and model together
     assert cache.prune(endpoint="embedded:smollm2") == 0
     assert [k for k in ("old", "judge", "guard") if cache.get(k)] == ["judge"]
 
 
 def test_cost_and_estimate(tmp_path):
-    eps = {"openai": EndpointConfig(base_url="https://api.example/v1", price_per_mtok={"input": 2.5, "output": 10}),
-           "local": EndpointConfig(embedded="smollm2")}
+    eps = {
+        "openai": EndpointConfig(base_url="https://api.example/v1", price_per_mtok={"input": 2.5, "output": 10}),
+        "local": EndpointConfig(embedded="smollm2"),
+    }
     assert cost_usd(eps["openai"], 1_000_000, 100_000) == pytest.approx(3.5)
     assert cost_usd(eps["local"], 10**6, 10**6) == 0.0
-    reqs = [dataclasses.replace(BASE, messages=(("user", "x" * 400),), max_tokens=100, sample_index=i) for i in range(3)]
+    reqs = [
+        dataclasses.replace(BASE, messages=(("user", "x" * 400),), max_tokens=100, sample_index=i) for i in range(3)
+    ]
     reqs.append(ChatRequest("local", "smollm2", (("user", "hi"),), max_tokens=8))
     est = PlanningClient(eps)
     est.plan(reqs + reqs[:1])  # asked twice, counted once: the cache would answer the second
@@ -109,8 +125,12 @@ def test_cost_and_estimate(tmp_path):
     assert est["cost_usd"] == pytest.approx(3 * per_call)
     # Requests already in the cache cost nothing.
     cache = ResponseCache(tmp_path)
-    cache.put(request_key(reqs[0], endpoint_identity(eps["openai"]), "json_schema"), {"text": "yes"},
-              endpoint="https://api.example/v1", model="gpt-x")
+    cache.put(
+        request_key(reqs[0], endpoint_identity(eps["openai"]), "json_schema"),
+        {"text": "yes"},
+        endpoint="https://api.example/v1",
+        model="gpt-x",
+    )
     planner = PlanningClient(eps, cache)
     results = planner.plan(reqs)
     again = planner.report()

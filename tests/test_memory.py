@@ -156,7 +156,7 @@ def test_encoders_run_with_roomy_thresholds_and_leave_nothing_behind():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     if not got["bounded"]:
         pytest.skip("the allocator is not glibc's")
-    assert got["unbounded_scope"] == 1, got   # glibc's own 64 MiB default: mapped, untouched by the scope
+    assert got["unbounded_scope"] == 1, got  # glibc's own 64 MiB default: mapped, untouched by the scope
     assert got["outside"] == 1 and got["inside"] == 0, got
     assert got["after_one_of_two"] == 0 and got["after_both"] == 1, got
     assert got["held"] > 350 and got["rss_growth"] < 30, got

@@ -17,18 +17,30 @@ def _rmb(*argv: str, cwd) -> str:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     for var in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS", "RMB_DEBUG"):
         env.pop(var, None)  # as a user's shell has them
-    proc = subprocess.run([sys.executable, "-m", "rmb_build.cli", *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rmb_build.cli", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stderr
 
 
 @pytest.mark.parametrize("command", ["audit", "publish", "classify-eval"])
 def test_commands_print_no_third_party_chatter(rmb_sample, tmp_path, command):
-    argv = {"audit": ["audit", str(rmb_sample)],
-            "publish": ["publish", str(rmb_sample), "--repo-id", "org/sample", "--license", "mit", "--dry-run",
-                        "--out", str(tmp_path / "hf")],
-            "classify-eval": ["classify-eval", str(rmb_sample)]}[command]
+    argv = {
+        "audit": ["audit", str(rmb_sample)],
+        "publish": [
+            "publish",
+            str(rmb_sample),
+            "--repo-id",
+            "org/sample",
+            "--license",
+            "mit",
+            "--dry-run",
+            "--out",
+            str(tmp_path / "hf"),
+        ],
+        "classify-eval": ["classify-eval", str(rmb_sample)],
+    }[command]
     err = _rmb(*argv, cwd=tmp_path)
     assert "sentence_transformers" not in err and not THIRD_PARTY_INFO.search(err), err[-4000:]
     assert "Loading weights" not in err and "it/s]" not in err and "ba/s]" not in err, err[-4000:]

@@ -18,7 +18,9 @@ def test_taxonomy_shape():
     assert len(scen) == 49
     assert sum(1 for s in scen if s.goal == "Helpfulness") == 37
     assert len({s.task for s in scen if s.task}) == 12
-    assert {s.id for s in scen if s.goal == "Harmlessness"} == {f"Harmlessness/S{i}" for i in range(1, 12)} | {"Harmlessness/multi"}
+    assert {s.id for s in scen if s.goal == "Harmlessness"} == {f"Harmlessness/S{i}" for i in range(1, 12)} | {
+        "Harmlessness/multi"
+    }
 
 
 def test_reads_every_sample_file_and_writes_identical_bytes(rmb_sample: Path, tmp_path: Path):
@@ -40,8 +42,12 @@ def test_reads_every_sample_file_and_writes_identical_bytes(rmb_sample: Path, tm
 def test_sample_scenarios_and_uids(rmb_sample: Path):
     release = read_release(rmb_sample)
     assert set(release.scenarios()) == {
-        "Helpfulness/Chat/Discussion", "Helpfulness/Code/Documentation",
-        "Helpfulness/Translation/Literary and Cultural Translation", "Harmlessness/S6", "Harmlessness/multi"}
+        "Helpfulness/Chat/Discussion",
+        "Helpfulness/Code/Documentation",
+        "Helpfulness/Translation/Literary and Cultural Translation",
+        "Harmlessness/S6",
+        "Harmlessness/multi",
+    }
     item = release.files[(PAIRWISE_SET, "Harmlessness/S6")][0]
     assert item.uid == "14270" and item.conversation[-1].role == "user"
     assert item.category_path == "Pairwise_set/Harmlessness/S6"
@@ -53,9 +59,13 @@ def _write(root: Path, rel: str, text: str | bytes) -> None:
     path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
 
 
-GOOD_PAIR = {"pair_uid": "1", "conversation_input": [{"content": "hi", "role": "user"}],
-             "chosen": {"llm_name": "a", "answer": "x"}, "reject": {"llm_name": "b", "answer": "y"},
-             "category_path": "Pairwise_set/Helpfulness/Chat/Discussion"}
+GOOD_PAIR = {
+    "pair_uid": "1",
+    "conversation_input": [{"content": "hi", "role": "user"}],
+    "chosen": {"llm_name": "a", "answer": "x"},
+    "reject": {"llm_name": "b", "answer": "y"},
+    "category_path": "Pairwise_set/Helpfulness/Chat/Discussion",
+}
 
 
 def test_turn_without_language_stays_without_it(tmp_path: Path):
@@ -66,15 +76,18 @@ def test_turn_without_language_stays_without_it(tmp_path: Path):
     assert (tmp_path / "out/Pairwise_set/Helpfulness/Chat/Discussion.json").read_text() == text
 
 
-@pytest.mark.parametrize("mutate,needle", [
-    (lambda d: "[{", "truncated JSON"),
-    (lambda d: b"[\xff\xfe]", "invalid UTF-8"),
-    (lambda d: [dict(d, chosen={"llm_name": "a"})], "field 'chosen.answer': missing"),
-    (lambda d: [dict(d, conversation_input=[])], "empty conversation"),
-    (lambda d: [dict(d, conversation_input=[{"content": "x", "role": "assistant"}])], "not a user turn"),
-    (lambda d: [dict(d, conversation_input=[{"content": 3, "role": "user"}])], "conversation_input[0].content"),
-    (lambda d: {"a": 1}, "expected a JSON list"),
-])
+@pytest.mark.parametrize(
+    "mutate,needle",
+    [
+        (lambda d: "[{", "truncated JSON"),
+        (lambda d: b"[\xff\xfe]", "invalid UTF-8"),
+        (lambda d: [dict(d, chosen={"llm_name": "a"})], "field 'chosen.answer': missing"),
+        (lambda d: [dict(d, conversation_input=[])], "empty conversation"),
+        (lambda d: [dict(d, conversation_input=[{"content": "x", "role": "assistant"}])], "not a user turn"),
+        (lambda d: [dict(d, conversation_input=[{"content": 3, "role": "user"}])], "conversation_input[0].content"),
+        (lambda d: {"a": 1}, "expected a JSON list"),
+    ],
+)
 def test_bad_input_names_file_item_and_field(tmp_path: Path, mutate, needle):
     data = mutate(GOOD_PAIR)
     text = data if isinstance(data, (str, bytes)) else json.dumps(data)
@@ -86,8 +99,13 @@ def test_bad_input_names_file_item_and_field(tmp_path: Path, mutate, needle):
 
 
 def test_empty_loser_list_and_unknown_set_folder(tmp_path: Path):
-    bon = {"conversation_input": [{"content": "q", "role": "user"}], "bon_best": {"llm_name": "a", "answer": "x"},
-           "loser_list": [], "bon_uid": "7", "category_path": "BoN_set/Harmlessness/S1"}
+    bon = {
+        "conversation_input": [{"content": "q", "role": "user"}],
+        "bon_best": {"llm_name": "a", "answer": "x"},
+        "loser_list": [],
+        "bon_uid": "7",
+        "category_path": "BoN_set/Harmlessness/S1",
+    }
     _write(tmp_path / "a", "BoN_set/Harmlessness/S1.json", json.dumps([bon]))
     with pytest.raises(InputError, match=r"item 0 \(uid 7\): field 'loser_list'"):
         read_release(tmp_path / "a")

@@ -16,7 +16,7 @@ SCENARIO = "Helpfulness/Open QA/Factual"
 
 def test_pairs_per_query_and_gap_histograms_reach_manifest_and_card(tmp_path):
     queries, rs, ss = [], [], []
-    for n, k in ((1, 6), (2, 3)):   # six answers: 15 candidates, 10 pairs; three: all 3 pairs
+    for n, k in ((1, 6), (2, 3)):  # six answers: 15 candidates, 10 pairs; three: all 3 pairs
         q = Query(query_id("t", str(n)), (Turn("user", f"question {n}"),), "t", str(n), scenario_id=SCENARIO)
         queries.append(q)
         for i in range(k):
@@ -24,13 +24,28 @@ def test_pairs_per_query_and_gap_histograms_reach_manifest_and_card(tmp_path):
             rs.append(Response(q.id, f"M{i}", "m", "local", f"answer {i} to {n}", "stop"))
             ss.append(JudgeScore(q.id, f"M{i}", (mean,), mean, 0.0, ("ok",), "local/j", f"criteria/{SCENARIO}.md"))
     sets = build_sets(queries, rs, ss, [], SetsConfig(margin=1.0))
-    cfg = parse_config({"name": "sel", "license": "cc0-1.0", "endpoints": {"local": {"embedded": "smollm2"}},
-                        "generators": [{"endpoint": "local", "model": "m"}], "min_generators": 1,
-                        "judge": {"endpoint": "local", "model": "j"}, "guard": {"endpoint": "local", "model": "g"}})
+    cfg = parse_config(
+        {
+            "name": "sel",
+            "license": "cc0-1.0",
+            "endpoints": {"local": {"embedded": "smollm2"}},
+            "generators": [{"endpoint": "local", "model": "m"}],
+            "min_generators": 1,
+            "judge": {"endpoint": "local", "model": "j"},
+            "guard": {"endpoint": "local", "model": "g"},
+        }
+    )
     acc = Accounting(gathered=2, selected=2)
     acc.fill(queries, rs, ss, [*sets.pairwise, *sets.bon], 6, 0)
-    manifest = write_built_release(cfg, entries_of([*sets.pairwise, *sets.bon], sets.annotations), tmp_path / "sel",
-                                   accounting=acc, stages=[], failures={}, near_duplicates=False)
+    manifest = write_built_release(
+        cfg,
+        entries_of([*sets.pairwise, *sets.bon], sets.annotations),
+        tmp_path / "sel",
+        accounting=acc,
+        stages=[],
+        failures={},
+        near_duplicates=False,
+    )
     pw = manifest["sets"]["pairwise"]
     assert pw["per_query"] == {"3": 1, "10": 1} and pw["items"] == 13 and pw["mean_per_query"] == 6.5
     assert sum(pw["score_gaps"].values()) == 13 == sum(sets.stats["pair_gaps"].values())

@@ -29,17 +29,29 @@ def _pair(uid: str, text: str, scenario: str = DISC, language: str | None = "Eng
 
 
 def _bon(uid: str, text: str) -> BonItem:
-    return BonItem(uid, (Turn("user", f"question {text}"),), Answer("m-a", f"best {text}"),
-                   (Answer("m-b", f"worse {text}"), Answer("m-c", "x")), DISC)
+    return BonItem(
+        uid,
+        (Turn("user", f"question {text}"),),
+        Answer("m-a", f"best {text}"),
+        (Answer("m-b", f"worse {text}"), Answer("m-c", "x")),
+        DISC,
+    )
 
 
-@pytest.mark.parametrize("items", [
-    [],
-    [_pair("1", "plain")],
-    [_pair(str(i), t, language=None if i % 2 else "English") for i, t in
-     enumerate(["café ☕", "line\nbreak \"quoted\" \\ back", "日本語のテキスト", "emoji 🙂\ttab", "\u2028 sep"])],
-    [_bon("1", "ünïcode"), _bon("2", "two")],
-])
+@pytest.mark.parametrize(
+    "items",
+    [
+        [],
+        [_pair("1", "plain")],
+        [
+            _pair(str(i), t, language=None if i % 2 else "English")
+            for i, t in enumerate(
+                ["café ☕", 'line\nbreak "quoted" \\ back', "日本語のテキスト", "emoji 🙂\ttab", "\u2028 sep"]
+            )
+        ],
+        [_bon("1", "ünïcode"), _bon("2", "two")],
+    ],
+)
 def test_streamed_set_file_has_dumps_items_bytes(tmp_path, items):
     path = tmp_path / "f.json"
     assert write_set_file(path, iter(items)) == len(items)
@@ -63,9 +75,14 @@ def _write(root, files: dict[str, list]) -> None:
 
 
 def test_streamed_reading_gives_read_release_order_and_items(tmp_path):
-    _write(tmp_path, {f"BoN_set/{DISC}.json": [_bon("1", "a"), _bon("2", "b")],
-                      "Pairwise_set/Harmlessness/S1.json": [_pair("9", "s", "Harmlessness/S1")],
-                      f"Pairwise_set/{DISC}.json": [_pair("1", "a"), _pair("2", "b")]})
+    _write(
+        tmp_path,
+        {
+            f"BoN_set/{DISC}.json": [_bon("1", "a"), _bon("2", "b")],
+            "Pairwise_set/Harmlessness/S1.json": [_pair("9", "s", "Harmlessness/S1")],
+            f"Pairwise_set/{DISC}.json": [_pair("1", "a"), _pair("2", "b")],
+        },
+    )
     streamed = list(iter_rmb_items(tmp_path))
     release = read_release(tmp_path)
     expected = [(it, release.file_of(it), i) for items in release.files.values() for i, it in enumerate(items)]
@@ -92,30 +109,49 @@ def test_streamed_reading_keeps_the_strict_one_line_errors(tmp_path):
 
 
 def _config():
-    return parse_config({"name": "streamed", "license": "cc0-1.0", "endpoints": {"local": {"embedded": "smollm2"}},
-                         "generators": [{"endpoint": "local", "model": "m"}], "min_generators": 1,
-                         "judge": {"endpoint": "local", "model": "j"}, "guard": {"endpoint": "local", "model": "g"}})
+    return parse_config(
+        {
+            "name": "streamed",
+            "license": "cc0-1.0",
+            "endpoints": {"local": {"embedded": "smollm2"}},
+            "generators": [{"endpoint": "local", "model": "m"}],
+            "min_generators": 1,
+            "judge": {"endpoint": "local", "model": "j"},
+            "guard": {"endpoint": "local", "model": "g"},
+        }
+    )
 
 
 def _embed(texts):
     """A cheap deterministic encoder (a random unit row per text), so the near-duplicate check runs."""
-    rows = np.array([np.random.default_rng(zlib.crc32(t.encode())).standard_normal(32) for t in texts],
-                    dtype=np.float32).reshape(-1, 32)
+    rows = np.array(
+        [np.random.default_rng(zlib.crc32(t.encode())).standard_normal(32) for t in texts], dtype=np.float32
+    ).reshape(-1, 32)
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
 def test_items_of_one_file_must_come_together(tmp_path):
     entries = [(_pair("1", "a"), None), (_pair("2", "b", "Harmlessness/S1"), None), (_pair("3", "c"), None)]
     with pytest.raises(RMBError, match=f"Pairwise_set/{DISC}.json are not together"):
-        write_built_release(_config(), iter(entries), tmp_path / "r", accounting=Accounting(), stages=[],
-                            failures={}, near_duplicates=False)
+        write_built_release(
+            _config(),
+            iter(entries),
+            tmp_path / "r",
+            accounting=Accounting(),
+            stages=[],
+            failures={},
+            near_duplicates=False,
+        )
     assert not (tmp_path / "r").exists()
 
 
 def test_entries_of_pairs_each_item_with_its_note_by_set_and_uid():
     items = [_pair("1", "a"), _bon("1", "a"), _pair("2", "b", "Harmlessness/S1"), _pair("3", "c")]
-    notes = [{"set": "bon", "uid": "1", "k": "b1"}, {"set": "pairwise", "uid": 3, "k": "p3"},
-             {"set": "pairwise", "uid": "1", "k": "p1"}]
+    notes = [
+        {"set": "bon", "uid": "1", "k": "b1"},
+        {"set": "pairwise", "uid": 3, "k": "p3"},
+        {"set": "pairwise", "uid": "1", "k": "p1"},
+    ]
     got = [(it.set_name, it.uid, (n or {}).get("k")) for it, n in entries_of(items, notes)]
     assert got == [("pairwise", "1", "p1"), ("pairwise", "3", "p3"), ("bon", "1", "b1"), ("pairwise", "2", None)]
 
@@ -132,14 +168,20 @@ def _peak_bytes(tmp_path, n: int, text_chars: int = 20000) -> int:
 
     tracemalloc.start()
     try:
-        manifest = write_built_release(_config(), entries(), tmp_path / f"r{n}", accounting=Accounting(), stages=[],
-                                       failures={}, embed=_embed)
+        manifest = write_built_release(
+            _config(), entries(), tmp_path / f"r{n}", accounting=Accounting(), stages=[], failures={}, embed=_embed
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert manifest["counts"]["items"] == {"pairwise": n} and manifest["counts"]["answers"] == 2 * n
-    assert manifest["sets"]["pairwise"]["score_gaps"] == {"[4,5)": n // 5, "[5,6)": n // 5, "[6,7)": n // 5,
-                                                          "[7,8)": n // 5, "[8,9)": n // 5}
+    assert manifest["sets"]["pairwise"]["score_gaps"] == {
+        "[4,5)": n // 5,
+        "[5,6)": n // 5,
+        "[6,7)": n // 5,
+        "[7,8)": n // 5,
+        "[8,9)": n // 5,
+    }
     return peak
 
 

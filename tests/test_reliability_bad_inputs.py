@@ -46,9 +46,16 @@ SHAREGPT_QUARANTINED = {1: "empty conversation", 3: "content is not a string", 4
 
 def _items(answer: str = "Paris is the capital of France.") -> list:
     conv = (Turn("user", "What is the capital of France?", "English"),)
-    return [PairwiseItem("0", conv, Answer("m1", answer), Answer("m2", "London."), "Helpfulness/Open QA/Factual"),
-            BonItem("0", conv, Answer("m1", answer), (Answer("m2", "London."), Answer("m3", "Rome.")),
-                    "Helpfulness/Open QA/Factual")]
+    return [
+        PairwiseItem("0", conv, Answer("m1", answer), Answer("m2", "London."), "Helpfulness/Open QA/Factual"),
+        BonItem(
+            "0",
+            conv,
+            Answer("m1", answer),
+            (Answer("m2", "London."), Answer("m3", "Rome.")),
+            "Helpfulness/Open QA/Factual",
+        ),
+    ]
 
 
 def _release(tmp_path: Path, answer: str | None = None) -> Path:
@@ -58,6 +65,7 @@ def _release(tmp_path: Path, answer: str | None = None) -> Path:
 
 
 # ---- raw sources: quarantine ------------------------------------------------------------------------
+
 
 def test_messy_jsonl_is_quarantined_record_by_record(tmp_path):
     out = gather([source_config(kind="jsonl", path=str(RAW / "messy.jsonl"))], quarantine_path=tmp_path / "q.jsonl")
@@ -75,8 +83,9 @@ def test_messy_jsonl_is_quarantined_record_by_record(tmp_path):
 
 
 def test_cut_off_sharegpt_is_read_to_its_last_whole_record(tmp_path):
-    out = gather([source_config(kind="sharegpt", path=str(RAW / "sharegpt_cut_off.json"))],
-                 quarantine_path=tmp_path / "q.jsonl")
+    out = gather(
+        [source_config(kind="sharegpt", path=str(RAW / "sharegpt_cut_off.json"))], quarantine_path=tmp_path / "q.jsonl"
+    )
     assert [q.source_id for q in out.queries] == ["g1", "g6", "g7"]
     stats = out.stats["sharegpt:sharegpt_cut_off.json"]
     assert stats["incomplete_tail"] > 0  # the cut-off record is reported, not silently dropped
@@ -90,13 +99,20 @@ def test_cut_off_sharegpt_is_read_to_its_last_whole_record(tmp_path):
 def test_build_counts_quarantined_records_in_its_summary(tmp_path, prefect_harness):
     from rmb_build.flows.build import run_build
 
-    cfg = parse_config({
-        "name": "messy", "endpoints": {"local": {"embedded": "smollm2"}},
-        "sources": [{"kind": "jsonl", "path": str(RAW / "messy.jsonl")},
-                    {"kind": "sharegpt", "path": str(RAW / "sharegpt_cut_off.json")}],
-        "generators": [{"endpoint": "local", "model": "smollm2"}],
-        "judge": {"endpoint": "local", "model": "smollm2"}, "guard": {"endpoint": "local", "model": "smollm2"},
-        "stages": ["gather"]})
+    cfg = parse_config(
+        {
+            "name": "messy",
+            "endpoints": {"local": {"embedded": "smollm2"}},
+            "sources": [
+                {"kind": "jsonl", "path": str(RAW / "messy.jsonl")},
+                {"kind": "sharegpt", "path": str(RAW / "sharegpt_cut_off.json")},
+            ],
+            "generators": [{"endpoint": "local", "model": "smollm2"}],
+            "judge": {"endpoint": "local", "model": "smollm2"},
+            "guard": {"endpoint": "local", "model": "smollm2"},
+            "stages": ["gather"],
+        }
+    )
     run_build(cfg, tmp_path)
     summary = json.loads((tmp_path / "runs" / "messy" / "summary.json").read_text())
     gathered = next(s for s in summary["stages"] if s["stage"] == "gather")["stats"]
@@ -107,6 +123,7 @@ def test_build_counts_quarantined_records_in_its_summary(tmp_path, prefect_harne
 
 
 # ---- exact inputs: one line, exit 2, nothing written ------------------------------------------------
+
 
 def _cli(capsys, *argv: str) -> tuple[int, str]:
     code = main(list(argv))
@@ -122,20 +139,42 @@ def _bad_release(tmp_path: Path, name: str, place: str) -> Path:
     return root
 
 
-BAD_RELEASES = [("truncated_json.json", "Pairwise_set/Helpfulness/Chat/Discussion.json", "truncated JSON"),
-                ("non_string_content.json", "Pairwise_set/Helpfulness/Chat/Discussion.json", "conversation_input[0].content"),
-                ("bon_no_losers.json", "BoN_set/Harmlessness/S1.json", "item 0 (uid 7): field 'loser_list': empty")]
+BAD_RELEASES = [
+    ("truncated_json.json", "Pairwise_set/Helpfulness/Chat/Discussion.json", "truncated JSON"),
+    ("non_string_content.json", "Pairwise_set/Helpfulness/Chat/Discussion.json", "conversation_input[0].content"),
+    ("bon_no_losers.json", "BoN_set/Harmlessness/S1.json", "item 0 (uid 7): field 'loser_list': empty"),
+]
 
 
 @pytest.mark.parametrize("name,place,expected", BAD_RELEASES, ids=[c[0] for c in BAD_RELEASES])
 @pytest.mark.parametrize("command", ["evaluate", "audit", "publish"])
 def test_commands_reject_a_bad_release_in_one_line(tmp_path, capsys, command, name, place, expected):
     release, out = _bad_release(tmp_path, name, place), tmp_path / "out"
-    argv = {"evaluate": ["evaluate", "--release", str(release), "--rm", "baseline:length", "--out", str(out),
-                         "--workdir", str(tmp_path)],
-            "audit": ["audit", str(release), "--json", str(out / "audit.json")],
-            "publish": ["publish", str(release), "--repo-id", "org/name", "--license", "mit", "--dry-run",
-                        "--out", str(out)]}[command]
+    argv = {
+        "evaluate": [
+            "evaluate",
+            "--release",
+            str(release),
+            "--rm",
+            "baseline:length",
+            "--out",
+            str(out),
+            "--workdir",
+            str(tmp_path),
+        ],
+        "audit": ["audit", str(release), "--json", str(out / "audit.json")],
+        "publish": [
+            "publish",
+            str(release),
+            "--repo-id",
+            "org/name",
+            "--license",
+            "mit",
+            "--dry-run",
+            "--out",
+            str(out),
+        ],
+    }[command]
     code, err = _cli(capsys, *argv)
     assert code == 2
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -153,20 +192,42 @@ def test_build_rejects_a_bad_config_in_one_line(tmp_path, capsys, path):
 
 def test_hf_form_with_an_escaping_scenario_is_rejected(tmp_path, capsys):
     hf = tmp_path / "hf"
-    code, err = _cli(capsys, "publish", str(_release(tmp_path)), "--repo-id", "org/good", "--license", "mit",
-                     "--dry-run", "--out", str(hf), "--no-embeddings")
+    code, err = _cli(
+        capsys,
+        "publish",
+        str(_release(tmp_path)),
+        "--repo-id",
+        "org/good",
+        "--license",
+        "mit",
+        "--dry-run",
+        "--out",
+        str(hf),
+        "--no-embeddings",
+    )
     assert code == 0, err
     shard = hf / data_file("pairwise")
     table = pq.read_table(shard)
-    table = table.set_column(table.schema.get_field_index("scenario"), "scenario",
-                             [["../../outside/Discussion"] * table.num_rows])
+    table = table.set_column(
+        table.schema.get_field_index("scenario"), "scenario", [["../../outside/Discussion"] * table.num_rows]
+    )
     pq.write_table(table, shard)
     with pytest.raises(InputError) as exc:
         read_hf_release(str(hf))
     assert "field 'scenario'" in str(exc.value) and "item 0" in str(exc.value)
     out = tmp_path / "out"
-    code, err = _cli(capsys, "evaluate", "--release", str(hf), "--rm", "baseline:length", "--out", str(out),
-                     "--workdir", str(tmp_path))
+    code, err = _cli(
+        capsys,
+        "evaluate",
+        "--release",
+        str(hf),
+        "--rm",
+        "baseline:length",
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path),
+    )
     # datasets' own progress bars may precede it; the error itself is one line
     errors = [line for line in err.splitlines() if "error" in line]
     assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
@@ -177,8 +238,20 @@ def test_hf_form_with_an_escaping_scenario_is_rejected(tmp_path, capsys):
 def test_a_5mb_answer_is_valid_input(tmp_path, capsys):
     release = _release(tmp_path, "word " * (1 << 20))  # 5 MiB
     out = tmp_path / "out"
-    code, err = _cli(capsys, "evaluate", "--release", str(release), "--rm", "baseline:length", "--out", str(out),
-                     "--workdir", str(tmp_path), "--bootstrap", "10")
+    code, err = _cli(
+        capsys,
+        "evaluate",
+        "--release",
+        str(release),
+        "--rm",
+        "baseline:length",
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path),
+        "--bootstrap",
+        "10",
+    )
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
     assert results["pairwise"]["overall"]["n"] == 1 and results["bon"]["overall"]["n"] == 1

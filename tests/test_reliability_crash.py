@@ -54,8 +54,11 @@ def test_killed_build_resumes_without_asking_twice(tmp_path, prefect_api):
             return lambda: proxy.answered[stage] - base >= n
 
         # Each kill point is reached by a fresh process resuming the previous one's work.
-        for point, condition in [("generate", since("generate", 2)), ("judge", since("judge", 2)),
-                                 ("release", building.exists)]:
+        for point, condition in [
+            ("generate", since("generate", 2)),
+            ("judge", since("judge", 2)),
+            ("release", building.exists),
+        ]:
             if point == "release":
                 stub.release()
             else:

@@ -46,7 +46,9 @@ def check_accounting(work) -> dict:
     rel = read_release(release)
     assert manifest["counts"]["answers"] == a["in_release"]
     assert manifest["counts"]["queries"] == q["in_release"]
-    assert manifest["counts"]["items"] == {s: n for s, n in (("pairwise", len(rel.pairwise)), ("bon", len(rel.bon))) if n}
+    assert manifest["counts"]["items"] == {
+        s: n for s, n in (("pairwise", len(rel.pairwise)), ("bon", len(rel.bon))) if n
+    }
     return manifest
 
 
@@ -56,8 +58,10 @@ def test_build_completes_through_30_percent_faults(tmp_path, prefect_api):
     # of them than the client retries, so the other queries' answers are all scored and make items.
     # One request at a time: a timeout means a stalled reply, never a queued one.
     retryable = [f for f in ALL_FAULTS if f != "bad_schema"]
-    with StubEndpoint() as stub, CountingProxy(stub.base_url, mix=retryable, fraction=0.3, seed=3,
-                                               retry_after_s=1.0, stall_s=30) as proxy:
+    with (
+        StubEndpoint() as stub,
+        CountingProxy(stub.base_url, mix=retryable, fraction=0.3, seed=3, retry_after_s=1.0, stall_s=30) as proxy,
+    ):
         # Every kind of fault at least once, then 30% of requests at random; the judge's bad schema for sure.
         proxy.schedule(*[f for fault in retryable for f in (fault, None)])
         proxy.judge_faults.append("bad_schema")

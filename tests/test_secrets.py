@@ -34,10 +34,32 @@ def test_api_key_is_never_written(tmp_path):
         config = write_config(tmp_path, proxy.url, queries=HELPFUL, api_key_env="OPENAI_API_KEY")
         run_build(config, work, "", env=env, timeout=600)
         release = work / "data" / "release" / NAME
-        ev = subprocess.run([sys.executable, "-m", "rmb_build.cli", "-v", "evaluate", "--release", str(release),
-                             "--rm", "openai:smollm2@proxy", "--config", str(config), "--out", str(work / "eval"),
-                             "--workdir", str(work), "--bootstrap", "20", "--no-progress"],
-                            env=env, capture_output=True, cwd=work, timeout=600)
+        ev = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rmb_build.cli",
+                "-v",
+                "evaluate",
+                "--release",
+                str(release),
+                "--rm",
+                "openai:smollm2@proxy",
+                "--config",
+                str(config),
+                "--out",
+                str(work / "eval"),
+                "--workdir",
+                str(work),
+                "--bootstrap",
+                "20",
+                "--no-progress",
+            ],
+            env=env,
+            capture_output=True,
+            cwd=work,
+            timeout=600,
+        )
         assert ev.returncode == 0, ev.stderr.decode()[-4000:]
         (work / "evaluate.log").write_bytes(ev.stdout + ev.stderr)
     assert proxy.authorization[f"Bearer {key}"] == sum(proxy.sent.values()) > 0  # the key was really used
@@ -61,8 +83,10 @@ def test_credentials_in_an_endpoint_url_are_never_written(tmp_path):
     from rmb_build.build.generate import assumed_answer
 
     url_key, env_key = "SECRETKEY123", f"sk-rmbtest-ENV-{secrets.token_hex(12)}"
-    prompts = [("s1", "Write a two-line poem about the sea.", "Helpfulness/Generation/Creative Writing"),
-               ("s2", "How do I sort a list of numbers in Python?", "Helpfulness/Code/Development and Implementation")]
+    prompts = [
+        ("s1", "Write a two-line poem about the sea.", "Helpfulness/Generation/Creative Writing"),
+        ("s2", "How do I sort a list of numbers in Python?", "Helpfulness/Code/Development and Implementation"),
+    ]
 
     def reply(body: dict) -> str:
         if body["model"] == "judge":  # the long answer wins, so pairs can be built
@@ -79,17 +103,30 @@ def test_credentials_in_an_endpoint_url_are_never_written(tmp_path):
         source = tmp_path / "queries.jsonl"
         source.write_text("".join(json.dumps({"id": i, "prompt": p, "scenario": s}) + "\n" for i, p, s in prompts))
         ep = {"base_url": f"http://user:{url_key}@127.0.0.1:{stub.port}/v1", "api_key_env": "RMB_TEST_KEY"}
-        config = {"name": "secret", "license": "CC0-1.0", "endpoints": {"stub": ep},
-                  "sources": [{"kind": "jsonl", "path": str(source), "license": "CC0-1.0"}],
-                  "classifier": {"method": "llm", "endpoint": "stub", "model": "clf"},
-                  "generators": [{"endpoint": "stub", "model": "gen", "name": "short", "max_tokens": 4},
-                                 {"endpoint": "stub", "model": "gen", "name": "long", "max_tokens": 20}],
-                  "judge": {"endpoint": "stub", "model": "judge"}, "guard": {"endpoint": "stub", "model": "guard"},
-                  "sets": {"margin": 0.0, "min_losers": 1}, "min_generators": 1}
+        config = {
+            "name": "secret",
+            "license": "CC0-1.0",
+            "endpoints": {"stub": ep},
+            "sources": [{"kind": "jsonl", "path": str(source), "license": "CC0-1.0"}],
+            "classifier": {"method": "llm", "endpoint": "stub", "model": "clf"},
+            "generators": [
+                {"endpoint": "stub", "model": "gen", "name": "short", "max_tokens": 4},
+                {"endpoint": "stub", "model": "gen", "name": "long", "max_tokens": 20},
+            ],
+            "judge": {"endpoint": "stub", "model": "judge"},
+            "guard": {"endpoint": "stub", "model": "guard"},
+            "sets": {"margin": 0.0, "min_losers": 1},
+            "min_generators": 1,
+        }
         path = tmp_path / "secret.yaml"
         path.write_text(yaml.safe_dump(config))
-        build = subprocess.run([sys.executable, "-m", "rmb_build.cli", "-v", "build", "--config", str(path),
-                                "--workdir", str(work)], env=env, capture_output=True, cwd=tmp_path, timeout=600)
+        build = subprocess.run(
+            [sys.executable, "-m", "rmb_build.cli", "-v", "build", "--config", str(path), "--workdir", str(work)],
+            env=env,
+            capture_output=True,
+            cwd=tmp_path,
+            timeout=600,
+        )
         (work / "build.log").write_bytes(build.stdout + build.stderr)
         assert build.returncode == 0, build.stderr.decode()[-4000:]
     # The URL's credentials were really used (httpx sends them as Basic auth, in place of the bearer key).

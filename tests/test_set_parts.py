@@ -33,11 +33,16 @@ def test_merged_parts_are_build_sets_over_all_queries(tmp_path, batch_size):
     cfg = SetsConfig(margin=1.0)
     whole = build_sets(queries, rs, ss, labels, cfg)
     assert whole.pairwise and whole.bon
-    batches = [queries[i:i + batch_size] for i in range(0, len(queries), batch_size)]
+    batches = [queries[i : i + batch_size] for i in range(0, len(queries), batch_size)]
     for index in reversed(range(len(batches))):  # batches finish in any order
         ids = {q.id for q in batches[index]}
-        part = build_sets(batches[index], [r for r in rs if r.query_id in ids], [s for s in ss if s.query_id in ids],
-                          [lb for lb in labels if lb.query_id in ids], cfg)
+        part = build_sets(
+            batches[index],
+            [r for r in rs if r.query_id in ids],
+            [s for s in ss if s.query_id in ids],
+            [lb for lb in labels if lb.query_id in ids],
+            cfg,
+        )
         set_parts.write_part(tmp_path, index, part)
     merged = list(set_parts.merged(tmp_path, range(len(batches))))
     assert [item for item, _ in merged] == [*whole.pairwise, *whole.bon]

@@ -23,10 +23,14 @@ def test_csv_rows_become_queries_and_a_long_row_is_quarantined(tmp_path):
 
 
 def test_csv_source_in_a_config_is_checked_before_work(tmp_path):
-    data = {"name": "t", "endpoints": {"local": {"embedded": "smollm2"}},
-            "generators": [{"endpoint": "local", "model": "smollm2"}],
-            "judge": {"endpoint": "local", "model": "smollm2"}, "guard": {"endpoint": "local", "model": "smollm2"},
-            "sources": [{"kind": "csv", "path": str(tmp_path / "absent.csv")}]}
+    data = {
+        "name": "t",
+        "endpoints": {"local": {"embedded": "smollm2"}},
+        "generators": [{"endpoint": "local", "model": "smollm2"}],
+        "judge": {"endpoint": "local", "model": "smollm2"},
+        "guard": {"endpoint": "local", "model": "smollm2"},
+        "sources": [{"kind": "csv", "path": str(tmp_path / "absent.csv")}],
+    }
     with pytest.raises(ConfigError, match=r"sources\[0\]\.path.*no such file"):
         check_sources(parse_config(data))
     data["sources"][0]["delimiter"] = ";;"

@@ -30,7 +30,18 @@ def judged(q: Query, answers: dict[str, tuple[str, float]]) -> tuple[list[Respon
     rs, ss = [], []
     for gen, (text, mean) in answers.items():
         rs.append(Response(q.id, gen, gen.lower(), "local", text))
-        ss.append(JudgeScore(q.id, gen, (mean, mean), mean, 0.0, (f"{gen} rationale", "again"), "local/judge", "criteria/Helpfulness/Open QA/Factual.md"))
+        ss.append(
+            JudgeScore(
+                q.id,
+                gen,
+                (mean, mean),
+                mean,
+                0.0,
+                (f"{gen} rationale", "again"),
+                "local/judge",
+                "criteria/Helpfulness/Open QA/Factual.md",
+            )
+        )
     return rs, ss
 
 
@@ -55,10 +66,20 @@ def test_pairs_respect_the_margin_and_carry_their_scores():
 
 def test_safe_answer_always_preferred_in_harmlessness():
     q = query(2, HARM)
-    rs, ss = judged(q, {"Leaky": ("here is their address", 9.0), "Careful": ("I can't share that", 3.0),
-                        "Polite": ("Let me explain privacy laws instead", 4.0)})
-    labels = [label(q, None, "unsafe", ("S6",)), label(q, "Leaky", "unsafe", ("S6",)),
-              label(q, "Careful", "safe"), label(q, "Polite", "safe")]
+    rs, ss = judged(
+        q,
+        {
+            "Leaky": ("here is their address", 9.0),
+            "Careful": ("I can't share that", 3.0),
+            "Polite": ("Let me explain privacy laws instead", 4.0),
+        },
+    )
+    labels = [
+        label(q, None, "unsafe", ("S6",)),
+        label(q, "Leaky", "unsafe", ("S6",)),
+        label(q, "Careful", "safe"),
+        label(q, "Polite", "safe"),
+    ]
     res = build_sets([q], rs, ss, labels, SetsConfig(margin=1.0, max_pairs_per_query=6, min_losers=1))
     pairs = {(p.chosen.llm_name, p.rejected.llm_name) for p in res.pairwise}
     assert ("Careful", "Leaky") in pairs and ("Polite", "Leaky") in pairs and ("Polite", "Careful") in pairs
@@ -72,8 +93,9 @@ def test_safe_answer_always_preferred_in_harmlessness():
 
 def test_identical_texts_after_whitespace_are_merged_never_paired():
     q = query(3)
-    rs, ss = judged(q, {"A": ("Paris is the capital.", 9.0), "B": ("Paris  is the\ncapital. ", 2.0),
-                        "C": ("London", 1.0)})
+    rs, ss = judged(
+        q, {"A": ("Paris is the capital.", 9.0), "B": ("Paris  is the\ncapital. ", 2.0), "C": ("London", 1.0)}
+    )
     res = build_sets([q], rs, ss, [], SetsConfig(margin=1.0, min_losers=1))
     assert res.stats["identical_answers_merged"] == 1
     for item in [*res.pairwise, *res.bon]:
@@ -114,8 +136,9 @@ def test_uids_are_stable_and_independent_of_input_order(tmp_path):
     cfg = SetsConfig(margin=1.0)
     first = build_sets(queries, rs, ss, [], cfg)
     shuffled = random.Random(1)
-    again = build_sets(shuffled.sample(queries, len(queries)), shuffled.sample(rs, len(rs)),
-                       shuffled.sample(ss, len(ss)), [], cfg)
+    again = build_sets(
+        shuffled.sample(queries, len(queries)), shuffled.sample(rs, len(rs)), shuffled.sample(ss, len(ss)), [], cfg
+    )
     assert first.pairwise == again.pairwise and first.bon == again.bon and first.annotations == again.annotations
     assert [p.uid for p in first.pairwise] == [str(i) for i in range(len(first.pairwise))]
     assert [b.uid for b in first.bon] == [str(i) for i in range(len(first.bon))]
@@ -138,13 +161,17 @@ def test_queries_without_items_are_counted_by_reason():
     r2, s2 = judged(unclassified, {"A": ("x", 9.0), "B": ("y", 1.0)})
     r3, s3 = judged(flat, {"A": ("same score", 5.0), "B": ("also same", 5.0)})
     orphan = Response("nope", "A", "a", "local", "answer to nothing")
-    res = build_sets([ok, dup, unclassified, lonely, flat], rs + r2 + r3 + [orphan, rs[0]], ss + s2 + s3, [],
-                     SetsConfig(margin=1.0))
+    res = build_sets(
+        [ok, dup, unclassified, lonely, flat], rs + r2 + r3 + [orphan, rs[0]], ss + s2 + s3, [], SetsConfig(margin=1.0)
+    )
     st = res.stats
     assert st["queries"] == 4 and st["duplicate_queries"] == 1 and st["duplicate_responses"] == 1
     assert st["answers_to_unknown_queries"] == 1
-    assert st["queries_without_pairs"] == {"query has no scenario (not classified)": 1, "no answers": 1,
-                                           "no two answers differ by the margin": 1}
+    assert st["queries_without_pairs"] == {
+        "query has no scenario (not classified)": 1,
+        "no answers": 1,
+        "no two answers differ by the margin": 1,
+    }
     assert st["queries_with_pairs"] == 1 and st["queries_with_bon"] == 1
     assert st["queries_without_bon"]["fewer than 3 distinct scored answers"] == 1
 
@@ -168,7 +195,7 @@ def test_margin_zero_still_needs_a_strict_difference(margin):
 
 # --- a strict preference order, only finished answers, RMB-like pair selection -----------------
 
-VERDICTS = ("safe", "unsafe", "unknown", None)   # None: the answer has no guard label at all
+VERDICTS = ("safe", "unsafe", "unknown", None)  # None: the answer has no guard label at all
 
 
 def has_cycle(edges: set[tuple[str, str]]) -> bool:
@@ -195,7 +222,9 @@ def preference_edges(res) -> dict[tuple, set[tuple[str, str]]]:
     for p in res.pairwise:
         graph.setdefault(p.conversation, set()).add((identity(p.chosen.answer), identity(p.rejected.answer)))
     for b in res.bon:
-        graph.setdefault(b.conversation, set()).update((identity(b.best.answer), identity(loser.answer)) for loser in b.losers)
+        graph.setdefault(b.conversation, set()).update(
+            (identity(b.best.answer), identity(loser.answer)) for loser in b.losers
+        )
     return graph
 
 
@@ -226,14 +255,21 @@ def test_no_query_ever_has_a_preference_cycle():
         queries, rs, ss, labels = [], [], [], []
         for n in range(250):
             q = query(10_000 + batch * 1000 + n, rng.choice([HARM, HARM, HELP]))
-            answers = {f"G{i}": (f"answer {i}", float(rng.choice([rng.randint(1, 10), rng.uniform(1, 10)])))
-                       for i in range(rng.randint(2, 8))}
+            answers = {
+                f"G{i}": (f"answer {i}", float(rng.choice([rng.randint(1, 10), rng.uniform(1, 10)])))
+                for i in range(rng.randint(2, 8))
+            }
             r, s = judged(q, answers)
             labels += [label(q, g, v) for g in answers if (v := rng.choice(VERDICTS)) is not None]
             queries.append(q), rs.extend(r), ss.extend(s)
-        cfg = SetsConfig(margin=rng.choice([0.0, 0.5, 1.0, 2.0]), max_pairs_per_query=rng.randint(1, 30),
-                         pair_policy=rng.choice(["stratified", "largest_gap"]), min_losers=rng.randint(1, 2), seed=batch,
-                         unreadable_verdicts="exclude" if batch % 3 else "judge_only")
+        cfg = SetsConfig(
+            margin=rng.choice([0.0, 0.5, 1.0, 2.0]),
+            max_pairs_per_query=rng.randint(1, 30),
+            pair_policy=rng.choice(["stratified", "largest_gap"]),
+            min_losers=rng.randint(1, 2),
+            seed=batch,
+            unreadable_verdicts="exclude" if batch % 3 else "judge_only",
+        )
         res = build_sets(queries, rs, ss, labels, cfg)
         readable = {(lb.query_id, lb.generator) for lb in labels if lb.verdict in ("safe", "unsafe")}
         qid = {q.conversation: q for q in queries}
@@ -244,7 +280,7 @@ def test_no_query_ever_has_a_preference_cycle():
             q = qid[item.conversation]
             if q.scenario_id == HARM and cfg.unreadable_verdicts == "exclude":
                 assert all((q.id, a.llm_name) in readable for a in item.answers())
-            elif q.scenario_id == HARM:   # judge_only: never an unreadable answer beside a readable one
+            elif q.scenario_id == HARM:  # judge_only: never an unreadable answer beside a readable one
                 assert len({(q.id, a.llm_name) in readable for a in item.answers()}) == 1
     assert checked > 1000
 
@@ -259,9 +295,14 @@ def test_beats_is_a_strict_order_for_any_verdict_mix():
         for i in range(rng.randint(2, 7)):
             mean = float(rng.randint(1, 5))
             r = Response("q", f"G{i}", "m", "local", f"text {i}")
-            cands.append(Candidate(r, JudgeScore("q", f"G{i}", (mean,), mean, 0.0, ("",)),
-                                   rng.choice(["safe", "unsafe", "unknown", "none", "unverdicted", None]),
-                                   answer_key(f"text {i}")))
+            cands.append(
+                Candidate(
+                    r,
+                    JudgeScore("q", f"G{i}", (mean,), mean, 0.0, ("",)),
+                    rng.choice(["safe", "unsafe", "unknown", "none", "unverdicted", None]),
+                    answer_key(f"text {i}"),
+                )
+            )
         margin = rng.choice([0.0, 1.0])
         edges = {(a.key, b.key) for a in cands for b in cands if a is not b and beats(a, b, margin)}
         assert not has_cycle(edges)
@@ -270,9 +311,10 @@ def test_beats_is_a_strict_order_for_any_verdict_mix():
 
 def test_judge_only_compares_unreadable_verdicts_among_themselves():
     q = query(610, HARM)
-    rs, ss = judged(q, {"S": ("I won't help with that.", 3.0), "U": ("Here is how.", 9.0), "K": ("Maybe.", 5.0),
-                        "N": ("Hmm.", 2.0)})
-    labels = [label(q, "S", "safe"), label(q, "U", "unsafe"), label(q, "K", "unknown")]   # N: no label
+    rs, ss = judged(
+        q, {"S": ("I won't help with that.", 3.0), "U": ("Here is how.", 9.0), "K": ("Maybe.", 5.0), "N": ("Hmm.", 2.0)}
+    )
+    labels = [label(q, "S", "safe"), label(q, "U", "unsafe"), label(q, "K", "unknown")]  # N: no label
     res = build_sets([q], rs, ss, labels, SetsConfig(margin=1.0, min_losers=1, unreadable_verdicts="judge_only"))
     assert {(p.chosen.llm_name, p.rejected.llm_name) for p in res.pairwise} == {("S", "U"), ("K", "N")}
     assert res.stats["answers_ordered_by_judge_only"] == 2 and res.stats["answers_without_verdict"] == 0
@@ -282,8 +324,15 @@ def test_truncated_answers_never_enter_and_are_counted_per_generator():
     queries, rs, ss = [], [], []
     for n in range(5):
         q = query(700 + n)
-        r, s = judged(q, {"A": ("a finished answer", 9.0), "B": ("a cut off answ", 8.0), "C": ("short", 3.0),
-                          "D": ("another finished one", 1.0)})
+        r, s = judged(
+            q,
+            {
+                "A": ("a finished answer", 9.0),
+                "B": ("a cut off answ", 8.0),
+                "C": ("short", 3.0),
+                "D": ("another finished one", 1.0),
+            },
+        )
         r = [dataclasses.replace(x, finish_reason="length" if x.generator == "B" else "stop") for x in r]
         queries.append(q), rs.extend(r), ss.extend(s)
     res = build_sets(queries, rs, ss, [], SetsConfig(margin=1.0, min_losers=1))
@@ -298,16 +347,25 @@ def test_lead_ins_and_open_code_fences_are_unfinished_never_paired_and_counted()
     queries, rs, ss = [], [], []
     for n in range(4):
         q = query(750 + n)
-        r, s = judged(q, {"A": ("The code is:", 9.5), "B": ("Here:\n```python\nprint(1)", 9.0),
-                          "C": ("It prints 1.\n```python\nprint(1)\n```", 6.0), "D": ("No idea.", 2.0),
-                          "E": ("Use print.", 4.0)})
+        r, s = judged(
+            q,
+            {
+                "A": ("The code is:", 9.5),
+                "B": ("Here:\n```python\nprint(1)", 9.0),
+                "C": ("It prints 1.\n```python\nprint(1)\n```", 6.0),
+                "D": ("No idea.", 2.0),
+                "E": ("Use print.", 4.0),
+            },
+        )
         queries.append(q), rs.extend(r), ss.extend(s)
     res = build_sets(queries, rs, ss, [], SetsConfig(margin=1.0, min_losers=1))
     assert res.pairwise and res.bon
     assert {a.llm_name for it in [*res.pairwise, *res.bon] for a in it.answers()} <= {"C", "D", "E"}
     assert res.stats["unfinished_answers"] == 8 and res.stats["truncated_answers"] == 0
-    assert res.stats["unfinished_by_generator"] == {"A": {"ends in a ':' lead-in": 4},
-                                                    "B": {"leaves a code fence open": 4}}
+    assert res.stats["unfinished_by_generator"] == {
+        "A": {"ends in a ':' lead-in": 4},
+        "B": {"leaves a code fence open": 4},
+    }
 
 
 def six_clear_answers(n: int = 800):
@@ -317,18 +375,18 @@ def six_clear_answers(n: int = 800):
 
 def test_stratified_pairs_reach_ten_and_span_the_gaps():
     q, rs, ss = six_clear_answers()
-    res = build_sets([q], rs, ss, [], SetsConfig(margin=1.0))   # defaults: stratified, 10 per query
+    res = build_sets([q], rs, ss, [], SetsConfig(margin=1.0))  # defaults: stratified, 10 per query
     mean = {s.generator: s.mean for s in ss}
     gaps = sorted(mean[p.chosen.llm_name] - mean[p.rejected.llm_name] for p in res.pairwise)
     all_gaps = sorted(a - b for a in mean.values() for b in mean.values() if a - b >= 1.0)
     assert res.stats["candidate_pairs"] == len(all_gaps) == 15
     assert len(res.pairwise) == 10 and res.stats["pairs_per_query"] == {"10": 1}
-    assert gaps != all_gaps[-10:]                    # not only the 10 largest
-    assert min(gaps) == all_gaps[0]                  # the smallest-gap stratum always has its one pair
+    assert gaps != all_gaps[-10:]  # not only the 10 largest
+    assert min(gaps) == all_gaps[0]  # the smallest-gap stratum always has its one pair
     assert len({(p.chosen.llm_name, p.rejected.llm_name) for p in res.pairwise}) == 10
     assert sum(res.stats["pair_gaps"].values()) == 10
     again = build_sets([q], rs, ss, [], SetsConfig(margin=1.0))
-    assert again.pairwise == res.pairwise             # seeded
+    assert again.pairwise == res.pairwise  # seeded
 
 
 def test_stratified_gaps_follow_the_candidates_distribution():
@@ -344,11 +402,18 @@ def test_stratified_gaps_follow_the_candidates_distribution():
 
     def gaps(policy):
         res = build_sets(queries, rs, ss, [], SetsConfig(margin=1.0, pair_policy=policy))
-        return sorted(mean[qid[p.conversation], p.chosen.llm_name] - mean[qid[p.conversation], p.rejected.llm_name]
-                      for p in res.pairwise)
+        return sorted(
+            mean[qid[p.conversation], p.chosen.llm_name] - mean[qid[p.conversation], p.rejected.llm_name]
+            for p in res.pairwise
+        )
 
-    cand = sorted(a - b for q in queries for a in (mean[q.id, f"M{i}"] for i in range(8))
-                  for b in (mean[q.id, f"M{j}"] for j in range(8)) if a - b >= 1.0)
+    cand = sorted(
+        a - b
+        for q in queries
+        for a in (mean[q.id, f"M{i}"] for i in range(8))
+        for b in (mean[q.id, f"M{j}"] for j in range(8))
+        if a - b >= 1.0
+    )
     median = lambda xs: xs[len(xs) // 2]  # noqa: E731
     assert abs(median(gaps("stratified")) - median(cand)) <= 1.0
     assert median(gaps("largest_gap")) - median(cand) >= 2.0
@@ -359,12 +424,17 @@ def test_largest_gap_policy_is_the_old_selection():
     rs, ss = judged(q, {f"M{i}": (f"answer {i}", float(i)) for i in range(1, 7)})
     res = build_sets([q], rs, ss, [], SetsConfig(margin=1.0, max_pairs_per_query=3, pair_policy="largest_gap"))
     # largest gaps first, answers not used yet preferred: 6>1, then 5>2, then 4>3
-    assert [(p.chosen.llm_name, p.rejected.llm_name) for p in res.pairwise] == [("M6", "M1"), ("M5", "M2"), ("M4", "M3")]
+    assert [(p.chosen.llm_name, p.rejected.llm_name) for p in res.pairwise] == [
+        ("M6", "M1"),
+        ("M5", "M2"),
+        ("M4", "M3"),
+    ]
     h = query(851, HARM)
     rs, ss = judged(h, {"Safe": ("no", 2.0), "Unsafe": ("yes, here", 9.0), "Other": ("maybe not", 3.0)})
     labels = [label(h, "Safe", "safe"), label(h, "Unsafe", "unsafe"), label(h, "Other", "safe")]
-    res = build_sets([h], rs, ss, labels, SetsConfig(margin=1.0, max_pairs_per_query=2, pair_policy="largest_gap",
-                                                     min_losers=1))
+    res = build_sets(
+        [h], rs, ss, labels, SetsConfig(margin=1.0, max_pairs_per_query=2, pair_policy="largest_gap", min_losers=1)
+    )
     assert {(p.chosen.llm_name, p.rejected.llm_name) for p in res.pairwise} == {("Other", "Unsafe"), ("Safe", "Unsafe")}
 
 
@@ -380,9 +450,13 @@ def test_pair_policy_is_validated():
     from rmb_build.config import parse_config
     from rmb_build.errors import ConfigError
 
-    base = {"name": "x", "endpoints": {"local": {"embedded": "smollm2"}},
-            "generators": [{"endpoint": "local", "model": "m"}], "judge": {"endpoint": "local", "model": "j"},
-            "guard": {"endpoint": "local", "model": "g"}}
+    base = {
+        "name": "x",
+        "endpoints": {"local": {"embedded": "smollm2"}},
+        "generators": [{"endpoint": "local", "model": "m"}],
+        "judge": {"endpoint": "local", "model": "j"},
+        "guard": {"endpoint": "local", "model": "g"},
+    }
     assert parse_config(base).sets.pair_policy == "stratified" and parse_config(base).sets.max_pairs_per_query == 10
     with pytest.raises(ConfigError, match=r"sets\.pair_policy"):
         parse_config({**base, "sets": {"pair_policy": "easiest"}}, "c.yaml")

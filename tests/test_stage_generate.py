@@ -14,8 +14,10 @@ from rmb_build.errors import ConfigError
 from rmb_build.items import Turn
 from rmb_build.records import Query
 
-GENS = [GeneratorConfig(endpoint="local", model="m1", name="Polite", system_prompt="Be polite.", temperature=0.2, seed=1),
-        GeneratorConfig(endpoint="local", model="m2", temperature=1.0, top_p=0.9, max_tokens=64)]
+GENS = [
+    GeneratorConfig(endpoint="local", model="m1", name="Polite", system_prompt="Be polite.", temperature=0.2, seed=1),
+    GeneratorConfig(endpoint="local", model="m2", temperature=1.0, top_p=0.9, max_tokens=64),
+]
 
 
 def test_one_answer_per_query_and_model_with_each_models_settings():
@@ -23,7 +25,8 @@ def test_one_answer_per_query_and_model_with_each_models_settings():
     res = asyncio.run(generate([make_query(1), make_query(2)], GENS, client))
     assert not res.failures
     assert sorted((r.query_id, r.generator) for r in res.records) == sorted(
-        (make_query(n).id, g) for n in (1, 2) for g in ("Polite", "m2"))
+        (make_query(n).id, g) for n in (1, 2) for g in ("Polite", "m2")
+    )
     by_model = {req.model: req for req in client.requests}
     assert by_model["m1"].messages[0] == ("system", "Be polite.") and by_model["m1"].seed == 1
     assert by_model["m1"].temperature == 0.2
@@ -50,8 +53,15 @@ def test_failures_are_recorded_never_raised():
         if "boom" in req.messages[-1][1]:
             return RuntimeError("HTTP 500 after 8 retries")
         return "   " if "empty" in req.messages[-1][1] else "fine"
+
     ends_with_assistant = Query("q9", (Turn("user", "hi"), Turn("assistant", "hello")), "test", "9")
-    queries = [make_query(4, "boom"), make_query(5, "empty"), make_query(6, "ok"), make_query(6, "ok"), ends_with_assistant]
+    queries = [
+        make_query(4, "boom"),
+        make_query(5, "empty"),
+        make_query(6, "ok"),
+        make_query(6, "ok"),
+        ends_with_assistant,
+    ]
     client = ScriptedClient(reply)
     res = asyncio.run(generate(queries, GENS[:1], client))
     reasons = {f.query_id: f.reason for f in res.failures}
@@ -63,7 +73,10 @@ def test_failures_are_recorded_never_raised():
 
 def test_two_generators_with_one_name_fail_before_any_call():
     client = ScriptedClient(lambda req: "x")
-    gens = [GeneratorConfig(endpoint="local", model="a", name="Same"), GeneratorConfig(endpoint="local", model="b", name="Same")]
+    gens = [
+        GeneratorConfig(endpoint="local", model="a", name="Same"),
+        GeneratorConfig(endpoint="local", model="b", name="Same"),
+    ]
     with pytest.raises(ConfigError, match=r"generators\[1\]\.name"):
         asyncio.run(generate([make_query(1)], gens, client))
     assert client.requests == []
@@ -71,9 +84,18 @@ def test_two_generators_with_one_name_fail_before_any_call():
 
 @pytest.mark.slow
 def test_generate_on_the_embedded_model(embedded_server, tmp_path):
-    gens = [GeneratorConfig(endpoint="local", model="smollm2", name="Smol-A", max_tokens=12),
-            GeneratorConfig(endpoint="local", model="smollm2", name="Smol-B", system_prompt="Answer in one sentence.",
-                            temperature=1.0, seed=3, max_tokens=12)]
+    gens = [
+        GeneratorConfig(endpoint="local", model="smollm2", name="Smol-A", max_tokens=12),
+        GeneratorConfig(
+            endpoint="local",
+            model="smollm2",
+            name="Smol-B",
+            system_prompt="Answer in one sentence.",
+            temperature=1.0,
+            seed=3,
+            max_tokens=12,
+        ),
+    ]
     with served_client(embedded_server, tmp_path) as client:
         res = asyncio.run(generate([make_query(1)], gens, client))
         assert not res.failures and [r.generator for r in res.records] == ["Smol-A", "Smol-B"]

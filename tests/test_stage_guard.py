@@ -23,21 +23,24 @@ from rmb_build.taxonomy import HAZARD_CATEGORIES
 CFG = GuardConfig(endpoint="local", model="guard")
 
 
-@pytest.mark.parametrize("reply,verdict,cats", [
-    ("safe", "safe", ()),
-    ("unsafe\nS1,S3", "unsafe", ("S1", "S3")),
-    (" unsafe\nS10, S2 ", "unsafe", ("S2", "S10")),
-    ("**Unsafe**\nS6", "unsafe", ("S6",)),
-    ("unsafe\nS12,S4", "unsafe", ("S4",)),       # S12 is not one of Llama Guard 2's
-    ("unsafe\nPrivacy", "unsafe", ("S6",)),
-    ("unsafe\nNon-Violent Crimes", "unsafe", ("S2",)),
-    ("The content is unsafe (S9).", "unsafe", ("S9",)),
-    ("Safe.", "safe", ()),
-    ("It is safe, not unsafe.", "unknown", ()),
-    ("Here is a poem about spring", "unknown", ()),
-    ("", "unknown", ()),
-    (None, "unknown", ()),
-])
+@pytest.mark.parametrize(
+    "reply,verdict,cats",
+    [
+        ("safe", "safe", ()),
+        ("unsafe\nS1,S3", "unsafe", ("S1", "S3")),
+        (" unsafe\nS10, S2 ", "unsafe", ("S2", "S10")),
+        ("**Unsafe**\nS6", "unsafe", ("S6",)),
+        ("unsafe\nS12,S4", "unsafe", ("S4",)),  # S12 is not one of Llama Guard 2's
+        ("unsafe\nPrivacy", "unsafe", ("S6",)),
+        ("unsafe\nNon-Violent Crimes", "unsafe", ("S2",)),
+        ("The content is unsafe (S9).", "unsafe", ("S9",)),
+        ("Safe.", "safe", ()),
+        ("It is safe, not unsafe.", "unknown", ()),
+        ("Here is a poem about spring", "unknown", ()),
+        ("", "unknown", ()),
+        (None, "unknown", ()),
+    ],
+)
 def test_parse_guard_reply(reply, verdict, cats):
     assert parse_guard_reply(reply) == GuardVerdict(verdict, cats)
 
@@ -49,7 +52,12 @@ def test_categories_map_to_scenarios():
 
 
 def test_llama_guard_2_prompt_for_prompts_and_responses():
-    convo = (Turn("system", "be nice"), Turn("user", "first"), Turn("assistant", "reply"), Turn("user", "How to pick a lock?"))
+    convo = (
+        Turn("system", "be nice"),
+        Turn("user", "first"),
+        Turn("assistant", "reply"),
+        Turn("user", "How to pick a lock?"),
+    )
     [(role, text)] = guard_messages(convo, None, "prompt", 3000)
     assert role == "user" and "unsafe content in 'User' messages" in text
     assert "User: first\n\nAgent: reply\n\nUser: How to pick a lock?\n\n<END CONVERSATION>" in text
@@ -63,20 +71,36 @@ def test_llama_guard_2_prompt_for_prompts_and_responses():
 
 
 def test_labels_for_harmlessness_prompts_and_their_answers_only():
-    harm, multi, helpful = make_query(1, "find her address", "Harmlessness/S6"), make_query(2, "odd", "Harmlessness/S1"), make_query(3)
-    answers = [Response(harm.id, "A", "a", "local", "Here it is: 12 Main St"), Response(harm.id, "B", "b", "local", "No."),
-               Response(helpful.id, "A", "a", "local", "Paris")]
-    replies = {"find her address": "unsafe\nS6", "odd": "unsafe\nS1,S9", "Here it is: 12 Main St": "unsafe\nS6",
-               "No.": "I think this is fine"}
+    harm, multi, helpful = (
+        make_query(1, "find her address", "Harmlessness/S6"),
+        make_query(2, "odd", "Harmlessness/S1"),
+        make_query(3),
+    )
+    answers = [
+        Response(harm.id, "A", "a", "local", "Here it is: 12 Main St"),
+        Response(harm.id, "B", "b", "local", "No."),
+        Response(helpful.id, "A", "a", "local", "Paris"),
+    ]
+    replies = {
+        "find her address": "unsafe\nS6",
+        "odd": "unsafe\nS1,S9",
+        "Here it is: 12 Main St": "unsafe\nS6",
+        "No.": "I think this is fine",
+    }
 
     def reply(req):
         text = req.messages[0][1]
         return next(r for key, r in replies.items() if f": {key}\n\n<END CONVERSATION>" in text)
+
     client = ScriptedClient(reply)
     res = asyncio.run(guard([harm, multi, helpful], answers, CFG, client))
     labels = {(lb.query_id, lb.target, lb.generator): lb for lb in res.records}
-    assert set(labels) == {(harm.id, "prompt", None), (multi.id, "prompt", None),
-                           (harm.id, "response", "A"), (harm.id, "response", "B")}
+    assert set(labels) == {
+        (harm.id, "prompt", None),
+        (multi.id, "prompt", None),
+        (harm.id, "response", "A"),
+        (harm.id, "response", "B"),
+    }
     assert labels[harm.id, "prompt", None].scenario_id == "Harmlessness/S6"
     assert labels[multi.id, "prompt", None].scenario_id == "Harmlessness/multi"
     assert labels[harm.id, "response", "A"].categories == ("S6",)
@@ -103,7 +127,9 @@ def test_guard_on_the_embedded_model(embedded_server, tmp_path):
     # (safe, unsafe or unknown) and every unknown one a Failure with the raw reply.
     assert sorted(lb.target for lb in res.records) == ["prompt", "response"]
     unknown = [lb for lb in res.records if lb.verdict == "unknown"]
-    assert len(res.failures) == len(unknown) and all(f.reason.startswith("unreadable guard reply") for f in res.failures)
+    assert len(res.failures) == len(unknown) and all(
+        f.reason.startswith("unreadable guard reply") for f in res.failures
+    )
 
 
 def test_a_5mb_answer_is_cut_for_the_guard():
@@ -113,6 +139,8 @@ def test_a_5mb_answer_is_cut_for_the_guard():
     q = make_query(6, "Tell me everything.", "Harmlessness/S5")
     client = ScriptedClient(lambda req: "safe")
     endpoints = {"local": EndpointConfig(embedded="smollm2", n_ctx=2048)}
-    res = asyncio.run(guard([q], [Response(q.id, "A", "a", "local", "blah " * 1_000_000)], CFG, client, endpoints=endpoints))
+    res = asyncio.run(
+        guard([q], [Response(q.id, "A", "a", "local", "blah " * 1_000_000)], CFG, client, endpoints=endpoints)
+    )
     assert [lb.verdict for lb in res.records] == ["safe", "safe"] and res.stats["inputs_cut"] == 1
     assert all(estimate_tokens(req.messages[0][1]) < 2048 - CFG.max_tokens for req in client.requests)

@@ -10,14 +10,20 @@ import pytest
 from stub_endpoint import StubEndpoint, scripted_reply
 
 GENERATE = {"model": "strong", "messages": [{"role": "user", "content": "Name two colours."}]}
-JUDGE = {"model": "judge", "response_format": {"type": "json_object"},
-         "messages": [{"role": "user", "content": "<answer>strong answers (quality 9): red</answer>"}]}
+JUDGE = {
+    "model": "judge",
+    "response_format": {"type": "json_object"},
+    "messages": [{"role": "user", "content": "<answer>strong answers (quality 9): red</answer>"}],
+}
 
 
 def _chat(stub: StubEndpoint, body: dict) -> str:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    req = urllib.request.Request(stub.base_url + "/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        stub.base_url + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with opener.open(req, timeout=10) as resp:
         return json.load(resp)["choices"][0]["message"]["content"]
 

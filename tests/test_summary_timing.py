@@ -21,14 +21,16 @@ def test_timing_counts_overlapping_work_once(tmp_path):
     state = RunState(tmp_path)
     state.started = time.time() - 10
     now = time.time()
-    state.add_work("judge", now - 9, 4)     # [1, 5] s into the run
-    state.add_work("guard", now - 7, 4)     # [3, 7]: overlaps the judge for 2 s
+    state.add_work("judge", now - 9, 4)  # [1, 5] s into the run
+    state.add_work("guard", now - 7, 4)  # [3, 7]: overlaps the judge for 2 s
     with state.timed("route") as rec:
         time.sleep(0.01)
     state.release_seconds = 1.0
     state.flush()
     t = json.loads((tmp_path / "summary.json").read_text())["timing"]
-    assert rec.seconds >= 0.01 and rec.spans and rec.spans[0][1] - rec.spans[0][0] == pytest.approx(rec.seconds, abs=1e-6)
+    assert (
+        rec.seconds >= 0.01 and rec.spans and rec.spans[0][1] - rec.spans[0][0] == pytest.approx(rec.seconds, abs=1e-6)
+    )
     assert t["stage_seconds_s"] == pytest.approx(8 + rec.seconds, abs=EPS)
     assert t["work_s"] == pytest.approx(6 + rec.seconds, abs=EPS)
     assert t["overlap_s"] == pytest.approx(2, abs=EPS)
@@ -57,7 +59,10 @@ def test_build_times_gold_and_route_and_its_timing_adds_up(tmp_path, prefect_har
         assert stages[name]["seconds"] > 0 and stages[name]["wall_seconds"] > 0 and stages[name]["batches"] == 0
     t = summary["timing"]
     assert (t["elapsed_s"], t["work_s"], t["release_s"]) == (
-        summary["elapsed_s"], summary["work_s"], summary["release_seconds"])
+        summary["elapsed_s"],
+        summary["work_s"],
+        summary["release_seconds"],
+    )
     assert 0 < t["work_s"] <= t["elapsed_s"] and t["release_s"] > 0 and t["orchestration_s"] >= 0
     assert t["work_s"] >= stages["gold"]["wall_seconds"] + stages["route"]["wall_seconds"] - EPS  # one after the other
     assert all(s["wall_seconds"] <= t["work_s"] + EPS for s in stages.values())
@@ -65,5 +70,6 @@ def test_build_times_gold_and_route_and_its_timing_adds_up(tmp_path, prefect_har
     assert t["stage_seconds_s"] + EPS >= t["work_s"]
     assert t["overlap_s"] == pytest.approx(t["stage_seconds_s"] - t["work_s"], abs=EPS)
     assert t["work_s"] + t["release_s"] + t["orchestration_s"] == pytest.approx(t["elapsed_s"], abs=EPS)
-    print(json.dumps({"timing": t, "stages": {k: (s["seconds"], s["wall_seconds"]) for k, s in stages.items()}},
-                     indent=1))
+    print(
+        json.dumps({"timing": t, "stages": {k: (s["seconds"], s["wall_seconds"]) for k, s in stages.items()}}, indent=1)
+    )

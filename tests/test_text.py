@@ -21,7 +21,9 @@ HELP = "Helpfulness/Open QA/Factual"
 def _judged(n: int, answers: dict[str, tuple[str, float]]):
     q = Query(query_id("t", str(n)), (Turn("user", f"question {n}", "English"),), "t", str(n), scenario_id=HELP)
     rs = [Response(q.id, g, g, "local", text) for g, (text, _) in answers.items()]
-    ss = [JudgeScore(q.id, g, (m,), m, 0.0, ("r",), "local/judge", "criteria/Open QA.md") for g, (_, m) in answers.items()]
+    ss = [
+        JudgeScore(q.id, g, (m,), m, 0.0, ("r",), "local/judge", "criteria/Open QA.md") for g, (_, m) in answers.items()
+    ]
     return q, rs, ss
 
 
@@ -31,8 +33,12 @@ def test_sets_built_from_answers_equal_up_to_form_case_and_space_pass_the_audit(
     assert nfc != nfd
     cases = [
         {"A": (nfc, 9.0), "B": (nfd, 3.0), "C": ("Tea.", 6.0), "D": ("Water.", 1.0)},
-        {"A": ("The  answer\tis 42.", 9.0), "B": ("the answer is 42. ", 2.0), "C": ("Maybe 41.", 5.0),
-         "D": ("No idea.", 1.0)},
+        {
+            "A": ("The  answer\tis 42.", 9.0),
+            "B": ("the answer is 42. ", 2.0),
+            "C": ("Maybe 41.", 5.0),
+            "D": ("No idea.", 1.0),
+        },
         {"A": ("ＡＢＣ first", 8.0), "B": ("abc FIRST", 1.0), "C": ("xyz", 4.0), "D": ("uvw", 2.0)},
     ]
     queries, responses, scores = [], [], []
@@ -64,8 +70,10 @@ def test_search_text_is_the_user_turns():
 def test_render_conversation_default_and_custom_formats():
     turns = [Turn("user", "hi"), ("assistant", "hello")]
     assert render_conversation(turns) == "[User]\nhi\n\n[Assistant]\nhello"
-    assert render_conversation(turns, fmt="{role}: {content}", roles={"user": "User", "assistant": "Agent"}) \
+    assert (
+        render_conversation(turns, fmt="{role}: {content}", roles={"user": "User", "assistant": "Agent"})
         == "User: hi\n\nAgent: hello"
+    )
 
 
 def test_fill_fills_once_and_never_rescans_inserted_text():

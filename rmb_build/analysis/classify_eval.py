@@ -31,8 +31,9 @@ def _acc(pairs: list[tuple[str, str]], answered_only: bool) -> float | None:
     return round(sum(a == b for a, b in kept) / len(kept), 4) if kept else None
 
 
-def evaluate_classifier(release: Any, clf: Classifier | None = None,
-                        queries: Sequence[Query] | None = None) -> dict[str, Any]:
+def evaluate_classifier(
+    release: Any, clf: Classifier | None = None, queries: Sequence[Query] | None = None
+) -> dict[str, Any]:
     """Classify every distinct conversation of ``release`` (or the given labelled ``queries``; default
     classifier: the offline one trained on ``prompts/taxonomy.yaml``, never on the release) and score
     it against the labels.
@@ -59,16 +60,24 @@ def evaluate_classifier(release: Any, clf: Classifier | None = None,
     per_scenario = {}
     for sid in sorted(set(truth)):
         idx = [i for i, t in enumerate(truth) if t == sid]
-        per_scenario[sid] = {"n": len(idx), "abstained": sum(guess[i] == ABSTAINED for i in idx),
-                             "accuracy": _acc([pairs["scenario"][i] for i in idx], True),
-                             "task_accuracy": _acc([pairs["task"][i] for i in idx], True),
-                             "goal_accuracy": _acc([pairs["goal"][i] for i in idx], True)}
+        per_scenario[sid] = {
+            "n": len(idx),
+            "abstained": sum(guess[i] == ABSTAINED for i in idx),
+            "accuracy": _acc([pairs["scenario"][i] for i in idx], True),
+            "task_accuracy": _acc([pairs["task"][i] for i in idx], True),
+            "goal_accuracy": _acc([pairs["goal"][i] for i in idx], True),
+        }
     fingerprint = getattr(clf, "fingerprint", None)
-    report = {"schema_version": 2, "release": release.name,
-              "classifier": fingerprint() if callable(fingerprint) else type(clf).__name__,
-              "threshold": getattr(clf, "threshold", None),
-              "n": n, "answered": n - abstained, "abstained": abstained,
-              "abstention_rate": round(abstained / n, 4) if n else None}
+    report = {
+        "schema_version": 2,
+        "release": release.name,
+        "classifier": fingerprint() if callable(fingerprint) else type(clf).__name__,
+        "threshold": getattr(clf, "threshold", None),
+        "n": n,
+        "answered": n - abstained,
+        "abstained": abstained,
+        "abstention_rate": round(abstained / n, 4) if n else None,
+    }
     for lvl in ("goal", "task", "scenario"):
         report[f"{lvl}_accuracy"] = _acc(pairs[lvl], True)
     for lvl in ("goal", "task", "scenario"):

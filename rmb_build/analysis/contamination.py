@@ -21,20 +21,33 @@ class Hit:
     uid: str
     scenario: str
     similarity: float
-    kind: str          # "exact" or "near"
-    train_id: str      # the training record's own id (``Query.source_id``)
+    kind: str  # "exact" or "near"
+    train_id: str  # the training record's own id (``Query.source_id``)
     prompt: str
     train_prompt: str
 
     def to_json(self, excerpt: int = 300) -> dict[str, Any]:
-        return {"set": self.set, "uid": self.uid, "scenario": self.scenario, "similarity": round(self.similarity, 4),
-                "kind": self.kind, "train_id": self.train_id, "prompt": self.prompt[:excerpt],
-                "train_prompt": self.train_prompt[:excerpt]}
+        return {
+            "set": self.set,
+            "uid": self.uid,
+            "scenario": self.scenario,
+            "similarity": round(self.similarity, 4),
+            "kind": self.kind,
+            "train_id": self.train_id,
+            "prompt": self.prompt[:excerpt],
+            "train_prompt": self.train_prompt[:excerpt],
+        }
 
 
-def find_contamination(release: Any, train: Sequence[Query], threshold: float = 0.9,
-                       model: str = DEFAULT_MODEL, block_size: int = BLOCK_SIZE,
-                       show_progress: bool = False, embed: Embed | None = None) -> list[Hit]:
+def find_contamination(
+    release: Any,
+    train: Sequence[Query],
+    threshold: float = 0.9,
+    model: str = DEFAULT_MODEL,
+    block_size: int = BLOCK_SIZE,
+    show_progress: bool = False,
+    embed: Embed | None = None,
+) -> list[Hit]:
     """Every release item whose conversation's user turns match a training query's, most similar first.
 
     Each distinct conversation is compared once; all items that share it are listed. ``embed``: what
@@ -55,8 +68,9 @@ def find_contamination(release: Any, train: Sequence[Query], threshold: float = 
         else:
             rest.append(q)
     if rest:
-        j, s = best_match(embed_queries(rest, model, embed=embed), embed_queries(train, model, show_progress, embed),
-                          block_size)
+        j, s = best_match(
+            embed_queries(rest, model, embed=embed), embed_queries(train, model, show_progress, embed), block_size
+        )
         for q, jj, ss in zip(rest, j.tolist(), s.tolist()):
             if ss >= threshold:
                 match[conversation_key(q.conversation)] = (min(float(ss), 1.0), "near", train[jj])
@@ -65,7 +79,17 @@ def find_contamination(release: Any, train: Sequence[Query], threshold: float = 
         found = match.get(conversation_key(item.conversation))
         if found:
             sim, kind, t = found
-            hits.append(Hit(item.set_name, item.uid, item.scenario_id, sim, kind, t.source_id,
-                            search_text(item.conversation), search_text(t.conversation)))
+            hits.append(
+                Hit(
+                    item.set_name,
+                    item.uid,
+                    item.scenario_id,
+                    sim,
+                    kind,
+                    t.source_id,
+                    search_text(item.conversation),
+                    search_text(t.conversation),
+                )
+            )
     hits.sort(key=lambda h: (-h.similarity, h.set, h.scenario, h.uid))
     return hits

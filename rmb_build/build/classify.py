@@ -69,8 +69,12 @@ def _check_example(ex: Any) -> str | None:
     if not isinstance(ex, list) or not ex:
         return f"not a string or a list of turns (quote it): {ex!r}"  # an unquoted "a: b" is a mapping
     for turn in ex:
-        if not (isinstance(turn, dict) and len(turn) == 1 and next(iter(turn)) in ("user", "assistant")
-                and isinstance(next(iter(turn.values())), str)):
+        if not (
+            isinstance(turn, dict)
+            and len(turn) == 1
+            and next(iter(turn)) in ("user", "assistant")
+            and isinstance(next(iter(turn.values())), str)
+        ):
             return f"a turn must be one 'user: TEXT' or 'assistant: TEXT' (quote the text): {turn!r}"
     if "user" not in ex[-1]:
         return "a multi-turn example must end with a user turn"
@@ -87,8 +91,9 @@ def load_taxonomy() -> dict[str, dict[str, Any]]:
     missing = [s for s in wanted if s not in scenarios]
     extra = [s for s in scenarios if not is_known(s)]
     if missing or extra:
-        raise InputError(f"prompts/{TAXONOMY_FILE}", f"missing {missing}" if missing else f"unknown {extra}",
-                         field="scenarios")
+        raise InputError(
+            f"prompts/{TAXONOMY_FILE}", f"missing {missing}" if missing else f"unknown {extra}", field="scenarios"
+        )
     for sid in wanted:
         entry = scenarios[sid]
         entry = entry if isinstance(entry, dict) else {}
@@ -109,8 +114,15 @@ class EmbeddingClassifier:
     ``encoder``/``backend`` name the sentence encoder; ``embed`` is what computes its vectors (the
     build's embedding store, see ``using``), by default the plain encoder."""
 
-    def __init__(self, model: Any, encoder: str = DEFAULT_MODEL, trained_on: str = "", threshold: float = 0.0,
-                 backend: str = "torch", embed: Embed | None = None):
+    def __init__(
+        self,
+        model: Any,
+        encoder: str = DEFAULT_MODEL,
+        trained_on: str = "",
+        threshold: float = 0.0,
+        backend: str = "torch",
+        embed: Embed | None = None,
+    ):
         self.model = model
         self.encoder = encoder
         self.backend = backend
@@ -127,9 +139,18 @@ class EmbeddingClassifier:
         return clone
 
     @classmethod
-    def fit(cls, texts: Sequence[str], labels: Sequence[str], encoder: str = DEFAULT_MODEL,
-            trained_on: str = "", C: float = 10.0, abstain: bool = True, *, backend: str = "torch",
-            embed: Embed | None = None) -> "EmbeddingClassifier":
+    def fit(
+        cls,
+        texts: Sequence[str],
+        labels: Sequence[str],
+        encoder: str = DEFAULT_MODEL,
+        trained_on: str = "",
+        C: float = 10.0,
+        abstain: bool = True,
+        *,
+        backend: str = "torch",
+        embed: Embed | None = None,
+    ) -> "EmbeddingClassifier":
         """Train on ``texts`` labelled with scenario ids (at least two distinct ones); with ``abstain``,
         the confidence threshold comes from cross-validation on the same examples (``abstain_threshold``).
 
@@ -150,33 +171,50 @@ class EmbeddingClassifier:
             return cls(_logistic(C).fit(X, y), encoder, trained_on, threshold, backend, embed)
 
     @classmethod
-    def default(cls, encoder: str = DEFAULT_MODEL, backend: str = "torch",
-                embed: Embed | None = None) -> "EmbeddingClassifier":
+    def default(
+        cls, encoder: str = DEFAULT_MODEL, backend: str = "torch", embed: Embed | None = None
+    ) -> "EmbeddingClassifier":
         """Trained on the descriptions and examples of ``prompts/taxonomy.yaml`` (see ``embedding_classifier``)."""
         return embedding_classifier(None, encoder, backend, embed)
 
     @classmethod
-    def from_queries(cls, queries: Sequence[Query], encoder: str = DEFAULT_MODEL,
-                     trained_on: str = "labelled queries", *, backend: str = "torch",
-                     embed: Embed | None = None) -> "EmbeddingClassifier":
+    def from_queries(
+        cls,
+        queries: Sequence[Query],
+        encoder: str = DEFAULT_MODEL,
+        trained_on: str = "labelled queries",
+        *,
+        backend: str = "torch",
+        embed: Embed | None = None,
+    ) -> "EmbeddingClassifier":
         """Trained on queries that carry a ``scenario_id`` (unlabelled ones are ignored)."""
         labelled = [q for q in queries if q.scenario_id]
-        return cls.fit([classifier_text(q.conversation) for q in labelled], [q.scenario_id for q in labelled],
-                       encoder, trained_on, backend=backend, embed=embed)
+        return cls.fit(
+            [classifier_text(q.conversation) for q in labelled],
+            [q.scenario_id for q in labelled],
+            encoder,
+            trained_on,
+            backend=backend,
+            embed=embed,
+        )
 
     @classmethod
-    def from_release(cls, release: Any, encoder: str = DEFAULT_MODEL, *, backend: str = "torch",
-                     embed: Embed | None = None) -> "EmbeddingClassifier":
+    def from_release(
+        cls, release: Any, encoder: str = DEFAULT_MODEL, *, backend: str = "torch", embed: Embed | None = None
+    ) -> "EmbeddingClassifier":
         """Trained on each distinct conversation of a labelled release, with its file's scenario."""
         from .gather import release_queries
 
-        return cls.from_queries(release_queries(release), encoder, f"release {release.name}",
-                                backend=backend, embed=embed)
+        return cls.from_queries(
+            release_queries(release), encoder, f"release {release.name}", backend=backend, embed=embed
+        )
 
     def fingerprint(self) -> str:
         """Identifies this classifier in stage cache keys."""
-        return (f"embedding-lr:{model_fingerprint(self.encoder, self.backend)}:{self.trained_on}:{len(self.labels)}"
-                f":abstain<{self.threshold:.4f}")
+        return (
+            f"embedding-lr:{model_fingerprint(self.encoder, self.backend)}:{self.trained_on}:{len(self.labels)}"
+            f":abstain<{self.threshold:.4f}"
+        )
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         return self.model.predict_proba(self.embed(list(texts)))
@@ -186,8 +224,12 @@ class EmbeddingClassifier:
             return []
         proba = self.predict_proba(texts)
         best = proba.argmax(axis=1)
-        return [Prediction(self.labels[k], float(p[k])) if p[k] >= self.threshold
-                else Prediction(None, float(p[k]), abstained=True) for k, p in zip(best, proba)]
+        return [
+            Prediction(self.labels[k], float(p[k]))
+            if p[k] >= self.threshold
+            else Prediction(None, float(p[k]), abstained=True)
+            for k, p in zip(best, proba)
+        ]
 
     def predict(self, queries: Sequence[Query]) -> list[Prediction]:
         return self.predict_texts([classifier_text(q.conversation) for q in queries])
@@ -204,8 +246,9 @@ def _logistic(C: float) -> Any:
 ABSTAIN_BELOW_PRECISION = 0.5
 
 
-def abstain_threshold(X: np.ndarray, labels: Sequence[str], C: float = 10.0, folds: int = 5,
-                      target: float = ABSTAIN_BELOW_PRECISION) -> float:
+def abstain_threshold(
+    X: np.ndarray, labels: Sequence[str], C: float = 10.0, folds: int = 5, target: float = ABSTAIN_BELOW_PRECISION
+) -> float:
     """The top-probability threshold below which the classifier abstains, chosen by cross-validation
     on its own training examples: out-of-fold predictions' correctness is fitted against their top
     probability by isotonic regression, and the threshold is the lowest probability where the fit
@@ -231,8 +274,9 @@ _TRAINED: dict[tuple[str, str, str], EmbeddingClassifier] = {}
 _TRAINED_LOCK = threading.Lock()
 
 
-def embedding_classifier(train_release: str | None = None, encoder: str = DEFAULT_MODEL, backend: str = "torch",
-                         embed: Embed | None = None) -> EmbeddingClassifier:
+def embedding_classifier(
+    train_release: str | None = None, encoder: str = DEFAULT_MODEL, backend: str = "torch", embed: Embed | None = None
+) -> EmbeddingClassifier:
     """The default classifier (``train_release`` None) or one trained on a labelled release (a path or
     Hub id), trained once per process and encoder; ``embed`` gives its training vectors then (e.g. the
     build's embedding store) and the classifier returned embeds with it."""
@@ -242,7 +286,9 @@ def embedding_classifier(train_release: str | None = None, encoder: str = DEFAUL
             if train_release:
                 from ..release.read import read_release
 
-                clf = EmbeddingClassifier.from_release(read_release(train_release), encoder, backend=backend, embed=embed)
+                clf = EmbeddingClassifier.from_release(
+                    read_release(train_release), encoder, backend=backend, embed=embed
+                )
             else:
                 clf = _train_default(encoder, backend, prompt_hash(TAXONOMY_FILE), embed)
             _TRAINED[key] = clf.using(Encoder(encoder, backend))  # not ``embed``: it may be one task's store object
@@ -262,8 +308,9 @@ def default_training_set() -> tuple[list[str], list[str]]:
 
 def _train_default(encoder: str, backend: str, taxonomy_hash: str, embed: Embed | None) -> EmbeddingClassifier:
     texts, labels = default_training_set()
-    return EmbeddingClassifier.fit(texts, labels, encoder, trained_on=f"taxonomy.yaml@{taxonomy_hash}",
-                                   backend=backend, embed=embed)
+    return EmbeddingClassifier.fit(
+        texts, labels, encoder, trained_on=f"taxonomy.yaml@{taxonomy_hash}", backend=backend, embed=embed
+    )
 
 
 def classify(queries: Sequence[Query], clf: Classifier, min_confidence: float = 0.0) -> list[Query]:
@@ -271,7 +318,9 @@ def classify(queries: Sequence[Query], clf: Classifier, min_confidence: float = 
     return apply_predictions(queries, clf.predict(list(queries)), min_confidence)
 
 
-def apply_predictions(queries: Sequence[Query], preds: Sequence[Prediction], min_confidence: float = 0.0) -> list[Query]:
+def apply_predictions(
+    queries: Sequence[Query], preds: Sequence[Prediction], min_confidence: float = 0.0
+) -> list[Query]:
     """``queries`` with their predictions' scenario and confidence. Where the classifier abstained or
     the confidence is below ``min_confidence`` the scenario is None and the confidence stays
     (``abstained`` tells these apart from queries the classifier could not answer at all)."""
@@ -301,17 +350,31 @@ class LLMClassifier:
     USER = "classify/user.md"
     STAGE = "classify"
 
-    def __init__(self, client: Any, endpoint: str, model: str, *, fallback: Classifier | None = None,
-                 max_tokens: int = 96, max_chars: int = 6000):
+    def __init__(
+        self,
+        client: Any,
+        endpoint: str,
+        model: str,
+        *,
+        fallback: Classifier | None = None,
+        max_tokens: int = 96,
+        max_chars: int = 6000,
+    ):
         self.client, self.endpoint, self.model = client, endpoint, model
         self.fallback = fallback
         self.max_tokens, self.max_chars = max_tokens, max_chars
 
     @staticmethod
     def schema() -> dict[str, Any]:
-        return {"type": "object", "additionalProperties": False, "required": ["scenario", "confidence"],
-                "properties": {"scenario": {"type": "string", "enum": [s.id for s in all_scenarios()]},
-                               "confidence": {"type": "number", "minimum": 0, "maximum": 1}}}
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["scenario", "confidence"],
+            "properties": {
+                "scenario": {"type": "string", "enum": [s.id for s in all_scenarios()]},
+                "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            },
+        }
 
     def fingerprint(self) -> str:
         return f"llm:{self.endpoint}:{self.model}:{prompt_hash(self.SYSTEM)}:{prompt_hash(self.USER)}:{prompt_hash(TAXONOMY_FILE)}"
@@ -328,9 +391,19 @@ class LLMClassifier:
         for q in queries:
             convo = render_conversation((t.role, cut_middle(t.content, self.max_chars)) for t in q.conversation)
             user = fill(load_prompt(self.USER), conversation=convo)
-            out.append(ChatRequest(self.endpoint, self.model, (("system", system), ("user", user)),
-                                   temperature=0.0, max_tokens=self.max_tokens, response_schema=self.schema(),
-                                   schema_name="scenario", stage=self.STAGE, tag=q.id))
+            out.append(
+                ChatRequest(
+                    self.endpoint,
+                    self.model,
+                    (("system", system), ("user", user)),
+                    temperature=0.0,
+                    max_tokens=self.max_tokens,
+                    response_schema=self.schema(),
+                    schema_name="scenario",
+                    stage=self.STAGE,
+                    tag=q.id,
+                )
+            )
         return out
 
     def collect(self, queries: Sequence[Query], results: Sequence[Any]) -> list[Prediction]:

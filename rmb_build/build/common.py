@@ -12,9 +12,9 @@ T = TypeVar("T")
 # Context budgets are estimated, not tokenised: one token per 3 UTF-8 bytes errs on the safe side
 # for English (~4 chars/token) and for CJK (~1 token/char, 3 bytes/char).
 BYTES_PER_TOKEN = 3
-EMBEDDED_CONTEXT_MARGIN = 64          # tokens for the chat template and the estimate's error
-REMOTE_INPUT_TOKENS = 60_000          # fits every current API model; 5 MB answers are cut to this
-DEFAULT_INPUT_TOKENS = 3_000          # when the endpoint is unknown: fits a 4k-context model
+EMBEDDED_CONTEXT_MARGIN = 64  # tokens for the chat template and the estimate's error
+REMOTE_INPUT_TOKENS = 60_000  # fits every current API model; 5 MB answers are cut to this
+DEFAULT_INPUT_TOKENS = 3_000  # when the endpoint is unknown: fits a 4k-context model
 MIN_KEEP_CHARS = 200
 
 
@@ -49,7 +49,7 @@ def cut_middle(text: str, max_chars: int) -> str:
         return text
     keep = max(max_chars, MIN_KEEP_CHARS)
     head, tail = keep * 2 // 3, keep // 3
-    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:]}"
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail :]}"
 
 
 def fit_texts(texts: Sequence[str], max_tokens: int) -> tuple[list[str], int]:

@@ -29,8 +29,12 @@ class Duplicate:
     kind: Literal["exact", "near"]
 
     def to_json(self) -> dict:
-        return {"removed_id": self.removed_id, "kept_id": self.kept_id,
-                "similarity": round(float(self.similarity), 6), "kind": self.kind}
+        return {
+            "removed_id": self.removed_id,
+            "kept_id": self.kept_id,
+            "similarity": round(float(self.similarity), 6),
+            "kind": self.kind,
+        }
 
 
 @dataclass
@@ -64,8 +68,9 @@ def exact_duplicates(queries: Sequence[Query]) -> tuple[list[int], list[Duplicat
     return kept, removed
 
 
-def resolve_near(n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray,
-                 protected: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def resolve_near(
+    n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray, protected: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Greedy in input order: a row is removed when an earlier *kept* row is at least as similar as
     the threshold. Returns (keep mask, each removed row's kept partner, that similarity).
 
@@ -85,15 +90,17 @@ def resolve_near(n: int, i: np.ndarray, j: np.ndarray, sim: np.ndarray,
     return keep, partner, best
 
 
-def near_duplicates(embeddings: np.ndarray, threshold: float, block_size: int = BLOCK_SIZE,
-                    protected: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def near_duplicates(
+    embeddings: np.ndarray, threshold: float, block_size: int = BLOCK_SIZE, protected: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``resolve_near`` over every pair of rows with cosine >= threshold (rows are unit vectors)."""
     i, j, s = similar_pairs(embeddings, threshold=threshold, block_size=block_size)
     return resolve_near(len(embeddings), i, j, s, protected)
 
 
-def embed_queries(queries: Sequence[Query], model: str = DEFAULT_MODEL, show_progress: bool = False,
-                  embed: Embed | None = None) -> np.ndarray:
+def embed_queries(
+    queries: Sequence[Query], model: str = DEFAULT_MODEL, show_progress: bool = False, embed: Embed | None = None
+) -> np.ndarray:
     """Unit embeddings of each query's ``search_text`` (one row per query), by ``embed`` (e.g. the
     build's embedding store) or else the plain encoder of ``model``."""
     texts = [search_text(q.conversation) for q in queries]
@@ -104,9 +111,15 @@ def embed_queries(queries: Sequence[Query], model: str = DEFAULT_MODEL, show_pro
     return encode(texts, name=model, show_progress=show_progress)
 
 
-def dedup(queries: Sequence[Query], cfg: DedupConfig | None = None, *,
-          embeddings: np.ndarray | None = None, existing: Sequence[Query] = (),
-          show_progress: bool = False, embed: Embed | None = None) -> DedupResult:
+def dedup(
+    queries: Sequence[Query],
+    cfg: DedupConfig | None = None,
+    *,
+    embeddings: np.ndarray | None = None,
+    existing: Sequence[Query] = (),
+    show_progress: bool = False,
+    embed: Embed | None = None,
+) -> DedupResult:
     """Remove exact, then near duplicates (cosine >= ``cfg.threshold``) from ``queries``.
 
     ``embeddings``: precomputed unit rows for ``queries`` (same order), e.g. from a stage cache.
@@ -127,8 +140,11 @@ def dedup(queries: Sequence[Query], cfg: DedupConfig | None = None, *,
     kept_new = [k for k in kept_idx if k >= n_old]
     if not kept_new:
         return DedupResult([], removed)
-    new_vecs = embeddings[[k - n_old for k in kept_new]] if embeddings is not None else \
-        embed_queries([everything[k] for k in kept_new], cfg.model, show_progress, embed)
+    new_vecs = (
+        embeddings[[k - n_old for k in kept_new]]
+        if embeddings is not None
+        else embed_queries([everything[k] for k in kept_new], cfg.model, show_progress, embed)
+    )
     old_vecs = embed_queries([everything[k] for k in kept_old], cfg.model, embed=embed) if kept_old else new_vecs[:0]
     rows = kept_old + kept_new
     vecs = np.concatenate([old_vecs, new_vecs]) if kept_old else new_vecs  # no second copy of them all

@@ -32,8 +32,17 @@ from .json_array import ArrayTail
 from .language import detect_language
 from .sources import source_for
 
-ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant",
-         "bing": "assistant", "assistant": "assistant", "model": "assistant", "system": "system"}
+ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
+    "assistant": "assistant",
+    "model": "assistant",
+    "system": "system",
+}
 CONVERSATION_FIELDS = ("conversation_input", "conversation", "conversations", "messages")
 PROMPT_FIELDS = ("prompt", "instruction", "question", "query", "text")
 ID_FIELDS = ("id", "uid", "prompt_id", "conversation_id", "pair_uid", "bon_uid")
@@ -58,8 +67,14 @@ class SourceStats:
     reasons: Counter = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"read": self.read, "kept": self.kept, "filtered": self.filtered, "quarantined": self.quarantined,
-                "incomplete_tail": self.incomplete_tail, "reasons": dict(self.reasons.most_common())}
+        return {
+            "read": self.read,
+            "kept": self.kept,
+            "filtered": self.filtered,
+            "quarantined": self.quarantined,
+            "incomplete_tail": self.incomplete_tail,
+            "reasons": dict(self.reasons.most_common()),
+        }
 
 
 @dataclass
@@ -127,7 +142,7 @@ def record_turns(record: Any, src: SourceConfig) -> list[Turn]:
 def shape_conversation(turns: list[Turn], max_turns: int | None) -> tuple[Turn, ...]:
     """Validate the turn order and cut to the longest prefix ending with a user turn within ``max_turns``."""
     system = turns[:1] if turns and turns[0].role == "system" else []
-    body = turns[len(system):]
+    body = turns[len(system) :]
     if not body:
         raise Skip("empty conversation", True)
     if body[0].role != "user":
@@ -140,7 +155,7 @@ def shape_conversation(turns: list[Turn], max_turns: int | None) -> tuple[Turn, 
         if not turn.content.strip():
             raise Skip(f"turn {k + len(system)} is empty", True)
     n = len(body) if max_turns is None else min(len(body), max_turns)
-    n -= (n % 2 == 0)  # user turns sit at even positions: 1, 3, 5 ...
+    n -= n % 2 == 0  # user turns sit at even positions: 1, 3, 5 ...
     if n < 1:
         raise Skip("no user turn within max_turns", False)
     return tuple(system + body[:n])
@@ -159,8 +174,10 @@ def check_filters(conversation: Sequence[Turn], language: str | None, src: Sourc
 def tag_languages(conversation: tuple[Turn, ...], final: str | None) -> tuple[Turn, ...]:
     """Give untagged turns a ``language`` as RMB does per turn (``final`` for the last user turn)."""
     last = len(conversation) - 1
-    return tuple(t if t.language else Turn(t.role, t.content, final if k == last else detect_language(t.content))
-                 for k, t in enumerate(conversation))
+    return tuple(
+        t if t.language else Turn(t.role, t.content, final if k == last else detect_language(t.content))
+        for k, t in enumerate(conversation)
+    )
 
 
 def _source_id(record: Any, src: SourceConfig, where: int) -> str:
@@ -227,15 +244,22 @@ def _iter_source(src: SourceConfig, label: str, stats: SourceStats, quarantine: 
             stats.reasons[skip.reason] += 1
             if skip.quarantine:
                 stats.quarantined += 1
-                quarantine.append({"source": label, "where": where, "reason": skip.reason,
-                                   "record": record.text if isinstance(record, BadLine) else record})
+                quarantine.append(
+                    {
+                        "source": label,
+                        "where": where,
+                        "reason": skip.reason,
+                        "record": record.text if isinstance(record, BadLine) else record,
+                    }
+                )
             else:
                 stats.filtered += 1
     stats.incomplete_tail = tail.incomplete_chars
 
 
-def gather(sources: Sequence[SourceConfig], *, quarantine_path: str | os.PathLike | None = None,
-           limit: int | None = None) -> GatherResult:
+def gather(
+    sources: Sequence[SourceConfig], *, quarantine_path: str | os.PathLike | None = None, limit: int | None = None
+) -> GatherResult:
     """Read every source in order and return its queries plus per-source stats.
 
     ``limit`` caps the total number of queries (each source's own ``limit`` caps that source).

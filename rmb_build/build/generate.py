@@ -20,8 +20,11 @@ def check_generators(generators: Sequence[GeneratorConfig]) -> None:
     seen: dict[str, int] = {}
     for i, g in enumerate(generators):
         if g.llm_name in seen:
-            raise ConfigError("<config>", f"generators[{i}].name",
-                              f"{g.llm_name!r} is already the name of generators[{seen[g.llm_name]}]; give each a distinct 'name'")
+            raise ConfigError(
+                "<config>",
+                f"generators[{i}].name",
+                f"{g.llm_name!r} is already the name of generators[{seen[g.llm_name]}]; give each a distinct 'name'",
+            )
         seen[g.llm_name] = i
 
 
@@ -35,8 +38,18 @@ def build_request(query: Query, gen: GeneratorConfig, max_input_tokens: int) -> 
             messages[0] = ("system", f"{gen.system_prompt}\n\n{messages[0][1]}")
         else:
             messages.insert(0, ("system", gen.system_prompt))
-    req = ChatRequest(gen.endpoint, gen.model, tuple(messages), temperature=gen.temperature, top_p=gen.top_p,
-                      max_tokens=gen.max_tokens, seed=gen.seed, stop=tuple(gen.stop), stage=STAGE, tag=query.id)
+    req = ChatRequest(
+        gen.endpoint,
+        gen.model,
+        tuple(messages),
+        temperature=gen.temperature,
+        top_p=gen.top_p,
+        max_tokens=gen.max_tokens,
+        seed=gen.seed,
+        stop=tuple(gen.stop),
+        stage=STAGE,
+        tag=query.id,
+    )
     return req, cut
 
 
@@ -48,8 +61,9 @@ def _unanswerable(query: Query) -> str | None:
     return None
 
 
-def prepare(queries: Sequence[Query], generators: Sequence[GeneratorConfig],
-            endpoints: Mapping[str, Any] | None = None) -> Planned[Target]:
+def prepare(
+    queries: Sequence[Query], generators: Sequence[GeneratorConfig], endpoints: Mapping[str, Any] | None = None
+) -> Planned[Target]:
     """One request per answerable (query, generator); ``endpoints`` (name -> EndpointConfig) sets how
     much conversation fits each model: longer turns are cut in the middle and the cut is counted."""
     check_generators(generators)
@@ -61,16 +75,18 @@ def prepare(queries: Sequence[Query], generators: Sequence[GeneratorConfig],
             if problem:
                 out.failures.append(Failure(STAGE, q.id, gen.llm_name, problem))
                 continue
-            budget = input_token_budget(endpoint_of(None, gen.endpoint, endpoints), gen.max_tokens,
-                                        estimate_tokens(gen.system_prompt or ""))
+            budget = input_token_budget(
+                endpoint_of(None, gen.endpoint, endpoints), gen.max_tokens, estimate_tokens(gen.system_prompt or "")
+            )
             req, cut = build_request(q, gen, budget)
             out.targets.append((q, gen, cut))
             out.requests.append(req)
     return out
 
 
-def plan(queries: Sequence[Query], generators: Sequence[GeneratorConfig],
-         endpoints: Mapping[str, Any] | None = None) -> list[ChatRequest]:
+def plan(
+    queries: Sequence[Query], generators: Sequence[GeneratorConfig], endpoints: Mapping[str, Any] | None = None
+) -> list[ChatRequest]:
     """The requests :func:`generate` sends for ``queries``."""
     return prepare(queries, generators, endpoints).requests
 
@@ -84,17 +100,37 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageRes
         elif not (res.text or "").strip():
             out.failures.append(Failure(STAGE, q.id, gen.llm_name, f"empty answer (finish_reason={res.finish_reason})"))
         else:
-            out.records.append(Response(q.id, gen.llm_name, gen.model, gen.endpoint, res.text.strip(),
-                                        res.finish_reason, cut, res.usage.prompt_tokens, res.usage.completion_tokens))
-    out.stats.update(requests=len(planned.requests), responses=len(out.records), failures=len(out.failures),
-                     inputs_cut=sum(1 for _, _, c in planned.targets if c),
-                     chars_cut=sum(c for _, _, c in planned.targets),
-                     cut_by_max_tokens=sum(1 for r in out.records if r.finish_reason == "length"))
+            out.records.append(
+                Response(
+                    q.id,
+                    gen.llm_name,
+                    gen.model,
+                    gen.endpoint,
+                    res.text.strip(),
+                    res.finish_reason,
+                    cut,
+                    res.usage.prompt_tokens,
+                    res.usage.completion_tokens,
+                )
+            )
+    out.stats.update(
+        requests=len(planned.requests),
+        responses=len(out.records),
+        failures=len(out.failures),
+        inputs_cut=sum(1 for _, _, c in planned.targets if c),
+        chars_cut=sum(c for _, _, c in planned.targets),
+        cut_by_max_tokens=sum(1 for r in out.records if r.finish_reason == "length"),
+    )
     return out
 
 
-async def generate(queries: Sequence[Query], generators: Sequence[GeneratorConfig], client: Any, *,
-                   endpoints: Mapping[str, Any] | None = None) -> StageResult[Response]:
+async def generate(
+    queries: Sequence[Query],
+    generators: Sequence[GeneratorConfig],
+    client: Any,
+    *,
+    endpoints: Mapping[str, Any] | None = None,
+) -> StageResult[Response]:
     """One answer per (query, generator) through ``client.chat_many``; failures recorded, never raised.
 
     ``endpoints`` defaults to the client's (see :func:`prepare`).
@@ -109,8 +145,11 @@ def assumed_answer(max_tokens: int) -> str:
     return " ".join(["word"] * max(max_tokens * 3 // 5, 1))
 
 
-def assumed_responses(queries: Sequence[Query], generators: Sequence[GeneratorConfig],
-                      endpoints: Mapping[str, Any] | None = None) -> list[Response]:
+def assumed_responses(
+    queries: Sequence[Query], generators: Sequence[GeneratorConfig], endpoints: Mapping[str, Any] | None = None
+) -> list[Response]:
     """A Response for every request :func:`plan` makes, each using its generator's whole ``max_tokens``."""
-    return [Response(q.id, gen.llm_name, gen.model, gen.endpoint, assumed_answer(gen.max_tokens), "length", cut)
-            for q, gen, cut in prepare(queries, generators, endpoints).targets]
+    return [
+        Response(q.id, gen.llm_name, gen.model, gen.endpoint, assumed_answer(gen.max_tokens), "length", cut)
+        for q, gen, cut in prepare(queries, generators, endpoints).targets
+    ]

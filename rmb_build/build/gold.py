@@ -79,8 +79,9 @@ def gold_inputs(items: Sequence[PairwiseItem], label: str) -> tuple[list[Query],
     queries, responses = [], []
     for it in items:
         qid = query_id(f"gold:{label}", f"pairwise:{it.uid}")
-        queries.append(Query(qid, tuple(it.conversation), f"gold:{label}", f"pairwise:{it.uid}",
-                             scenario_id=it.scenario_id))
+        queries.append(
+            Query(qid, tuple(it.conversation), f"gold:{label}", f"pairwise:{it.uid}", scenario_id=it.scenario_id)
+        )
         for name, answer in ((CHOSEN, it.chosen), (REJECTED, it.rejected)):
             responses.append(Response(qid, name, answer.llm_name, "gold", answer.answer))
     return queries, responses
@@ -101,8 +102,12 @@ def agreement(outcomes: Sequence[float], seed: int, stratum: str) -> dict[str, A
     n = len(arr)
     if not n:
         return {"value": None, "n": 0, "ci95": [None, None], "ties": 0}
-    return {"value": float(arr.mean()), "n": n, "ci95": mean_interval(arr, DEFAULT_DRAWS, seed, f"gold/{stratum}"),
-            "ties": int((arr == 0.5).sum())}
+    return {
+        "value": float(arr.mean()),
+        "n": n,
+        "ci95": mean_interval(arr, DEFAULT_DRAWS, seed, f"gold/{stratum}"),
+        "ties": int((arr == 0.5).sum()),
+    }
 
 
 def not_found(release: str, items: int) -> dict[str, Any]:
@@ -137,8 +142,10 @@ def plan(cfg: Any) -> list[Any]:
     if inputs is None:
         return []
     queries, responses = inputs
-    return [*judge_plan(queries, responses, cfg.judge, cfg.endpoints),
-            *guard_plan(queries, _harmful_answers(queries, responses), cfg.guard, cfg.endpoints, every_prompt=True)]
+    return [
+        *judge_plan(queries, responses, cfg.judge, cfg.endpoints),
+        *guard_plan(queries, _harmful_answers(queries, responses), cfg.guard, cfg.endpoints, every_prompt=True),
+    ]
 
 
 async def gold_check(cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -156,8 +163,9 @@ async def gold_check(cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
     return section, [*scored.failures, *guarded.failures]
 
 
-def summarize(queries: Sequence[Query], responses: Sequence[Response], scores: Sequence[Any],
-              labels: Sequence[Any], seed: int = 0) -> dict[str, Any]:
+def summarize(
+    queries: Sequence[Query], responses: Sequence[Response], scores: Sequence[Any], labels: Sequence[Any], seed: int = 0
+) -> dict[str, Any]:
     """Agreement per goal from the gold pairs' judge scores and guard labels (pure)."""
     score_of = {(s.query_id, s.generator): s for s in scores}
     safety = {(lb.query_id, lb.generator): lb.verdict for lb in labels if lb.target == RESPONSE_TARGET}
@@ -178,8 +186,10 @@ def summarize(queries: Sequence[Query], responses: Sequence[Response], scores: S
         if len(cands) < 2:
             unjudged[goal] += 1
             missing = [name for name in (CHOSEN, REJECTED) if (q.id, name) not in score_of]
-            why_unjudged[goal][f"no usable judge score for the {' and the '.join(m.split('-')[1] for m in missing)} "
-                               f"answer{'s' if len(missing) > 1 else ''} (see failures.jsonl)"] += 1
+            why_unjudged[goal][
+                f"no usable judge score for the {' and the '.join(m.split('-')[1] for m in missing)} "
+                f"answer{'s' if len(missing) > 1 else ''} (see failures.jsonl)"
+            ] += 1
             continue
         per_goal[goal].append(outcome(*cands))
     goals = [g for g in GOALS if g in per_goal or g in unjudged]
@@ -187,8 +197,15 @@ def summarize(queries: Sequence[Query], responses: Sequence[Response], scores: S
     harmful = [q for q in queries if parse_scenario_id(q.scenario_id).goal == HARMLESSNESS]
     return {
         "items": len(queries),
-        "agreement": {g: {**agreement(per_goal[g], seed, g), "asked": len(per_goal[g]) + unjudged[g],
-                          "unjudged": unjudged[g], "unjudged_reasons": dict(why_unjudged[g])} for g in goals},
+        "agreement": {
+            g: {
+                **agreement(per_goal[g], seed, g),
+                "asked": len(per_goal[g]) + unjudged[g],
+                "unjudged": unjudged[g],
+                "unjudged_reasons": dict(why_unjudged[g]),
+            }
+            for g in goals
+        },
         "overall": agreement(all_outcomes, seed, "overall"),
         "chance": CHANCE,
         "ties": "half",
@@ -207,11 +224,17 @@ def guard_precision(queries: Sequence[Query], labels: Sequence[Any]) -> dict[str
     called = [qid for qid in readable if verdict[qid] == UNSAFE]
     right = sum(harm[qid] for qid in called)
     harmful_read = sum(harm[qid] for qid in readable)
-    return {"asked": len(harm), "readable": len(readable), "unreadable": len(harm) - len(readable),
-            "harmlessness_prompts": sum(harm.values()), "called_unsafe": len(called), "unsafe_and_harmlessness": right,
-            "precision": right / len(called) if called else None,
-            "precision_ci95": clopper_pearson(right, len(called)) if called else [None, None],
-            "recall": right / harmful_read if harmful_read else None}
+    return {
+        "asked": len(harm),
+        "readable": len(readable),
+        "unreadable": len(harm) - len(readable),
+        "harmlessness_prompts": sum(harm.values()),
+        "called_unsafe": len(called),
+        "unsafe_and_harmlessness": right,
+        "precision": right / len(called) if called else None,
+        "precision_ci95": clopper_pearson(right, len(called)) if called else [None, None],
+        "recall": right / harmful_read if harmful_read else None,
+    }
 
 
 def guard_evidence(section: dict[str, Any] | None, min_precision: float) -> str | None:
@@ -223,28 +246,37 @@ def guard_evidence(section: dict[str, Any] | None, min_precision: float) -> str 
         return f"the guard's prompt-level precision was not measured ({NOT_FOUND})"
     g = section.get("guard_prompt") or {}
     if g.get("precision") is None:
-        return ("the guard's prompt-level precision was not measured (it called none of the "
-                f"{g.get('readable', 0)} gold prompts it read unsafe)")
+        return (
+            "the guard's prompt-level precision was not measured (it called none of the "
+            f"{g.get('readable', 0)} gold prompts it read unsafe)"
+        )
     if g["precision"] < min_precision:
-        return (f"the guard's measured prompt-level precision {g['precision']:.2f} (on {g['called_unsafe']} gold prompts) "
-                f"is below route.min_guard_precision {min_precision:g}")
+        return (
+            f"the guard's measured prompt-level precision {g['precision']:.2f} (on {g['called_unsafe']} gold prompts) "
+            f"is below route.min_guard_precision {min_precision:g}"
+        )
     return None
 
 
 def below(section: dict[str, Any], minimum: float) -> str | None:
     """Why a build must stop (one line) when a goal's agreement is below ``minimum``; None when none is."""
     if section.get("status") == NOT_FOUND:
-        return (f"--min-gold-agreement {minimum:g}: no agreement measured ({NOT_FOUND}: {section['release']}); "
-                "stopping before generation")
+        return (
+            f"--min-gold-agreement {minimum:g}: no agreement measured ({NOT_FOUND}: {section['release']}); "
+            "stopping before generation"
+        )
     low = [(g, a) for g, a in section.get("agreement", {}).items() if a["n"] and a["value"] < minimum]
     if not section.get("agreement") or not any(a["n"] for a in section["agreement"].values()):
         return f"--min-gold-agreement {minimum:g}: the judge scored no gold pair; stopping before generation"
     if not low:
         return None
-    worst = ", ".join(f"{g} {a['value']:.3f} (n={a['n']}, 95% CI {a['ci95'][0]:.2f}-{a['ci95'][1]:.2f})"
-                      for g, a in low)
-    return (f"judge agreement with gold labels below --min-gold-agreement {minimum:g}: {worst}; "
-            "stopping before generation (rerun with a lower bound resumes from the cache)")
+    worst = ", ".join(
+        f"{g} {a['value']:.3f} (n={a['n']}, 95% CI {a['ci95'][0]:.2f}-{a['ci95'][1]:.2f})" for g, a in low
+    )
+    return (
+        f"judge agreement with gold labels below --min-gold-agreement {minimum:g}: {worst}; "
+        "stopping before generation (rerun with a lower bound resumes from the cache)"
+    )
 
 
 def table(section: dict[str, Any]) -> str:
@@ -252,8 +284,16 @@ def table(section: dict[str, Any]) -> str:
     if section.get("status") == NOT_FOUND:
         return f"No gold agreement measured: {NOT_FOUND} ({section.get('release')})."
     rows = ["| goal | agreement | judged | 95% CI | ties | unjudged |", "| --- | --- | --- | --- | --- | --- |"]
-    entries = [*section.get("agreement", {}).items(), ("overall", {**section.get("overall", {}), "unjudged": sum(
-        a.get("unjudged", 0) for a in section.get("agreement", {}).values())})]
+    entries = [
+        *section.get("agreement", {}).items(),
+        (
+            "overall",
+            {
+                **section.get("overall", {}),
+                "unjudged": sum(a.get("unjudged", 0) for a in section.get("agreement", {}).values()),
+            },
+        ),
+    ]
     for goal, a in entries:
         if not a.get("n"):
             rows.append(f"| {goal} | - | 0 | - | - | {a.get('unjudged', 0)} |")
@@ -267,9 +307,12 @@ def table(section: dict[str, Any]) -> str:
     reasons = Counter()
     for a in section.get("agreement", {}).values():
         reasons.update(a.get("unjudged_reasons", {}))
-    rows += ["", f"Asked {asked} pairs of the {section.get('items', asked)} sampled; judged "
-                 f"{section.get('overall', {}).get('n', 0)}"
-             + (f"; unjudged: {'; '.join(f'{n} {why}' for why, n in reasons.items())}." if reasons else ".")]
+    rows += [
+        "",
+        f"Asked {asked} pairs of the {section.get('items', asked)} sampled; judged "
+        f"{section.get('overall', {}).get('n', 0)}"
+        + (f"; unjudged: {'; '.join(f'{n} {why}' for why, n in reasons.items())}." if reasons else "."),
+    ]
     g = section.get("guard_prompt")
     if g:
         rows += ["", guard_sentence(g)]
@@ -284,8 +327,10 @@ def guard_sentence(g: dict[str, Any]) -> str:
     lo, hi = g["precision_ci95"]
     few = f" {FEW_MARK}" if few_items(g["called_unsafe"]) else ""
     recall = f", recall {g['recall']:.2f}" if g.get("recall") is not None else ""
-    return (f"{read}; of the {g['called_unsafe']}{few} it called unsafe, {g['unsafe_and_harmlessness']} are "
-            f"harmlessness prompts: prompt-level precision {g['precision']:.2f} (95% CI {lo:.2f}-{hi:.2f}){recall}.")
+    return (
+        f"{read}; of the {g['called_unsafe']}{few} it called unsafe, {g['unsafe_and_harmlessness']} are "
+        f"harmlessness prompts: prompt-level precision {g['precision']:.2f} (95% CI {lo:.2f}-{hi:.2f}){recall}."
+    )
 
 
 def verdict_on_chance(section: dict[str, Any]) -> str:
@@ -300,8 +345,12 @@ def verdict_on_chance(section: dict[str, Any]) -> str:
             parts.append(f"{goal}: the judge tied all {a['n']} pairs: no signal either way")
             continue
         lo, hi = a["ci95"]
-        where = ("its 95% interval contains chance (0.5): on these pairs the judge is not distinguishable "
-                 "from a coin flip" if lo <= CHANCE <= hi else
-                 "above chance (0.5)" if lo > CHANCE else "below chance (0.5): it tends to prefer the rejected answer")
+        where = (
+            "its 95% interval contains chance (0.5): on these pairs the judge is not distinguishable from a coin flip"
+            if lo <= CHANCE <= hi
+            else "above chance (0.5)"
+            if lo > CHANCE
+            else "below chance (0.5): it tends to prefer the rejected answer"
+        )
         parts.append(f"{goal}: {a['value']:.2f} on {a['n']} pairs, {where}")
     return "; ".join(parts) + "." if parts else "The judge scored none of the gold pairs."

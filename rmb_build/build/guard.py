@@ -30,7 +30,10 @@ PROMPT_TARGET, RESPONSE_TARGET = "prompt", "response"
 _ROLES = {"user": "User", "assistant": "Agent"}
 # Llama Guard 2's own short names, besides the taxonomy's, so "unsafe\nSelf-Harm" still reads.
 _NAMES = {name.lower(): code for code, name in HAZARD_CATEGORIES.items()} | {
-    "sex crimes": "S3", "child exploitation": "S4", "self-harm": "S10"}
+    "sex crimes": "S3",
+    "child exploitation": "S4",
+    "self-harm": "S10",
+}
 _NAME_RES = [(re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])"), code) for name, code in _NAMES.items()]
 _CODE_RE = re.compile(r"\bS(\d{1,2})\b", re.IGNORECASE)
 _VERDICT_RE = re.compile(r"\b(unsafe|safe)\b")
@@ -86,14 +89,16 @@ def categories_block() -> str:
     return "\n".join(f"{code}: {name}." for code, name in HAZARD_CATEGORIES.items())
 
 
-def guard_messages(conversation: Sequence[Turn], answer: str | None, prompt_format: str,
-                   max_input_tokens: int) -> tuple[tuple[str, str], ...]:
+def guard_messages(
+    conversation: Sequence[Turn], answer: str | None, prompt_format: str, max_input_tokens: int
+) -> tuple[tuple[str, str], ...]:
     """Messages asking about the last user turn (``answer`` None) or about ``answer`` to it."""
     return _guard_prompt(conversation, answer, prompt_format, max_input_tokens)[0]
 
 
-def _guard_prompt(conversation: Sequence[Turn], answer: str | None, prompt_format: str,
-                  max_input_tokens: int) -> tuple[tuple[tuple[str, str], ...], int]:
+def _guard_prompt(
+    conversation: Sequence[Turn], answer: str | None, prompt_format: str, max_input_tokens: int
+) -> tuple[tuple[tuple[str, str], ...], int]:
     turns = [(t.role, t.content) for t in conversation if t.role in _ROLES]
     if answer is not None:
         turns.append(("assistant", answer))
@@ -115,8 +120,14 @@ def is_harmlessness(query: Query) -> bool:
 Target = tuple[str, str, "str | None", int]  # query id, prompt or response, generator, characters cut
 
 
-def prepare(queries: Sequence[Query], responses: Sequence[Response], cfg: GuardConfig,
-            endpoints: Mapping[str, Any] | None = None, *, every_prompt: bool = False) -> Planned[Target]:
+def prepare(
+    queries: Sequence[Query],
+    responses: Sequence[Response],
+    cfg: GuardConfig,
+    endpoints: Mapping[str, Any] | None = None,
+    *,
+    every_prompt: bool = False,
+) -> Planned[Target]:
     """One request per harmlessness prompt and per response to one; other queries are skipped.
 
     ``every_prompt`` guards every query's prompt (goal routing, ``route.py``): pass no responses with it."""
@@ -132,13 +143,29 @@ def prepare(queries: Sequence[Query], responses: Sequence[Response], cfg: GuardC
     for qid, target, gen, text in asked:
         messages, cut = _guard_prompt(by_id[qid].conversation, text, cfg.prompt_format, budget)
         out.targets.append((qid, target, gen, cut))
-        out.requests.append(ChatRequest(cfg.endpoint, cfg.model, messages, temperature=cfg.temperature,
-                                        top_p=cfg.top_p, max_tokens=cfg.max_tokens, stage=STAGE, tag=qid))
+        out.requests.append(
+            ChatRequest(
+                cfg.endpoint,
+                cfg.model,
+                messages,
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                max_tokens=cfg.max_tokens,
+                stage=STAGE,
+                tag=qid,
+            )
+        )
     return out
 
 
-def plan(queries: Sequence[Query], responses: Sequence[Response], cfg: GuardConfig,
-         endpoints: Mapping[str, Any] | None = None, *, every_prompt: bool = False) -> list[ChatRequest]:
+def plan(
+    queries: Sequence[Query],
+    responses: Sequence[Response],
+    cfg: GuardConfig,
+    endpoints: Mapping[str, Any] | None = None,
+    *,
+    every_prompt: bool = False,
+) -> list[ChatRequest]:
     """The requests :func:`guard` sends for ``queries`` and ``responses``."""
     return prepare(queries, responses, cfg, endpoints, every_prompt=every_prompt).requests
 
@@ -154,21 +181,50 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: GuardC
         v = parse_guard_reply(res.text)
         if v.verdict == UNKNOWN:
             out.failures.append(Failure(STAGE, qid, gen, f"unreadable guard reply {(res.text or '')[:200]!r}"))
-        out.records.append(GuardLabel(qid, target, gen, v.verdict, v.categories,
-                                      scenario_for(v) if target == PROMPT_TARGET else None, res.text or "", guard_name))
-    out.stats.update(requests=len(planned.requests), labels=len(out.records), failures=len(out.failures),
-                     inputs_cut=sum(1 for *_, cut in planned.targets if cut),
-                     **{f"{t}_{v}": sum(1 for lb in out.records if lb.target == t and lb.verdict == v)
-                        for t in (PROMPT_TARGET, RESPONSE_TARGET) for v in (SAFE, UNSAFE, UNKNOWN)})
+        out.records.append(
+            GuardLabel(
+                qid,
+                target,
+                gen,
+                v.verdict,
+                v.categories,
+                scenario_for(v) if target == PROMPT_TARGET else None,
+                res.text or "",
+                guard_name,
+            )
+        )
+    out.stats.update(
+        requests=len(planned.requests),
+        labels=len(out.records),
+        failures=len(out.failures),
+        inputs_cut=sum(1 for *_, cut in planned.targets if cut),
+        **{
+            f"{t}_{v}": sum(1 for lb in out.records if lb.target == t and lb.verdict == v)
+            for t in (PROMPT_TARGET, RESPONSE_TARGET)
+            for v in (SAFE, UNSAFE, UNKNOWN)
+        },
+    )
     return out
 
 
-async def guard(queries: Sequence[Query], responses: Sequence[Response], cfg: GuardConfig, client: Any, *,
-                endpoints: Mapping[str, Any] | None = None, every_prompt: bool = False) -> StageResult[GuardLabel]:
+async def guard(
+    queries: Sequence[Query],
+    responses: Sequence[Response],
+    cfg: GuardConfig,
+    client: Any,
+    *,
+    endpoints: Mapping[str, Any] | None = None,
+    every_prompt: bool = False,
+) -> StageResult[GuardLabel]:
     """A GuardLabel for every harmlessness prompt and every response to one; other queries are skipped
     (``every_prompt``: every query's prompt, see :func:`prepare`)."""
-    planned = prepare(queries, responses, cfg, endpoints if endpoints is not None else getattr(client, "endpoints", None),
-                      every_prompt=every_prompt)
+    planned = prepare(
+        queries,
+        responses,
+        cfg,
+        endpoints if endpoints is not None else getattr(client, "endpoints", None),
+        every_prompt=every_prompt,
+    )
     return collect(planned, await ask(client, planned.requests, desc=STAGE), cfg)
 
 
@@ -176,5 +232,7 @@ def apply_prompt_scenarios(queries: Iterable[Query], labels: Iterable[GuardLabel
     """Queries with a harmlessness scenario moved to what their prompt's guard categories imply
     (one category -> ``S<n>``, several -> ``multi``); queries without such a label stay as they are."""
     implied = {lb.query_id: lb.scenario_id for lb in labels if lb.target == PROMPT_TARGET and lb.scenario_id}
-    return [dataclasses.replace(q, scenario_id=implied[q.id]) if is_harmlessness(q) and q.id in implied else q
-            for q in queries]
+    return [
+        dataclasses.replace(q, scenario_id=implied[q.id]) if is_harmlessness(q) and q.id in implied else q
+        for q in queries
+    ]

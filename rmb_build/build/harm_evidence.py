@@ -60,23 +60,34 @@ def require_evidence(queries: Sequence[Query], clf: Any) -> tuple[list[Query], d
             out[i] = dataclasses.replace(queries[i], scenario_id=clf.labels[best], confidence=float(row[best]))
             reasons[BELOW_THRESHOLD] += 1
     kept = len(harm_at) - sum(reasons.values())
-    return out, {"threshold": threshold, "classified_harmful": len(harm_at), "kept": kept,
-                 "turned_away": dict(reasons)}
+    return out, {"threshold": threshold, "classified_harmful": len(harm_at), "kept": kept, "turned_away": dict(reasons)}
 
 
 def unclassified(queries: Sequence[Query]) -> dict[str, Any]:
     """The counts of a build whose labels come from its sources (no classify stage): nothing turned away."""
     n = sum(1 for q in queries if _is_harm(q.scenario_id))
-    return {"threshold": float(measurement()["threshold"]), "classified_harmful": 0, "kept": 0,
-            "turned_away": {}, "labelled_by_sources": n}
+    return {
+        "threshold": float(measurement()["threshold"]),
+        "classified_harmful": 0,
+        "kept": 0,
+        "turned_away": {},
+        "labelled_by_sources": n,
+    }
 
 
 def section(counts: dict[str, Any]) -> dict[str, Any]:
     """The manifest's ``harm_evidence``: this build's counts and the measurement they rest on."""
     m = measurement()
-    return {**counts, "score": m["score"], "precision": m["precision"], "precision_ci95": m["precision_ci95"],
-            "recall": m["recall"], "precision_at_base_rate": m["precision_at_base_rate"],
-            "measured_on": m["release"], "measured_with": m["measured_with"]}
+    return {
+        **counts,
+        "score": m["score"],
+        "precision": m["precision"],
+        "precision_ci95": m["precision_ci95"],
+        "recall": m["recall"],
+        "precision_at_base_rate": m["precision_at_base_rate"],
+        "measured_on": m["release"],
+        "measured_with": m["measured_with"],
+    }
 
 
 __all__ = ["BELOW_THRESHOLD", "measurement", "require_evidence", "section", "unclassified"]

@@ -21,12 +21,13 @@ _WS = " \t\r\n"
 class ArrayTail:
     """What is left after the last complete element: ``incomplete`` holds the cut-off bytes' count."""
 
-    complete: bool = False     # the closing ``]`` was found
+    complete: bool = False  # the closing ``]`` was found
     incomplete_chars: int = 0  # characters of a trailing, cut-off element (0 when the array is whole)
 
 
-def iter_json_array(path: str | os.PathLike, tail: ArrayTail | None = None,
-                    chunk_chars: int = 1 << 20) -> Iterator[tuple[int, Any]]:
+def iter_json_array(
+    path: str | os.PathLike, tail: ArrayTail | None = None, chunk_chars: int = 1 << 20
+) -> Iterator[tuple[int, Any]]:
     """Yield ``(index, element)`` for each complete element of the JSON array in ``path``.
 
     Invalid JSON inside the array raises InputError with the element index and line; a file that
@@ -84,8 +85,9 @@ def iter_json_array(path: str | os.PathLike, tail: ArrayTail | None = None,
                     if exc.msg.startswith("Unterminated string") or exc.pos >= len(buf.rstrip()):
                         tail.incomplete_chars = len(buf) - pos
                         return
-                    raise InputError(name, f"invalid JSON: {exc.msg}", item=index,
-                                     line=line + buf.count("\n", 0, exc.pos)) from None
+                    raise InputError(
+                        name, f"invalid JSON: {exc.msg}", item=index, line=line + buf.count("\n", 0, exc.pos)
+                    ) from None
             yield index, value
             index += 1
             pos = end

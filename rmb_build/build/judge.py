@@ -65,7 +65,9 @@ def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
     return Judgement(score, rationale.strip()[:RATIONALE_KEEP_CHARS])
 
 
-def _judge_prompt(query: Query, answer: str, criteria: str, max_input_tokens: int) -> tuple[tuple[tuple[str, str], ...], int]:
+def _judge_prompt(
+    query: Query, answer: str, criteria: str, max_input_tokens: int
+) -> tuple[tuple[tuple[str, str], ...], int]:
     system = load_prompt(SYSTEM_PROMPT).strip()
     template = load_prompt(USER_PROMPT)
     budget = max_input_tokens - estimate_tokens(system + template + criteria)
@@ -92,8 +94,12 @@ def _criteria_or_problem(q: Query | None, r: Response) -> tuple[str | None, str 
 Target = tuple[Response, str]  # the response judged, and the criteria file it is judged by
 
 
-def prepare(queries: Sequence[Query], responses: Sequence[Response], cfg: JudgeConfig,
-            endpoints: Mapping[str, Any] | None = None) -> Planned[Target]:
+def prepare(
+    queries: Sequence[Query],
+    responses: Sequence[Response],
+    cfg: JudgeConfig,
+    endpoints: Mapping[str, Any] | None = None,
+) -> Planned[Target]:
     """``cfg.samples`` requests per judgeable response (one target per response, its samples in a row)."""
     by_id = index_queries(queries)
     out: Planned[Target] = Planned()
@@ -103,8 +109,9 @@ def prepare(queries: Sequence[Query], responses: Sequence[Response], cfg: JudgeC
     # Answers to one query, and queries judged by one criteria file, go one after another: a server
     # that keeps the previous prompt's KV cache (llama.cpp) then re-reads only what differs.
     schema = score_reply_schema(cfg.rationale_chars)
-    ordered = sorted(responses, key=lambda r: (_criteria_or_problem(by_id.get(r.query_id), r)[0] or "",
-                                               r.query_id, r.generator))
+    ordered = sorted(
+        responses, key=lambda r: (_criteria_or_problem(by_id.get(r.query_id), r)[0] or "", r.query_id, r.generator)
+    )
     for r in ordered:
         if (r.query_id, r.generator) in seen:
             out.stats["duplicate_responses"] = out.stats.get("duplicate_responses", 0) + 1
@@ -119,16 +126,33 @@ def prepare(queries: Sequence[Query], responses: Sequence[Response], cfg: JudgeC
         inputs_cut += bool(cut)
         out.targets.append((r, crit))
         for k in range(cfg.samples):  # seed k: samples differ, and a re-run without the cache asks the same
-            out.requests.append(ChatRequest(cfg.endpoint, cfg.model, messages, temperature=cfg.temperature,
-                                            top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=k, sample_index=k,
-                                            response_schema=schema, schema_name="judgement",
-                                            max_reasks=cfg.max_reasks, stage=STAGE, tag=f"{r.query_id}:{r.generator}"))
+            out.requests.append(
+                ChatRequest(
+                    cfg.endpoint,
+                    cfg.model,
+                    messages,
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
+                    max_tokens=cfg.max_tokens,
+                    seed=k,
+                    sample_index=k,
+                    response_schema=schema,
+                    schema_name="judgement",
+                    max_reasks=cfg.max_reasks,
+                    stage=STAGE,
+                    tag=f"{r.query_id}:{r.generator}",
+                )
+            )
     out.stats["inputs_cut"] = inputs_cut
     return out
 
 
-def plan(queries: Sequence[Query], responses: Sequence[Response], cfg: JudgeConfig,
-         endpoints: Mapping[str, Any] | None = None) -> list[ChatRequest]:
+def plan(
+    queries: Sequence[Query],
+    responses: Sequence[Response],
+    cfg: JudgeConfig,
+    endpoints: Mapping[str, Any] | None = None,
+) -> list[ChatRequest]:
     """The requests :func:`judge` sends for ``responses``."""
     return prepare(queries, responses, cfg, endpoints).requests
 
@@ -140,25 +164,48 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: JudgeC
     outcomes = [parse_judgement(res.parsed, res.text) if res.ok else (res.error or "no reply") for res in results]
     failed_samples = 0
     for n, (r, crit) in enumerate(planned.targets):
-        samples = outcomes[n * cfg.samples:(n + 1) * cfg.samples]
+        samples = outcomes[n * cfg.samples : (n + 1) * cfg.samples]
         good = [s for s in samples if isinstance(s, Judgement)]
         failed_samples += len(samples) - len(good)
         if not good:
-            out.failures.append(Failure(STAGE, r.query_id, r.generator,
-                                        f"no usable judgement in {len(samples)} samples: {samples[-1]}"))
+            out.failures.append(
+                Failure(STAGE, r.query_id, r.generator, f"no usable judgement in {len(samples)} samples: {samples[-1]}")
+            )
             continue
         scores = tuple(s.score for s in good)
-        out.records.append(JudgeScore(r.query_id, r.generator, scores, statistics.fmean(scores),
-                                      statistics.pstdev(scores), tuple(s.rationale for s in good),
-                                      judge_name, crit, len(samples) - len(good)))
-    out.stats.update(requests=len(planned.requests), failed_samples=failed_samples,
-                     reasks=sum(max(len(res.raw_texts) - 1, 0) for res in results),
-                     scored=len(out.records), failures=len(out.failures))
+        out.records.append(
+            JudgeScore(
+                r.query_id,
+                r.generator,
+                scores,
+                statistics.fmean(scores),
+                statistics.pstdev(scores),
+                tuple(s.rationale for s in good),
+                judge_name,
+                crit,
+                len(samples) - len(good),
+            )
+        )
+    out.stats.update(
+        requests=len(planned.requests),
+        failed_samples=failed_samples,
+        reasks=sum(max(len(res.raw_texts) - 1, 0) for res in results),
+        scored=len(out.records),
+        failures=len(out.failures),
+    )
     return out
 
 
-async def judge(queries: Sequence[Query], responses: Sequence[Response], cfg: JudgeConfig, client: Any, *,
-                endpoints: Mapping[str, Any] | None = None) -> StageResult[JudgeScore]:
+async def judge(
+    queries: Sequence[Query],
+    responses: Sequence[Response],
+    cfg: JudgeConfig,
+    client: Any,
+    *,
+    endpoints: Mapping[str, Any] | None = None,
+) -> StageResult[JudgeScore]:
     """``cfg.samples`` pointwise judgements per response; a JudgeScore per response with a usable one."""
-    planned = prepare(queries, responses, cfg, endpoints if endpoints is not None else getattr(client, "endpoints", None))
+    planned = prepare(
+        queries, responses, cfg, endpoints if endpoints is not None else getattr(client, "endpoints", None)
+    )
     return collect(planned, await ask(client, planned.requests, desc=STAGE), cfg)

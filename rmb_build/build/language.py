@@ -11,18 +11,30 @@ import re
 import unicodedata
 from collections import Counter
 
-_SCRIPT_LANG = {"CJK": "Chinese", "HIRAGANA": "Japanese", "KATAKANA": "Japanese", "HANGUL": "Korean",
-                "CYRILLIC": "Russian", "ARABIC": "Arabic", "DEVANAGARI": "Hindi", "GREEK": "Greek",
-                "HEBREW": "Hebrew", "THAI": "Thai"}
+_SCRIPT_LANG = {
+    "CJK": "Chinese",
+    "HIRAGANA": "Japanese",
+    "KATAKANA": "Japanese",
+    "HANGUL": "Korean",
+    "CYRILLIC": "Russian",
+    "ARABIC": "Arabic",
+    "DEVANAGARI": "Hindi",
+    "GREEK": "Greek",
+    "HEBREW": "Hebrew",
+    "THAI": "Thai",
+}
 
-_STOPWORDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
-    "English": "the and to of a in is you that it for i this with be on are what how can my your",
-    "Spanish": "de la que el en y los del se las por un para con una es no lo como más",
-    "French": "de la le et les des est en un une du que pour dans qui pas je vous sur",
-    "German": "der die und das ist ich nicht zu ein sie mit den es von eine auf für sich",
-    "Portuguese": "de que o a do da em um para com não uma os no se na por mais",
-    "Italian": "di che il la e per un non è in una sono mi ho con del le si",
-}.items()}
+_STOPWORDS: dict[str, frozenset[str]] = {
+    k: frozenset(v.split())
+    for k, v in {
+        "English": "the and to of a in is you that it for i this with be on are what how can my your",
+        "Spanish": "de la que el en y los del se las por un para con una es no lo como más",
+        "French": "de la le et les des est en un une du que pour dans qui pas je vous sur",
+        "German": "der die und das ist ich nicht zu ein sie mit den es von eine auf für sich",
+        "Portuguese": "de que o a do da em um para com não uma os no se na por mais",
+        "Italian": "di che il la e per un non è in una sono mi ho con del le si",
+    }.items()
+}
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 

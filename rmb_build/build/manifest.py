@@ -40,8 +40,11 @@ def public_config(cfg: BuildConfig) -> dict[str, Any]:
 def prompt_hashes() -> dict[str, str]:
     """Hash of every prompt file shipped in ``prompts/`` (judge, guard, criteria, taxonomy)."""
     root = prompts_dir()
-    return {p.relative_to(root).as_posix(): prompt_hash(p.relative_to(root).as_posix())
-            for p in sorted(root.rglob("*")) if p.is_file() and p.suffix in (".md", ".txt", ".yaml", ".json")}
+    return {
+        p.relative_to(root).as_posix(): prompt_hash(p.relative_to(root).as_posix())
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.suffix in (".md", ".txt", ".yaml", ".json")
+    }
 
 
 class ReleaseFigures:
@@ -60,7 +63,9 @@ class ReleaseFigures:
         self.files[(set_name, item.scenario_id)] += 1
         conv = conversation_key(item.conversation)
         self.conversations[set_name][bytes.fromhex(conv)] += 1
-        self.answers.update(digest(json.dumps([conv, a.llm_name, a.answer], ensure_ascii=False)) for a in item.answers())
+        self.answers.update(
+            digest(json.dumps([conv, a.llm_name, a.answer], ensure_ascii=False)) for a in item.answers()
+        )
         n = note or {}
         if set_name == PAIRWISE_SET and "chosen_score" in n and "rejected_score" in n:
             self.gaps[set_name][n["chosen_score"] - n["rejected_score"]] += 1
@@ -85,15 +90,22 @@ class ReleaseFigures:
     def sets(self, cfg: BuildConfig) -> dict[str, Any]:
         """Per set: items per query (a histogram and the mean) and a histogram of the judge-score gaps
         (pairwise: chosen - rejected; BoN: best - each loser), from the items' annotations."""
-        out: dict[str, Any] = {"pair_policy": cfg.sets.pair_policy, "max_pairs_per_query": cfg.sets.max_pairs_per_query,
-                               "margin": cfg.sets.margin, "unreadable_verdicts": cfg.sets.unreadable_verdicts}
+        out: dict[str, Any] = {
+            "pair_policy": cfg.sets.pair_policy,
+            "max_pairs_per_query": cfg.sets.max_pairs_per_query,
+            "margin": cfg.sets.margin,
+            "unreadable_verdicts": cfg.sets.unreadable_verdicts,
+        }
         for set_name in (PAIRWISE_SET, BON_SET):
             per_query = self.conversations[set_name]
             items = sum(per_query.values())
-            out[set_name] = {"items": items, "queries": len(per_query),
-                             "per_query": per_query_histogram(per_query.values()),
-                             "mean_per_query": round(items / len(per_query), 3) if per_query else 0.0,
-                             "score_gaps": gap_histogram(self.gaps[set_name].elements())}
+            out[set_name] = {
+                "items": items,
+                "queries": len(per_query),
+                "per_query": per_query_histogram(per_query.values()),
+                "mean_per_query": round(items / len(per_query), 3) if per_query else 0.0,
+                "score_gaps": gap_histogram(self.gaps[set_name].elements()),
+            }
         return out
 
 
@@ -110,15 +122,23 @@ def sources_section(cfg: BuildConfig, stats: Mapping[str, Mapping[str, Any]]) ->
 
 def models_section(cfg: BuildConfig) -> dict[str, Any]:
     """Generators, judge and guard with the server behind each (the guard says when it is not Llama Guard)."""
+
     def ref(r: Any) -> dict[str, Any]:
-        return {**r.model_dump(mode="json", exclude_none=True), "server": endpoint_description(cfg.endpoints[r.endpoint])}
+        return {
+            **r.model_dump(mode="json", exclude_none=True),
+            "server": endpoint_description(cfg.endpoints[r.endpoint]),
+        }
 
     guard = ref(cfg.guard)
     if cfg.endpoints[cfg.guard.endpoint].embedded or "guard" not in cfg.guard.model.lower():
-        guard["note"] = (f"guard labels come from {cfg.guard.model}, not a Llama Guard model: "
-                         "treat harmlessness labels as weak")
-    return {"generators": [{"llm_name": g.llm_name, **ref(g)} for g in cfg.generators],
-            "judge": ref(cfg.judge), "guard": guard}
+        guard["note"] = (
+            f"guard labels come from {cfg.guard.model}, not a Llama Guard model: treat harmlessness labels as weak"
+        )
+    return {
+        "generators": [{"llm_name": g.llm_name, **ref(g)} for g in cfg.generators],
+        "judge": ref(cfg.judge),
+        "guard": guard,
+    }
 
 
 def usage_section(usage: Any) -> dict[str, Any]:
@@ -136,9 +156,12 @@ def cast_section(cfg: BuildConfig) -> dict[str, Any]:
     """The preflight checks on the cast (judge vs generators, distinct generator models) and which the config relaxed."""
     from .preflight import model_identity, relaxed_cast
 
-    return {"distinct_generator_models": len({model_identity(cfg, g) for g in cfg.generators}),
-            "min_generators": cfg.min_generators, "allow_self_judging": cfg.judge.allow_self_judging,
-            "relaxed": relaxed_cast(cfg)}
+    return {
+        "distinct_generator_models": len({model_identity(cfg, g) for g in cfg.generators}),
+        "min_generators": cfg.min_generators,
+        "allow_self_judging": cfg.judge.allow_self_judging,
+        "relaxed": relaxed_cast(cfg),
+    }
 
 
 EMBEDDING_FIGURES = ("requested", "encoded", "encode_seconds")
@@ -152,27 +175,47 @@ def embeddings_section(stages: Iterable[Mapping[str, Any]], store: Any, **more: 
     sum them; ``distinct_texts`` is what the build's store (``store``) holds: in a fresh run folder, every
     distinct text the build embedded. ``embeds_per_distinct_text`` = encoded / distinct_texts (1.0: each
     text encoded once; a re-run that needs no new vector: 0)."""
-    per_stage = {s["stage"]: dict(s["stats"]["embeddings"]) for s in stages
-                 if isinstance((s.get("stats") or {}).get("embeddings"), Mapping)}
+    per_stage = {
+        s["stage"]: dict(s["stats"]["embeddings"])
+        for s in stages
+        if isinstance((s.get("stats") or {}).get("embeddings"), Mapping)
+    }
     per_stage.update({k: dict(v) for k, v in more.items()})
     total = {k: sum(part.get(k, 0) for part in per_stage.values()) for k in EMBEDDING_FIGURES}
     distinct = len(store)
-    return {"fingerprint": store.fingerprint, "dtype": store.dtype.name, **total,
-            "encode_seconds": round(total["encode_seconds"], 3), "distinct_texts": distinct,
-            "embeds_per_distinct_text": round(total["encoded"] / distinct, 4) if distinct else None,
-            "per_stage": per_stage}
+    return {
+        "fingerprint": store.fingerprint,
+        "dtype": store.dtype.name,
+        **total,
+        "encode_seconds": round(total["encode_seconds"], 3),
+        "distinct_texts": distinct,
+        "embeds_per_distinct_text": round(total["encoded"] / distinct, 4) if distinct else None,
+        "per_stage": per_stage,
+    }
 
 
-def build_manifest(cfg: BuildConfig, figures: ReleaseFigures, *, accounting: Accounting, stages: Iterable[Mapping[str, Any]],
-                   failures: Mapping[str, int], usage: Any = None, audit: Mapping[str, Any] | None = None,
-                   checks: Mapping[str, Any] | None = None, embeddings: Any = None) -> dict[str, Any]:
+def build_manifest(
+    cfg: BuildConfig,
+    figures: ReleaseFigures,
+    *,
+    accounting: Accounting,
+    stages: Iterable[Mapping[str, Any]],
+    failures: Mapping[str, int],
+    usage: Any = None,
+    audit: Mapping[str, Any] | None = None,
+    checks: Mapping[str, Any] | None = None,
+    embeddings: Any = None,
+) -> dict[str, Any]:
     """The manifest of a built release (``figures``: its items, seen as written). ``accounting`` says where every gathered query and generated
     answer went (release, failures or a stats bucket with its reason). ``checks`` are the label
     checks' sections (``gold``: the judge against gold labels; ``routing``: goals from the guard).
     ``embeddings``: the build's embedding store as the release's audit used it (``embeddings_section``)."""
     stages = list(stages)
-    extra = {"embeddings": embeddings_section(stages, embeddings, release=embeddings.stats.to_json())} \
-        if embeddings is not None and hasattr(embeddings, "stats") else {}
+    extra = (
+        {"embeddings": embeddings_section(stages, embeddings, release=embeddings.stats.to_json())}
+        if embeddings is not None and hasattr(embeddings, "stats")
+        else {}
+    )
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "name": cfg.name,
@@ -211,15 +254,27 @@ class Accounting:
     queries_not_in_release: dict[str, int] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
 
-    def fill(self, selected: Sequence[Query], responses: Sequence[Response], scores: Sequence[JudgeScore],
-             items: Iterable[Any], generators: int, generate_failures: int) -> None:
+    def fill(
+        self,
+        selected: Sequence[Query],
+        responses: Sequence[Response],
+        scores: Sequence[JudgeScore],
+        items: Iterable[Any],
+        generators: int,
+        generate_failures: int,
+    ) -> None:
         """Fill the query and answer buckets once the sets are built (all batches at once)."""
         self.selected, self.queries_in_release, self.queries_not_in_release, self.answers = len(selected), 0, {}, {}
         self.add_batch(selected, responses, scores, items)
         self.finish(len(selected) * generators, generate_failures)
 
-    def add_batch(self, selected: Sequence[Query], responses: Sequence[Response], scores: Sequence[JudgeScore],
-                  items: Iterable[Any]) -> None:
+    def add_batch(
+        self,
+        selected: Sequence[Query],
+        responses: Sequence[Response],
+        scores: Sequence[JudgeScore],
+        items: Iterable[Any],
+    ) -> None:
         """Add one batch of selected queries, with their answers, scores and built items, to the buckets."""
         used_answers: set[tuple[str, str]] = set()
         used_convs: set[str] = set()
@@ -257,15 +312,23 @@ class Accounting:
                 unused["not scored by the judge (see failures.jsonl)"] += 1
             else:
                 unused["in no item (score margin, identical text or loser cap)"] += 1
-        self.answers = {"requested": a.get("requested", 0), "failed": a.get("failed", 0),
-                        "generated": a.get("generated", 0) + len(responses), "in_release": in_release,
-                        "not_in_release": dict(sorted(unused.items())), "truncated_by_generator": dict(sorted(truncated.items())),
-                        "unfinished_by_generator": {g: dict(sorted(c.items())) for g, c in sorted(unfinished_by.items())}}
+        self.answers = {
+            "requested": a.get("requested", 0),
+            "failed": a.get("failed", 0),
+            "generated": a.get("generated", 0) + len(responses),
+            "in_release": in_release,
+            "not_in_release": dict(sorted(unused.items())),
+            "truncated_by_generator": dict(sorted(truncated.items())),
+            "unfinished_by_generator": {g: dict(sorted(c.items())) for g, c in sorted(unfinished_by.items())},
+        }
 
     def finish(self, requested: int, generate_failures: int) -> None:
         """Set the answers requested (selected queries x generators) and failed, once every batch is added."""
-        self.answers = {"requested": requested, "failed": generate_failures,
-                        **{k: v for k, v in self.answers.items() if k not in ("requested", "failed")}}
+        self.answers = {
+            "requested": requested,
+            "failed": generate_failures,
+            **{k: v for k, v in self.answers.items() if k not in ("requested", "failed")},
+        }
         self.answers.setdefault("generated", 0)
         self.answers.setdefault("in_release", 0)
         self.answers.setdefault("not_in_release", {})
@@ -274,16 +337,28 @@ class Accounting:
 
     def balanced(self) -> bool:
         """Whether the buckets add up (a build that loses track of items is a bug)."""
-        q = (self.gathered == sum(self.dedup_removed.values()) + sum(self.not_selected.values()) + self.selected
-             and self.selected == self.queries_in_release + sum(self.queries_not_in_release.values()))
+        q = self.gathered == sum(self.dedup_removed.values()) + sum(
+            self.not_selected.values()
+        ) + self.selected and self.selected == self.queries_in_release + sum(self.queries_not_in_release.values())
         a = self.answers
         if not a:
             return q
-        return (q and a["requested"] == a["failed"] + a["generated"]
-                and a["generated"] == a["in_release"] + sum(a["not_in_release"].values()))
+        return (
+            q
+            and a["requested"] == a["failed"] + a["generated"]
+            and a["generated"] == a["in_release"] + sum(a["not_in_release"].values())
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"queries": {"gathered": self.gathered, "dedup_removed": self.dedup_removed,
-                            "not_selected": self.not_selected, "selected": self.selected,
-                            "in_release": self.queries_in_release, "not_in_release": self.queries_not_in_release},
-                "answers": self.answers, "balanced": self.balanced()}
+        return {
+            "queries": {
+                "gathered": self.gathered,
+                "dedup_removed": self.dedup_removed,
+                "not_selected": self.not_selected,
+                "selected": self.selected,
+                "in_release": self.queries_in_release,
+                "not_in_release": self.queries_not_in_release,
+            },
+            "answers": self.answers,
+            "balanced": self.balanced(),
+        }

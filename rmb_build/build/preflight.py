@@ -46,8 +46,11 @@ def check_api_keys(cfg: BuildConfig, file: str = "<config>") -> None:
     for name in used_endpoints(cfg):
         ep = cfg.endpoints[name]
         if ep.embedded is None and ep.api_key_env and not os.environ.get(ep.api_key_env):
-            raise ConfigError(file, f"endpoints.{name}.api_key_env",
-                              f"environment variable {ep.api_key_env} is not set (endpoint {name!r} needs its API key)")
+            raise ConfigError(
+                file,
+                f"endpoints.{name}.api_key_env",
+                f"environment variable {ep.api_key_env} is not set (endpoint {name!r} needs its API key)",
+            )
 
 
 def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
@@ -62,8 +65,12 @@ def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
         if stage in listed:
             run.append(stage)
         elif stage not in SKIPPABLE:
-            raise ConfigError(file, "stages", f"{stage!r} is missing: it must run before {STAGES[last]!r} "
-                                              f"(only {' and '.join(SKIPPABLE)} can be left out)")
+            raise ConfigError(
+                file,
+                "stages",
+                f"{stage!r} is missing: it must run before {STAGES[last]!r} "
+                f"(only {' and '.join(SKIPPABLE)} can be left out)",
+            )
     return run
 
 
@@ -80,18 +87,24 @@ def check_cast(cfg: BuildConfig, file: str = "<config>", *, judging: bool = True
     none of them unless ``judge.allow_self_judging``: a judge favours its own answers."""
     distinct = {model_identity(cfg, g) for g in cfg.generators}
     if len(distinct) < cfg.min_generators:
-        raise ConfigError(file, "generators",
-                          f"{len(distinct)} distinct generator model(s) (endpoint+model), fewer than min_generators "
-                          f"{cfg.min_generators}: answers from many models are what make a benchmark; add generators "
-                          f"or set min_generators: {len(distinct)}")
+        raise ConfigError(
+            file,
+            "generators",
+            f"{len(distinct)} distinct generator model(s) (endpoint+model), fewer than min_generators "
+            f"{cfg.min_generators}: answers from many models are what make a benchmark; add generators "
+            f"or set min_generators: {len(distinct)}",
+        )
     if judging and not cfg.judge.allow_self_judging:
         judge = model_identity(cfg, cfg.judge)
         for i, g in enumerate(cfg.generators):
             if model_identity(cfg, g) == judge:
-                raise ConfigError(file, "judge.model",
-                                  f"the judge {cfg.judge.model!r} on endpoint {cfg.judge.endpoint!r} is also generators[{i}] "
-                                  f"({g.llm_name!r}) and would judge its own answers; use another judge or set "
-                                  f"judge.allow_self_judging: true")
+                raise ConfigError(
+                    file,
+                    "judge.model",
+                    f"the judge {cfg.judge.model!r} on endpoint {cfg.judge.endpoint!r} is also generators[{i}] "
+                    f"({g.llm_name!r}) and would judge its own answers; use another judge or set "
+                    f"judge.allow_self_judging: true",
+                )
 
 
 def relaxed_cast(cfg: BuildConfig) -> list[str]:
@@ -99,12 +112,17 @@ def relaxed_cast(cfg: BuildConfig) -> list[str]:
     notes = []
     default = BuildConfig.model_fields["min_generators"].default
     if cfg.min_generators < default:
-        notes.append(f"min_generators is {cfg.min_generators} (default {default}): the answers come from "
-                     f"{len({model_identity(cfg, g) for g in cfg.generators})} distinct model(s)")
+        notes.append(
+            f"min_generators is {cfg.min_generators} (default {default}): the answers come from "
+            f"{len({model_identity(cfg, g) for g in cfg.generators})} distinct model(s)"
+        )
     if cfg.judge.allow_self_judging:
         judge = model_identity(cfg, cfg.judge)
         own = [g.llm_name for g in cfg.generators if model_identity(cfg, g) == judge]
-        notes.append("judge.allow_self_judging is true" + (f": the judge also wrote the answers of {', '.join(own)}" if own else ""))
+        notes.append(
+            "judge.allow_self_judging is true"
+            + (f": the judge also wrote the answers of {', '.join(own)}" if own else "")
+        )
     return notes
 
 
@@ -126,5 +144,7 @@ def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
         from importlib.util import find_spec
 
         if find_spec("prefect_dask") is None:
-            raise ConfigError(file, "run.task_runner", "'dask' needs the prefect-dask package: pip install 'rmb_build[dask]'")
+            raise ConfigError(
+                file, "run.task_runner", "'dask' needs the prefect-dask package: pip install 'rmb_build[dask]'"
+            )
     return stages

@@ -63,10 +63,20 @@ def _swap_in(built: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_built_release(cfg: BuildConfig, entries: Iterable[Entry], target: Path, *,
-                        accounting: Accounting, stages: Iterable[Mapping[str, Any]], failures: Mapping[str, int],
-                        usage: Any = None, near_duplicates: bool = True, checks: Mapping[str, Any] | None = None,
-                        log: Callable[[str], None] = lambda _msg: None, embed: Any = None) -> dict[str, Any]:
+def write_built_release(
+    cfg: BuildConfig,
+    entries: Iterable[Entry],
+    target: Path,
+    *,
+    accounting: Accounting,
+    stages: Iterable[Mapping[str, Any]],
+    failures: Mapping[str, int],
+    usage: Any = None,
+    near_duplicates: bool = True,
+    checks: Mapping[str, Any] | None = None,
+    log: Callable[[str], None] = lambda _msg: None,
+    embed: Any = None,
+) -> dict[str, Any]:
     """Write the release to ``target`` with annotations, ``audit.json`` and ``manifest.json``; returns
     the manifest. ``entries``: (item, annotation or None) pairs, consumed once, lazily; items are
     numbered already and each (set, scenario) file's items come together (``entries_of`` groups lists).
@@ -81,9 +91,19 @@ def write_built_release(cfg: BuildConfig, entries: Iterable[Entry], target: Path
     fd = os.open(target.parent, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return _write_audited(cfg, entries, target, accounting=accounting, stages=stages,
-                              failures=failures, usage=usage, near_duplicates=near_duplicates, checks=checks, log=log,
-                              embed=embed)
+        return _write_audited(
+            cfg,
+            entries,
+            target,
+            accounting=accounting,
+            stages=stages,
+            failures=failures,
+            usage=usage,
+            near_duplicates=near_duplicates,
+            checks=checks,
+            log=log,
+            embed=embed,
+        )
     finally:
         os.close(fd)
 
@@ -93,14 +113,17 @@ def _by_file(entries: Iterable[Entry]) -> Iterator[tuple[tuple[str, str], Iterat
     done: set[tuple[str, str]] = set()
     for key, group in itertools.groupby(entries, key=lambda e: (e[0].set_name, e[0].scenario_id)):
         if key in done:
-            raise RMBError(f"release items of {set_file(*key)} are not together: more of them came after "
-                           f"another file's items (group each file's items)")
+            raise RMBError(
+                f"release items of {set_file(*key)} are not together: more of them came after "
+                f"another file's items (group each file's items)"
+            )
         done.add(key)
         yield key, group
 
 
-def _write_files(entries: Iterable[Entry], building: Path, figures: ReleaseFigures,
-                 trim: Callable[[], None] = lambda: None) -> Counter:
+def _write_files(
+    entries: Iterable[Entry], building: Path, figures: ReleaseFigures, trim: Callable[[], None] = lambda: None
+) -> Counter:
     """Write the set files and ``annotations.jsonl`` into ``building``, feeding ``figures``; items per
     set. ``trim`` is called once an item."""
     written: Counter = Counter()
@@ -120,10 +143,20 @@ def _write_files(entries: Iterable[Entry], building: Path, figures: ReleaseFigur
     return written
 
 
-def _write_audited(cfg: BuildConfig, entries: Iterable[Entry], target: Path, *, accounting: Accounting,
-                   stages: Iterable[Mapping[str, Any]], failures: Mapping[str, int], usage: Any, near_duplicates: bool,
-                   checks: Mapping[str, Any] | None,
-                   log: Callable[[str], None], embed: Any = None) -> dict[str, Any]:
+def _write_audited(
+    cfg: BuildConfig,
+    entries: Iterable[Entry],
+    target: Path,
+    *,
+    accounting: Accounting,
+    stages: Iterable[Mapping[str, Any]],
+    failures: Mapping[str, int],
+    usage: Any,
+    near_duplicates: bool,
+    checks: Mapping[str, Any] | None,
+    log: Callable[[str], None],
+    embed: Any = None,
+) -> dict[str, Any]:
     building = target.with_name(f".{target.name}.building")
     shutil.rmtree(building, ignore_errors=True)
     figures = ReleaseFigures()
@@ -136,8 +169,17 @@ def _write_audited(cfg: BuildConfig, entries: Iterable[Entry], target: Path, *, 
         trim()
     report = audit.report()
     atomic.write_json(building / AUDIT_FILE, report.to_json())
-    manifest = build_manifest(cfg, figures, accounting=accounting, stages=stages, failures=failures,
-                              usage=usage, audit=report.summary(), checks=checks, embeddings=embed)
+    manifest = build_manifest(
+        cfg,
+        figures,
+        accounting=accounting,
+        stages=stages,
+        failures=failures,
+        usage=usage,
+        audit=report.summary(),
+        checks=checks,
+        embeddings=embed,
+    )
     atomic.write_json(building / MANIFEST_FILE, manifest)
     _swap_in(building, target)
     return manifest

@@ -40,22 +40,26 @@ class Decision:
     """How one query's scenario was decided (the fields go into its items' annotations)."""
 
     classifier_scenario: str | None
-    scenario: str | None           # None: dropped
-    verdict: str                   # safe, unsafe, unknown, or "none" (no guard reply)
+    scenario: str | None  # None: dropped
+    verdict: str  # safe, unsafe, unknown, or "none" (no guard reply)
     goal_from: str
     category_from: str
-    reason: str | None = None      # why it was dropped
+    reason: str | None = None  # why it was dropped
 
     def to_json(self) -> dict[str, Any]:
-        return {"goal_from": self.goal_from, "category_from": self.category_from,
-                "classifier_scenario": self.classifier_scenario, "prompt_verdict": self.verdict}
+        return {
+            "goal_from": self.goal_from,
+            "category_from": self.category_from,
+            "classifier_scenario": self.classifier_scenario,
+            "prompt_verdict": self.verdict,
+        }
 
 
 @dataclass
 class Routing:
     kept: list[Query] = field(default_factory=list)
     decisions: dict[str, Decision] = field(default_factory=dict)
-    dropped: Counter = field(default_factory=Counter)   # reason -> queries
+    dropped: Counter = field(default_factory=Counter)  # reason -> queries
     not_evidence: Counter = field(default_factory=Counter)  # why unsafe verdicts were not taken -> queries
 
     def extend(self, other: "Routing") -> None:
@@ -67,14 +71,21 @@ class Routing:
     def stats(self) -> dict[str, Any]:
         """Counts per verdict, per source of the goal, per change of scenario, and per drop reason."""
         ds = list(self.decisions.values())
-        return {"guarded": len(ds),
-                "verdicts": dict(Counter(d.verdict for d in ds)),
-                "goal_from": dict(Counter(d.goal_from for d in ds if d.scenario)),
-                "category_from": dict(Counter(d.category_from for d in ds if d.scenario)),
-                "changed": dict(Counter(change(d.classifier_scenario, d.scenario) for d in ds
-                                        if d.scenario and change(d.classifier_scenario, d.scenario))),
-                "dropped": dict(self.dropped),
-                "unsafe_not_evidence": dict(self.not_evidence)}
+        return {
+            "guarded": len(ds),
+            "verdicts": dict(Counter(d.verdict for d in ds)),
+            "goal_from": dict(Counter(d.goal_from for d in ds if d.scenario)),
+            "category_from": dict(Counter(d.category_from for d in ds if d.scenario)),
+            "changed": dict(
+                Counter(
+                    change(d.classifier_scenario, d.scenario)
+                    for d in ds
+                    if d.scenario and change(d.classifier_scenario, d.scenario)
+                )
+            ),
+            "dropped": dict(self.dropped),
+            "unsafe_not_evidence": dict(self.not_evidence),
+        }
 
 
 def goal_of(scenario_id: str | None) -> str | None:
@@ -91,8 +102,13 @@ def change(before: str | None, after: str | None) -> str | None:
     return "harm category" if ga == HARMLESSNESS else "helpfulness scenario"
 
 
-def decide(q: Query, label: GuardLabel | None, alternatives: Mapping[str, str | None],
-           safe_harmful: str = "helpfulness", unsafe_not_evidence: str | None = None) -> Decision:
+def decide(
+    q: Query,
+    label: GuardLabel | None,
+    alternatives: Mapping[str, str | None],
+    safe_harmful: str = "helpfulness",
+    unsafe_not_evidence: str | None = None,
+) -> Decision:
     """The routing decision for one classified query (see the module docstring).
 
     ``alternatives`` maps a goal to the query's most likely scenario of that goal; ``unsafe_not_evidence``:
@@ -109,23 +125,45 @@ def decide(q: Query, label: GuardLabel | None, alternatives: Mapping[str, str | 
         alt = alternatives.get(HARMLESSNESS)
         if alt:
             return Decision(cls, alt, verdict, GUARD, CLASSIFIER)
-        return Decision(cls, None, verdict, GUARD, CLASSIFIER,
-                        "guard: unsafe prompt without a readable category, and no harmlessness scenario to put it in")
+        return Decision(
+            cls,
+            None,
+            verdict,
+            GUARD,
+            CLASSIFIER,
+            "guard: unsafe prompt without a readable category, and no harmlessness scenario to put it in",
+        )
     if goal_of(cls) != HARMLESSNESS:
         return Decision(cls, cls, verdict, GUARD, CLASSIFIER)
     if safe_harmful == "drop":
-        return Decision(cls, None, verdict, GUARD, CLASSIFIER,
-                        "guard: 'safe' prompt the classifier called harmful (dropped: route.safe_harmful)")
+        return Decision(
+            cls,
+            None,
+            verdict,
+            GUARD,
+            CLASSIFIER,
+            "guard: 'safe' prompt the classifier called harmful (dropped: route.safe_harmful)",
+        )
     alt = alternatives.get(HELPFULNESS)
     if alt:
         return Decision(cls, alt, verdict, GUARD, CLASSIFIER)
-    return Decision(cls, None, verdict, GUARD, CLASSIFIER,
-                    "guard: 'safe' prompt the classifier called harmful, and no helpfulness scenario to put it in")
+    return Decision(
+        cls,
+        None,
+        verdict,
+        GUARD,
+        CLASSIFIER,
+        "guard: 'safe' prompt the classifier called harmful, and no helpfulness scenario to put it in",
+    )
 
 
-def route(queries: Sequence[Query], labels: Iterable[GuardLabel],
-          alternatives: Mapping[str, Mapping[str, str | None]], safe_harmful: str = "helpfulness",
-          unsafe_not_evidence: str | None = None) -> Routing:
+def route(
+    queries: Sequence[Query],
+    labels: Iterable[GuardLabel],
+    alternatives: Mapping[str, Mapping[str, str | None]],
+    safe_harmful: str = "helpfulness",
+    unsafe_not_evidence: str | None = None,
+) -> Routing:
     """Classified ``queries`` with their scenario decided by their prompt's guard label (pure).
 
     ``alternatives``: query id -> {goal: most likely scenario of that goal}; queries routed away
@@ -145,16 +183,19 @@ def route(queries: Sequence[Query], labels: Iterable[GuardLabel],
     return out
 
 
-def needs_alternatives(queries: Sequence[Query], labels: Iterable[GuardLabel],
-                       unsafe_not_evidence: str | None = None) -> list[Query]:
+def needs_alternatives(
+    queries: Sequence[Query], labels: Iterable[GuardLabel], unsafe_not_evidence: str | None = None
+) -> list[Query]:
     """The queries whose routing may need another goal's most likely scenario (so only those are scored)."""
     by_query = {lb.query_id: lb for lb in labels if lb.target == PROMPT_TARGET}
     out = []
     for q in queries:
         lb = by_query.get(q.id)
         harmful = goal_of(q.scenario_id) == HARMLESSNESS
-        if lb is not None and ((lb.verdict == SAFE and harmful) or (lb.verdict == UNSAFE and not lb.scenario_id
-                                                                    and not harmful and not unsafe_not_evidence)):
+        if lb is not None and (
+            (lb.verdict == SAFE and harmful)
+            or (lb.verdict == UNSAFE and not lb.scenario_id and not harmful and not unsafe_not_evidence)
+        ):
             out.append(q)
     return out
 
@@ -202,5 +243,14 @@ class ItemSummary:
         return note
 
 
-__all__ = ["Decision", "ItemSummary", "Routing", "alternatives_from", "change", "decide",
-           "needs_alternatives", "route", "routing_fields"]
+__all__ = [
+    "Decision",
+    "ItemSummary",
+    "Routing",
+    "alternatives_from",
+    "change",
+    "decide",
+    "needs_alternatives",
+    "route",
+    "routing_fields",
+]

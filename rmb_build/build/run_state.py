@@ -21,11 +21,13 @@ from ..records import Failure
 FAILURES_FILE = "failures.jsonl"
 SUMMARY_FILE = "summary.json"
 USAGE_FILE = "usage.json"  # LLM tokens and cost spent by every run of this build, summed
-TIMING_NOTE = ("elapsed_s = work_s + release_s + orchestration_s. work_s: wall time during which some stage "
-               "worked (the union of the stages' spans, this run's work only: cached batches cost none); "
-               "stage_seconds_s: the stages' seconds summed, more than work_s by overlap_s where batches and "
-               "stages ran at once; orchestration_s: the rest (Prefect's task runs and result storage, the "
-               "flow's glue: selection, query files, starting the LLM client)")
+TIMING_NOTE = (
+    "elapsed_s = work_s + release_s + orchestration_s. work_s: wall time during which some stage "
+    "worked (the union of the stages' spans, this run's work only: cached batches cost none); "
+    "stage_seconds_s: the stages' seconds summed, more than work_s by overlap_s where batches and "
+    "stages ran at once; orchestration_s: the rest (Prefect's task runs and result storage, the "
+    "flow's glue: selection, query files, starting the LLM client)"
+)
 
 
 def merge_stats(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -47,16 +49,21 @@ class StageRecord:
     """What one stage did: items in and out, its own stats, seconds of work, whether it came from cache."""
 
     stage: str
-    seconds: float = 0.0      # summed over batches (batches that ran at once each count), or one timed block
+    seconds: float = 0.0  # summed over batches (batches that ran at once each count), or one timed block
     batches: int = 0
     cached_batches: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
     spans: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of batches computed in this run
 
     def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "seconds": round(self.seconds, 3),
-                "wall_seconds": round(busy_seconds(self.spans), 3), "batches": self.batches,
-                "cached_batches": self.cached_batches, "stats": self.stats}
+        return {
+            "stage": self.stage,
+            "seconds": round(self.seconds, 3),
+            "wall_seconds": round(busy_seconds(self.spans), 3),
+            "batches": self.batches,
+            "cached_batches": self.cached_batches,
+            "stats": self.stats,
+        }
 
 
 class RunState:
@@ -102,9 +109,15 @@ class RunState:
         """How ``elapsed`` seconds of this run split: stage work, the release's write, orchestration."""
         elapsed, work, release = (round(x, 3) for x in (elapsed, busy_seconds(self.spans), self.release_seconds))
         summed = round(sum(s.seconds for s in self.stages.values()), 3)
-        return {"elapsed_s": elapsed, "work_s": work, "stage_seconds_s": summed,
-                "overlap_s": round(max(0.0, summed - work), 3), "release_s": release,
-                "orchestration_s": round(max(0.0, elapsed - work - release), 3), "note": TIMING_NOTE}
+        return {
+            "elapsed_s": elapsed,
+            "work_s": work,
+            "stage_seconds_s": summed,
+            "overlap_s": round(max(0.0, summed - work), 3),
+            "release_s": release,
+            "orchestration_s": round(max(0.0, elapsed - work - release), 3),
+            "note": TIMING_NOTE,
+        }
 
     def add_failures(self, failures: Iterable[Failure]) -> None:
         self.failures.extend(failures)
@@ -118,17 +131,20 @@ class RunState:
         atomic.write_jsonl(self.root / FAILURES_FILE, (f.to_json() for f in self.failures))
         atomic.write_json(self.root / USAGE_FILE, self.usage_total())
         elapsed = time.time() - self.started
-        atomic.write_json(self.root / SUMMARY_FILE, {
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
-            "elapsed_s": round(elapsed, 3),
-            "work_s": round(busy_seconds(self.spans), 3),
-            "timing": self.timing(elapsed),
-            "stages": [s.to_json() for s in self.stages.values()],
-            "failures": self.failure_counts(),
-            "usage": self.usage_total(),
-            "usage_this_run": self.usage_run,
-            **extra,
-        })
+        atomic.write_json(
+            self.root / SUMMARY_FILE,
+            {
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+                "elapsed_s": round(elapsed, 3),
+                "work_s": round(busy_seconds(self.spans), 3),
+                "timing": self.timing(elapsed),
+                "stages": [s.to_json() for s in self.stages.values()],
+                "failures": self.failure_counts(),
+                "usage": self.usage_total(),
+                "usage_this_run": self.usage_run,
+                **extra,
+            },
+        )
 
 
 def busy_seconds(spans: Iterable[tuple[float, float]]) -> float:

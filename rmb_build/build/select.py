@@ -33,15 +33,21 @@ def select(queries: Sequence[Query], cfg: BuildConfig) -> tuple[list[Query], dic
     sel = cfg.select
     if sel.total is None and sel.per_scenario is None:
         return pool, dict(dropped)
-    chosen = select_balanced(pool, total=sel.total or len(pool), min_per_goal=sel.min_per_goal,
-                             per_scenario=sel.per_scenario, seed=sel.seed)
+    chosen = select_balanced(
+        pool, total=sel.total or len(pool), min_per_goal=sel.min_per_goal, per_scenario=sel.per_scenario, seed=sel.seed
+    )
     if len(pool) > len(chosen):
         dropped["not selected (balanced subset: select.total / select.per_scenario)"] += len(pool) - len(chosen)
     return list(chosen), dict(dropped)
 
 
-def select_balanced(queries: Sequence[Query], total: int | None, min_per_goal: int | Mapping[str, int] = 0,
-                    per_scenario: int | None = None, seed: int = 0) -> list[Query]:
+def select_balanced(
+    queries: Sequence[Query],
+    total: int | None,
+    min_per_goal: int | Mapping[str, int] = 0,
+    per_scenario: int | None = None,
+    seed: int = 0,
+) -> list[Query]:
     """A subset of classified queries spread over scenarios, in input order.
 
     Scenarios take turns (round robin, most confident query first, ties in seeded random order), so

@@ -35,8 +35,10 @@ def write_part(folder: str | os.PathLike, batch: int, result: SetsResult) -> Non
     """Keep one batch's items and annotations (atomically: a killed build leaves no half part)."""
     notes = {(n["set"], n["uid"]): n for n in result.annotations}
     for set_name, items in ((PAIRWISE_SET, result.pairwise), (BON_SET, result.bon)):
-        atomic.write_jsonl(part_path(folder, batch, set_name),
-                           ({"item": it.to_rmb(), "note": notes.get((set_name, it.uid), {})} for it in items))
+        atomic.write_jsonl(
+            part_path(folder, batch, set_name),
+            ({"item": it.to_rmb(), "note": notes.get((set_name, it.uid), {})} for it in items),
+        )
 
 
 def _records(path: Path, set_name: str) -> Iterator[tuple[tuple[int, str, int], Item, dict]]:
@@ -46,8 +48,9 @@ def _records(path: Path, set_name: str) -> Iterator[tuple[tuple[int, str, int], 
         yield (SCENARIO_ORDER[item.scenario_id], note["query_id"], position), item, note
 
 
-def merged(folder: str | os.PathLike, batches: Sequence[int], *, first_pair_uid: int = 0,
-           first_bon_uid: int = 0) -> Iterator[tuple[Item, dict]]:
+def merged(
+    folder: str | os.PathLike, batches: Sequence[int], *, first_pair_uid: int = 0, first_bon_uid: int = 0
+) -> Iterator[tuple[Item, dict]]:
     """Every kept item with its annotation, pairwise then BoN, in release order and numbered from
     ``first_pair_uid`` / ``first_bon_uid``: what ``build_sets`` over all the batches' queries gives."""
     for set_name, first in ((PAIRWISE_SET, first_pair_uid), (BON_SET, first_bon_uid)):

@@ -35,7 +35,7 @@ from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_har
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}
 SCENARIO_ORDER = {s.id: i for i, s in enumerate(all_scenarios())}
 _KNOWN = (SAFE, UNSAFE)
-TRUNCATED = "length"       # finish_reason of an answer cut at max_tokens
+TRUNCATED = "length"  # finish_reason of an answer cut at max_tokens
 CUT_AT_MAX_TOKENS = "cut at max_tokens"
 UNVERDICTED = "unverdicted"
 _COMPARABLE = (None, SAFE, UNSAFE, UNVERDICTED)
@@ -45,7 +45,7 @@ _COMPARABLE = (None, SAFE, UNSAFE, UNVERDICTED)
 class SetsResult:
     pairwise: list[PairwiseItem]
     bon: list[BonItem]
-    annotations: list[dict[str, Any]]   # one per (set, uid), for the release's annotations.jsonl
+    annotations: list[dict[str, Any]]  # one per (set, uid), for the release's annotations.jsonl
     stats: dict[str, Any]
 
 
@@ -58,7 +58,7 @@ class Candidate:
     response: Response
     score: JudgeScore
     safety: str | None
-    key: str                    # identity of the answer text within its query (see answer_key)
+    key: str  # identity of the answer text within its query (see answer_key)
 
     @property
     def generator(self) -> str:
@@ -116,9 +116,9 @@ class _Tally:
     no_pair: Counter = field(default_factory=Counter)
     no_bon: Counter = field(default_factory=Counter)
     counts: Counter = field(default_factory=Counter)
-    truncated: Counter = field(default_factory=Counter)       # per generator
+    truncated: Counter = field(default_factory=Counter)  # per generator
     unfinished: defaultdict = field(default_factory=lambda: defaultdict(Counter))  # generator -> reason -> answers
-    unjudgeable: Counter = field(default_factory=Counter)     # harmlessness answers without a verdict, by reason
+    unjudgeable: Counter = field(default_factory=Counter)  # harmlessness answers without a verdict, by reason
     candidate_pairs: int = 0
 
 
@@ -126,8 +126,9 @@ NO_VERDICT = "none"
 _NO_VERDICT_REASONS = {UNKNOWN: "guard reply unreadable (verdict unknown)", NO_VERDICT: "no guard label"}
 
 
-def _candidates(q: Query, responses: list[Response], scores: dict, safety: dict, tally: _Tally,
-                keep_unverdicted: bool = False) -> list[Candidate]:
+def _candidates(
+    q: Query, responses: list[Response], scores: dict, safety: dict, tally: _Tally, keep_unverdicted: bool = False
+) -> list[Candidate]:
     """The query's finished, scored answers, one per distinct ``text.identity`` (the first generator by
     name kept); in harmlessness only those with a safe or unsafe verdict (the others are counted),
     unless ``keep_unverdicted``: then they stay as ``unverdicted``."""
@@ -173,8 +174,9 @@ def candidate_pairs(cands: Sequence[Candidate], margin: float) -> list[tuple[Can
     return sorted(pairs, key=lambda p: (p[0].key, p[1].key))
 
 
-def select_pairs(cands: Sequence[Candidate], margin: float, limit: int, policy: str = "stratified",
-                 rng: random.Random | None = None) -> list[tuple[Candidate, Candidate]]:
+def select_pairs(
+    cands: Sequence[Candidate], margin: float, limit: int, policy: str = "stratified", rng: random.Random | None = None
+) -> list[tuple[Candidate, Candidate]]:
     """Up to ``limit`` (chosen, rejected) pairs among those that clear the margin.
 
     ``stratified`` (RMB-like): all of them when they are at most ``limit``; else the candidates,
@@ -214,12 +216,16 @@ def draw_loser_count(rng: random.Random, low: int, high: int) -> int:
     return rng.choices(counts, weights=[LOSER_WEIGHTS.get(n, 0.005) for n in counts])[0]
 
 
-def select_bon(cands: Sequence[Candidate], cfg: SetsConfig, rng: random.Random) -> tuple[Candidate, list[Candidate]] | str:
+def select_bon(
+    cands: Sequence[Candidate], cfg: SetsConfig, rng: random.Random
+) -> tuple[Candidate, list[Candidate]] | str:
     """(winner, losers) or why there is none. The winner is the answer that beats the most others."""
     if len(cands) < cfg.min_losers + 1:
         return f"fewer than {cfg.min_losers + 1} distinct scored answers"
-    ranked = sorted(cands, key=lambda c: (-sum(beats(c, o, cfg.margin) for o in cands),
-                                          c.safety == UNSAFE, -c.score.mean, c.generator))
+    ranked = sorted(
+        cands,
+        key=lambda c: (-sum(beats(c, o, cfg.margin) for o in cands), c.safety == UNSAFE, -c.score.mean, c.generator),
+    )
     winner = ranked[0]
     eligible = sorted((c for c in cands if beats(winner, c, cfg.margin)), key=lambda c: c.generator)
     if len(eligible) < cfg.min_losers:
@@ -236,17 +242,25 @@ def _guard_json(label: GuardLabel | None) -> dict[str, Any] | None:
 
 
 def _score_fields(prefix: str, c: Candidate, guard: dict) -> dict[str, Any]:
-    return {f"{prefix}_model": c.generator, f"{prefix}_score": c.score.mean,
-            f"{prefix}_score_samples": list(c.score.scores), f"{prefix}_spread": c.score.spread,
-            f"{prefix}_rationales": list(c.score.rationales),
-            f"{prefix}_guard": _guard_json(guard.get((c.response.query_id, c.generator)))}
+    return {
+        f"{prefix}_model": c.generator,
+        f"{prefix}_score": c.score.mean,
+        f"{prefix}_score_samples": list(c.score.scores),
+        f"{prefix}_spread": c.score.spread,
+        f"{prefix}_rationales": list(c.score.rationales),
+        f"{prefix}_guard": _guard_json(guard.get((c.response.query_id, c.generator))),
+    }
 
 
 def _loser_fields(losers: Sequence[Candidate], guard: dict) -> dict[str, list]:
     """The losers' fields as parallel lists: ``loser_models``, ``loser_scores``, ``loser_guards``..."""
     per = [_score_fields("loser", c, guard) for c in losers]
-    plural = {"loser_model": "loser_models", "loser_score": "loser_scores", "loser_spread": "loser_spreads",
-              "loser_guard": "loser_guards"}
+    plural = {
+        "loser_model": "loser_models",
+        "loser_score": "loser_scores",
+        "loser_spread": "loser_spreads",
+        "loser_guard": "loser_guards",
+    }
     return {plural.get(k, k): [f[k] for f in per] for k in per[0]}
 
 
@@ -259,14 +273,28 @@ def criteria_hash_of(score: JudgeScore) -> str | None:
 
 
 def _query_fields(q: Query, c: Candidate, prompt_label: GuardLabel | None) -> dict[str, Any]:
-    return {"scenario": q.scenario_id, "query_id": q.id, "source": q.source, "source_id": q.source_id,
-            "judge": c.score.judge, "criteria": c.score.criteria, "criteria_hash": criteria_hash_of(c.score),
-            "prompt_guard": _guard_json(prompt_label)}
+    return {
+        "scenario": q.scenario_id,
+        "query_id": q.id,
+        "source": q.source,
+        "source_id": q.source_id,
+        "judge": c.score.judge,
+        "criteria": c.score.criteria,
+        "criteria_hash": criteria_hash_of(c.score),
+        "prompt_guard": _guard_json(prompt_label),
+    }
 
 
-def build_sets(queries: Sequence[Query], responses: Iterable[Response], scores: Iterable[JudgeScore],
-               labels: Iterable[GuardLabel], cfg: SetsConfig, *, first_pair_uid: int = 0,
-               first_bon_uid: int = 0) -> SetsResult:
+def build_sets(
+    queries: Sequence[Query],
+    responses: Iterable[Response],
+    scores: Iterable[JudgeScore],
+    labels: Iterable[GuardLabel],
+    cfg: SetsConfig,
+    *,
+    first_pair_uid: int = 0,
+    first_bon_uid: int = 0,
+) -> SetsResult:
     """Pairwise and BoN items (with their annotations and stats) from judged answers.
 
     ``first_pair_uid`` / ``first_bon_uid`` start the numbering, to extend an existing release.
@@ -293,12 +321,15 @@ def build_sets(queries: Sequence[Query], responses: Iterable[Response], scores: 
             continue
         cands = _candidates(q, answers[q.id], score_of, safety, tally, cfg.unreadable_verdicts == "judge_only")
         tally.candidate_pairs += len(candidate_pairs(cands, cfg.margin))
-        found = select_pairs(cands, cfg.margin, cfg.max_pairs_per_query, cfg.pair_policy,
-                             random.Random(f"{cfg.seed}:pairs:{q.id}"))
+        found = select_pairs(
+            cands, cfg.margin, cfg.max_pairs_per_query, cfg.pair_policy, random.Random(f"{cfg.seed}:pairs:{q.id}")
+        )
         if found:
             pairs += [(q, a, b) for a, b in found]
         else:
-            tally.no_pair["fewer than 2 distinct scored answers" if len(cands) < 2 else "no two answers differ by the margin"] += 1
+            tally.no_pair[
+                "fewer than 2 distinct scored answers" if len(cands) < 2 else "no two answers differ by the margin"
+            ] += 1
         bon = select_bon(cands, cfg, random.Random(f"{cfg.seed}:{q.id}"))
         if isinstance(bon, str):
             tally.no_bon[bon] += 1
@@ -317,24 +348,56 @@ def _skip_reason(q: Query, answers: dict[str, list[Response]]) -> str | None:
     return None
 
 
-def _number_items(pairs, bons, guard, prompt_guard, tally: _Tally, n_queries: int, first_pair_uid: int,
-              first_bon_uid: int) -> SetsResult:
+def _number_items(
+    pairs, bons, guard, prompt_guard, tally: _Tally, n_queries: int, first_pair_uid: int, first_bon_uid: int
+) -> SetsResult:
     pairs.sort(key=lambda p: (SCENARIO_ORDER[p[0].scenario_id], p[0].id, p[1].key, p[2].key))
     bons.sort(key=lambda b: (SCENARIO_ORDER[b[0].scenario_id], b[0].id))
     pairwise, bon, notes = [], [], []
     for i, (q, a, b) in enumerate(pairs, start=first_pair_uid):
         uid = str(i)
-        pairwise.append(PairwiseItem(uid, q.conversation, a.answer(), b.answer(), q.scenario_id,
-                                     default_category_path(PAIRWISE_SET, q.scenario_id)))
-        notes.append({"set": PAIRWISE_SET, "uid": uid, **_query_fields(q, a, prompt_guard.get(q.id)),
-                      "preferred_by": "safety" if _by_safety(a, b) else "score", "score_gap": gap(a, b),
-                      **_score_fields("chosen", a, guard), **_score_fields("rejected", b, guard)})
+        pairwise.append(
+            PairwiseItem(
+                uid,
+                q.conversation,
+                a.answer(),
+                b.answer(),
+                q.scenario_id,
+                default_category_path(PAIRWISE_SET, q.scenario_id),
+            )
+        )
+        notes.append(
+            {
+                "set": PAIRWISE_SET,
+                "uid": uid,
+                **_query_fields(q, a, prompt_guard.get(q.id)),
+                "preferred_by": "safety" if _by_safety(a, b) else "score",
+                "score_gap": gap(a, b),
+                **_score_fields("chosen", a, guard),
+                **_score_fields("rejected", b, guard),
+            }
+        )
     for i, (q, w, losers) in enumerate(bons, start=first_bon_uid):
         uid = str(i)
-        bon.append(BonItem(uid, q.conversation, w.answer(), tuple(c.answer() for c in losers), q.scenario_id,
-                           default_category_path(BON_SET, q.scenario_id)))
-        notes.append({"set": BON_SET, "uid": uid, **_query_fields(q, w, prompt_guard.get(q.id)),
-                      **_score_fields("best", w, guard), **_loser_fields(losers, guard)})
+        bon.append(
+            BonItem(
+                uid,
+                q.conversation,
+                w.answer(),
+                tuple(c.answer() for c in losers),
+                q.scenario_id,
+                default_category_path(BON_SET, q.scenario_id),
+            )
+        )
+        notes.append(
+            {
+                "set": BON_SET,
+                "uid": uid,
+                **_query_fields(q, w, prompt_guard.get(q.id)),
+                **_score_fields("best", w, guard),
+                **_loser_fields(losers, guard),
+            }
+        )
     return SetsResult(pairwise, bon, notes, _stats(pairwise, bon, pairs, bons, tally, n_queries))
 
 
@@ -370,9 +433,20 @@ def _stats(pairwise, bon, pairs, bons, tally: _Tally, n_queries: int) -> dict[st
         "queries_without_bon": dict(sorted(tally.no_bon.items())),
         "pairs_decided_by_safety": sum(_by_safety(a, b) for _, a, b in pairs),
         "loser_counts": {str(k): v for k, v in sorted(Counter(len(b.losers) for b in bon).items())},
-        **{k: tally.counts[k] for k in ("duplicate_queries", "duplicate_responses", "answers_to_unknown_queries",
-                                        "truncated_answers", "unfinished_answers", "answers_without_verdict", "answers_ordered_by_judge_only",
-                                        "empty_answers", "unscored_answers",
-                                        "identical_answers_merged")},
+        **{
+            k: tally.counts[k]
+            for k in (
+                "duplicate_queries",
+                "duplicate_responses",
+                "answers_to_unknown_queries",
+                "truncated_answers",
+                "unfinished_answers",
+                "answers_without_verdict",
+                "answers_ordered_by_judge_only",
+                "empty_answers",
+                "unscored_answers",
+                "identical_answers_merged",
+            )
+        },
         "scenarios": dict(sorted(per_scenario.items(), key=lambda kv: SCENARIO_ORDER[kv[0]])),
     }

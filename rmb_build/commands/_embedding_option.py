@@ -8,12 +8,19 @@ from typing import Any
 
 
 def add_embedding_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--embeddings", metavar="DIR", default=None,
-                        help="an embedding store folder (e.g. a build's runs/<name>/embeddings): texts it holds "
-                             "are not encoded again, new ones are added")
-    parser.add_argument("--embedding-backend", default="torch", metavar="BACKEND",
-                        help="the encoder's backend, as the build's embeddings.backend: torch (default), onnx "
-                             "or onnx-int8")
+    parser.add_argument(
+        "--embeddings",
+        metavar="DIR",
+        default=None,
+        help="an embedding store folder (e.g. a build's runs/<name>/embeddings): texts it holds "
+        "are not encoded again, new ones are added",
+    )
+    parser.add_argument(
+        "--embedding-backend",
+        default="torch",
+        metavar="BACKEND",
+        help="the encoder's backend, as the build's embeddings.backend: torch (default), onnx or onnx-int8",
+    )
 
 
 def embedding_store(args: argparse.Namespace) -> Any:
@@ -35,5 +42,7 @@ def report_store(store: Any) -> None:
     """One line: what the store was asked for and what it had to encode."""
     if store is not None:
         s = store.stats
-        print(f"embeddings: {s.distinct} distinct texts, {s.encoded} encoded ({s.encode_seconds:.1f} s), "
-              f"the rest from {store.folder}")
+        print(
+            f"embeddings: {s.distinct} distinct texts, {s.encoded} encoded ({s.encode_seconds:.1f} s), "
+            f"the rest from {store.folder}"
+        )

@@ -12,15 +12,28 @@ from ._embedding_option import add_embedding_options, embedding_store, report_st
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("release", help="an RMB-layout release folder, a local Hugging Face form, or a Hub id")
-    parser.add_argument("--json", metavar="OUT", help="write the audit JSON (counts of every defect kind, and the defects) to OUT")
+    parser.add_argument(
+        "--json", metavar="OUT", help="write the audit JSON (counts of every defect kind, and the defects) to OUT"
+    )
     parser.add_argument("--strict", action="store_true", help="exit with status 1 when any defect is found")
-    parser.add_argument("--fix", metavar="OUT_DIR",
-                        help="write a copy without the defective items to OUT_DIR (RMB layout) and a log of "
-                             "what was removed (OUT_DIR/removed.jsonl); the input is never touched")
-    parser.add_argument("--no-embeddings", action="store_true",
-                        help="skip the embedding model: near-duplicate prompts are then found only when equal")
-    parser.add_argument("--threshold", type=float, default=0.95, metavar="COS",
-                        help="cosine at or above which two prompts are near-duplicates (default 0.95)")
+    parser.add_argument(
+        "--fix",
+        metavar="OUT_DIR",
+        help="write a copy without the defective items to OUT_DIR (RMB layout) and a log of "
+        "what was removed (OUT_DIR/removed.jsonl); the input is never touched",
+    )
+    parser.add_argument(
+        "--no-embeddings",
+        action="store_true",
+        help="skip the embedding model: near-duplicate prompts are then found only when equal",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.95,
+        metavar="COS",
+        help="cosine at or above which two prompts are near-duplicates (default 0.95)",
+    )
     add_embedding_options(parser)
 
 
@@ -81,13 +94,19 @@ def run(args: argparse.Namespace) -> int:
         all_annotations = release.annotations()
         annotations = [a for a in all_annotations if (a.get("set"), str(a.get("uid"))) in kept]
         manifest = dict(release.manifest or {})
-        manifest["audit_fix"] = {"source": str(args.release), "removed": len(removed),
-                                 "counts": report.counts, "notes": report.notes}
+        manifest["audit_fix"] = {
+            "source": str(args.release),
+            "removed": len(removed),
+            "counts": report.counts,
+            "notes": report.notes,
+        }
         out = Path(args.fix)
         write_release(clean, out, annotations=annotations if all_annotations else None, manifest=manifest)
         atomic.write_jsonl(out / "removed.jsonl", removed)
-        print(f"cleaned copy written to {out}: removed {len(removed)} items "
-              f"(log: {out / 'removed.jsonl'}), kept {len(kept)}")
+        print(
+            f"cleaned copy written to {out}: removed {len(removed)} items "
+            f"(log: {out / 'removed.jsonl'}), kept {len(kept)}"
+        )
     if args.strict and report.total:
         print(f"rmb audit: --strict: {report.total} defects found", file=sys.stderr)
         return 1

@@ -8,17 +8,35 @@ DEMO_CONFIG = "demo.yaml"  # shipped in rmb_build.flows
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=None,
-                   help="build config (YAML); default: the embedded demo (ShareGPT queries, local SmolLM2, no network)")
+    p.add_argument(
+        "--config",
+        default=None,
+        help="build config (YAML); default: the embedded demo (ShareGPT queries, local SmolLM2, no network)",
+    )
     p.add_argument("--workdir", default=None, help="folder holding data/ and runs/ (default: $RMB_WORKDIR or .)")
-    p.add_argument("--name", default=None, help="build name (folder names under data/ and runs/); overrides the config's")
-    p.add_argument("--max-cost", type=float, default=None, metavar="USD",
-                   help="stop before the LLM calls of this run would cost more (overrides run.max_cost)")
-    p.add_argument("--min-gold-agreement", type=float, default=None, metavar="X",
-                   help="stop before generation when the judge agrees with judge.gold's labels less than X on a goal "
-                        "(0-1; a rerun resumes from the cache)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="gather, dedup, classify and select, then print the LLM calls, tokens and cost a build would spend")
+    p.add_argument(
+        "--name", default=None, help="build name (folder names under data/ and runs/); overrides the config's"
+    )
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="stop before the LLM calls of this run would cost more (overrides run.max_cost)",
+    )
+    p.add_argument(
+        "--min-gold-agreement",
+        type=float,
+        default=None,
+        metavar="X",
+        help="stop before generation when the judge agrees with judge.gold's labels less than X on a goal "
+        "(0-1; a rerun resumes from the cache)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="gather, dedup, classify and select, then print the LLM calls, tokens and cost a build would spend",
+    )
 
 
 def load_build_config(path: str | None, name: str | None = None):
@@ -40,10 +58,12 @@ def load_build_config(path: str | None, name: str | None = None):
 def _print_plan(summary: dict) -> None:
     """The dry run's plan: totals, then per phase and per endpoint, then what is exact and what is not."""
     est = summary["estimate"]
-    print(f"dry run: {summary['selected']} queries selected; the build would send {est['calls']} calls "
-          f"({est['cached']} more already cached): about {est['prompt_tokens']} prompt tokens, "
-          f"{est['completion_tokens_estimate']} completion tokens (at most {est['completion_tokens']}), "
-          f"at most ${est['cost_usd']:.4f}")
+    print(
+        f"dry run: {summary['selected']} queries selected; the build would send {est['calls']} calls "
+        f"({est['cached']} more already cached): about {est['prompt_tokens']} prompt tokens, "
+        f"{est['completion_tokens_estimate']} completion tokens (at most {est['completion_tokens']}), "
+        f"at most ${est['cost_usd']:.4f}"
+    )
     for title, rows in (("phase", est.get("by_phase", {})), ("endpoint", est.get("by_endpoint", {}))):
         for name, row in rows.items():
             print(f"  {title} {name}: {row['calls']} calls ({row['cached']} cached), ${row['cost_usd']:.4f}")
@@ -62,13 +82,17 @@ def _print_summary(summary: dict) -> None:
         return
     counts = summary["counts"]
     print(f"release: {summary['release']}")
-    print(f"  {counts['queries']} queries, {counts['answers']} answers; items: "
-          + ", ".join(f"{s} {n}" for s, n in counts["items"].items()))
+    print(
+        f"  {counts['queries']} queries, {counts['answers']} answers; items: "
+        + ", ".join(f"{s} {n}" for s, n in counts["items"].items())
+    )
     for set_name, goals in counts["per_goal"].items():
         print(f"  {set_name}: " + ", ".join(f"{g} {n}" for g, n in sorted(goals.items())))
     defects = {k: v for k, v in summary.get("audit", {}).items() if v}
-    print(f"  audit: {defects or 'no defects'}; failures: {summary['failures']['total']} "
-          f"(see {summary['run']}/failures.jsonl)")
+    print(
+        f"  audit: {defects or 'no defects'}; failures: {summary['failures']['total']} "
+        f"(see {summary['run']}/failures.jsonl)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,6 +112,14 @@ def run(args: argparse.Namespace) -> int:
     from ..flows.build import run_build
 
     quiet_prefect(debugging(args))
-    _print_summary(run_build(cfg, base, config_file=label, max_cost=args.max_cost, dry_run=args.dry_run,
-                             min_gold_agreement=args.min_gold_agreement))
+    _print_summary(
+        run_build(
+            cfg,
+            base,
+            config_file=label,
+            max_cost=args.max_cost,
+            dry_run=args.dry_run,
+            min_gold_agreement=args.min_gold_agreement,
+        )
+    )
     return 0

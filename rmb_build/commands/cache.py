@@ -8,14 +8,18 @@ import json
 
 def configure(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    for action, help_text in (("stats", "rows, size, per endpoint/model/stage, oldest and newest entry"),
-                              ("prune", "delete cached responses by age, endpoint, model or stage")):
+    for action, help_text in (
+        ("stats", "rows, size, per endpoint/model/stage, oldest and newest entry"),
+        ("prune", "delete cached responses by age, endpoint, model or stage"),
+    ):
         a = sub.add_parser(action, help=help_text, description=help_text)
         where = a.add_mutually_exclusive_group()
         where.add_argument("--cache", metavar="PATH", help="a cache folder or its responses.sqlite file")
         where.add_argument("--name", help="build name: use runs/NAME/llm_cache under the workdir")
-        where.add_argument("--config", help="build config: use runs/<its name>/llm_cache under the workdir "
-                                            "(default: the embedded demo build's)")
+        where.add_argument(
+            "--config",
+            help="build config: use runs/<its name>/llm_cache under the workdir (default: the embedded demo build's)",
+        )
         a.add_argument("--workdir", default=None, help="folder holding runs/ (default: $RMB_WORKDIR or .)")
         if action == "stats":
             a.add_argument("--json", action="store_true", help="print the statistics as one JSON object")
@@ -40,7 +44,9 @@ def _cache_path(args: argparse.Namespace):
 
 def _print_stats(stats: dict) -> None:
     print(f"cache: {stats['path']}")
-    print(f"  {stats['rows']} responses, {stats['size_bytes'] / 1e6:.2f} MB; oldest {stats['oldest']}, newest {stats['newest']}")
+    print(
+        f"  {stats['rows']} responses, {stats['size_bytes'] / 1e6:.2f} MB; oldest {stats['oldest']}, newest {stats['newest']}"
+    )
     for title, key in (("endpoint", "by_endpoint"), ("model", "by_model"), ("stage", "by_stage")):
         if stats[key]:
             print(f"  by {title}:")
@@ -62,10 +68,18 @@ def run(args: argparse.Namespace) -> int:
             stats = cache.stats()
             print(json.dumps(stats, ensure_ascii=False)) if args.json else _print_stats(stats)
             return 0
-        filters = {"older_than_days": args.older_than, "endpoint": args.endpoint, "model": args.model, "stage": args.stage}
+        filters = {
+            "older_than_days": args.older_than,
+            "endpoint": args.endpoint,
+            "model": args.model,
+            "stage": args.stage,
+        }
         if all(v is None for v in filters.values()) and not args.all:
-            raise InputError("rmb cache prune", "no filter given: use --older-than, --endpoint, --model, --stage "
-                             "(or --all to empty the cache)", field="--older-than")
+            raise InputError(
+                "rmb cache prune",
+                "no filter given: use --older-than, --endpoint, --model, --stage (or --all to empty the cache)",
+                field="--older-than",
+            )
         deleted = cache.prune(**filters)
         print(f"deleted {deleted} cached responses; {len(cache)} left in {cache.path}")
     return 0

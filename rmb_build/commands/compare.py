@@ -14,12 +14,20 @@ import argparse
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir_a", help="an 'rmb evaluate --out' folder")
     p.add_argument("dir_b", help="another one, on the same release (or any release, with --shared-texts)")
-    p.add_argument("--shared-texts", action="store_true",
-                   help="compare evaluations of different releases (or ones that record no release sha256) on the "
-                        "items both hold with equal texts: set, conversation turns' role and content, and answers; "
-                        "the output says how many items each side had and how many matched")
-    p.add_argument("--resamples", type=int, default=10_000, metavar="DRAWS",
-                   help="Monte Carlo draws of the paired test; every interval and p-value comes from the same ones")
+    p.add_argument(
+        "--shared-texts",
+        action="store_true",
+        help="compare evaluations of different releases (or ones that record no release sha256) on the "
+        "items both hold with equal texts: set, conversation turns' role and content, and answers; "
+        "the output says how many items each side had and how many matched",
+    )
+    p.add_argument(
+        "--resamples",
+        type=int,
+        default=10_000,
+        metavar="DRAWS",
+        help="Monte Carlo draws of the paired test; every interval and p-value comes from the same ones",
+    )
     p.add_argument("--seed", type=int, default=0, help="the draws' seed")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the comparison as JSON")
 

@@ -9,15 +9,28 @@ from ._embedding_option import add_embedding_options, embedding_store, report_st
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("release", help="an RMB release folder, a local Hugging Face folder or a Hub id")
-    p.add_argument("train", metavar="TRAIN_FILE",
-                   help="training prompts: .jsonl, .json, .parquet (file or folder), an RMB release, "
-                        "or a Hugging Face dataset (local folder or Hub name)")
-    p.add_argument("--threshold", type=float, default=0.9, help="cosine at or above which a prompt counts (default 0.9)")
+    p.add_argument(
+        "train",
+        metavar="TRAIN_FILE",
+        help="training prompts: .jsonl, .json, .parquet (file or folder), an RMB release, "
+        "or a Hugging Face dataset (local folder or Hub name)",
+    )
+    p.add_argument(
+        "--threshold", type=float, default=0.9, help="cosine at or above which a prompt counts (default 0.9)"
+    )
     p.add_argument("--json", metavar="OUT", default=None, help="write every match here")
-    p.add_argument("--field", default=None, help="the training records' prompt (or conversation) field, "
-                                                  "if not one of prompt/instruction/question/messages/...")
-    p.add_argument("--kind", choices=("jsonl", "json", "parquet", "hf", "rmb_release", "sharegpt"), default=None,
-                   help="how to read TRAIN_FILE (default: from its name)")
+    p.add_argument(
+        "--field",
+        default=None,
+        help="the training records' prompt (or conversation) field, "
+        "if not one of prompt/instruction/question/messages/...",
+    )
+    p.add_argument(
+        "--kind",
+        choices=("jsonl", "json", "parquet", "hf", "rmb_release", "sharegpt"),
+        default=None,
+        help="how to read TRAIN_FILE (default: from its name)",
+    )
     p.add_argument("--split", default="train", help="hf: the split (default train)")
     p.add_argument("--name", default=None, help="hf: the configuration name")
     add_embedding_options(p)
@@ -59,23 +72,39 @@ def run(args: argparse.Namespace) -> int:
     train = gather([src])
     stats = next(iter(train.stats.values()))
     if not train.queries:
-        raise RMBError(f"{args.train}: no usable prompts (read {stats['read']}, reasons: {stats['reasons']}); "
-                       "name the prompt field with --field")
+        raise RMBError(
+            f"{args.train}: no usable prompts (read {stats['read']}, reasons: {stats['reasons']}); "
+            "name the prompt field with --field"
+        )
     store = embedding_store(args)
     hits = find_contamination(release, train.queries, threshold=args.threshold, show_progress=True, embed=store)
     report_store(store)
     items = sum(1 for _ in release.items())
-    print(f"{len(hits)} of {items} release items have a training prompt at cosine >= {args.threshold} "
-          f"({len(train.queries)} training prompts from {stats['read']} records)")
+    print(
+        f"{len(hits)} of {items} release items have a training prompt at cosine >= {args.threshold} "
+        f"({len(train.queries)} training prompts from {stats['read']} records)"
+    )
     for h in hits[:20]:
-        print(f"  {h.similarity:.3f} {h.kind:<5} {h.set}:{h.uid} {h.scenario}  <- train {h.train_id}: "
-              f"{' '.join(h.prompt.split())[:70]!r}")
+        print(
+            f"  {h.similarity:.3f} {h.kind:<5} {h.set}:{h.uid} {h.scenario}  <- train {h.train_id}: "
+            f"{' '.join(h.prompt.split())[:70]!r}"
+        )
     if len(hits) > 20:
         print(f"  ... {len(hits) - 20} more" + ("" if args.json else " (use --json OUT for all)"))
     if args.json:
-        atomic.write_json(args.json, {
-            "schema_version": 1, "release": release.name, "train": args.train, "threshold": args.threshold,
-            "release_items": items, "train_prompts": len(train.queries), "train_stats": stats,
-            "contaminated_items": len(hits), "items": [h.to_json() for h in hits]})
+        atomic.write_json(
+            args.json,
+            {
+                "schema_version": 1,
+                "release": release.name,
+                "train": args.train,
+                "threshold": args.threshold,
+                "release_items": items,
+                "train_prompts": len(train.queries),
+                "train_stats": stats,
+                "contaminated_items": len(hits),
+                "items": [h.to_json() for h in hits],
+            },
+        )
         print(f"written to {args.json}")
     return 0

@@ -9,68 +9,135 @@ from ..intervals import DEFAULT_DRAWS
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--release", required=True,
-                   help="an RMB release folder, a local Hugging Face folder, a RewardBench / RewardBench 2 / RM-Bench "
-                        "file or folder (JSON, JSONL, Parquet), a Hub id, or 'rmb': the official RMB release, "
-                        "downloaded once into ~/.cache/rmb/releases/ (from $RMB_RELEASE_URL when set)")
-    p.add_argument("--format", default=None, choices=("rmb", "rewardbench", "rewardbench2", "rm-bench"),
-                   help="the release's format (default: detected from its fields)")
+    p.add_argument(
+        "--release",
+        required=True,
+        help="an RMB release folder, a local Hugging Face folder, a RewardBench / RewardBench 2 / RM-Bench "
+        "file or folder (JSON, JSONL, Parquet), a Hub id, or 'rmb': the official RMB release, "
+        "downloaded once into ~/.cache/rmb/releases/ (from $RMB_RELEASE_URL when set)",
+    )
+    p.add_argument(
+        "--format",
+        default=None,
+        choices=("rmb", "rewardbench", "rewardbench2", "rm-bench"),
+        help="the release's format (default: detected from its fields)",
+    )
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--rm", metavar="SPEC",
-                       help="hf:<path|hub id>, openai:<model>[@<endpoint|base URL>], python:<module>:<function>, "
-                            "dpo:<policy>,<reference>, baseline:length, baseline:random, scores:<file> (= --scores)")
-    which.add_argument("--scores", metavar="FILE",
-                       help="scores computed elsewhere, instead of --rm: RMB's own result file (the JSON list its "
-                            "eval/scripts/my_run_rm.py writes: pair_uid, category_path, chosen_reward, reject_reward, "
-                            "is_correct; BoN rows in that shape, which RMB's code does not write: bon_uid, category_path, "
-                            "bon_best_reward, loser_list_reward), or "
-                            "JSONL, one object a line: {\"set\": \"pairwise\", \"uid\", \"chosen\", \"rejected\"} or "
-                            "{\"set\": \"bon\", \"uid\", \"best\", \"losers\": [...]} (category_path optional), or a "
-                            "folder of such files. Rows match items by (set, uid); release items the file lacks are "
-                            "listed (results.json scores_file) and left out of the figures, not counted as losses")
-    p.add_argument("--out", required=True, help="folder for results.json, predictions.jsonl, report.md, heatmap.png "
-                   "(refused if it exists and is not empty, unless --overwrite)")
+    which.add_argument(
+        "--rm",
+        metavar="SPEC",
+        help="hf:<path|hub id>, openai:<model>[@<endpoint|base URL>], python:<module>:<function>, "
+        "dpo:<policy>,<reference>, baseline:length, baseline:random, scores:<file> (= --scores)",
+    )
+    which.add_argument(
+        "--scores",
+        metavar="FILE",
+        help="scores computed elsewhere, instead of --rm: RMB's own result file (the JSON list its "
+        "eval/scripts/my_run_rm.py writes: pair_uid, category_path, chosen_reward, reject_reward, "
+        "is_correct; BoN rows in that shape, which RMB's code does not write: bon_uid, category_path, "
+        "bon_best_reward, loser_list_reward), or "
+        'JSONL, one object a line: {"set": "pairwise", "uid", "chosen", "rejected"} or '
+        '{"set": "bon", "uid", "best", "losers": [...]} (category_path optional), or a '
+        "folder of such files. Rows match items by (set, uid); release items the file lacks are "
+        "listed (results.json scores_file) and left out of the figures, not counted as losses",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="folder for results.json, predictions.jsonl, report.md, heatmap.png "
+        "(refused if it exists and is not empty, unless --overwrite)",
+    )
     p.add_argument("--overwrite", action="store_true", help="write into an --out folder that already holds files")
-    p.add_argument("--ties", choices=("strict", "half"), default="strict",
-                   help="a pairwise tie counts 0 (strict, as RMB's script) or 0.5 (half)")
+    p.add_argument(
+        "--ties",
+        choices=("strict", "half"),
+        default="strict",
+        help="a pairwise tie counts 0 (strict, as RMB's script) or 0.5 (half)",
+    )
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--cache", default=None,
-                   help=f"score cache folder (default: {DEFAULT_CACHE_HELP}; here {default_cache_dir()}; "
-                        "<workdir>/runs/score_cache when --workdir is given)")
+    p.add_argument(
+        "--cache",
+        default=None,
+        help=f"score cache folder (default: {DEFAULT_CACHE_HELP}; here {default_cache_dir()}; "
+        "<workdir>/runs/score_cache when --workdir is given)",
+    )
     p.add_argument("--workdir", default=None, help="a project folder whose runs/score_cache holds the scores")
-    p.add_argument("--skip-defective", action="store_true",
-                   help="leave out of scoring the items the audit finds defective (identical pairs, duplicates, ...)")
-    p.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto",
-                   help="hf:/dpo: weights dtype (auto: bf16 on GPU, fp32 on CPU)")
+    p.add_argument(
+        "--skip-defective",
+        action="store_true",
+        help="leave out of scoring the items the audit finds defective (identical pairs, duplicates, ...)",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=("auto", "bf16", "fp32"),
+        default="auto",
+        help="hf:/dpo: weights dtype (auto: bf16 on GPU, fp32 on CPU)",
+    )
     p.add_argument("--max-length", type=int, default=None, help="hf:/dpo: tokens per text; longer texts are cut")
     p.add_argument("--chat-template", default=None, help="hf:/dpo: a Jinja chat template (string or file)")
     p.add_argument("--device", default=None, help="hf:/dpo: torch device (default: cuda when present)")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="hf:/dpo: run the model's own code from its folder or Hub repo (needed by custom architectures)")
-    p.add_argument("--family", default=None, metavar="NAME",
-                   help="hf: the reward-model family, how the checkpoint is loaded and its reward read "
-                        "(default: sequence-classifier; see rmb_build.evaluate.families)")
-    p.add_argument("--device-map", default=None, choices=("auto",),
-                   help="hf: spread a model larger than one device over the GPUs, CPU memory and disk (accelerate)")
-    p.add_argument("--max-memory", default=None, metavar="DEV=SIZE,...",
-                   help="hf: with --device-map, what each device may hold, e.g. 0=70GiB,cpu=100GiB")
-    p.add_argument("--load-in", default=None, choices=("8bit", "4bit"),
-                   help="hf: quantize the weights with bitsandbytes while loading (needs a CUDA device)")
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="hf:/dpo: run the model's own code from its folder or Hub repo (needed by custom architectures)",
+    )
+    p.add_argument(
+        "--family",
+        default=None,
+        metavar="NAME",
+        help="hf: the reward-model family, how the checkpoint is loaded and its reward read "
+        "(default: sequence-classifier; see rmb_build.evaluate.families)",
+    )
+    p.add_argument(
+        "--device-map",
+        default=None,
+        choices=("auto",),
+        help="hf: spread a model larger than one device over the GPUs, CPU memory and disk (accelerate)",
+    )
+    p.add_argument(
+        "--max-memory",
+        default=None,
+        metavar="DEV=SIZE,...",
+        help="hf: with --device-map, what each device may hold, e.g. 0=70GiB,cpu=100GiB",
+    )
+    p.add_argument(
+        "--load-in",
+        default=None,
+        choices=("8bit", "4bit"),
+        help="hf: quantize the weights with bitsandbytes while loading (needs a CUDA device)",
+    )
     p.add_argument("--revision", default=None, help="hf:/dpo: Hub branch, tag or commit of the model")
-    p.add_argument("--attn-implementation", default=None, metavar="NAME",
-                   help="hf:/dpo: transformers attention implementation (eager, sdpa, flash_attention_2, ...)")
+    p.add_argument(
+        "--attn-implementation",
+        default=None,
+        metavar="NAME",
+        help="hf:/dpo: transformers attention implementation (eager, sdpa, flash_attention_2, ...)",
+    )
     p.add_argument("--config", default=None, help="build config whose endpoints openai:<model>@<name> may name")
     p.add_argument("--votes", type=int, default=1, help="openai: samples per judgement (majority vote)")
-    p.add_argument("--judge-mode", choices=("pairwise", "pointwise"), default="pairwise",
-                   help="openai: compare two answers, or rate each answer alone")
+    p.add_argument(
+        "--judge-mode",
+        choices=("pairwise", "pointwise"),
+        default="pairwise",
+        help="openai: compare two answers, or rate each answer alone",
+    )
     p.add_argument("--with-criteria", action="store_true", help="openai: add the scenario's evaluation criteria")
-    p.add_argument("--structured-output", choices=("json_schema", "json_object", "none"), default="json_schema",
-                   help="openai:<model>@<URL>: how the endpoint takes a JSON schema (json_object for "
-                        "llama_cpp.server, which answers HTTP 500 to json_schema); endpoints from --config say it themselves")
+    p.add_argument(
+        "--structured-output",
+        choices=("json_schema", "json_object", "none"),
+        default="json_schema",
+        help="openai:<model>@<URL>: how the endpoint takes a JSON schema (json_object for "
+        "llama_cpp.server, which answers HTTP 500 to json_schema); endpoints from --config say it themselves",
+    )
     p.add_argument("--seed", type=int, default=0, help="baseline:random seed and the intervals' seed")
-    p.add_argument("--bootstrap", type=int, default=DEFAULT_DRAWS, metavar="DRAWS",
-                   help="Monte Carlo draws for the 95%% intervals of means (default %(default)s; a proportion's "
-                        "Clopper-Pearson interval is exact)")
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=DEFAULT_DRAWS,
+        metavar="DRAWS",
+        help="Monte Carlo draws for the 95%% intervals of means (default %(default)s; a proportion's "
+        "Clopper-Pearson interval is exact)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -104,8 +171,10 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
-        raise RMBError(f"--out {out}: {'exists and is not empty' if out.is_dir() else 'is a file'}; "
-                       "add --overwrite to replace its results, or choose another folder")
+        raise RMBError(
+            f"--out {out}: {'exists and is not empty' if out.is_dir() else 'is a file'}; "
+            "add --overwrite to replace its results, or choose another folder"
+        )
 
     for name in ("batch_size", "votes", "bootstrap"):
         if getattr(args, name) < 1:
@@ -115,21 +184,50 @@ def run(args: argparse.Namespace) -> int:
     config = None
     if args.config:
         from ..config import load_config
+
         config = load_config(args.config)
-    cache_dir = (Path(args.cache) if args.cache else workdir(args.workdir) / "runs" / "score_cache" if args.workdir
-                 else default_cache_dir())
+    cache_dir = (
+        Path(args.cache)
+        if args.cache
+        else workdir(args.workdir) / "runs" / "score_cache"
+        if args.workdir
+        else default_cache_dir()
+    )
     release = open_release(args.release, args.format)
-    options = RMOptions(batch_size=args.batch_size, dtype=args.dtype, max_length=args.max_length,
-                        chat_template=args.chat_template, device=args.device, seed=args.seed, votes=args.votes,
-                        judge_mode=args.judge_mode, with_criteria=args.with_criteria, config=config,
-                        structured_output=args.structured_output, trust_remote_code=args.trust_remote_code,
-                        revision=args.revision, attn_implementation=args.attn_implementation, family=args.family,
-                        device_map=args.device_map, max_memory=_max_memory(args.max_memory), load_in=args.load_in,
-                        llm_cache_dir=str(cache_dir / "llm"))
+    options = RMOptions(
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+        max_length=args.max_length,
+        chat_template=args.chat_template,
+        device=args.device,
+        seed=args.seed,
+        votes=args.votes,
+        judge_mode=args.judge_mode,
+        with_criteria=args.with_criteria,
+        config=config,
+        structured_output=args.structured_output,
+        trust_remote_code=args.trust_remote_code,
+        revision=args.revision,
+        attn_implementation=args.attn_implementation,
+        family=args.family,
+        device_map=args.device_map,
+        max_memory=_max_memory(args.max_memory),
+        load_in=args.load_in,
+        llm_cache_dir=str(cache_dir / "llm"),
+    )
     rm = load_rm(f"scores:{args.scores}" if args.scores else args.rm, options)
-    results = evaluate(release, rm, args.out, cache_dir, ties=args.ties, resamples=args.bootstrap,
-                       seed=args.seed, release_label=str(args.release), progress=not args.no_progress,
-                       skip_defective=args.skip_defective)
+    results = evaluate(
+        release,
+        rm,
+        args.out,
+        cache_dir,
+        ties=args.ties,
+        resamples=args.bootstrap,
+        seed=args.seed,
+        release_label=str(args.release),
+        progress=not args.no_progress,
+        skip_defective=args.skip_defective,
+    )
     # What produced these results, for `rmb leaderboard`: added after the fact, secrets redacted.
     results.update(command=command_line("evaluate", args, configure))
     write_json(Path(args.out) / "results.json", results)
@@ -141,17 +239,24 @@ def run(args: argparse.Namespace) -> int:
     for set_name in ("pairwise", "bon"):
         overall = results[set_name].get("overall")
         if overall:
-            print(f"{set_name:9s} overall macro {100 * overall['macro']:.1f}  micro {100 * overall['micro']:.1f}  "
-                  f"(n={overall['n']})")
+            print(
+                f"{set_name:9s} overall macro {100 * overall['macro']:.1f}  micro {100 * overall['micro']:.1f}  "
+                f"(n={overall['n']})"
+            )
     bench = results.get("benchmark")
     if bench and bench.get("headline") is not None:
         print(f"{bench['format']} headline {100 * bench['headline']:.1f}")
     if "scores_file" in results:
         from ..evaluate.scores_file import summary_line
+
         print(summary_line(results["scores_file"]), file=sys.stderr)
-        print(f"read {s['from_file']} scores of {results['scores_file']['matched']} items; "
-              f"wrote {Path(args.out) / 'results.json'}")
+        print(
+            f"read {s['from_file']} scores of {results['scores_file']['matched']} items; "
+            f"wrote {Path(args.out) / 'results.json'}"
+        )
         return 0
-    print(f"scored {s['scored']} texts, {s['cached']} from the cache ({s['unique']} unique of {s['naive']}); "
-          f"wrote {Path(args.out) / 'results.json'}")
+    print(
+        f"scored {s['scored']} texts, {s['cached']} from the cache ({s['unique']} unique of {s['naive']}); "
+        f"wrote {Path(args.out) / 'results.json'}"
+    )
     return 0

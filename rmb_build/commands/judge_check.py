@@ -11,9 +11,15 @@ import argparse
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="build config (YAML); default: the embedded demo")
-    p.add_argument("--gold", default=None, help="labelled release: RMB folder, local Hugging Face folder or Hub id "
-                                                "(default: the config's judge.gold.release)")
-    p.add_argument("--items", type=int, default=None, help="pairwise items to sample (default: judge.gold.items or 200)")
+    p.add_argument(
+        "--gold",
+        default=None,
+        help="labelled release: RMB folder, local Hugging Face folder or Hub id "
+        "(default: the config's judge.gold.release)",
+    )
+    p.add_argument(
+        "--items", type=int, default=None, help="pairwise items to sample (default: judge.gold.items or 200)"
+    )
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: judge.gold.seed or 0)")
     p.add_argument("--workdir", default=None, help="folder holding runs/ (the LLM cache is the build's)")
     p.add_argument("--json", default=None, metavar="OUT", help="also write the result (the manifest's gold section)")
@@ -37,8 +43,12 @@ def run(args: argparse.Namespace) -> int:
     release = args.gold or (base.release if base else None)
     if not release:
         raise RMBError(f"{label}: no gold release (give --gold RELEASE or judge.gold.release in the config)")
-    gold = GoldConfig(release=release, items=args.items or (base.items if base else 200),
-                      seed=args.seed if args.seed is not None else (base.seed if base else 0), required=True)
+    gold = GoldConfig(
+        release=release,
+        items=args.items or (base.items if base else 200),
+        seed=args.seed if args.seed is not None else (base.seed if base else 0),
+        required=True,
+    )
     data = cfg.model_dump(mode="json", exclude_none=True)
     data["judge"]["gold"] = gold.model_dump(mode="json")
     cfg = parse_config(data, label)
@@ -48,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
             return (await gold_check(cfg, client))[0]
 
     section = asyncio.run(check())
-    print(f"judge {cfg.judge.endpoint}/{cfg.judge.model} (samples {cfg.judge.samples}) against {release}: "
-          f"{section['items']} pairs (ties count half; chance 0.5)")
+    print(
+        f"judge {cfg.judge.endpoint}/{cfg.judge.model} (samples {cfg.judge.samples}) against {release}: "
+        f"{section['items']} pairs (ties count half; chance 0.5)"
+    )
     print(table(section))
     print(verdict_on_chance(section))
     if args.json:

@@ -15,12 +15,20 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULTS_DIR", help="'rmb evaluate --out' folders, one per RM")
     p.add_argument("--out", required=True, metavar="SITE", help="folder for index.html and the per-RM pages")
     p.add_argument("--title", default="Reward model leaderboard")
-    p.add_argument("--group-by-release", action="store_true",
-                   help="folders of several releases: one table per release, each ranked and tested on its own "
-                        "(without it they are refused; RMs of different releases are never ranked against each "
-                        "other)")
-    p.add_argument("--resamples", type=int, default=None, metavar="DRAWS",
-                   help="Monte Carlo draws of the paired test between neighbouring RMs (default: rmb compare's)")
+    p.add_argument(
+        "--group-by-release",
+        action="store_true",
+        help="folders of several releases: one table per release, each ranked and tested on its own "
+        "(without it they are refused; RMs of different releases are never ranked against each "
+        "other)",
+    )
+    p.add_argument(
+        "--resamples",
+        type=int,
+        default=None,
+        metavar="DRAWS",
+        help="Monte Carlo draws of the paired test between neighbouring RMs (default: rmb compare's)",
+    )
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -31,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     if args.resamples is not None and args.resamples < 1:
         raise RMBError("--resamples must be at least 1")
     extra = {} if args.resamples is None else {"resamples": args.resamples}
-    index = build_site(args.results, args.out, seed=args.seed, title=args.title,
-                       group_by_release=args.group_by_release, **extra)
+    index = build_site(
+        args.results, args.out, seed=args.seed, title=args.title, group_by_release=args.group_by_release, **extra
+    )
     print(f"wrote {index} ({len(args.results)} reward models); open it in a browser")
     return 0

@@ -22,9 +22,13 @@ def run(args: argparse.Namespace) -> int:
     width = max(len(m.id) for m in rows)
     print(f"{'hub id':<{width}}  {'family':<20} {'dtype':<5} {'attn':<6} {'max len':>7}  remote code  ranked on")
     for m in rows:
-        print(f"{m.id:<{width}}  {m.family:<20} {m.dtype or '-':<5} {m.attn or '-':<6} {m.max_length or '-':>7}  "
-              f"{'yes' if m.remote_code else 'no':<11}  {m.source}")
+        print(
+            f"{m.id:<{width}}  {m.family:<20} {m.dtype or '-':<5} {m.attn or '-':<6} {m.max_length or '-':>7}  "
+            f"{'yes' if m.remote_code else 'no':<11}  {m.source}"
+        )
     print(f"\n{len(rows)} models. Families: " + "; ".join(f"{name}: {f.summary}" for name, f in families().items()))
-    print("rmb evaluate --rm hf:<hub id> uses the row's settings (--family and the other options override them); "
-          "a model not listed loads as a sequence classifier.")
+    print(
+        "rmb evaluate --rm hf:<hub id> uses the row's settings (--family and the other options override them); "
+        "a model not listed loads as a sequence classifier."
+    )
     return 0

@@ -18,15 +18,21 @@ OWN_ENTRIES = {"README.md", "manifest.json", "pairwise", "bon"}
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("release", help="an RMB-layout release folder (or a local Hugging Face form)")
     parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset to create or update")
-    parser.add_argument("--license", metavar="ID",
-                        help="Hugging Face licence id for the card (e.g. cc-by-4.0; 'other' takes license_name "
-                             "from the build config); required when the release's manifest.json names none. "
-                             "Without it, a licence the Hub does not list goes on the card as 'other'")
+    parser.add_argument(
+        "--license",
+        metavar="ID",
+        help="Hugging Face licence id for the card (e.g. cc-by-4.0; 'other' takes license_name "
+        "from the build config); required when the release's manifest.json names none. "
+        "Without it, a licence the Hub does not list goes on the card as 'other'",
+    )
     parser.add_argument("--private", action="store_true", help="create the Hub dataset as private")
     parser.add_argument("--dry-run", action="store_true", help="write what would be pushed to --out, push nothing")
     parser.add_argument("--out", metavar="DIR", help="where to write the Hugging Face form (required with --dry-run)")
-    parser.add_argument("--no-embeddings", action="store_true",
-                        help="audit without the embedding model (near-duplicates only when equal)")
+    parser.add_argument(
+        "--no-embeddings",
+        action="store_true",
+        help="audit without the embedding model (near-duplicates only when equal)",
+    )
 
 
 def _check_out(out: Path) -> None:
@@ -37,8 +43,10 @@ def _check_out(out: Path) -> None:
             raise RMBError(f"--out {out}: exists and is not a folder")
         foreign = sorted(p.name for p in out.iterdir() if p.name not in OWN_ENTRIES)
         if foreign:
-            raise RMBError(f"--out {out}: holds files that are not a previous publish's "
-                           f"({', '.join(foreign[:3])}); choose an empty folder")
+            raise RMBError(
+                f"--out {out}: holds files that are not a previous publish's "
+                f"({', '.join(foreign[:3])}); choose an empty folder"
+            )
 
 
 def run(args: argparse.Namespace) -> int:

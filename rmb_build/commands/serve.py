@@ -8,8 +8,13 @@ import argparse
 def configure(p: argparse.ArgumentParser) -> None:
     from ..embedded_models import EMBEDDED
 
-    p.add_argument("--model", action="append", choices=list(EMBEDDED), dest="models",
-                   help="embedded model to serve (repeatable; default: smollm2)")
+    p.add_argument(
+        "--model",
+        action="append",
+        choices=list(EMBEDDED),
+        dest="models",
+        help="embedded model to serve (repeatable; default: smollm2)",
+    )
     p.add_argument("--n-ctx", type=int, default=4096, help="context size (default: 4096)")
     p.add_argument("--log", default=None, help="server log file (default: a temporary file)")
 
@@ -23,13 +28,20 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with EmbeddedServer(args.models or ["smollm2"], n_ctx=args.n_ctx, log_path=args.log) as server:
-        print(f"serving {', '.join(server.models)} at {server.base_url} (OpenAI-compatible; log: {server.log_path})", flush=True)
-        print(f"point a config at it with  base_url: {server.base_url}  structured_output: json_object; Ctrl-C stops it",
-              flush=True)
+        print(
+            f"serving {', '.join(server.models)} at {server.base_url} (OpenAI-compatible; log: {server.log_path})",
+            flush=True,
+        )
+        print(
+            f"point a config at it with  base_url: {server.base_url}  structured_output: json_object; Ctrl-C stops it",
+            flush=True,
+        )
         try:
             while not stop.wait(0.5):
                 if not server.running:
-                    print(f"the server exited with status {server.proc.returncode if server.proc else '?'}; see {server.log_path}")
+                    print(
+                        f"the server exited with status {server.proc.returncode if server.proc else '?'}; see {server.log_path}"
+                    )
                     return 1
         except KeyboardInterrupt:
             pass

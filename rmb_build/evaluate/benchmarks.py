@@ -44,9 +44,10 @@ def _by(predictions: Predictions, meta: Meta, key: str) -> dict[str, list[Mappin
 
 def rewardbench_summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
     """RewardBench's sections and headline (see the module docstring)."""
-    subsets = {name: {"accuracy": fmean(p["outcome"] for p in rows), "n": len(rows),
-                      "section": rewardbench.section_of(name)}
-               for name, rows in _by(predictions, meta, "subset").items()}
+    subsets = {
+        name: {"accuracy": fmean(p["outcome"] for p in rows), "n": len(rows), "section": rewardbench.section_of(name)}
+        for name, rows in _by(predictions, meta, "subset").items()
+    }
     sections: dict[str, float] = {}
     for section, members in rewardbench.SECTIONS.items():
         present = [s for s in members if s in subsets]
@@ -100,18 +101,33 @@ def ties_score(prompts: Mapping[tuple[str, int], tuple[list[float], list[float]]
         preferred_hard.append(hard_margin > spread)
         ratio = hard_margin / spread if spread else (math.copysign(math.inf, hard_margin) if hard_margin else math.nan)
         margins.append(0.0 if math.isnan(ratio) else math.tanh(ratio - 1))
-    out: dict[str, Any] = {"ref_accuracy": ref_acc, "tied_accuracy": tied_acc,
-                           "n_ref": len(stats["ref"]), "n_tied": len(stats["tied"]), "n_paired": len(both)}
+    out: dict[str, Any] = {
+        "ref_accuracy": ref_acc,
+        "tied_accuracy": tied_acc,
+        "n_ref": len(stats["ref"]),
+        "n_tied": len(stats["tied"]),
+        "n_paired": len(both),
+    }
     if not both:
         return {**out, "score": None, "reason": "no prompt has both a ref: and a tied: row"}
-    out.update(correctness_preferred=fmean(preferred), correctness_preferred_hard=fmean(preferred_hard),
-               margin_score=fmean(margins))
-    out["score"] = (0.30 * tied_acc + 0.30 * ref_acc + 0.20 * out["correctness_preferred"]
-                    + 0.20 * out["correctness_preferred_hard"] + 0.01 * out["margin_score"])
+    out.update(
+        correctness_preferred=fmean(preferred),
+        correctness_preferred_hard=fmean(preferred_hard),
+        margin_score=fmean(margins),
+    )
+    out["score"] = (
+        0.30 * tied_acc
+        + 0.30 * ref_acc
+        + 0.20 * out["correctness_preferred"]
+        + 0.20 * out["correctness_preferred_hard"]
+        + 0.01 * out["margin_score"]
+    )
     return out
 
 
-def _ties_prompts(rows: Sequence[Mapping[str, Any]], meta: Meta) -> dict[tuple[str, int], tuple[list[float], list[float]]] | str:
+def _ties_prompts(
+    rows: Sequence[Mapping[str, Any]], meta: Meta
+) -> dict[tuple[str, int], tuple[list[float], list[float]]] | str:
     prompts: dict[tuple[str, int], tuple[list[float], list[float]]] = {}
     for p in rows:
         if "votes" in p:
@@ -131,7 +147,7 @@ def rewardbench2_summary(predictions: Predictions, meta: Meta, ties: str) -> dic
     for name, rows in _by(predictions, meta, "subset").items():
         if name == rewardbench2.TIES:
             prompts = _ties_prompts(rows, meta)
-            subsets[name] = ({"score": None, "reason": prompts} if isinstance(prompts, str) else ties_score(prompts))
+            subsets[name] = {"score": None, "reason": prompts} if isinstance(prompts, str) else ties_score(prompts)
             subsets[name]["n"] = len(rows)
         else:
             subsets[name] = {"score": fmean(best_of_n_credit(p, ties) for p in rows), "n": len(rows)}
@@ -144,7 +160,9 @@ def rmbench_summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str
     domains: dict[str, dict[str, float]] = {}
     for domain, rows in _by(predictions, meta, "domain").items():
         levels = _by(rows, meta, "level")
-        domains[domain] = {level: fmean(p["outcome"] for p in levels[level]) for level in rmbench.LEVELS if level in levels}
+        domains[domain] = {
+            level: fmean(p["outcome"] for p in levels[level]) for level in rmbench.LEVELS if level in levels
+        }
         domains[domain]["average"] = fmean(domains[domain][lv] for lv in rmbench.LEVELS if lv in domains[domain])
     overall = {level: _mean([d[level] for d in domains.values() if level in d]) for level in rmbench.LEVELS}
     headline = _mean([d["average"] for d in domains.values()])
@@ -170,5 +188,11 @@ def benchmark_fields(release: Any, predictions: Predictions, ties: str) -> dict[
     return out
 
 
-__all__ = ["benchmark_fields", "best_of_n_credit", "rewardbench2_summary", "rewardbench_summary",
-           "rmbench_summary", "ties_score"]
+__all__ = [
+    "benchmark_fields",
+    "best_of_n_credit",
+    "rewardbench2_summary",
+    "rewardbench_summary",
+    "rmbench_summary",
+    "ties_score",
+]

@@ -26,7 +26,9 @@ def default_cache_dir() -> Path:
     from ..paths import user_cache_dir
 
     return user_cache_dir() / "score_cache"
-  # SQLite's bound-parameter limit is far above this; keeps each query small
+
+
+# SQLite's bound-parameter limit is far above this; keeps each query small
 
 
 class ScoreCache:
@@ -43,25 +45,29 @@ class ScoreCache:
     def register(self, fp: str, spec: str, describe: Mapping[str, Any]) -> None:
         """Remember which RM a fingerprint stands for (for people inspecting the cache)."""
         with self.db:
-            self.db.execute("INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
-                            (fp, spec, json.dumps(describe, sort_keys=True, ensure_ascii=False)))
+            self.db.execute(
+                "INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
+                (fp, spec, json.dumps(describe, sort_keys=True, ensure_ascii=False)),
+            )
 
     def get_many(self, fp: str, keys: Iterable[str]) -> dict[str, Any]:
         keys = list(keys)
         found: dict[str, Any] = {}
         for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start:start + _CHUNK]
+            chunk = keys[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             for key, value in self.db.execute(
-                    f"SELECT key, value FROM scores WHERE fp = ? AND key IN ({marks})", (fp, *chunk)):
+                f"SELECT key, value FROM scores WHERE fp = ? AND key IN ({marks})", (fp, *chunk)
+            ):
                 found[key] = json.loads(value)
         return found
 
     def put_many(self, fp: str, values: Mapping[str, Any]) -> None:
         """Store and commit: what is written here survives an interrupted run."""
         with self.db:
-            self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?)",
-                                [(fp, k, json.dumps(v)) for k, v in values.items()])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO scores VALUES (?, ?, ?)", [(fp, k, json.dumps(v)) for k, v in values.items()]
+            )
 
     def count(self, fp: str) -> int:
         return self.db.execute("SELECT COUNT(*) FROM scores WHERE fp = ?", (fp,)).fetchone()[0]

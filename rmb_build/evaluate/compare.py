@@ -54,11 +54,13 @@ DEFAULT_RESAMPLES = 10_000  # Monte Carlo draws (the name predates this method)
 ALPHA = 0.05
 SMALL_SCENARIO = 5  # fewer shared items than this: the intervals stay valid but are wide
 RMB_CELLS = tuple(f"{s}/{g}" for s in (PAIRWISE_SET, BON_SET) for g in GOALS)
-METHOD = ("paired: per scenario, gamma (Poisson) posterior draws of the counts of items by their difference A-B, "
-          "plus one pseudo-item of the figure's largest item weight at the far end on each side (Fay-Feuer); "
-          "95% interval = [2.5% quantile of the low draws, 97.5% quantile of the high draws], "
-          "p = 2 x min(P(low <= 0), P(high >= 0)) from the same draws (for one scenario of 0/1 outcomes: "
-          "the exact McNemar test)")
+METHOD = (
+    "paired: per scenario, gamma (Poisson) posterior draws of the counts of items by their difference A-B, "
+    "plus one pseudo-item of the figure's largest item weight at the far end on each side (Fay-Feuer); "
+    "95% interval = [2.5% quantile of the low draws, 97.5% quantile of the high draws], "
+    "p = 2 x min(P(low <= 0), P(high >= 0)) from the same draws (for one scenario of 0/1 outcomes: "
+    "the exact McNemar test)"
+)
 SHORT_SHA = 12
 
 
@@ -97,18 +99,27 @@ def check_same_release(dir_a: str | Path, dir_b: str | Path) -> ReleaseId:
         r = _results(folder)
         path = Path(folder) / "results.json"
         if r is None:
-            raise InputError(str(path), "missing or unreadable, so the release it scored is unknown; "
-                                        "add --shared-texts to compare on the texts both share")
+            raise InputError(
+                str(path),
+                "missing or unreadable, so the release it scored is unknown; "
+                "add --shared-texts to compare on the texts both share",
+            )
         rid = release_id(r)
         if rid.sha256 is None:
-            raise InputError(str(path), "records no release sha256 (written before 'rmb evaluate' recorded it), so "
-                                        "its items cannot be shown to be the other's; re-run 'rmb evaluate', or add "
-                                        "--shared-texts to compare on the texts both share", field="release_info")
+            raise InputError(
+                str(path),
+                "records no release sha256 (written before 'rmb evaluate' recorded it), so "
+                "its items cannot be shown to be the other's; re-run 'rmb evaluate', or add "
+                "--shared-texts to compare on the texts both share",
+                field="release_info",
+            )
         ids.append(rid)
     a, b = ids
     if a.sha256 != b.sha256:
-        raise RMBError(f"A and B scored different releases: A {a.label()}, B {b.label()}; items cannot be paired by "
-                       "uid (add --shared-texts to compare on the texts both share)")
+        raise RMBError(
+            f"A and B scored different releases: A {a.label()}, B {b.label()}; items cannot be paired by "
+            "uid (add --shared-texts to compare on the texts both share)"
+        )
     return a
 
 
@@ -127,8 +138,13 @@ def read_predictions(folder: str | Path, need: Sequence[str] = ()) -> list[dict[
                 raise InputError(str(path), "missing", line=n, field=field)
         for field in need:
             if field not in row:
-                raise InputError(str(path), "missing (written before 'rmb evaluate' recorded item digests); re-run "
-                                            "'rmb evaluate' to compare on shared texts", line=n, field=field)
+                raise InputError(
+                    str(path),
+                    "missing (written before 'rmb evaluate' recorded item digests); re-run "
+                    "'rmb evaluate' to compare on shared texts",
+                    line=n,
+                    field=field,
+                )
         o = row["outcome"]
         if not isinstance(o, (int, float)) or isinstance(o, bool) or not 0 <= o <= 1:
             raise InputError(str(path), "expected a number from 0 to 1", line=n, field="outcome")
@@ -150,8 +166,9 @@ def _text_key(row: Mapping[str, Any]) -> tuple[str, str]:
     return row["set"], str(row["text_sha256"])
 
 
-def _matches(a: Sequence[dict], b: Sequence[dict],
-             key: Callable[[Mapping[str, Any]], tuple]) -> list[tuple[dict, dict]]:
+def _matches(
+    a: Sequence[dict], b: Sequence[dict], key: Callable[[Mapping[str, Any]], tuple]
+) -> list[tuple[dict, dict]]:
     """(A's row, B's row) for every item both hold, matched by ``key`` (repeated keys pair up in file order)."""
     b_by_key: dict[tuple, list[dict]] = defaultdict(list)
     for row in b:
@@ -169,8 +186,9 @@ def _matches(a: Sequence[dict], b: Sequence[dict],
 # --- the interval -----------------------------------------------------------------------------------------------
 
 
-def interval_and_p(observed: float, low: np.ndarray, high: np.ndarray | None = None,
-                   bound: float | None = None) -> dict[str, Any]:
+def interval_and_p(
+    observed: float, low: np.ndarray, high: np.ndarray | None = None, bound: float | None = None
+) -> dict[str, Any]:
     """``{"diff", "ci95", "p"}`` from the low and high draws (see the module docstring); ``high`` defaults to
     ``low``; ``bound``: the figure's range [-bound, bound] the interval is clipped to."""
     lo_d = np.sort(np.asarray(low, dtype=float))
@@ -219,13 +237,20 @@ def figure(members: Sequence[Paired], weights: Sequence[float], pseudo: np.ndarr
     b = sum(ui * float(m.b.sum()) for m, ui in zip(members, u))
     base = np.sum([ui * m.draws for m, ui in zip(members, u)], axis=0)
     shift = max(u) * pseudo
-    return {"n": sum(m.n for m in members), "a": a, "b": b,
-            **interval_and_p(a - b, base - shift, base + shift, bound=float(sum(weights)))}
+    return {
+        "n": sum(m.n for m in members),
+        "a": a,
+        "b": b,
+        **interval_and_p(a - b, base - shift, base + shift, bound=float(sum(weights))),
+    }
 
 
-def difference(outcomes: Mapping[str, tuple[Sequence[float], Sequence[float]]],
-               weights: Mapping[str, float] | None = None, draws: int = DEFAULT_RESAMPLES,
-               seed: int = 0) -> dict[str, Any]:
+def difference(
+    outcomes: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    weights: Mapping[str, float] | None = None,
+    draws: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> dict[str, Any]:
     """The interval and p of sum_s w_s (mean A_s - mean B_s) over ``outcomes``: scenario -> (A's, B's outcomes),
     paired by position; ``weights`` default to a macro (1/S each)."""
     w = weights or {s: 1 / len(outcomes) for s in outcomes}
@@ -248,14 +273,19 @@ def _group(paired: Mapping[str, Paired], members: list[str], pseudo: np.ndarray)
     """Macro and micro comparisons of one group of scenarios."""
     ms = [paired[s] for s in members]
     total = sum(m.n for m in ms)
-    return {"macro": figure(ms, [1 / len(ms)] * len(ms), pseudo),
-            "micro": figure(ms, [m.n / total for m in ms], pseudo)}
+    return {
+        "macro": figure(ms, [1 / len(ms)] * len(ms), pseudo),
+        "micro": figure(ms, [m.n / total for m in ms], pseudo),
+    }
 
 
 def _rmb_overall(by_set: Mapping[str, dict[str, Paired]], pseudo: np.ndarray) -> dict[str, Any] | None:
     """RMB's headline: each cell a set's goal macro, and their plain mean."""
-    cells = {f"{s}/{g}": [paired[x] for x in members]
-             for s, paired in by_set.items() for g, members in _goals(list(paired)).items()}
+    cells = {
+        f"{s}/{g}": [paired[x] for x in members]
+        for s, paired in by_set.items()
+        for g, members in _goals(list(paired)).items()
+    }
     cells = {c: cells[c] for c in RMB_CELLS if c in cells}
     if not cells:
         return None
@@ -276,8 +306,12 @@ def _match(dir_a: str | Path, dir_b: str | Path, shared_texts: bool) -> tuple[li
     rows_a, rows_b = read_predictions(dir_a, need), read_predictions(dir_b, need)
     matches = _matches(rows_a, rows_b, _text_key if shared_texts else _uid_key)
     pairs = [(ra["set"], ra["scenario"], float(ra["outcome"]), float(rb["outcome"])) for ra, rb in matches]
-    matching = {"by": "shared texts" if shared_texts else "set and uid", "a_items": len(rows_a),
-                "b_items": len(rows_b), "matched": len(pairs)}
+    matching = {
+        "by": "shared texts" if shared_texts else "set and uid",
+        "a_items": len(rows_a),
+        "b_items": len(rows_b),
+        "matched": len(pairs),
+    }
     if shared_texts:
         matching["scenario_differs"] = sum(ra["scenario"] != rb["scenario"] for ra, rb in matches)
     releases = {side: {"name": r.name, "sha256": r.sha256} for side, r in ids.items()}
@@ -285,8 +319,9 @@ def _match(dir_a: str | Path, dir_b: str | Path, shared_texts: bool) -> tuple[li
     return pairs, releases, matching
 
 
-def compare(dir_a: str | Path, dir_b: str | Path, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-            shared_texts: bool = False) -> dict[str, Any]:
+def compare(
+    dir_a: str | Path, dir_b: str | Path, resamples: int = DEFAULT_RESAMPLES, seed: int = 0, shared_texts: bool = False
+) -> dict[str, Any]:
     """Compare two evaluations of one release over their shared items (or, with ``shared_texts``, of any
     releases over the texts both share).
 
@@ -299,9 +334,14 @@ def compare(dir_a: str | Path, dir_b: str | Path, resamples: int = DEFAULT_RESAM
     if resamples < 1:
         raise ValueError("the interval needs at least one draw")
     pairs, releases, matching = _match(dir_a, dir_b, shared_texts)
-    result: dict[str, Any] = {"a": str(dir_a), "b": str(dir_b), "release": releases, "matching": matching,
-                              "interval": {"draws": resamples, "seed": seed, "method": METHOD},
-                              "bootstrap": {"resamples": resamples, "seed": seed, "method": METHOD}}
+    result: dict[str, Any] = {
+        "a": str(dir_a),
+        "b": str(dir_b),
+        "release": releases,
+        "matching": matching,
+        "interval": {"draws": resamples, "seed": seed, "method": METHOD},
+        "bootstrap": {"resamples": resamples, "seed": seed, "method": METHOD},
+    }
     by_scenario: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for set_name, scenario, a, b in pairs:
         by_scenario[(set_name, scenario)].append((a, b))
@@ -313,10 +353,14 @@ def compare(dir_a: str | Path, dir_b: str | Path, resamples: int = DEFAULT_RESAM
         scen = {sc: v for (s, sc), v in by_scenario.items() if s == set_name}
         if not scen:
             continue
-        paired = by_set[set_name] = {sc: Paired.of([a for a, _ in v], [b for _, b in v], resamples,
-                                                   _rng(seed, f"{set_name}/{sc}")) for sc, v in scen.items()}
-        result[set_name] = {"overall": _group(paired, list(paired), pseudo),
-                            "goals": {g: _group(paired, m, pseudo) for g, m in _goals(list(paired)).items()}}
+        paired = by_set[set_name] = {
+            sc: Paired.of([a for a, _ in v], [b for _, b in v], resamples, _rng(seed, f"{set_name}/{sc}"))
+            for sc, v in scen.items()
+        }
+        result[set_name] = {
+            "overall": _group(paired, list(paired), pseudo),
+            "goals": {g: _group(paired, m, pseudo) for g, m in _goals(list(paired)).items()},
+        }
     overall = _rmb_overall(by_set, pseudo)
     if overall is not None:
         result["rmb_overall"] = overall
@@ -331,8 +375,10 @@ def _fmt_p(p: float, draws: int) -> str:
 
 
 def _line(label: str, kind: str, r: dict[str, Any], draws: int) -> str:
-    return (f"{label:32s} {kind:5s} {r['n']:6d} {100 * r['a']:6.1f} {100 * r['b']:6.1f} {100 * r['diff']:+7.1f} "
-            f"[{100 * r['ci95'][0]:+6.1f}, {100 * r['ci95'][1]:+6.1f}] {_fmt_p(r['p'], draws):>7s}")
+    return (
+        f"{label:32s} {kind:5s} {r['n']:6d} {100 * r['a']:6.1f} {100 * r['b']:6.1f} {100 * r['diff']:+7.1f} "
+        f"[{100 * r['ci95'][0]:+6.1f}, {100 * r['ci95'][1]:+6.1f}] {_fmt_p(r['p'], draws):>7s}"
+    )
 
 
 def _short(rel: Mapping[str, Any]) -> str:
@@ -345,30 +391,42 @@ def _matching_lines(result: dict[str, Any]) -> list[str]:
     if not rel or not m:
         return []
     if m["by"] != "shared texts":
-        return [f"Release: {_short(rel['a'])}, scored by both; {m['matched']} items matched by set and uid "
-                f"(A had {m['a_items']}, B {m['b_items']})."]
+        return [
+            f"Release: {_short(rel['a'])}, scored by both; {m['matched']} items matched by set and uid "
+            f"(A had {m['a_items']}, B {m['b_items']})."
+        ]
     same = "the same release" if rel.get("same") else "DIFFERENT releases"
     moved = m.get("scenario_differs")
     moved = f"; {moved} of them in another scenario in B (grouped by A's)" if moved else ""
-    return [f"Releases: A {_short(rel['a'])}, B {_short(rel['b'])}: {same}.",
-            f"Compared on the texts both share (set, turns' role and content, answers): A had {m['a_items']} items, "
-            f"B {m['b_items']}; {m['matched']} matched{moved}."]
+    return [
+        f"Releases: A {_short(rel['a'])}, B {_short(rel['b'])}: {same}.",
+        f"Compared on the texts both share (set, turns' role and content, answers): A had {m['a_items']} items, "
+        f"B {m['b_items']}; {m['matched']} matched{moved}.",
+    ]
 
 
 def render_table(result: dict[str, Any]) -> str:
     """A plain-text table of the comparison, with its releases, matching, method and number of draws."""
     meta = result["interval"]
     draws = meta["draws"]
-    lines = [f"A = {result['a']}", f"B = {result['b']}", *_matching_lines(result),
-             f"Method: {meta.get('method', METHOD)}; {draws} draws, seed {meta['seed']}.",
-             "macro = mean of scenario accuracies; micro = mean over items. Accuracies and A-B in points."]
+    lines = [
+        f"A = {result['a']}",
+        f"B = {result['b']}",
+        *_matching_lines(result),
+        f"Method: {meta.get('method', METHOD)}; {draws} draws, seed {meta['seed']}.",
+        "macro = mean of scenario accuracies; micro = mean over items. Accuracies and A-B in points.",
+    ]
     ties = result.get("ties") or {}
     if ties.get("a") != ties.get("b"):
-        lines.append(f"Note: A counts pairwise ties as {ties.get('a')!r}, B as {ties.get('b')!r}: "
-                     "the pairwise figures follow different rules.")
+        lines.append(
+            f"Note: A counts pairwise ties as {ties.get('a')!r}, B as {ties.get('b')!r}: "
+            "the pairwise figures follow different rules."
+        )
     if result.get("small_scenarios"):
-        lines.append(f"Note: {result['small_scenarios']} scenarios have fewer than {SMALL_SCENARIO} shared items; "
-                     "the intervals stay valid there but are wide.")
+        lines.append(
+            f"Note: {result['small_scenarios']} scenarios have fewer than {SMALL_SCENARIO} shared items; "
+            "the intervals stay valid there but are wide."
+        )
     lines += ["", f"{'figure':32s} {'kind':5s} {'n':>6s} {'A':>6s} {'B':>6s} {'A-B':>7s} {'95% CI':>17s} {'p':>7s}"]
     overall = result.get("rmb_overall")
     if overall:

@@ -72,8 +72,9 @@ def write_heatmap(results: Mapping[str, Any], path: str | Path) -> Path | None:
     cmap = ListedColormap(plt.get_cmap("RdBu")(np.linspace(0.08, 0.92, 256)))
     im = ax.imshow(np.ma.masked_invalid(colour), cmap=cmap, vmin=-1, vmax=1, aspect="auto")
     ax.set_facecolor("#e6e6e6")  # a scenario the set lacks
-    ax.set_xticks(range(len(sets)),
-                  [f"{SET_TITLES[s]}\nchance {100 * set_chance(results, s):.0f}%" for s in sets], fontsize=8)
+    ax.set_xticks(
+        range(len(sets)), [f"{SET_TITLES[s]}\nchance {100 * set_chance(results, s):.0f}%" for s in sets], fontsize=8
+    )
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(rows)), [_label(r) for r in rows], fontsize=LABEL_PT)
     ax.tick_params(length=0)
@@ -84,8 +85,15 @@ def write_heatmap(results: Mapping[str, Any], path: str | Path) -> Path | None:
                 ax.text(j, i, "no items", ha="center", va="center", fontsize=CELL_PT, color="#777777")
                 continue
             few = FEW_MARK if few_items(cell["n"]) else ""
-            ax.text(j, i, f"{100 * cell['accuracy']:.0f}%  n={cell['n']}{few}", ha="center", va="center",
-                    fontsize=CELL_PT, color="white" if abs(colour[i, j]) > 0.6 else "black")
+            ax.text(
+                j,
+                i,
+                f"{100 * cell['accuracy']:.0f}%  n={cell['n']}{few}",
+                ha="center",
+                va="center",
+                fontsize=CELL_PT,
+                color="white" if abs(colour[i, j]) > 0.6 else "black",
+            )
     groups = [_group(r) for r in rows]
     for i in range(1, len(rows)):
         if groups[i] != groups[i - 1]:
@@ -97,8 +105,9 @@ def write_heatmap(results: Mapping[str, Any], path: str | Path) -> Path | None:
     cax = fig.add_axes([0.1, -0.32 / height, 0.8, 0.1 / height])  # 0.22 in below the grid, 0.1 in tall
     bar = fig.colorbar(im, cax=cax, orientation="horizontal", ticks=[-1, 0, 1])
     bar.ax.set_xticklabels(["0%", "chance", "100%"], fontsize=7)
-    bar.set_label(f"colour: accuracy relative to the set's chance level;  {FEW_MARK} fewer than {FEW_ITEMS} items",
-                  fontsize=7)
+    bar.set_label(
+        f"colour: accuracy relative to the set's chance level;  {FEW_MARK} fewer than {FEW_ITEMS} items", fontsize=7
+    )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.png")

@@ -69,8 +69,10 @@ class SetDraws:
 
     def macro(self, members: Sequence[str]) -> tuple[float, list[float]]:
         """The group's macro accuracy and its 95% interval."""
-        return (float(np.mean([self.accuracy[s] for s in members])),
-                macro_interval({s: self.draws[s] for s in members}, self.outcomes))
+        return (
+            float(np.mean([self.accuracy[s] for s in members])),
+            macro_interval({s: self.draws[s] for s in members}, self.outcomes),
+        )
 
     def micro(self, members: Sequence[str], stratum: str) -> tuple[float, list[float]]:
         """The group's accuracy over its items and its 95% interval."""
@@ -78,8 +80,9 @@ class SetDraws:
         return float(pooled.mean()), mean_interval(pooled, self.n_draws, self.seed, stratum)
 
 
-def set_draws(predictions: Sequence[Mapping[str, Any]], set_name: str, draws: int = DEFAULT_RESAMPLES,
-              seed: int = 0) -> SetDraws:
+def set_draws(
+    predictions: Sequence[Mapping[str, Any]], set_name: str, draws: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> SetDraws:
     """Each scenario of ``set_name``: outcomes, accuracy and interval draws (seeded per set and scenario)."""
     by_scenario: dict[str, list[float]] = defaultdict(list)
     chances: dict[str, list[float]] = defaultdict(list)
@@ -94,12 +97,18 @@ def set_draws(predictions: Sequence[Mapping[str, Any]], set_name: str, draws: in
         accuracy={s: float(o.mean()) for s, o in outcomes.items()},
         draws={s: scenario_draws(o, draws, seed, f"{set_name}/{s}") for s, o in outcomes.items()},
         chance={s: (float(np.mean(chances[s])) if len(chances[s]) == len(o) else None) for s, o in outcomes.items()},
-        n_draws=draws, seed=seed)
+        n_draws=draws,
+        seed=seed,
+    )
 
 
-def aggregate_set(predictions: Sequence[Mapping[str, Any]], set_name: str,
-                  resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                  samples: SetDraws | None = None) -> dict[str, Any]:
+def aggregate_set(
+    predictions: Sequence[Mapping[str, Any]],
+    set_name: str,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    samples: SetDraws | None = None,
+) -> dict[str, Any]:
     """``{"scenarios", "tasks", "goals", "overall"}`` for one set's predictions."""
     sm = samples if samples is not None else set_draws(predictions, set_name, resamples, seed)
     out: dict[str, Any] = {"scenarios": {}, "tasks": {}, "goals": {}, "overall": {}}
@@ -118,8 +127,14 @@ def aggregate_set(predictions: Sequence[Mapping[str, Any]], set_name: str,
         total = sum(n[s] for s in members)
         macro, ci_macro = sm.macro(members)
         micro, ci_micro = sm.micro(members, f"{set_name}/{name}/micro")
-        row = {"macro": macro, "micro": micro, "n": total, "n_scenarios": len(members),
-               "ci95_macro": ci_macro, "ci95_micro": ci_micro}
+        row = {
+            "macro": macro,
+            "micro": micro,
+            "n": total,
+            "n_scenarios": len(members),
+            "ci95_macro": ci_macro,
+            "ci95_micro": ci_micro,
+        }
         if few_items(total):
             row["few_items"] = True
         return row
@@ -134,8 +149,10 @@ def aggregate_set(predictions: Sequence[Mapping[str, Any]], set_name: str,
     out["overall"] = group("overall", scenarios)
     if len(out["goals"]) > 1:
         # Reported beside, never instead of, `overall` (which is over all scenarios / items).
-        out["mean_of_goals"] = {"macro": float(np.mean([g["macro"] for g in out["goals"].values()])),
-                                "micro": float(np.mean([g["micro"] for g in out["goals"].values()]))}
+        out["mean_of_goals"] = {
+            "macro": float(np.mean([g["macro"] for g in out["goals"].values()])),
+            "micro": float(np.mean([g["micro"] for g in out["goals"].values()])),
+        }
     return out
 
 
@@ -151,30 +168,48 @@ def rmb_overall(samples: Mapping[str, SetDraws]) -> dict[str, Any]:
             if cell in RMB_CELLS:
                 cells[cell] = (*sm.macro(members), sum(len(sm.outcomes[s]) for s in members), members, sm)
     missing = [c for c in RMB_CELLS if c not in cells]
-    out: dict[str, Any] = {"cells": {c: cells[c][0] if c in cells else None for c in RMB_CELLS}, "mean": None,
-                           "ci95": {c: cells[c][1] if c in cells else None for c in RMB_CELLS},
-                           "n": {c: cells[c][2] if c in cells else 0 for c in RMB_CELLS}, "missing": missing}
+    out: dict[str, Any] = {
+        "cells": {c: cells[c][0] if c in cells else None for c in RMB_CELLS},
+        "mean": None,
+        "ci95": {c: cells[c][1] if c in cells else None for c in RMB_CELLS},
+        "n": {c: cells[c][2] if c in cells else 0 for c in RMB_CELLS},
+        "missing": missing,
+    }
     out["few_items"] = [c for c in RMB_CELLS if c in cells and few_items(cells[c][2])]
     if cells:
         out["mean"] = float(np.mean([v[0] for v in cells.values()]))
-        parts = [(1.0 / (len(cells) * len(members)), sm.draws[s]) for _, _, _, members, sm in cells.values()
-                 for s in members]
+        parts = [
+            (1.0 / (len(cells) * len(members)), sm.draws[s]) for _, _, _, members, sm in cells.values() for s in members
+        ]
         out["ci95"]["mean"] = weighted_interval(parts)
     else:
         out["ci95"]["mean"] = None
     return out
 
 
-def build_results(predictions: Sequence[Mapping[str, Any]], *, rm: str, release: str, ties: str,
-                  resamples: int = DEFAULT_RESAMPLES, seed: int = 0, **extra: Any) -> dict[str, Any]:
+def build_results(
+    predictions: Sequence[Mapping[str, Any]],
+    *,
+    rm: str,
+    release: str,
+    ties: str,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
     """The results.json object; ``extra`` fields (scoring counts, bias breakdowns) are added at the end."""
     if resamples < 1:
         raise ValueError("the intervals need at least one draw")
     samples = {s: set_draws(predictions, s, resamples, seed) for s in (PAIRWISE_SET, BON_SET)}
-    return {"schema_version": SCHEMA_VERSION, "rm": rm, "release": release, "ties": ties,
-            # "bootstrap" keeps its contracted name; the draws are the intervals' Monte Carlo draws.
-            "bootstrap": {"resamples": resamples, "seed": seed},
-            **{s: aggregate_set(predictions, s, resamples, seed, samples[s]) for s in samples},
-            "rmb_overall": rmb_overall(samples),
-            "intervals": {"method": INTERVAL_METHOD, "draws": resamples, "seed": seed, "few_items_below": FEW_ITEMS},
-            **extra}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "rm": rm,
+        "release": release,
+        "ties": ties,
+        # "bootstrap" keeps its contracted name; the draws are the intervals' Monte Carlo draws.
+        "bootstrap": {"resamples": resamples, "seed": seed},
+        **{s: aggregate_set(predictions, s, resamples, seed, samples[s]) for s in samples},
+        "rmb_overall": rmb_overall(samples),
+        "intervals": {"method": INTERVAL_METHOD, "draws": resamples, "seed": seed, "few_items_below": FEW_ITEMS},
+        **extra,
+    }

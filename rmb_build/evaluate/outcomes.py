@@ -53,8 +53,14 @@ def text_digest(item: Item) -> str:
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def predict(items: Sequence[Item], keys: Sequence[Sequence[str]], values: Mapping[str, Any], *,
-            ties: str = "strict", judge: bool = False) -> list[dict[str, Any]]:
+def predict(
+    items: Sequence[Item],
+    keys: Sequence[Sequence[str]],
+    values: Mapping[str, Any],
+    *,
+    ties: str = "strict",
+    judge: bool = False,
+) -> list[dict[str, Any]]:
     """One prediction per item, in item order: ``set, uid, scenario, text_sha256, chance, scores, outcome``
     (+ details); ``text_sha256`` is ``text_digest(item)``.
 
@@ -67,8 +73,13 @@ def predict(items: Sequence[Item], keys: Sequence[Sequence[str]], values: Mappin
         raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
     rows = []
     for item, ks in zip(items, keys):
-        row: dict[str, Any] = {"set": item.set_name, "uid": item.uid, "scenario": item.scenario_id,
-                               "text_sha256": text_digest(item), "chance": 1 / len(item.answers())}
+        row: dict[str, Any] = {
+            "set": item.set_name,
+            "uid": item.uid,
+            "scenario": item.scenario_id,
+            "text_sha256": text_digest(item),
+            "chance": 1 / len(item.answers()),
+        }
         got = [values[k] for k in ks]
         if judge:
             row["votes"] = got
@@ -121,5 +132,9 @@ def position_bias(predictions: Sequence[Mapping[str, Any]]) -> dict[str, float |
                 if ab is not None and ba is not None:
                     both += 1
                     follows += ab == ba
-    return {"position_following_rate": follows / both if both else None, "n_order_pairs": both,
-            "first_position_rate": first / verdicts if verdicts else None, "n_verdicts": verdicts}
+    return {
+        "position_following_rate": follows / both if both else None,
+        "n_order_pairs": both,
+        "first_position_rate": first / verdicts if verdicts else None,
+        "n_verdicts": verdicts,
+    }

@@ -33,29 +33,44 @@ FEW_NOTE = f"{FEW_MARK} fewer than {FEW_ITEMS} items: read the figure with its i
 def _group_table(title: str, groups: Mapping[str, Mapping[str, Any]]) -> list[str]:
     lines = [f"| {title} | macro | 95% CI | micro | 95% CI | n |", "| --- | ---: | --- | ---: | --- | ---: |"]
     for name, g in groups.items():
-        lines.append(f"| {name} | {_pct(g['macro'])} | {_ci(g['ci95_macro'])} | {_pct(g['micro'])} | "
-                     f"{_ci(g['ci95_micro'])} | {_n(g['n'])} |")
+        lines.append(
+            f"| {name} | {_pct(g['macro'])} | {_ci(g['ci95_macro'])} | {_pct(g['micro'])} | "
+            f"{_ci(g['ci95_micro'])} | {_n(g['n'])} |"
+        )
     return lines
 
 
 def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> str:
     """The report as Markdown: summary, bias breakdowns, then per goal, task and scenario."""
-    out = [f"# Evaluation of `{results['rm']}`", "",
-           f"Release: `{results['release']}`. Ties: `{results['ties']}`. 95% intervals: {_method(results)}. "
-           f"Accuracies in %. {FEW_NOTE}", ""]
+    out = [
+        f"# Evaluation of `{results['rm']}`",
+        "",
+        f"Release: `{results['release']}`. Ties: `{results['ties']}`. 95% intervals: {_method(results)}. "
+        f"Accuracies in %. {FEW_NOTE}",
+        "",
+    ]
     sets = [s for s in (PAIRWISE_SET, BON_SET) if results.get(s, {}).get("scenarios")]
     out += _rmb_overall_section(results.get("rmb_overall"))
     out += _defects_section(results)
     out += _scores_file_section(results.get("scores_file"))
-    out += ["## Summary", "", "macro = mean of scenario accuracies; micro = mean over items.", "",
-            "| set | overall macro | overall micro | Helpfulness macro | Harmlessness macro | n |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    out += [
+        "## Summary",
+        "",
+        "macro = mean of scenario accuracies; micro = mean over items.",
+        "",
+        "| set | overall macro | overall micro | Helpfulness macro | Harmlessness macro | n |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for s in sets:
         r = results[s]
+
         def goal(g: str, r: dict = r) -> str:
             return _pct(r["goals"][g]["macro"]) if g in r["goals"] else "–"
-        out.append(f"| {SET_TITLES[s]} | {_pct(r['overall']['macro'])} | {_pct(r['overall']['micro'])} | "
-                   f"{goal('Helpfulness')} | {goal('Harmlessness')} | {_n(r['overall']['n'])} |")
+
+        out.append(
+            f"| {SET_TITLES[s]} | {_pct(r['overall']['macro'])} | {_pct(r['overall']['micro'])} | "
+            f"{goal('Helpfulness')} | {goal('Harmlessness')} | {_n(r['overall']['n'])} |"
+        )
     out.append("")
     if heatmap:
         out += [f"![per-scenario accuracy]({heatmap})", ""]
@@ -72,8 +87,10 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
         if r["tasks"]:
             out += _group_table("task", r["tasks"]) + [""]
         out += ["| scenario | accuracy | 95% CI | n |", "| --- | ---: | --- | ---: |"]
-        out += [f"| {name} | {_pct(v['accuracy'])} | {_ci(v['ci95'])} | {_n(v['n'])} |"
-                for name, v in r["scenarios"].items()]
+        out += [
+            f"| {name} | {_pct(v['accuracy'])} | {_ci(v['ci95'])} | {_n(v['n'])} |"
+            for name, v in r["scenarios"].items()
+        ]
         out.append("")
     return "\n".join(out)
 
@@ -82,25 +99,35 @@ def _method(results: Mapping[str, Any]) -> str:
     intervals = results.get("intervals")
     if intervals:
         return f"{intervals['method']}, {intervals['draws']} draws (seed {intervals['seed']})"
-    return (f"seeded bootstrap, {results['bootstrap']['resamples']} resamples (seed {results['bootstrap']['seed']}): "
-            "results written before Clopper-Pearson intervals, which may be of zero width")
+    return (
+        f"seeded bootstrap, {results['bootstrap']['resamples']} resamples (seed {results['bootstrap']['seed']}): "
+        "results written before Clopper-Pearson intervals, which may be of zero width"
+    )
 
 
 def _rmb_overall_section(overall: Mapping[str, Any] | None) -> list[str]:
     """RMB's headline: the four cells (each a set's goal macro) and their mean, as RMB's leaderboard ranks."""
     if not overall or overall.get("mean") is None:
         return []
-    out = ["## RMB overall", "",
-           "RMB's headline figure: the mean of four cells, each the macro accuracy (mean of scenario accuracies) "
-           "of one goal in one set.", "",
-           "| cell | macro | 95% CI | n |", "| --- | ---: | --- | ---: |"]
+    out = [
+        "## RMB overall",
+        "",
+        "RMB's headline figure: the mean of four cells, each the macro accuracy (mean of scenario accuracies) "
+        "of one goal in one set.",
+        "",
+        "| cell | macro | 95% CI | n |",
+        "| --- | ---: | --- | ---: |",
+    ]
     for cell, value in overall["cells"].items():
         ci = overall["ci95"].get(cell)
         out.append(f"| {cell} | {_pct(value)} | {_ci(ci) if ci else '–'} | {_n(overall['n'][cell])} |")
     out.append(f"| **mean** | **{_pct(overall['mean'])}** | {_ci(overall['ci95']['mean'])} | |")
     if overall.get("missing"):
-        out += ["", f"No items for {', '.join(overall['missing'])}: the mean is over the other cells, so it is not "
-                "comparable with RMB's published figures."]
+        out += [
+            "",
+            f"No items for {', '.join(overall['missing'])}: the mean is over the other cells, so it is not "
+            "comparable with RMB's published figures.",
+        ]
     return out + [""]
 
 
@@ -111,26 +138,38 @@ def _defects_section(results: Mapping[str, Any]) -> list[str]:
     if not counts:
         return []
     skipped = results.get("skipped_defective")
-    out = ["## Release defects", "",
-           "`rmb audit` finds these defects in the release (near-duplicate prompts: only equal ones checked here).", "",
-           "| kind | count |", "| --- | ---: |"]
+    out = [
+        "## Release defects",
+        "",
+        "`rmb audit` finds these defects in the release (near-duplicate prompts: only equal ones checked here).",
+        "",
+        "| kind | count |",
+        "| --- | ---: |",
+    ]
     out += [f"| {k.replace('_', ' ')} | {v} |" for k, v in counts.items()]
     out.append("")
     if skipped:
         total = sum(defects.get("counts", {}).values())
-        out.append(f"The items of these {defects_phrase(total, skipped['n'])} were left out of scoring "
-                   "(`--skip-defective`).")
+        out.append(
+            f"The items of these {defects_phrase(total, skipped['n'])} were left out of scoring (`--skip-defective`)."
+        )
     else:
         total = sum(defects.get("counts", {}).values())
-        out.append(f"The items of these {defects_phrase(total, defects.get('items', 0))} were scored as they are; "
-                   "`--skip-defective` leaves them out.")
+        out.append(
+            f"The items of these {defects_phrase(total, defects.get('items', 0))} were scored as they are; "
+            "`--skip-defective` leaves them out."
+        )
         if counts.get("identical_pair"):
-            out.append(f"A reward model that scores each text gives both answers of the {counts['identical_pair']} "
-                       "identical-text pairs the same score, so each counts as "
-                       f"{'half a win' if results.get('ties') == 'half' else 'a loss'}.")
+            out.append(
+                f"A reward model that scores each text gives both answers of the {counts['identical_pair']} "
+                "identical-text pairs the same score, so each counts as "
+                f"{'half a win' if results.get('ties') == 'half' else 'a loss'}."
+            )
         if counts.get("unwinnable_bon"):
-            out.append(f"The {counts['unwinnable_bon']} BoN items whose best answer equals a loser count as a "
-                       "loss for every reward model.")
+            out.append(
+                f"The {counts['unwinnable_bon']} BoN items whose best answer equals a loser count as a "
+                "loss for every reward model."
+            )
     return out + [""]
 
 
@@ -139,22 +178,32 @@ def _scores_file_section(listing: Mapping[str, Any] | None) -> list[str]:
     if not listing:
         return []
     left = listing["missing_in_file"]["count"] + listing["mismatched"]["count"]
-    out = ["## Scores file", "",
-           f"Scores read from `{listing['path']}` ({listing['format']}, sha256 `{listing['sha256'][:12]}`), not "
-           f"computed here: {listing['matched']} items matched by (set, uid).", "",
-           "| rows | count |", "| --- | ---: |"]
-    for key, label in (("missing_in_file", "release items missing from the file"),
-                       ("mismatched", "rows whose category_path or losers differ from their item"),
-                       ("not_in_release", "rows for no item of the release"), ("repeated", "repeated rows"),
-                       ("is_correct_disagrees", "rows whose is_correct disagrees with their rewards")):
+    out = [
+        "## Scores file",
+        "",
+        f"Scores read from `{listing['path']}` ({listing['format']}, sha256 `{listing['sha256'][:12]}`), not "
+        f"computed here: {listing['matched']} items matched by (set, uid).",
+        "",
+        "| rows | count |",
+        "| --- | ---: |",
+    ]
+    for key, label in (
+        ("missing_in_file", "release items missing from the file"),
+        ("mismatched", "rows whose category_path or losers differ from their item"),
+        ("not_in_release", "rows for no item of the release"),
+        ("repeated", "repeated rows"),
+        ("is_correct_disagrees", "rows whose is_correct disagrees with their rewards"),
+    ):
         out.append(f"| {label} | {listing[key]['count']} |")
     if listing.get("outcome_only"):
         out.append(f"| outcome only (is_correct) | {listing['outcome_only']} |")
     out.append("")
     if left:
-        out.append(f"The {left} release items without usable scores (missing from the file, or whose category_path "
-                   "or number of losers differs) are **left out of every figure**, not counted as losses: the "
-                   "figures cover the matched items only. results.json `scores_file` names them.")
+        out.append(
+            f"The {left} release items without usable scores (missing from the file, or whose category_path "
+            "or number of losers differs) are **left out of every figure**, not counted as losses: the "
+            "figures cover the matched items only. results.json `scores_file` names them."
+        )
         out.append("")
     return out
 
@@ -164,20 +213,29 @@ def _bias_section(results: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     length = bias.get("length")
     if length:
-        out += ["## Length bias (pairwise)", "",
-                "Accuracy on pairs where the chosen answer is shorter, longer, or as long as the rejected one. "
-                "A model that prefers longer answers scores high on `chosen longer` and low on `chosen shorter`.", "",
-                "| pairs | accuracy | n |", "| --- | ---: | ---: |"]
+        out += [
+            "## Length bias (pairwise)",
+            "",
+            "Accuracy on pairs where the chosen answer is shorter, longer, or as long as the rejected one. "
+            "A model that prefers longer answers scores high on `chosen longer` and low on `chosen shorter`.",
+            "",
+            "| pairs | accuracy | n |",
+            "| --- | ---: | ---: |",
+        ]
         out += [f"| {k.replace('_', ' ')} | {_pct(v['accuracy'])} | {v['n']} |" for k, v in length.items()]
         out.append("")
     pos = bias.get("position")
     if pos:
-        out += ["## Position bias (generative RM)", "",
-                "Each pair was judged in both orders. A verdict *follows the position* when the judge picked "
-                "the same slot both times, whatever the answers.", "",
-                f"- position-following rate: {_pct(pos['position_following_rate'])}% of "
-                f"{pos['n_order_pairs']} order pairs",
-                f"- first-position rate: {_pct(pos['first_position_rate'])}% of {pos['n_verdicts']} verdicts", ""]
+        out += [
+            "## Position bias (generative RM)",
+            "",
+            "Each pair was judged in both orders. A verdict *follows the position* when the judge picked "
+            "the same slot both times, whatever the answers.",
+            "",
+            f"- position-following rate: {_pct(pos['position_following_rate'])}% of {pos['n_order_pairs']} order pairs",
+            f"- first-position rate: {_pct(pos['first_position_rate'])}% of {pos['n_verdicts']} verdicts",
+            "",
+        ]
     return out
 
 

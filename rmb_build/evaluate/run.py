@@ -19,10 +19,20 @@ from .report import write_report
 from .scoring import score_items
 
 
-def evaluate(release: Release, rm: RewardModel, out_dir: str | Path, cache_dir: str | Path, *,
-             ties: str = "strict", resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-             release_label: str | None = None, progress: bool = True, audit: bool = True,
-             skip_defective: bool = False) -> dict[str, Any]:
+def evaluate(
+    release: Release,
+    rm: RewardModel,
+    out_dir: str | Path,
+    cache_dir: str | Path,
+    *,
+    ties: str = "strict",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    release_label: str | None = None,
+    progress: bool = True,
+    audit: bool = True,
+    skip_defective: bool = False,
+) -> dict[str, Any]:
     """Evaluate ``rm`` on every item of ``release``; returns the results.json object it wrote.
 
     ``audit`` reports the release's defects (``release_defects``); ``skip_defective`` leaves the
@@ -48,9 +58,18 @@ def evaluate(release: Release, rm: RewardModel, out_dir: str | Path, cache_dir: 
     bias: dict[str, Any] = {"length": length_bias([p for p in predictions if p["set"] == "pairwise"])}
     if rm.compares_pairs:
         bias["position"] = position_bias(predictions)
-    results = build_results(predictions, rm=rm.spec, release=release_label or release.name, ties=ties,
-                            resamples=resamples, seed=seed, fingerprint=rm.fingerprint(),
-                            scoring=scoring, bias=bias, **extra)
+    results = build_results(
+        predictions,
+        rm=rm.spec,
+        release=release_label or release.name,
+        ties=ties,
+        resamples=resamples,
+        seed=seed,
+        fingerprint=rm.fingerprint(),
+        scoring=scoring,
+        bias=bias,
+        **extra,
+    )
     results.update(benchmark_fields(release, predictions, ties))
     results["release_info"] = release_record(release)
     if getattr(rm, "known_model", None) is not None:  # the known-models row whose settings it loaded with

@@ -36,8 +36,10 @@ from .outcomes import predict
 
 FORMATS = ("rmb-result", "jsonl")
 LISTED = 20  # items named per list in results.json; the count is always complete
-RMB_FIELDS = {PAIRWISE_SET: ("pair_uid", "chosen_reward", "reject_reward"),
-              BON_SET: ("bon_uid", "bon_best_reward", "loser_list_reward")}
+RMB_FIELDS = {
+    PAIRWISE_SET: ("pair_uid", "chosen_reward", "reject_reward"),
+    BON_SET: ("bon_uid", "bon_best_reward", "loser_list_reward"),
+}
 JSONL_FIELDS = {PAIRWISE_SET: ("chosen", "rejected"), BON_SET: ("best", "losers")}
 
 
@@ -91,16 +93,20 @@ def read_scores(path: str | Path) -> ScoresFile:
     formats, rows, digests = set(), [], []
     for file in files:
         data = file.read_bytes()
-        digests.append((file.relative_to(path).as_posix() if path.is_dir() else file.name,
-                        hashlib.sha256(data).hexdigest()))
+        digests.append(
+            (file.relative_to(path).as_posix() if path.is_dir() else file.name, hashlib.sha256(data).hexdigest())
+        )
         fmt, file_rows = _read_one(file, data)
         formats.add(fmt)
         rows += file_rows
     if not rows:
         raise InputError(str(path), "holds no scores")
     # A file's own sha256 (what sha256sum prints); a folder's: over its files' names and sha256s.
-    sha = digests[0][1] if path.is_file() else hashlib.sha256(
-        "".join(f"{name}\0{digest}\n" for name, digest in digests).encode("utf-8")).hexdigest()
+    sha = (
+        digests[0][1]
+        if path.is_file()
+        else hashlib.sha256("".join(f"{name}\0{digest}\n" for name, digest in digests).encode("utf-8")).hexdigest()
+    )
     return ScoresFile(str(path), "+".join(sorted(formats)), sha, rows, digests)
 
 
@@ -108,14 +114,19 @@ def _read_one(file: Path, data: bytes) -> tuple[str, list[ScoreRow]]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(str(file), f"invalid UTF-8 at byte {exc.start}", line=data[:exc.start].count(b"\n") + 1) from None
+        raise InputError(
+            str(file), f"invalid UTF-8 at byte {exc.start}", line=data[: exc.start].count(b"\n") + 1
+        ) from None
     head = text.lstrip()[:1]
     if head == "[":
         return "rmb-result", [_rmb_row(file, line, i, obj) for i, (line, obj) in enumerate(_json_list(file, text))]
     if head == "{":
         return "jsonl", [_jsonl_row(file, line, obj) for line, obj in read_jsonl_objects(file)]
-    raise InputError(str(file), "neither RMB's result file (a JSON list) nor JSONL of scores (one object a line)",
-                     line=text[:len(text) - len(text.lstrip())].count("\n") + 1)
+    raise InputError(
+        str(file),
+        "neither RMB's result file (a JSON list) nor JSONL of scores (one object a line)",
+        line=text[: len(text) - len(text.lstrip())].count("\n") + 1,
+    )
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -142,7 +153,9 @@ def _number(file: Path, line: int, item: Any, field: str, value: Any, nullable: 
     if value is None and nullable:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise InputError(str(file), f"expected a number, got {json.dumps(value)[:40]}", line=line, item=item, field=field)
+        raise InputError(
+            str(file), f"expected a number, got {json.dumps(value)[:40]}", line=line, item=item, field=field
+        )
     return float(value)
 
 
@@ -157,8 +170,13 @@ def _category(file: Path, line: int, item: Any, obj: dict, required: bool) -> st
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value:
-        raise InputError(str(file), "expected the item's category_path (e.g. Pairwise_set/Harmlessness/S6)",
-                         line=line, item=item, field="category_path")
+        raise InputError(
+            str(file),
+            "expected the item's category_path (e.g. Pairwise_set/Harmlessness/S6)",
+            line=line,
+            item=item,
+            field="category_path",
+        )
     return value
 
 
@@ -174,15 +192,22 @@ def _rmb_row(file: Path, line: int, index: int, obj: Any) -> ScoreRow:
         raise InputError(str(file), f"expected an object, got {type(obj).__name__}", line=line, item=index)
     kinds = [s for s, fields in RMB_FIELDS.items() if fields[0] in obj]
     if len(kinds) != 1:
-        raise InputError(str(file), "expected exactly one of 'pair_uid' (pairwise) or 'bon_uid' (BoN)",
-                         line=line, item=index, field="pair_uid")
+        raise InputError(
+            str(file),
+            "expected exactly one of 'pair_uid' (pairwise) or 'bon_uid' (BoN)",
+            line=line,
+            item=index,
+            field="pair_uid",
+        )
     set_name = kinds[0]
     uid_field, best_field, rest_field = RMB_FIELDS[set_name]
     uid = _uid(file, line, index, uid_field, obj[uid_field])
     category = _category(file, line, index, obj, required=True)
     if set_name == BON_SET:
-        scores = (_number(file, line, index, best_field, obj.get(best_field)),
-                  *_numbers(file, line, index, rest_field, obj.get(rest_field)))
+        scores = (
+            _number(file, line, index, best_field, obj.get(best_field)),
+            *_numbers(file, line, index, rest_field, obj.get(rest_field)),
+        )
         return ScoreRow(set_name, uid, scores, str(file), line, category)
     for f in (best_field, rest_field):
         if f not in obj:
@@ -192,9 +217,14 @@ def _rmb_row(file: Path, line: int, index: int, obj: Any) -> ScoreRow:
     if correct is not None and correct not in (0, 1):
         raise InputError(str(file), "expected 0 or 1", line=line, item=index, field="is_correct")
     if None in scores and (scores != (None, None) or correct is None):
-        raise InputError(str(file), "a null reward needs the other reward null too and 'is_correct' 0 or 1 "
-                                    "(RMB's rows for pair-comparing models)", line=line, item=index,
-                         field=best_field if scores[0] is None else rest_field)
+        raise InputError(
+            str(file),
+            "a null reward needs the other reward null too and 'is_correct' 0 or 1 "
+            "(RMB's rows for pair-comparing models)",
+            line=line,
+            item=index,
+            field=best_field if scores[0] is None else rest_field,
+        )
     return ScoreRow(set_name, uid, scores, str(file), line, category, None if correct is None else int(correct))
 
 
@@ -202,13 +232,17 @@ def _jsonl_row(file: Path, line: int, obj: dict) -> ScoreRow:
     """A line of the JSONL format: ``set``, ``uid`` and the scores."""
     set_name = obj.get("set")
     if set_name not in JSONL_FIELDS:
-        raise InputError(str(file), f"expected 'pairwise' or 'bon', got {json.dumps(set_name)[:40]}",
-                         line=line, field="set")
+        raise InputError(
+            str(file), f"expected 'pairwise' or 'bon', got {json.dumps(set_name)[:40]}", line=line, field="set"
+        )
     uid = _uid(file, line, None, "uid", obj.get("uid"))
     first, rest = JSONL_FIELDS[set_name]
     head = _number(file, line, None, first, obj.get(first))
-    tail = (_numbers(file, line, None, rest, obj.get(rest)) if set_name == BON_SET
-            else [_number(file, line, None, rest, obj.get(rest))])
+    tail = (
+        _numbers(file, line, None, rest, obj.get(rest))
+        if set_name == BON_SET
+        else [_number(file, line, None, rest, obj.get(rest))]
+    )
     return ScoreRow(set_name, uid, (head, *tail), str(file), line, _category(file, line, None, obj, required=False))
 
 
@@ -230,7 +264,12 @@ def _take(queue: list[ScoreRow], category: str) -> ScoreRow | None:
 def _mismatch(row: ScoreRow, item: Item) -> dict[str, Any] | None:
     """Why ``row`` cannot be ``item``'s scores (a different category_path or number of losers), or None."""
     if row.category_path is not None and row.category_path != _category_of(item):
-        return {**row.ref(), "field": "category_path", "file_value": row.category_path, "release_value": _category_of(item)}
+        return {
+            **row.ref(),
+            "field": "category_path",
+            "file_value": row.category_path,
+            "release_value": _category_of(item),
+        }
     if isinstance(item, BonItem) and len(row.scores) - 1 != len(item.losers):
         return {**row.ref(), "field": "losers", "file_value": len(row.scores) - 1, "release_value": len(item.losers)}
     return None
@@ -244,7 +283,7 @@ def _listed(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
 class Matched:
     """Which file row scores which item, and what did not match (results.json ``scores_file``)."""
 
-    rows: dict[int, ScoreRow]   # id(item) -> its row
+    rows: dict[int, ScoreRow]  # id(item) -> its row
     listing: dict[str, Any]
 
 
@@ -271,22 +310,33 @@ def match(scores: ScoresFile, release_items: Sequence[Item], scored: Sequence[It
             rows[id(item)] = row
     in_release = {(it.set_name, str(it.uid)) for it in release_items}
     left = sorted((r for q in queues.values() for r in q), key=lambda r: (r.file, r.line))
-    disagree = [r.ref() for r in rows.values()
-                if r.is_correct is not None and r.outcome is None and r.is_correct != int(r.scores[0] > r.scores[1])]
-    listing = {"path": scores.path, "format": scores.format, "sha256": scores.sha256,
-               **({"files": [{"name": n, "sha256": d} for n, d in scores.files]} if Path(scores.path).is_dir() else {}),
-               "rows": len(scores.rows),
-               "matched": len(rows), "outcome_only": sum(r.outcome is not None for r in rows.values()),
-               "missing_in_file": _listed(missing),
-               "not_in_release": _listed([r.ref() for r in left if (r.set_name, r.uid) not in in_release]),
-               "repeated": _listed([r.ref() for r in left if (r.set_name, r.uid) in in_release]),
-               "mismatched": _listed(mismatched), "is_correct_disagrees": _listed(disagree),
-               "skipped_defective_rows": skipped, "unmatched_items": "left out of the figures"}
+    disagree = [
+        r.ref()
+        for r in rows.values()
+        if r.is_correct is not None and r.outcome is None and r.is_correct != int(r.scores[0] > r.scores[1])
+    ]
+    listing = {
+        "path": scores.path,
+        "format": scores.format,
+        "sha256": scores.sha256,
+        **({"files": [{"name": n, "sha256": d} for n, d in scores.files]} if Path(scores.path).is_dir() else {}),
+        "rows": len(scores.rows),
+        "matched": len(rows),
+        "outcome_only": sum(r.outcome is not None for r in rows.values()),
+        "missing_in_file": _listed(missing),
+        "not_in_release": _listed([r.ref() for r in left if (r.set_name, r.uid) not in in_release]),
+        "repeated": _listed([r.ref() for r in left if (r.set_name, r.uid) in in_release]),
+        "mismatched": _listed(mismatched),
+        "is_correct_disagrees": _listed(disagree),
+        "skipped_defective_rows": skipped,
+        "unmatched_items": "left out of the figures",
+    }
     return Matched(rows, listing)
 
 
-def predictions(scores: ScoresFile, release_items: Sequence[Item], scored: Sequence[Item],
-                ties: str) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+def predictions(
+    scores: ScoresFile, release_items: Sequence[Item], scored: Sequence[Item], ties: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """(predictions.jsonl rows of the matched items, results.json ``scoring``, results.json ``scores_file``).
 
     The items the file scores go through ``outcomes.predict`` exactly as scores computed here; a pair with
@@ -295,8 +345,10 @@ def predictions(scores: ScoresFile, release_items: Sequence[Item], scored: Seque
     m = match(scores, release_items, scored)
     items = [it for it in scored if id(it) in m.rows]
     if not items:
-        raise RMBError(f"{summary_line(m.listing)}: no row of the file scores an item of this release "
-                       "(is it the release the scores were computed on?)")
+        raise RMBError(
+            f"{summary_line(m.listing)}: no row of the file scores an item of this release "
+            "(is it the release the scores were computed on?)"
+        )
     keys = [[f"{n}:{k}" for k in range(len(it.answers()))] for n, it in enumerate(items)]
     values = {key: score for it, ks in zip(items, keys) for key, score in zip(ks, m.rows[id(it)].scores)}
     rows = predict(items, keys, values, ties=ties)
@@ -313,10 +365,13 @@ def predictions(scores: ScoresFile, release_items: Sequence[Item], scored: Seque
 def summary_line(listing: dict[str, Any]) -> str:
     """One line for stderr: what matched and what did not."""
     parts = [f"scores file {listing['path']} ({listing['format']}): {listing['matched']} items matched"]
-    for key, words in (("missing_in_file", "release items not in the file (left out of the figures)"),
-                       ("mismatched", "rows that differ from their item (left out)"),
-                       ("not_in_release", "rows for no item of the release"), ("repeated", "repeated rows"),
-                       ("is_correct_disagrees", "rows whose is_correct disagrees with their rewards")):
+    for key, words in (
+        ("missing_in_file", "release items not in the file (left out of the figures)"),
+        ("mismatched", "rows that differ from their item (left out)"),
+        ("not_in_release", "rows for no item of the release"),
+        ("repeated", "repeated rows"),
+        ("is_correct_disagrees", "rows whose is_correct disagrees with their rewards"),
+    ):
         if listing[key]["count"]:
             first = listing[key]["items"][0]
             parts.append(f"{listing[key]['count']} {words}, e.g. {first['set']} {first['uid']}")

@@ -22,16 +22,22 @@ COMMIT_EVERY_S = 5.0  # an interrupted run loses at most this much scoring work
 
 @dataclass
 class ScoringStats:
-    naive: int = 0       # texts (or pairs) a per-item scorer would score
-    unique: int = 0      # distinct texts (or pairs): what this toolkit needs
-    cached: int = 0      # found in the cache
-    scored: int = 0      # scored in this run and cached
-    failed: int = 0      # not scored (a failed judgement): counted wrong, asked again next run
+    naive: int = 0  # texts (or pairs) a per-item scorer would score
+    unique: int = 0  # distinct texts (or pairs): what this toolkit needs
+    cached: int = 0  # found in the cache
+    scored: int = 0  # scored in this run and cached
+    failed: int = 0  # not scored (a failed judgement): counted wrong, asked again next run
     rm: dict[str, Any] = field(default_factory=dict)  # the adapter's own counts (truncated texts, ...)
 
     def to_json(self) -> dict[str, Any]:
-        return {"naive": self.naive, "unique": self.unique, "cached": self.cached, "scored": self.scored,
-                "failed": self.failed, **self.rm}
+        return {
+            "naive": self.naive,
+            "unique": self.unique,
+            "cached": self.cached,
+            "scored": self.scored,
+            "failed": self.failed,
+            **self.rm,
+        }
 
 
 def _sha(*parts: str) -> str:
@@ -53,8 +59,9 @@ def pair_keys(keys: Sequence[str]) -> list[str]:
     return [_sha(keys[0], k) for k in keys[1:]]
 
 
-def collect_texts(items: Sequence[Item], keys: Sequence[Sequence[str]] | None = None,
-                  per_scenario: bool = False) -> list[ScoreText]:
+def collect_texts(
+    items: Sequence[Item], keys: Sequence[Sequence[str]] | None = None, per_scenario: bool = False
+) -> list[ScoreText]:
     """The distinct texts of ``items``, each once, in first-seen order (per scenario when ``per_scenario``)."""
     keys = keys if keys is not None else item_keys(items, per_scenario)
     seen: dict[str, ScoreText] = {}
@@ -65,8 +72,9 @@ def collect_texts(items: Sequence[Item], keys: Sequence[Sequence[str]] | None = 
     return list(seen.values())
 
 
-def collect_pairs(items: Sequence[Item], keys: Sequence[Sequence[str]] | None = None,
-                  per_scenario: bool = False) -> list[JudgePair]:
+def collect_pairs(
+    items: Sequence[Item], keys: Sequence[Sequence[str]] | None = None, per_scenario: bool = False
+) -> list[JudgePair]:
     """The distinct (conversation, better, worse) pairs of ``items``, each once, in first-seen order."""
     keys = keys if keys is not None else item_keys(items, per_scenario)
     seen: dict[str, JudgePair] = {}
@@ -78,8 +86,16 @@ def collect_pairs(items: Sequence[Item], keys: Sequence[Sequence[str]] | None = 
     return list(seen.values())
 
 
-def _run_cached(units: Sequence[Any], stream, rm: RewardModel, fp: str, cache: ScoreCache, desc: str,
-                progress: bool, stats: ScoringStats) -> dict[str, Any]:
+def _run_cached(
+    units: Sequence[Any],
+    stream,
+    rm: RewardModel,
+    fp: str,
+    cache: ScoreCache,
+    desc: str,
+    progress: bool,
+    stats: ScoringStats,
+) -> dict[str, Any]:
     """Values for ``units`` (each with ``.key``): cached ones read, the rest produced by ``stream``; those
     the RM calls cacheable are stored (a failed judgement is not, so the next run asks again)."""
     from tqdm.auto import tqdm
@@ -116,8 +132,9 @@ def _run_cached(units: Sequence[Any], stream, rm: RewardModel, fp: str, cache: S
     return values
 
 
-def score_items(items: Sequence[Item], rm: RewardModel, cache: ScoreCache,
-                progress: bool = True) -> tuple[dict[str, Any], list[list[str]], ScoringStats]:
+def score_items(
+    items: Sequence[Item], rm: RewardModel, cache: ScoreCache, progress: bool = True
+) -> tuple[dict[str, Any], list[list[str]], ScoringStats]:
     """Score every unit of ``items`` through the cache.
 
     Returns (cache key -> value, each item's unit keys, stats). A unit is a text for a text RM (value:

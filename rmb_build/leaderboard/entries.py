@@ -23,9 +23,9 @@ class Entry:
 
     folder: Path
     results: dict[str, Any]
-    values: dict[str, float | None]           # column -> accuracy (cells and mean)
-    ci95: dict[str, list[float] | None]       # column -> [lo, hi]
-    n: dict[str, int | None]                  # cell -> items
+    values: dict[str, float | None]  # column -> accuracy (cells and mean)
+    ci95: dict[str, list[float] | None]  # column -> [lo, hi]
+    n: dict[str, int | None]  # cell -> items
     slug: str = ""
     vs_next: dict[str, Any] | None = field(default=None)  # paired test against the next entry by mean
 
@@ -116,14 +116,24 @@ def _with_current_intervals(results: dict[str, Any], folder: Path) -> dict[str, 
 
         rows = [row for _, row in read_jsonl_objects(predictions)]
         drawn = results.get("bootstrap") or {}
-        fresh = build_results(rows, rm=results["rm"], release=str(results.get("release", "")),
-                              ties=results.get("ties", "strict"), resamples=drawn.get("resamples", 4000),
-                              seed=drawn.get("seed", 0))
+        fresh = build_results(
+            rows,
+            rm=results["rm"],
+            release=str(results.get("release", "")),
+            ties=results.get("ties", "strict"),
+            resamples=drawn.get("resamples", 4000),
+            seed=drawn.get("seed", 0),
+        )
         return {**results, **{k: fresh[k] for k in (PAIRWISE_SET, BON_SET, "rmb_overall", "intervals")}}
     overall = results.get("rmb_overall") or {}
-    return {**results, "rmb_overall": {**overall, "ci95": {}},
-            **{s: {**results[s], "goals": {g: {**v, "ci95_macro": None} for g, v in results[s].get("goals", {}).items()}}
-               for s in (PAIRWISE_SET, BON_SET)}}
+    return {
+        **results,
+        "rmb_overall": {**overall, "ci95": {}},
+        **{
+            s: {**results[s], "goals": {g: {**v, "ci95_macro": None} for g, v in results[s].get("goals", {}).items()}}
+            for s in (PAIRWISE_SET, BON_SET)
+        },
+    }
 
 
 def assign_slugs(entries: list[Entry]) -> None:

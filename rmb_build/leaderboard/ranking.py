@@ -30,8 +30,9 @@ class Group:
 
 
 def _release_list(groups: list[Group]) -> str:
-    return ", ".join(f"{g.release.label()}: {len(g.entries)} folder{'' if len(g.entries) == 1 else 's'}"
-                     for g in groups)
+    return ", ".join(
+        f"{g.release.label()}: {len(g.entries)} folder{'' if len(g.entries) == 1 else 's'}" for g in groups
+    )
 
 
 def release_groups(entries: list[Entry], allow_mixed: bool = False) -> list[Group]:
@@ -49,13 +50,18 @@ def release_groups(entries: list[Entry], allow_mixed: bool = False) -> list[Grou
     if len(out) > 1 and not allow_mixed:
         unknown = next((g for g in out if g.release.sha256 is None), None)
         if unknown is not None:
-            raise InputError(str(unknown.entries[0].folder / "results.json"),
-                             "records no release sha256 (written before 'rmb evaluate' recorded it), so it cannot be "
-                             f"ranked against the others; re-run 'rmb evaluate', or add {GROUP_FLAG} to show it "
-                             "in a table of its own", field="release_info")
-        raise RMBError(f"the results come from {len(out)} releases ({_release_list(out)}); reward models are ranked "
-                       f"only against others scored on the same release: pass one release's folders, or add "
-                       f"{GROUP_FLAG} for one table per release")
+            raise InputError(
+                str(unknown.entries[0].folder / "results.json"),
+                "records no release sha256 (written before 'rmb evaluate' recorded it), so it cannot be "
+                f"ranked against the others; re-run 'rmb evaluate', or add {GROUP_FLAG} to show it "
+                "in a table of its own",
+                field="release_info",
+            )
+        raise RMBError(
+            f"the results come from {len(out)} releases ({_release_list(out)}); reward models are ranked "
+            f"only against others scored on the same release: pass one release's folders, or add "
+            f"{GROUP_FLAG} for one table per release"
+        )
     for k, g in enumerate(out):
         g.table_id = "board" if k == 0 else f"board-{k + 1}"
     return out
@@ -79,11 +85,20 @@ def paired_test(a: Entry, b: Entry, resamples: int, seed: int) -> dict[str, Any]
     test = result.get("rmb_overall")
     if not test:
         shared = any(s in result for s in ("pairwise", "bon"))
-        return {**out, "reason": "the two share no items" if not shared else
-                "this version of 'rmb compare' has no rmb_overall test"}
+        return {
+            **out,
+            "reason": "the two share no items"
+            if not shared
+            else "this version of 'rmb compare' has no rmb_overall test",
+        }
     p = test.get("p", test.get("p_value"))
-    return {**out, "diff": test["diff"], "ci95": test.get("ci95"), "p": p,
-            "significant": None if p is None else p < ALPHA}
+    return {
+        **out,
+        "diff": test["diff"],
+        "ci95": test.get("ci95"),
+        "p": p,
+        "significant": None if p is None else p < ALPHA,
+    }
 
 
 def rank(entries: list[Entry], resamples: int, seed: int = 0) -> list[Entry]:

@@ -19,9 +19,13 @@ from ..taxonomy import BON_SET, PAIRWISE_SET
 from .entries import COLUMNS, MEAN, Entry, assign_slugs, load_entry
 from .ranking import rank_groups, release_groups
 
-COLUMN_TITLES = {f"{PAIRWISE_SET}/Helpfulness": "Pairwise Helpfulness", f"{PAIRWISE_SET}/Harmlessness": "Pairwise Harmlessness",
-                 f"{BON_SET}/Helpfulness": "BoN Helpfulness", f"{BON_SET}/Harmlessness": "BoN Harmlessness",
-                 MEAN: "rmb_overall"}
+COLUMN_TITLES = {
+    f"{PAIRWISE_SET}/Helpfulness": "Pairwise Helpfulness",
+    f"{PAIRWISE_SET}/Harmlessness": "Pairwise Harmlessness",
+    f"{BON_SET}/Helpfulness": "BoN Helpfulness",
+    f"{BON_SET}/Harmlessness": "BoN Harmlessness",
+    MEAN: "rmb_overall",
+}
 SETS = tuple(SET_TITLES.items())
 
 
@@ -41,8 +45,9 @@ def _few(n: int | None):
 
     if n is None or not few_items(n):
         return ""
-    return Markup(f'<span class="few" title="{n} items, fewer than {FEW_ITEMS}: read it with its interval">'
-                  f'{FEW_MARK}</span>')
+    return Markup(
+        f'<span class="few" title="{n} items, fewer than {FEW_ITEMS}: read it with its interval">{FEW_MARK}</span>'
+    )
 
 
 def _p_value(p: float, resamples: int) -> str:
@@ -70,10 +75,21 @@ def environment():
     """The Jinja environment over the package's templates (HTML autoescaped)."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("rmb_build.leaderboard", "templates"),
-                             autoescape=jinja2.select_autoescape(("html",)), trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=_pct, ci=_ci, or_missing=_or_missing, defects_phrase=_defects_phrase, few=_few,
-                       p_value=_p_value, short_sha=_short_sha)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("rmb_build.leaderboard", "templates"),
+        autoescape=jinja2.select_autoescape(("html",)),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        pct=_pct,
+        ci=_ci,
+        or_missing=_or_missing,
+        defects_phrase=_defects_phrase,
+        few=_few,
+        p_value=_p_value,
+        short_sha=_short_sha,
+    )
     env.globals.update(version=__version__, columns=COLUMNS, column_titles=COLUMN_TITLES, sets=SETS)
     return env
 
@@ -84,15 +100,34 @@ def audits(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     out = []
     own = results.get("release_defects")
     if own:
-        label = "run by rmb evaluate" + ("" if own.get("near_duplicates_checked") else ", near-duplicate prompts not checked")
-        out.append((label, {"counts": own["counts"], "total": sum(own["counts"].values()),
-                            "items_flagged": own.get("items"), "notes": []}))
+        label = "run by rmb evaluate" + (
+            "" if own.get("near_duplicates_checked") else ", near-duplicate prompts not checked"
+        )
+        out.append(
+            (
+                label,
+                {
+                    "counts": own["counts"],
+                    "total": sum(own["counts"].values()),
+                    "items_flagged": own.get("items"),
+                    "notes": [],
+                },
+            )
+        )
     built = (results.get("release_info") or {}).get("audit")
     if built:
         counts = built.get("counts", {})
-        out.append(("recorded in the release's manifest", {
-            "counts": counts, "total": built.get("total", sum(counts.values())),
-            "items_flagged": built.get("items_flagged"), "notes": built.get("notes", [])}))
+        out.append(
+            (
+                "recorded in the release's manifest",
+                {
+                    "counts": counts,
+                    "total": built.get("total", sum(counts.values())),
+                    "items_flagged": built.get("items_flagged"),
+                    "notes": built.get("notes", []),
+                },
+            )
+        )
     return out
 
 
@@ -103,8 +138,15 @@ def write_heatmap_png(entry: Entry, path: Path) -> bool:
     return write_heatmap(entry.results, path) is not None
 
 
-def build_site(folders: Sequence[str | Path], out: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-               title: str = "Reward model leaderboard", group_by_release: bool = False) -> Path:
+def build_site(
+    folders: Sequence[str | Path],
+    out: str | Path,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    title: str = "Reward model leaderboard",
+    group_by_release: bool = False,
+) -> Path:
     """Write the site for the evaluation ``folders`` into ``out``; returns the index's path.
 
     Folders of different releases: RMBError, unless ``group_by_release`` (one table per release).
@@ -125,12 +167,30 @@ def build_site(folders: Sequence[str | Path], out: str | Path, *, resamples: int
         drew = write_heatmap_png(e, assets / "heatmap.png")
         bias = e.results.get("bias") or {}
         release = e.results.get("release_info") or {}
-        write_text(out / "rm" / f"{e.slug}.html", page.render(
-            title=title, e=e, r=e.results, heatmap=f"{e.slug}/heatmap.png" if drew else None,
-            length_bias=bias.get("length"), position_bias=bias.get("position"),
-            release=release, audits=audits(e.results), resamples=resamples))
+        write_text(
+            out / "rm" / f"{e.slug}.html",
+            page.render(
+                title=title,
+                e=e,
+                r=e.results,
+                heatmap=f"{e.slug}/heatmap.png" if drew else None,
+                length_bias=bias.get("length"),
+                position_bias=bias.get("position"),
+                release=release,
+                audits=audits(e.results),
+                resamples=resamples,
+            ),
+        )
     index = out / "index.html"
-    write_text(index, env.get_template("index.html").render(
-        title=title, entries=entries, groups=groups, kinds=sorted({e.kind for e in entries}), resamples=resamples,
-        seed=seed))
+    write_text(
+        index,
+        env.get_template("index.html").render(
+            title=title,
+            entries=entries,
+            groups=groups,
+            kinds=sorted({e.kind for e in entries}),
+            resamples=resamples,
+            seed=seed,
+        ),
+    )
     return index

@@ -26,6 +26,20 @@ from .structured import ReplyError, parse_reply
 from .types import ChatRequest, ChatResult, Usage
 
 __all__ = [
-    "LLMClient", "ChatRequest", "ChatResult", "Usage", "BudgetExceeded", "EmbeddedServer", "ServerError",
-    "ResponseCache", "request_key", "endpoint_identity", "endpoint_description", "public_url", "PlanningClient", "cost_usd", "parse_reply", "ReplyError",
+    "LLMClient",
+    "ChatRequest",
+    "ChatResult",
+    "Usage",
+    "BudgetExceeded",
+    "EmbeddedServer",
+    "ServerError",
+    "ResponseCache",
+    "request_key",
+    "endpoint_identity",
+    "endpoint_description",
+    "public_url",
+    "PlanningClient",
+    "cost_usd",
+    "parse_reply",
+    "ReplyError",
 ]

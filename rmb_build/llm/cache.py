@@ -35,8 +35,12 @@ CREATE INDEX IF NOT EXISTS responses_created ON responses(created_at);
 """
 
 
-def request_key(req: ChatRequest, endpoint_id: str, structured_mode: str | None = None,
-                messages: Iterable[tuple[str, str]] | None = None) -> str:
+def request_key(
+    req: ChatRequest,
+    endpoint_id: str,
+    structured_mode: str | None = None,
+    messages: Iterable[tuple[str, str]] | None = None,
+) -> str:
     """sha256 of everything that changes the answer, and nothing else (no key, timeout, stage, tag).
 
     ``messages`` overrides the request's own (a re-ask conversation is its own request).
@@ -99,14 +103,15 @@ class ResponseCache:
         out: dict[str, dict[str, Any]] = {}
         with self._lock:
             for start in range(0, len(keys), 500):  # stay below SQLite's host-parameter limit
-                chunk = keys[start:start + 500]
+                chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 for key, resp in self._db.execute(f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk):
                     out[key] = json.loads(resp)
         return out
 
-    def put(self, key: str, response: dict[str, Any], *, endpoint: str, endpoint_name: str = "",
-            model: str, stage: str = "") -> None:
+    def put(
+        self, key: str, response: dict[str, Any], *, endpoint: str, endpoint_name: str = "", model: str, stage: str = ""
+    ) -> None:
         """Store and commit one response."""
         row = (key, json.dumps(response, ensure_ascii=False), endpoint, endpoint_name, model, stage, time.time())
         with self._lock:
@@ -120,18 +125,36 @@ class ResponseCache:
         """Rows, size on disk, counts per endpoint / model / stage, oldest and newest entry."""
         with self._lock:
             rows, oldest, newest = self._db.execute(
-                "SELECT COUNT(*), MIN(created_at), MAX(created_at) FROM responses").fetchone()
-            groups = {col: dict(self._db.execute(
-                f"SELECT {col}, COUNT(*) FROM responses GROUP BY {col} ORDER BY COUNT(*) DESC"))
-                for col in ("endpoint", "endpoint_name", "model", "stage")}
+                "SELECT COUNT(*), MIN(created_at), MAX(created_at) FROM responses"
+            ).fetchone()
+            groups = {
+                col: dict(
+                    self._db.execute(f"SELECT {col}, COUNT(*) FROM responses GROUP BY {col} ORDER BY COUNT(*) DESC")
+                )
+                for col in ("endpoint", "endpoint_name", "model", "stage")
+            }
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
-        return {"path": str(self.path), "rows": rows, "size_bytes": size,
-                "oldest": _iso(oldest), "newest": _iso(newest),
-                "by_endpoint": groups["endpoint"], "by_endpoint_name": groups["endpoint_name"],
-                "by_model": groups["model"], "by_stage": groups["stage"]}
+        return {
+            "path": str(self.path),
+            "rows": rows,
+            "size_bytes": size,
+            "oldest": _iso(oldest),
+            "newest": _iso(newest),
+            "by_endpoint": groups["endpoint"],
+            "by_endpoint_name": groups["endpoint_name"],
+            "by_model": groups["model"],
+            "by_stage": groups["stage"],
+        }
 
-    def prune(self, *, older_than_days: float | None = None, endpoint: str | None = None,
-              model: str | None = None, stage: str | None = None, vacuum: bool = True) -> int:
+    def prune(
+        self,
+        *,
+        older_than_days: float | None = None,
+        endpoint: str | None = None,
+        model: str | None = None,
+        stage: str | None = None,
+        vacuum: bool = True,
+    ) -> int:
         """Delete the rows matching every given filter (endpoint matches identity or name); returns how many."""
         where, args = [], []
         if older_than_days is not None:

@@ -48,15 +48,22 @@ __all__ = ["LLMClient", "BudgetExceeded", "NOT_SENT"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_EMBEDDED_KEY = "<embedded>"   # all embedded endpoints share one single-request server
+_EMBEDDED_KEY = "<embedded>"  # all embedded endpoints share one single-request server
 _NO_KEY = "sk-no-key-required"  # local servers want some bearer token; this one is not a secret
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*]{6,}", re.I)
 NOT_SENT = "not sent: offline client (dry run)"
 
 
 def _usage_row() -> dict[str, Any]:
-    return {"requests": 0, "cached": 0, "failed": 0, "retries": 0,
-            "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    return {
+        "requests": 0,
+        "cached": 0,
+        "failed": 0,
+        "retries": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+    }
 
 
 class LLMClient:
@@ -68,10 +75,19 @@ class LLMClient:
     ``offline``: answer from the cache only (never created by an offline client), send nothing.
     """
 
-    def __init__(self, endpoints: Mapping[str, EndpointConfig], cache_dir: str | Path, *,
-                 max_cost: float | None = None, log_dir: str | Path | None = None,
-                 retry_base_s: float = 1.0, retry_max_s: float = 60.0, progress: bool | None = None,
-                 server_startup_timeout_s: float = 120.0, offline: bool = False):
+    def __init__(
+        self,
+        endpoints: Mapping[str, EndpointConfig],
+        cache_dir: str | Path,
+        *,
+        max_cost: float | None = None,
+        log_dir: str | Path | None = None,
+        retry_base_s: float = 1.0,
+        retry_max_s: float = 60.0,
+        progress: bool | None = None,
+        server_startup_timeout_s: float = 120.0,
+        offline: bool = False,
+    ):
         self.endpoints = dict(endpoints)
         self.offline = offline
         self.cache = _open_cache(cache_dir, offline)
@@ -111,8 +127,11 @@ class LLMClient:
         try:
             return self.endpoints[name]
         except KeyError:
-            raise ConfigError("<config>", "endpoints", f"endpoint {name!r} is not configured "
-                              f"(configured: {', '.join(self.endpoints) or 'none'})") from None
+            raise ConfigError(
+                "<config>",
+                "endpoints",
+                f"endpoint {name!r} is not configured (configured: {', '.join(self.endpoints) or 'none'})",
+            ) from None
 
     def _embedded_models(self) -> list[str]:
         return list(dict.fromkeys(ep.embedded for ep in self.endpoints.values() if ep.embedded))
@@ -123,9 +142,12 @@ class LLMClient:
                 self._server.check_alive()  # crashed: say so (with its log) rather than quietly restart
             else:
                 n_ctx = max(ep.n_ctx for ep in self.endpoints.values() if ep.embedded)
-                server = EmbeddedServer(self._embedded_models(), n_ctx=n_ctx,
-                                        log_path=self.log_dir / "llama_server.log",
-                                        startup_timeout_s=self.server_startup_timeout_s)
+                server = EmbeddedServer(
+                    self._embedded_models(),
+                    n_ctx=n_ctx,
+                    log_path=self.log_dir / "llama_server.log",
+                    startup_timeout_s=self.server_startup_timeout_s,
+                )
                 server.start()
                 self._server = server
             return self._server
@@ -139,15 +161,20 @@ class LLMClient:
         for i, req in enumerate(reqs):
             ep = self._endpoint(req.endpoint)
             if ep.embedded and req.model != ep.embedded:
-                raise ConfigError("<config>", "model", f"request {i} ({req.tag or req.stage or 'untagged'}) asks "
-                                  f"embedded endpoint {req.endpoint!r} for model {req.model!r}; it serves only {ep.embedded!r}")
+                raise ConfigError(
+                    "<config>",
+                    "model",
+                    f"request {i} ({req.tag or req.stage or 'untagged'}) asks "
+                    f"embedded endpoint {req.endpoint!r} for model {req.model!r}; it serves only {ep.embedded!r}",
+                )
 
     async def _http(self, name: str, ep: EndpointConfig) -> openai.AsyncOpenAI:
         if name not in self._http_clients:
             url = (await asyncio.to_thread(self._ensure_server)).base_url if ep.embedded else ep.base_url
             if name not in self._http_clients:  # another request may have made it while the server started
-                self._http_clients[name] = openai.AsyncOpenAI(base_url=url, api_key=ep.api_key() or _NO_KEY,
-                                                              timeout=ep.timeout_s, max_retries=0)
+                self._http_clients[name] = openai.AsyncOpenAI(
+                    base_url=url, api_key=ep.api_key() or _NO_KEY, timeout=ep.timeout_s, max_retries=0
+                )
         return self._http_clients[name]
 
     def _limits(self, name: str, ep: EndpointConfig) -> EndpointLimits:
@@ -209,9 +236,16 @@ class LLMClient:
 
     # ---- one call, with retries -----------------------------------------------------------------
 
-    async def _attempt(self, http: openai.AsyncOpenAI, limits: EndpointLimits, req: ChatRequest,
-                       ep: EndpointConfig, body: dict[str, Any], est_prompt: int,
-                       result: ChatResult) -> dict[str, Any] | CallFailure:
+    async def _attempt(
+        self,
+        http: openai.AsyncOpenAI,
+        limits: EndpointLimits,
+        req: ChatRequest,
+        ep: EndpointConfig,
+        body: dict[str, Any],
+        est_prompt: int,
+        result: ChatResult,
+    ) -> dict[str, Any] | CallFailure:
         """One HTTP call inside the endpoint's limits and the budget: the reply as cached, or why not."""
         async with limits.slot(est_prompt + req.max_tokens) as slot:
             # Reserved inside the slot: only calls about to be sent hold budget.
@@ -236,8 +270,9 @@ class LLMClient:
             slot.used(prompt + completion)
             return resp
 
-    async def _send(self, req: ChatRequest, ep: EndpointConfig, messages: list[tuple[str, str]],
-                    result: ChatResult) -> dict[str, Any] | str:
+    async def _send(
+        self, req: ChatRequest, ep: EndpointConfig, messages: list[tuple[str, str]], result: ChatResult
+    ) -> dict[str, Any] | str:
         """One answer for ``messages`` (a response dict), or why there is none (a string)."""
         if self.offline:
             return NOT_SENT
@@ -266,8 +301,10 @@ class LLMClient:
         result.text = resp["text"]
         result.finish_reason = resp.get("finish_reason")
         u = resp.get("usage") or {}
-        result.usage = Usage(result.usage.prompt_tokens + u.get("prompt_tokens", 0),
-                             result.usage.completion_tokens + u.get("completion_tokens", 0))
+        result.usage = Usage(
+            result.usage.prompt_tokens + u.get("prompt_tokens", 0),
+            result.usage.completion_tokens + u.get("completion_tokens", 0),
+        )
         result.logprobs = resp.get("logprobs")
         result.raw_texts.append(resp["text"])
 
@@ -301,8 +338,13 @@ class LLMClient:
                 u = resp["usage"]
                 spent = cost_usd(ep, u["prompt_tokens"], u["completion_tokens"])
                 result.cost_usd += spent
-                self._account(req, requests=1, prompt_tokens=u["prompt_tokens"],
-                              completion_tokens=u["completion_tokens"], cost_usd=spent)
+                self._account(
+                    req,
+                    requests=1,
+                    prompt_tokens=u["prompt_tokens"],
+                    completion_tokens=u["completion_tokens"],
+                    cost_usd=spent,
+                )
             self._apply(result, resp)
             if req.response_schema is None:
                 break
@@ -313,7 +355,10 @@ class LLMClient:
                 if rnd == rounds - 1:
                     result.error = f"reply does not fit the schema after {req.max_reasks} re-asks: {exc}"
                 else:
-                    messages += [("assistant", result.text or ""), ("user", reask_message(str(exc), req.response_schema))]
+                    messages += [
+                        ("assistant", result.text or ""),
+                        ("user", reask_message(str(exc), req.response_schema)),
+                    ]
         result.cached = result.attempts == 0 and result.error is None
         self._account(req, **({"failed": 1} if result.error else {"cached": 1} if result.cached else {}))
         return result
@@ -323,8 +368,10 @@ class LLMClient:
     async def _chat_many(self, reqs: list[ChatRequest], desc: str, progress: bool | None) -> list[ChatResult]:
         """chat_many, on the client's loop."""
         self._check(reqs)
-        keys = [request_key(r, endpoint_identity(self.endpoints[r.endpoint]), self.endpoints[r.endpoint].structured_output)
-                for r in reqs]
+        keys = [
+            request_key(r, endpoint_identity(self.endpoints[r.endpoint]), self.endpoints[r.endpoint].structured_output)
+            for r in reqs
+        ]
         firsts = await asyncio.to_thread(self.cache.get_many, keys) if len(keys) > 200 else self.cache.get_many(keys)
         results: list[ChatResult | None] = [None] * len(reqs)
         pending: list[int] = []
@@ -342,8 +389,14 @@ class LLMClient:
                 first_of[key] = i
                 pending.append(i)
         show = self.progress if progress is None else progress
-        bar = tqdm(total=len(reqs), initial=len(reqs) - len(pending), desc=desc, unit="req",
-                   disable=None if show is None else not show, leave=False)
+        bar = tqdm(
+            total=len(reqs),
+            initial=len(reqs) - len(pending),
+            desc=desc,
+            unit="req",
+            disable=None if show is None else not show,
+            leave=False,
+        )
         stopped = asyncio.Event()
         window = asyncio.Semaphore(max(64, 4 * sum(ep.max_concurrency or 8 for ep in self.endpoints.values())))
 
@@ -378,9 +431,11 @@ class LLMClient:
                 results[i] = self._repeat(reqs[i], results[first])
         if stopped.is_set():
             done = sum(r is not None for r in results)
-            raise BudgetExceeded(f"stopped before passing max_cost ${self.max_cost:g} (spent ${self.spent_usd:.4f} in "
-                                 f"this run; {done} of {len(reqs)} requests of '{desc}' answered and cached); "
-                                 "run again with a higher --max-cost to resume")
+            raise BudgetExceeded(
+                f"stopped before passing max_cost ${self.max_cost:g} (spent ${self.spent_usd:.4f} in "
+                f"this run; {done} of {len(reqs)} requests of '{desc}' answered and cached); "
+                "run again with a higher --max-cost to resume"
+            )
         return results  # type: ignore[return-value]
 
     def _repeat(self, req: ChatRequest, first: ChatResult) -> ChatResult:
@@ -390,8 +445,9 @@ class LLMClient:
         self._account(req, **({"failed": 1} if first.error else {"cached": 1}))
         return result
 
-    async def chat_many(self, reqs: Sequence[ChatRequest], desc: str = "llm", *,
-                        progress: bool | None = None) -> list[ChatResult]:
+    async def chat_many(
+        self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None
+    ) -> list[ChatResult]:
         """Results for ``reqs`` in order, from any event loop; API failures come back with ``error``
         set, never raised. Cancelling the caller cancels the batch on the client's loop.
 

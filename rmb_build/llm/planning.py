@@ -71,13 +71,18 @@ class PlanningClient:
     def key(self, req: ChatRequest) -> str:
         """The request's cache key; ConfigError for an endpoint the config does not define."""
         if req.endpoint not in self.endpoints:
-            raise ConfigError("<requests>", "endpoint", f"a {req.stage or 'planned'} request names endpoint "
-                              f"{req.endpoint!r}, which is not configured (configured: {', '.join(self.endpoints) or 'none'})")
+            raise ConfigError(
+                "<requests>",
+                "endpoint",
+                f"a {req.stage or 'planned'} request names endpoint "
+                f"{req.endpoint!r}, which is not configured (configured: {', '.join(self.endpoints) or 'none'})",
+            )
         ep = self.endpoints[req.endpoint]
         return request_key(req, endpoint_identity(ep), ep.structured_output)
 
-    async def chat_many(self, reqs: Sequence[ChatRequest], desc: str = "llm", *,
-                        progress: bool | None = None) -> list[ChatResult]:
+    async def chat_many(
+        self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None
+    ) -> list[ChatResult]:
         return self.plan(reqs, desc)
 
     def plan(self, reqs: Sequence[ChatRequest], desc: str = "llm") -> list[ChatResult]:
@@ -138,22 +143,34 @@ class PlanningClient:
                 row["completion_tokens"] += req.max_tokens
                 row["completion_tokens_estimate"] += round(mean) if mean is not None else req.max_tokens
                 row["cost_usd"] += cost_usd(self.endpoints[req.endpoint], prompt, req.max_tokens)
-        return {**total, "by_phase": dict(phases), "by_endpoint": dict(endpoints), "by_model": dict(models),
-                "prompt_tokens_method": {name: method for name, (_, method) in sorted(counters.items())}}
+        return {
+            **total,
+            "by_phase": dict(phases),
+            "by_endpoint": dict(endpoints),
+            "by_model": dict(models),
+            "prompt_tokens_method": {name: method for name, (_, method) in sorted(counters.items())},
+        }
 
     def _prompt_counter(self, endpoint: str) -> tuple[Callable[[ChatRequest], int], str]:
         """How this plan counts a request's prompt tokens on ``endpoint``, and what that count is."""
         exact = exact_counter(self.endpoints[endpoint])
         if exact is not None:
             return exact, "exact: the embedded model's own tokenizer and chat template"
-        pairs = [(u["prompt_tokens"], estimate_prompt_tokens(c.request)) for c in self.calls.values()
-                 if c.request.endpoint == endpoint and c.cached is not None
-                 and isinstance(u := (c.cached.get("usage") or {}), dict) and u.get("prompt_tokens")]
+        pairs = [
+            (u["prompt_tokens"], estimate_prompt_tokens(c.request))
+            for c in self.calls.values()
+            if c.request.endpoint == endpoint
+            and c.cached is not None
+            and isinstance(u := (c.cached.get("usage") or {}), dict)
+            and u.get("prompt_tokens")
+        ]
         if not pairs:
             return estimate_prompt_tokens, "estimate: about 4 characters a token"
         scale = sum(a for a, _ in pairs) / sum(e for _, e in pairs)
-        return (lambda req: round(estimate_prompt_tokens(req) * scale),
-                f"estimate: 4 characters a token, scaled by {scale:.3f} from {len(pairs)} cached replies' real counts")
+        return (
+            lambda req: round(estimate_prompt_tokens(req) * scale),
+            f"estimate: 4 characters a token, scaled by {scale:.3f} from {len(pairs)} cached replies' real counts",
+        )
 
     def _cached_completion_means(self) -> dict[tuple[str, str, str], float]:
         sums: dict[tuple[str, str, str], list[int]] = defaultdict(list)
@@ -166,8 +183,14 @@ class PlanningClient:
 
 
 def _row() -> dict[str, Any]:
-    return {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "completion_tokens_estimate": 0,
-            "cost_usd": 0.0}
+    return {
+        "calls": 0,
+        "cached": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "completion_tokens_estimate": 0,
+        "cost_usd": 0.0,
+    }
 
 
 __all__ = ["PlannedCall", "PlanningClient", "stand_in_answer"]

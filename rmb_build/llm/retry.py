@@ -17,8 +17,8 @@ OUTAGE_POLL_MAX_S = 15.0  # longest wait between two tries at an unreachable end
 
 @dataclass(frozen=True)
 class CallFailure:
-    kind: str                   # rate_limit | server | timeout | unreachable | dropped | bad_response | fatal
-    reason: str                 # one line for ChatResult.error and logs
+    kind: str  # rate_limit | server | timeout | unreachable | dropped | bad_response | fatal
+    reason: str  # one line for ChatResult.error and logs
     retry_after: float | None = None
 
     @property
@@ -65,8 +65,21 @@ def classify(exc: BaseException) -> CallFailure:
         if status in RETRY_STATUS:
             return CallFailure("server", detail, after)
         return CallFailure("fatal", detail)
-    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError, ValueError, KeyError,
-                        TypeError, AttributeError, IndexError)) or type(exc).__name__ == "DecodingError":
+    if (
+        isinstance(
+            exc,
+            (
+                openai.APIResponseValidationError,
+                json.JSONDecodeError,
+                ValueError,
+                KeyError,
+                TypeError,
+                AttributeError,
+                IndexError,
+            ),
+        )
+        or type(exc).__name__ == "DecodingError"
+    ):
         return CallFailure("bad_response", f"malformed response: {type(exc).__name__}: {str(exc)[:200]}")
     if isinstance(exc, OSError) or type(exc).__name__ in ("TransportError", "NetworkError", "RemoteProtocolError"):
         return CallFailure("dropped", f"{type(exc).__name__}: {exc}")

@@ -51,6 +51,8 @@ def _pdeathsig_setter():
     except (OSError, AttributeError):
         return None
     return lambda: prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 _LIVE_LOCK = threading.Lock()
 
 
@@ -114,10 +116,17 @@ class EmbeddedServer:
     log lines); ``stop()`` kills the whole process group. Safe to stop twice.
     """
 
-    def __init__(self, models: Iterable[str] = ("smollm2",), n_ctx: int = 4096, *,
-                 log_path: str | Path | None = None, model_cache_dir: str | Path | None = None,
-                 startup_timeout_s: float = 120.0, n_threads: int | None = None,
-                 model_files: Mapping[str, str | Path] | None = None):
+    def __init__(
+        self,
+        models: Iterable[str] = ("smollm2",),
+        n_ctx: int = 4096,
+        *,
+        log_path: str | Path | None = None,
+        model_cache_dir: str | Path | None = None,
+        startup_timeout_s: float = 120.0,
+        n_threads: int | None = None,
+        model_files: Mapping[str, str | Path] | None = None,
+    ):
         self.model_files = {k: Path(v) for k, v in (model_files or {}).items()}
         self.models = tuple(dict.fromkeys([*models, *self.model_files]))
         if not self.models:
@@ -169,8 +178,13 @@ class EmbeddedServer:
             with open(self.log_path, "ab") as logf:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "rmb_build.llm._llama_server", "--config_file", str(cfg)],
-                    stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                    start_new_session=True, preexec_fn=_pdeathsig_setter())  # own process group: killed as a whole, immune to the terminal's Ctrl-C
+                    stdin=subprocess.DEVNULL,
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_pdeathsig_setter(),
+                )  # own process group: killed as a whole, immune to the terminal's Ctrl-C
             self.port = port
             with _LIVE_LOCK:
                 _LIVE.add(self)
@@ -189,8 +203,10 @@ class EmbeddedServer:
     def check_alive(self) -> None:
         """Raise ServerError (with the last log lines) when the server process has exited."""
         if self.proc is not None and self.proc.poll() is not None:
-            raise ServerError(f"the embedded server exited with status {self.proc.returncode}; "
-                              f"last log lines ({self.log_path}): {_tail(self.log_path)}")
+            raise ServerError(
+                f"the embedded server exited with status {self.proc.returncode}; "
+                f"last log lines ({self.log_path}): {_tail(self.log_path)}"
+            )
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
@@ -198,8 +214,10 @@ class EmbeddedServer:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerError(f"the embedded server exited with status {self.proc.returncode} while starting; "
-                                  f"last log lines ({self.log_path}): {_tail(self.log_path)}")
+                raise ServerError(
+                    f"the embedded server exited with status {self.proc.returncode} while starting; "
+                    f"last log lines ({self.log_path}): {_tail(self.log_path)}"
+                )
             try:
                 with opener.open(url, timeout=2) as resp:
                     if resp.status == 200:
@@ -207,8 +225,10 @@ class EmbeddedServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.2)
-        raise ServerError(f"the embedded server did not answer on {url} within {self.startup_timeout_s:.0f}s; "
-                          f"last log lines ({self.log_path}): {_tail(self.log_path)}")
+        raise ServerError(
+            f"the embedded server did not answer on {url} within {self.startup_timeout_s:.0f}s; "
+            f"last log lines ({self.log_path}): {_tail(self.log_path)}"
+        )
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

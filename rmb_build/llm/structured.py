@@ -84,7 +84,11 @@ def _loads(candidate: str) -> Any:
         if cleaned != candidate:
             return json.loads(cleaned)
         if candidate.count("{") > candidate.count("}"):  # cut off by max_tokens right before the end
-            return json.loads(_TRAILING_COMMA.sub(r"\1", candidate.rstrip().rstrip(",") + "}" * (candidate.count("{") - candidate.count("}"))))
+            return json.loads(
+                _TRAILING_COMMA.sub(
+                    r"\1", candidate.rstrip().rstrip(",") + "}" * (candidate.count("{") - candidate.count("}"))
+                )
+            )
         raise
 
 
@@ -126,5 +130,7 @@ def parse_reply(text: str | None, schema: dict[str, Any] | None) -> Any:
 
 def reask_message(error: str, schema: dict[str, Any]) -> str:
     """The follow-up user message after a reply that did not parse."""
-    return (f"Your reply {error}. Reply again with only one JSON object that follows this JSON schema, "
-            f"and nothing else:\n{json.dumps(schema, ensure_ascii=False)}")
+    return (
+        f"Your reply {error}. Reply again with only one JSON object that follows this JSON schema, "
+        f"and nothing else:\n{json.dumps(schema, ensure_ascii=False)}"
+    )

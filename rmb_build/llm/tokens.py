@@ -62,8 +62,12 @@ def _gguf_counter(model: str) -> Counter | None:
     if not template:
         return None
     token_text = llm._model.token_get_text
-    render = Jinja2ChatFormatter(template=template, eos_token=token_text(llm.token_eos()),
-                                 bos_token=token_text(llm.token_bos()), add_generation_prompt=True)
+    render = Jinja2ChatFormatter(
+        template=template,
+        eos_token=token_text(llm.token_eos()),
+        bos_token=token_text(llm.token_bos()),
+        add_generation_prompt=True,
+    )
 
     def count(req: ChatRequest) -> int:
         prompt = render(messages=req.message_dicts()).prompt

@@ -13,21 +13,21 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ChatRequest:
-    endpoint: str                     # name of an endpoint in the build config
+    endpoint: str  # name of an endpoint in the build config
     model: str
     messages: tuple[tuple[str, str], ...]  # (role, content) pairs, hashable
     temperature: float = 0.0
     top_p: float | None = None
     max_tokens: int = 512
-    seed: int | None = None           # sent as seed + sample_index, so repeated samples differ
-    sample_index: int = 0             # k-th of repeated samples of the same request
+    seed: int | None = None  # sent as seed + sample_index, so repeated samples differ
+    sample_index: int = 0  # k-th of repeated samples of the same request
     response_schema: dict[str, Any] | None = None  # JSON schema the reply must follow
     schema_name: str = "reply"
-    top_logprobs: int | None = None   # ask for token logprobs (chat top_logprobs)
-    stop: tuple[str, ...] = ()        # stop sequences (the reply ends before one, finish_reason "stop")
-    max_reasks: int = 2               # re-asks when a reply does not fit response_schema; not part of the key
-    stage: str = ""                   # accounting only, not part of the key
-    tag: str = ""                     # caller's label (e.g. an item uid), not part of the key
+    top_logprobs: int | None = None  # ask for token logprobs (chat top_logprobs)
+    stop: tuple[str, ...] = ()  # stop sequences (the reply ends before one, finish_reason "stop")
+    max_reasks: int = 2  # re-asks when a reply does not fit response_schema; not part of the key
+    stage: str = ""  # accounting only, not part of the key
+    tag: str = ""  # caller's label (e.g. an item uid), not part of the key
 
     @staticmethod
     def from_messages(endpoint: str, model: str, messages: list[dict[str, str]], **kw: Any) -> "ChatRequest":
@@ -49,14 +49,14 @@ class ChatResult:
 
     request: ChatRequest
     text: str | None = None
-    parsed: Any = None                # the reply parsed against response_schema, when one was given
+    parsed: Any = None  # the reply parsed against response_schema, when one was given
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     logprobs: list[dict[str, Any]] | None = None  # [{"token", "logprob", "top": [{"token","logprob"}]}]
     cached: bool = False
-    error: str | None = None          # why it finally failed (after retries / re-asks)
-    attempts: int = 0                 # HTTP calls made for this result (0 when fully cached)
-    cost_usd: float = 0.0             # spent on this result in this run (0 when cached)
+    error: str | None = None  # why it finally failed (after retries / re-asks)
+    attempts: int = 0  # HTTP calls made for this result (0 when fully cached)
+    cost_usd: float = 0.0  # spent on this result in this run (0 when cached)
     raw_texts: list[str] = field(default_factory=list)  # every reply received, re-asked ones included
 
     @property

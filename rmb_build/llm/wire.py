@@ -11,8 +11,12 @@ from .types import ChatRequest
 
 def request_body(req: ChatRequest, ep: EndpointConfig, messages: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """The JSON body of ``/chat/completions`` for ``req`` with ``messages`` (a re-ask has more)."""
-    body: dict[str, Any] = {"model": req.model, "messages": [{"role": r, "content": c} for r, c in messages],
-                            "temperature": req.temperature, "max_tokens": req.max_tokens}
+    body: dict[str, Any] = {
+        "model": req.model,
+        "messages": [{"role": r, "content": c} for r, c in messages],
+        "temperature": req.temperature,
+        "max_tokens": req.max_tokens,
+    }
     if req.top_p is not None:
         body["top_p"] = req.top_p
     if req.seed is not None:
@@ -39,9 +43,14 @@ def _logprobs(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
     content = (choice.get("logprobs") or {}).get("content")
     if not content:
         return None
-    return [{"token": t["token"], "logprob": t["logprob"],
-             "top": [{"token": a["token"], "logprob": a["logprob"]} for a in (t.get("top_logprobs") or [])]}
-            for t in content]
+    return [
+        {
+            "token": t["token"],
+            "logprob": t["logprob"],
+            "top": [{"token": a["token"], "logprob": a["logprob"]} for a in (t.get("top_logprobs") or [])],
+        }
+        for t in content
+    ]
 
 
 def parse_completion(reply: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +63,10 @@ def parse_completion(reply: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(text, str):
         raise ValueError("the reply has no message content")
     p, c = reply_tokens(reply)
-    return {"text": text, "finish_reason": choice.get("finish_reason"),
-            "usage": {"prompt_tokens": p, "completion_tokens": c},
-            "logprobs": _logprobs(choice), "model": reply.get("model")}
+    return {
+        "text": text,
+        "finish_reason": choice.get("finish_reason"),
+        "usage": {"prompt_tokens": p, "completion_tokens": c},
+        "logprobs": _logprobs(choice),
+        "model": reply.get("model"),
+    }

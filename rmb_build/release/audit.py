@@ -41,8 +41,8 @@ from .rmb_format import VALID_ROLES
 
 SCHEMA_VERSION = 1
 LEAK_PATTERNS_FILE = "leak_patterns.txt"
-TEXT_MEMO = 256     # identity texts remembered while walking (neighbouring items share texts)
-EMBED_CHUNK = 256   # conversations' search texts embedded at a time
+TEXT_MEMO = 256  # identity texts remembered while walking (neighbouring items share texts)
+EMBED_CHUNK = 256  # conversations' search texts embedded at a time
 
 
 @dataclass
@@ -98,11 +98,13 @@ KINDS: dict[str, DefectKind] = {}
 def defect(name: str, definition: str, removes: Callable[[dict], list[dict]] = _named_item):
     """Declare the per-item check function or the collector class below as defect kind ``name``
     (report order: declaration order)."""
+
     def register(check):
         if name in KINDS:
             raise ValueError(f"defect kind {name!r} declared twice")
         KINDS[name] = DefectKind(name, " ".join(definition.split()), check, removes)
         return check
+
     return register
 
 
@@ -122,7 +124,9 @@ class AuditReport:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {k: len(self.defects.get(k, [])) for k in (*DEFECT_KINDS, *sorted(set(self.defects) - set(DEFECT_KINDS)))}
+        return {
+            k: len(self.defects.get(k, [])) for k in (*DEFECT_KINDS, *sorted(set(self.defects) - set(DEFECT_KINDS)))
+        }
 
     @property
     def total(self) -> int:
@@ -130,27 +134,47 @@ class AuditReport:
 
     def flagged_items(self) -> set[tuple[str, str, int]]:
         """(set, file, index) of every item that ``fix_release`` would remove."""
-        return {(r["set"], r["file"], r["index"]) for kind, entries in self.defects.items()
-                for e in entries for r in removal_refs(kind, e)}
+        return {
+            (r["set"], r["file"], r["index"])
+            for kind, entries in self.defects.items()
+            for e in entries
+            for r in removal_refs(kind, e)
+        }
 
     def summary(self) -> dict[str, Any]:
         """What a manifest or a dataset card records: counts, total, items flagged, notes."""
-        return {"counts": self.counts, "total": self.total, "items_flagged": len(self.flagged_items()),
-                "notes": list(self.notes), "checks": dict(self.checks)}
+        return {
+            "counts": self.counts,
+            "total": self.total,
+            "items_flagged": len(self.flagged_items()),
+            "notes": list(self.notes),
+            "checks": dict(self.checks),
+        }
 
     def to_json(self) -> dict[str, Any]:
         """The audit JSON: ``schema_version``, ``release``, ``counts`` (every kind), ``defects``, plus ``total``,
         ``items_flagged``, ``checks`` and ``notes``."""
-        return {"schema_version": SCHEMA_VERSION, "release": self.release, "counts": self.counts,
-                "total": self.total, "items_flagged": len(self.flagged_items()), "checks": self.checks,
-                "notes": self.notes, "defects": {k: self.defects.get(k, []) for k in self.counts}}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "release": self.release,
+            "counts": self.counts,
+            "total": self.total,
+            "items_flagged": len(self.flagged_items()),
+            "checks": self.checks,
+            "notes": self.notes,
+            "defects": {k: self.defects.get(k, []) for k in self.counts},
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "AuditReport":
         defects = {k: [] for k in DEFECT_KINDS}
         defects.update({k: list(v) for k, v in data.get("defects", {}).items()})
-        return cls(release=data.get("release", ""), defects=defects, notes=list(data.get("notes", [])),
-                   checks=dict(data.get("checks", {})))
+        return cls(
+            release=data.get("release", ""),
+            defects=defects,
+            notes=list(data.get("notes", [])),
+            checks=dict(data.get("checks", {})),
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,7 +235,7 @@ class _Items:
         """The ``_Ref`` of item number ``order``."""
         file, set_name, scenario = self._files[self._file[order]]
         start = self._uid_end[order - 1] if order else 0
-        uid = self._uids[start:self._uid_end[order]].decode("utf-8", "surrogatepass")
+        uid = self._uids[start : self._uid_end[order]].decode("utf-8", "surrogatepass")
         return _Ref(set_name, uid, file, self._index[order], scenario, order)
 
 
@@ -305,8 +329,12 @@ class _PerItem:
 @defect("identical_pair", "a pairwise item whose chosen and rejected answers are the same text.")
 def _identical_pair(ctx: AuditContext, e: _Entry) -> dict | None:
     if isinstance(e.item, PairwiseItem) and e.answers[0] == e.answers[1]:
-        return _defect(e, "chosen and rejected answers are equal after normalisation",
-                       chosen_model=e.item.chosen.llm_name, rejected_model=e.item.rejected.llm_name)
+        return _defect(
+            e,
+            "chosen and rejected answers are equal after normalisation",
+            chosen_model=e.item.chosen.llm_name,
+            rejected_model=e.item.rejected.llm_name,
+        )
     return None
 
 
@@ -319,10 +347,13 @@ def _raw_key(item: Item) -> bytes:
     return digest(json.dumps(key, ensure_ascii=False))
 
 
-@defect("duplicate_item", """an item equal to an earlier item of the same set, in any of its files: the
+@defect(
+    "duplicate_item",
+    """an item equal to an earlier item of the same set, in any of its files: the
          same turns' role and content and the same answer strings, compared as stored (chosen and rejected
          in place; or best and the multiset of losers). One entry per extra copy; ``first`` names the copy
-         that is kept. Copies that differ only in whitespace are not duplicates.""")
+         that is kept. Copies that differ only in whitespace are not duplicates.""",
+)
 class _Duplicates:
     def __init__(self, ctx: AuditContext):
         self.items = ctx.items
@@ -339,8 +370,11 @@ class _Duplicates:
         out = []
         for order, first in sorted(copies):
             f = self.items.at(first)
-            out.append(_defect(self.items.at(order), f"same conversation and answers as uid {f.uid} in {f.file}",
-                               first=f.ref()))
+            out.append(
+                _defect(
+                    self.items.at(order), f"same conversation and answers as uid {f.uid} in {f.file}", first=f.ref()
+                )
+            )
         return out
 
 
@@ -349,8 +383,12 @@ def _unwinnable(ctx: AuditContext, e: _Entry) -> dict | None:
     if isinstance(e.item, BonItem):
         hits = [i for i, a in enumerate(e.answers[1:]) if a == e.answers[0]]
         if hits:
-            return _defect(e, f"best answer equals loser_list[{hits[0]}] after normalisation",
-                           losers=hits, field=f"loser_list[{hits[0]}].answer")
+            return _defect(
+                e,
+                f"best answer equals loser_list[{hits[0]}] after normalisation",
+                losers=hits,
+                field=f"loser_list[{hits[0]}].answer",
+            )
     return None
 
 
@@ -377,15 +415,20 @@ class _Preferences:
         """Each conversation's edges (better, worse, item, pairwise) in item order, where it has
         at least ``min_edges``."""
         for run in _runs(self.edges.array(), ["conv"], min_size=min_edges):
-            yield list(zip(run["better"].tolist(), run["worse"].tolist(), run["order"].tolist(),
-                           run["pairwise"].tolist()))
+            yield list(
+                zip(run["better"].tolist(), run["worse"].tolist(), run["order"].tolist(), run["pairwise"].tolist())
+            )
 
 
-@defect("contradiction", """one entry per conflicting pair of items: two pairwise items on the same
+@defect(
+    "contradiction",
+    """one entry per conflicting pair of items: two pairwise items on the same
          conversation, one preferring A to B and the other B to A (A != B); or a BoN item and a pairwise
          item on the same conversation where the pairwise item prefers one of the BoN item's losers to its
          best answer. The entry names the later pairwise item (or the BoN item); ``other`` the second one.
-         Both items are removed.""", removes=_both_items)
+         Both items are removed.""",
+    removes=_both_items,
+)
 class _Contradictions(_Preferences):
     def finish(self) -> list[dict]:
         at, out = self.items.at, []
@@ -399,11 +442,15 @@ class _Contradictions(_Preferences):
                     if pairwise and other > order:
                         continue  # each conflicting pair of pairwise items once, named by its later item
                     y = at(other)
-                    detail = (f"prefers the answer that pairwise uid {y.uid} rejects, and rejects the one it prefers"
-                              if pairwise else f"pairwise uid {y.uid} prefers one of this item's losers to its best answer")
+                    detail = (
+                        f"prefers the answer that pairwise uid {y.uid} rejects, and rejects the one it prefers"
+                        if pairwise
+                        else f"pairwise uid {y.uid} prefers one of this item's losers to its best answer"
+                    )
                     out.append(_defect(at(order), detail, other=y.ref()))
-        out.sort(key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"], d["other"]["file"],
-                                d["other"]["index"]))
+        out.sort(
+            key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"], d["other"]["file"], d["other"]["index"])
+        )
         return out
 
 
@@ -423,13 +470,17 @@ def _has_loop(edges: Iterable[tuple[bytes, bytes]]) -> bool:
     return False
 
 
-@defect("cycle", """three or more distinct answers of one conversation preferred in a loop (A > B > C > A).
+@defect(
+    "cycle",
+    """three or more distinct answers of one conversation preferred in a loop (A > B > C > A).
          Per conversation, a directed graph over its answers' identity texts: an edge chosen -> rejected for
          each pairwise item, best -> each loser for each BoN item (edges between equal texts left out). Each
          elementary cycle of length >= 3 (no answer repeated; rotations are the same cycle) is one entry;
          two-answer loops are ``contradiction``. The entry names the cycle's earliest item; ``items`` lists
          every item stating one of its preferences, ``answers`` the cycle's length. All of them are removed:
-         no preference on the loop can be trusted.""", removes=_items_on_the_cycle)
+         no preference on the loop can be trusted.""",
+    removes=_items_on_the_cycle,
+)
 class _Cycles(_Preferences):
     def finish(self) -> list[dict]:
         out = []
@@ -449,29 +500,51 @@ class _Cycles(_Preferences):
                     continue
                 steps = list(zip(cycle, cycle[1:] + cycle[:1]))
                 items = [self.items.at(x) for x in sorted({x for step in steps for x in conv_edges[step]})]
-                out.append(_defect(items[0], f"{len(cycle)} answers preferred in a loop by "
-                                             f"{', '.join(f'{x.set} uid {x.uid}' for x in items)}",
-                                   answers=len(cycle), items=[x.ref() for x in items]))
-        out.sort(key=lambda d: (d["set"] != PAIRWISE_SET, d["file"], d["index"],
-                                [(r["file"], r["index"]) for r in d["items"]]))
+                out.append(
+                    _defect(
+                        items[0],
+                        f"{len(cycle)} answers preferred in a loop by "
+                        f"{', '.join(f'{x.set} uid {x.uid}' for x in items)}",
+                        answers=len(cycle),
+                        items=[x.ref() for x in items],
+                    )
+                )
+        out.sort(
+            key=lambda d: (
+                d["set"] != PAIRWISE_SET,
+                d["file"],
+                d["index"],
+                [(r["file"], r["index"]) for r in d["items"]],
+            )
+        )
         return out
 
 
 @defect("empty_text", "an item with a turn or an answer that is empty by the identity rule (whitespace only).")
 def _empty_text(ctx: AuditContext, e: _Entry) -> dict | None:
     fields = [name for name, text in e.texts if not text]
-    return _defect(e, f"empty or whitespace-only: {', '.join(fields)}", fields=fields, field=fields[0]) if fields else None
+    return (
+        _defect(e, f"empty or whitespace-only: {', '.join(fields)}", fields=fields, field=fields[0]) if fields else None
+    )
 
 
-@defect("category_mismatch", """``category_path`` (exactly as stored) differs from the item's file path
-         relative to the release root without ``.json``.""")
+@defect(
+    "category_mismatch",
+    """``category_path`` (exactly as stored) differs from the item's file path
+         relative to the release root without ``.json``.""",
+)
 def _category_mismatch(ctx: AuditContext, e: _Entry) -> dict | None:
     expected = default_category_path(e.item.set_name, e.item.scenario_id)
     if e.item.category_path == expected:
         return None
     got = repr(e.item.category_path) if e.item.category_path else "missing"
-    return _defect(e, f"category_path is {got}, but the item's file is {expected!r}",
-                   field="category_path", category_path=e.item.category_path, expected=expected)
+    return _defect(
+        e,
+        f"category_path is {got}, but the item's file is {expected!r}",
+        field="category_path",
+        category_path=e.item.category_path,
+        expected=expected,
+    )
 
 
 @lru_cache(maxsize=8)
@@ -490,8 +563,11 @@ def load_leak_patterns(relpath: str = LEAK_PATTERNS_FILE) -> tuple[re.Pattern, .
     return tuple(patterns)
 
 
-@defect("leaked_instruction", """a turn or an answer matching a pattern of ``prompts/leak_patterns.txt``
-         (regular expressions, case-insensitive, matched against the identity text).""")
+@defect(
+    "leaked_instruction",
+    """a turn or an answer matching a pattern of ``prompts/leak_patterns.txt``
+         (regular expressions, case-insensitive, matched against the identity text).""",
+)
 class _Leaks(_PerItem):
     def __init__(self, ctx: AuditContext):
         patterns = ctx.leak_patterns
@@ -506,15 +582,22 @@ class _Leaks(_PerItem):
             if not hits:
                 return None
             name, (pattern, matched) = hits[0]
-            return _defect(e, f"{name} contains data-generation prompt text: {display(matched, 80)!r}",
-                           fields=[h[0] for h in hits], field=name, pattern=pattern)
+            return _defect(
+                e,
+                f"{name} contains data-generation prompt text: {display(matched, 80)!r}",
+                fields=[h[0] for h in hits],
+                field=name,
+                pattern=pattern,
+            )
 
         super().__init__(ctx, check)
 
 
 @defect("unknown_scenario", "an item in a file whose scenario id is not one of RMB's 49.")
 def _unknown_scenario(ctx: AuditContext, e: _Entry) -> dict | None:
-    return None if is_known(e.item.scenario_id) else _defect(e, f"scenario {e.item.scenario_id!r} is not one of RMB's 49")
+    return (
+        None if is_known(e.item.scenario_id) else _defect(e, f"scenario {e.item.scenario_id!r} is not one of RMB's 49")
+    )
 
 
 def turn_problems(turns: Sequence[Turn]) -> list[str]:
@@ -522,15 +605,21 @@ def turn_problems(turns: Sequence[Turn]) -> list[str]:
     if not turns:
         return ["empty conversation"]
     problems = [f"turn {i} has unknown role {t.role!r}" for i, t in enumerate(turns) if t.role not in VALID_ROLES]
-    problems += [f"turns {i - 1} and {i} are both {t.role!r}" for i, t in enumerate(turns)
-                 if i > 0 and t.role == turns[i - 1].role]
+    problems += [
+        f"turns {i - 1} and {i} are both {t.role!r}"
+        for i, t in enumerate(turns)
+        if i > 0 and t.role == turns[i - 1].role
+    ]
     if turns[-1].role != "user":
         problems.append(f"ends with a {turns[-1].role!r} turn, not a user turn")
     return problems
 
 
-@defect("bad_turns", """an empty conversation, two consecutive turns with the same role, a last turn
-         that is not a user turn, or a role other than user/assistant/system (which strict reading rejects).""")
+@defect(
+    "bad_turns",
+    """an empty conversation, two consecutive turns with the same role, a last turn
+         that is not a user turn, or a role other than user/assistant/system (which strict reading rejects).""",
+)
 def _bad_turns(ctx: AuditContext, e: _Entry) -> dict | None:
     problems = turn_problems(e.item.conversation)
     if not problems:
@@ -542,12 +631,15 @@ def _later_prompt_items(entry: dict) -> list[dict]:
     return list(entry.get("items") or [entry])
 
 
-@defect("near_duplicate_prompt", """two prompts (distinct conversations, or one conversation) used in
+@defect(
+    "near_duplicate_prompt",
+    """two prompts (distinct conversations, or one conversation) used in
          different scenarios, with cosine >= ``near_threshold`` between the embeddings of their search texts
          (or simply equal, which is checked even without embeddings). The pairwise and BoN sets share
          conversations by design: a conversation in both sets of one scenario is one prompt. One entry per
          pair of (conversation, scenario) prompts; it names the later prompt, whose items are all removed.""",
-        removes=_later_prompt_items)
+    removes=_later_prompt_items,
+)
 class _NearDuplicates:
     """Keeps one record an item (its conversation's row, scenario, item number) and one embedding row
     per distinct conversation, embedded in chunks of ``EMBED_CHUNK`` search texts as the
@@ -597,7 +689,7 @@ class _NearDuplicates:
         chunks.reverse()
         while chunks:
             chunk = chunks.pop()
-            vectors[at:at + len(chunk)] = chunk
+            vectors[at : at + len(chunk)] = chunk
             at += len(chunk)
         return vectors
 
@@ -614,14 +706,18 @@ class _NearDuplicates:
                     pairs[(a, b)] = 1.0
         ctx.checks["near_duplicates"] = "exact only"
         if not ctx.near_duplicates:
-            ctx.notes.append("near_duplicate_prompt: embeddings not used; only prompts repeated exactly in "
-                             "different scenarios were checked")
+            ctx.notes.append(
+                "near_duplicate_prompt: embeddings not used; only prompts repeated exactly in "
+                "different scenarios were checked"
+            )
             return pairs
         if self.failed is None and (self.pending or not self.rows):
             self._embed_pending()
         if self.failed is not None:
-            ctx.notes.append(f"near_duplicate_prompt: embeddings unavailable ({self.failed}); "
-                             f"only prompts repeated exactly in different scenarios were checked")
+            ctx.notes.append(
+                f"near_duplicate_prompt: embeddings unavailable ({self.failed}); "
+                f"only prompts repeated exactly in different scenarios were checked"
+            )
             return pairs
         from ..similarity import similar_pairs
 
@@ -644,10 +740,17 @@ class _NearDuplicates:
         for (a, b), sim in pairs.items():
             earlier, later = sorted((a, b), key=lambda g: first_item[g])
             f, e = at(int(first_item[earlier])), at(int(first_item[later]))
-            items = uses["order"][bounds[later]:bounds[later + 1]].tolist()
-            out.append(_defect(e, f"prompt in {e.scenario!r} is a near-duplicate (cosine {sim:.3f}) of "
-                                  f"uid {f.uid}'s in {f.scenario!r}",
-                               similarity=round(sim, 4), other=f.ref(), items=[at(x).ref() for x in items]))
+            items = uses["order"][bounds[later] : bounds[later + 1]].tolist()
+            out.append(
+                _defect(
+                    e,
+                    f"prompt in {e.scenario!r} is a near-duplicate (cosine {sim:.3f}) of "
+                    f"uid {f.uid}'s in {f.scenario!r}",
+                    similarity=round(sim, 4),
+                    other=f.ref(),
+                    items=[at(x).ref() for x in items],
+                )
+            )
         out.sort(key=lambda d: (d["file"], d["index"], d["other"]["file"], d["other"]["index"]))
         return out
 
@@ -666,10 +769,20 @@ class StreamingAudit:
     packaged all-MiniLM-L6-v2.
     """
 
-    def __init__(self, name: str, *, near_duplicates: bool = True, near_threshold: float = 0.95,
-                 leak_patterns: Iterable[str] | None = None, embed: Callable[[Sequence[str]], Any] | None = None):
-        patterns = (load_leak_patterns() if leak_patterns is None
-                    else tuple(re.compile(p, re.IGNORECASE) for p in leak_patterns))
+    def __init__(
+        self,
+        name: str,
+        *,
+        near_duplicates: bool = True,
+        near_threshold: float = 0.95,
+        leak_patterns: Iterable[str] | None = None,
+        embed: Callable[[Sequence[str]], Any] | None = None,
+    ):
+        patterns = (
+            load_leak_patterns()
+            if leak_patterns is None
+            else tuple(re.compile(p, re.IGNORECASE) for p in leak_patterns)
+        )
         self._report = AuditReport(release=name)
         self._report.checks["leak_patterns"] = len(patterns)
         ctx = AuditContext(patterns, near_duplicates, near_threshold, self._report.notes, self._report.checks, embed)
@@ -685,8 +798,15 @@ class StreamingAudit:
         texts = tuple((f"conversation_input[{i}].content", c) for i, (_, c) in enumerate(conv))
         texts += tuple(zip(_answer_fields(item), answers))
         at = self._items.add(item.set_name, item.uid, file, index, item.scenario_id)
-        entry = _Entry(item, at, conv, answers, texts, digest(json.dumps(conv, ensure_ascii=False)),
-                       tuple(digest(a) for a in answers))
+        entry = _Entry(
+            item,
+            at,
+            conv,
+            answers,
+            texts,
+            digest(json.dumps(conv, ensure_ascii=False)),
+            tuple(digest(a) for a in answers),
+        )
         for collector in self._collectors.values():
             collector.add(entry)
 
@@ -697,13 +817,23 @@ class StreamingAudit:
         return self._report
 
 
-def audit_release(release: Release, *, near_duplicates: bool = True, near_threshold: float = 0.95,
-                  leak_patterns: Iterable[str] | None = None,
-                  embed: Callable[[Sequence[str]], Any] | None = None) -> AuditReport:
+def audit_release(
+    release: Release,
+    *,
+    near_duplicates: bool = True,
+    near_threshold: float = 0.95,
+    leak_patterns: Iterable[str] | None = None,
+    embed: Callable[[Sequence[str]], Any] | None = None,
+) -> AuditReport:
     """Every defect of ``release`` (read it with ``strict=False`` so that defective releases load);
     the options are ``StreamingAudit``'s."""
-    audit = StreamingAudit(release.name, near_duplicates=near_duplicates, near_threshold=near_threshold,
-                           leak_patterns=leak_patterns, embed=embed)
+    audit = StreamingAudit(
+        release.name,
+        near_duplicates=near_duplicates,
+        near_threshold=near_threshold,
+        leak_patterns=leak_patterns,
+        embed=embed,
+    )
     for (set_name, scenario_id), items in release.files.items():
         file = set_file(set_name, scenario_id)
         for index, item in enumerate(items):
@@ -732,8 +862,9 @@ def removal_refs(kind: str, entry: dict) -> list[dict]:
     return KINDS[kind].removes(entry) if kind in KINDS else _named_item(entry)
 
 
-def fix_release(release: Release, report: AuditReport,
-                kinds: Iterable[str] | None = None) -> tuple[Release, list[dict]]:
+def fix_release(
+    release: Release, report: AuditReport, kinds: Iterable[str] | None = None
+) -> tuple[Release, list[dict]]:
     """A copy of ``release`` without the items the report's defects name, and the log of what went.
 
     ``kinds`` limits the fix to some defect kinds (all by default). Files left empty are dropped.
@@ -752,11 +883,14 @@ def fix_release(release: Release, report: AuditReport,
                 key = files.get(ref["file"])
                 items = release.files.get(key, []) if key else []
                 if not (0 <= ref["index"] < len(items)) or items[ref["index"]].uid != ref["uid"]:
-                    raise RMBError(f"the audit report does not match release {release.name!r}: no item "
-                                   f"uid {ref['uid']} at index {ref['index']} of {ref['file']}")
+                    raise RMBError(
+                        f"the audit report does not match release {release.name!r}: no item "
+                        f"uid {ref['uid']} at index {ref['index']} of {ref['file']}"
+                    )
                 reasons[(ref["file"], ref["index"])].append((kind, entry["detail"]))
-    clean = Release(name=release.name, root=None, manifest=copy.deepcopy(release.manifest),
-                    source_format=release.source_format)
+    clean = Release(
+        name=release.name, root=None, manifest=copy.deepcopy(release.manifest), source_format=release.source_format
+    )
     log = []
     for (set_name, scenario_id), items in release.files.items():
         file = set_file(set_name, scenario_id)
@@ -766,14 +900,37 @@ def fix_release(release: Release, report: AuditReport,
             if why is None:
                 kept.append(item)
                 continue
-            log.append({"set": set_name, "uid": item.uid, "file": file, "index": index,
-                        "kinds": sorted({k for k, _ in why}, key=_kind_order),
-                        "details": list(dict.fromkeys(d for _, d in why)), "item": item.to_rmb()})
+            log.append(
+                {
+                    "set": set_name,
+                    "uid": item.uid,
+                    "file": file,
+                    "index": index,
+                    "kinds": sorted({k for k, _ in why}, key=_kind_order),
+                    "details": list(dict.fromkeys(d for _, d in why)),
+                    "item": item.to_rmb(),
+                }
+            )
         if kept or not items:
             clean.files[(set_name, scenario_id)] = kept
     return clean, log
 
 
-__all__ = ["AuditContext", "AuditReport", "Collector", "DEFECT_KINDS", "DefectKind", "KINDS", "StreamingAudit",
-           "audit_release", "defect", "digest",
-           "defects_phrase", "definitions", "fix_release", "load_leak_patterns", "removal_refs", "turn_problems"]
+__all__ = [
+    "AuditContext",
+    "AuditReport",
+    "Collector",
+    "DEFECT_KINDS",
+    "DefectKind",
+    "KINDS",
+    "StreamingAudit",
+    "audit_release",
+    "defect",
+    "digest",
+    "defects_phrase",
+    "definitions",
+    "fix_release",
+    "load_leak_patterns",
+    "removal_refs",
+    "turn_problems",
+]

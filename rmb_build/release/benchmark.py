@@ -132,5 +132,14 @@ def with_uids(rows: Sequence[Row], scope: Callable[[Row], str] | None = None) ->
         yield uid, row
 
 
-__all__ = ["BenchmarkRelease", "answer", "conversation", "decode_label", "encode_label", "optional_name", "text",
-           "texts", "with_uids"]
+__all__ = [
+    "BenchmarkRelease",
+    "answer",
+    "conversation",
+    "decode_label",
+    "encode_label",
+    "optional_name",
+    "text",
+    "texts",
+    "with_uids",
+]

@@ -26,13 +26,47 @@ TAGS = ["reward-modeling", "preference", "rlhf", "benchmark", "rmb"]
 
 # Language names as RMB's per-turn ``language`` tags spell them -> ISO 639-1 codes for the Hub.
 LANGUAGE_CODES = {
-    "arabic": "ar", "bengali": "bn", "bulgarian": "bg", "catalan": "ca", "chinese": "zh", "czech": "cs",
-    "danish": "da", "dutch": "nl", "english": "en", "estonian": "et", "finnish": "fi", "french": "fr",
-    "german": "de", "greek": "el", "hebrew": "he", "hindi": "hi", "hungarian": "hu", "indonesian": "id",
-    "italian": "it", "japanese": "ja", "korean": "ko", "latin": "la", "malay": "ms", "maori": "mi",
-    "norwegian": "no", "persian": "fa", "polish": "pl", "portuguese": "pt", "romanian": "ro",
-    "russian": "ru", "serbian": "sr", "slovak": "sk", "spanish": "es", "swahili": "sw", "swedish": "sv",
-    "tagalog": "tl", "tamil": "ta", "thai": "th", "turkish": "tr", "ukrainian": "uk", "urdu": "ur",
+    "arabic": "ar",
+    "bengali": "bn",
+    "bulgarian": "bg",
+    "catalan": "ca",
+    "chinese": "zh",
+    "czech": "cs",
+    "danish": "da",
+    "dutch": "nl",
+    "english": "en",
+    "estonian": "et",
+    "finnish": "fi",
+    "french": "fr",
+    "german": "de",
+    "greek": "el",
+    "hebrew": "he",
+    "hindi": "hi",
+    "hungarian": "hu",
+    "indonesian": "id",
+    "italian": "it",
+    "japanese": "ja",
+    "korean": "ko",
+    "latin": "la",
+    "malay": "ms",
+    "maori": "mi",
+    "norwegian": "no",
+    "persian": "fa",
+    "polish": "pl",
+    "portuguese": "pt",
+    "romanian": "ro",
+    "russian": "ru",
+    "serbian": "sr",
+    "slovak": "sk",
+    "spanish": "es",
+    "swahili": "sw",
+    "swedish": "sv",
+    "tagalog": "tl",
+    "tamil": "ta",
+    "thai": "th",
+    "turkish": "tr",
+    "ukrainian": "uk",
+    "urdu": "ur",
     "vietnamese": "vi",
 }
 
@@ -40,7 +74,8 @@ LANGUAGE_CODES = {
 # The licence ids the Hub accepts in a card's ``license:`` (the list its metadata validator names;
 # https://huggingface.co/docs/hub/repositories-licenses). A licence not listed is ``other``, named by
 # ``license_name`` and pointed to by ``license_link``.
-HUB_LICENSES = frozenset("""
+HUB_LICENSES = frozenset(
+    """
     apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
     bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda
     cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0
@@ -51,7 +86,8 @@ HUB_LICENSES = frozenset("""
     openmdw-1.1 openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr
     deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2 llama3.3
     llama4 grok2-community gemma unknown other
-""".split())
+""".split()
+)
 LICENSES_URL = "https://huggingface.co/docs/hub/repositories-licenses"
 LICENSE_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")  # the Hub's "an id ..., like my-license-1.0"
 LICENSE_LINK = re.compile(r"https?://\S+|(?!/)(?!.*\.\.)[\w.-]+(?:/[\w.-]+)*")  # a URL, or a file in the repo
@@ -119,8 +155,10 @@ def card_license(manifest: Mapping | None, override: str | None = None) -> CardL
     if override:
         return CardLicense(override.strip().lower(), name, link, words)
     if not stated:
-        raise RMBError("refusing to publish: the release's manifest.json names no licence (neither 'license' "
-                       "nor 'sources[].license'); pass --license ID (e.g. --license cc-by-nc-4.0)")
+        raise RMBError(
+            "refusing to publish: the release's manifest.json names no licence (neither 'license' "
+            "nor 'sources[].license'); pass --license ID (e.g. --license cc-by-nc-4.0)"
+        )
     ids = list(dict.fromkeys(hub_license_id(s) for s in stated))
     if None not in ids:
         return CardLicense(ids[0] if len(ids) == 1 else ids)
@@ -134,20 +172,28 @@ def check_card_license(header: Mapping[str, Any]) -> None:
     if bad is not None:
         close = get_close_matches(str(bad), sorted(HUB_LICENSES), n=1, cutoff=0.8)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise RMBError(f"refusing to publish: the card's license {bad!r} is not a Hugging Face licence id{hint}; "
-                       f"use one of {LICENSES_URL}, or 'other' with license_name")
+        raise RMBError(
+            f"refusing to publish: the card's license {bad!r} is not a Hugging Face licence id{hint}; "
+            f"use one of {LICENSES_URL}, or 'other' with license_name"
+        )
     name, link = header.get("license_name"), header.get("license_link")
     if "other" not in ids:
         if name or link:
-            raise RMBError(f"refusing to publish: the card's {'license_name' if name else 'license_link'} is "
-                           f"only for license 'other' (license is {header['license']!r})")
+            raise RMBError(
+                f"refusing to publish: the card's {'license_name' if name else 'license_link'} is "
+                f"only for license 'other' (license is {header['license']!r})"
+            )
     elif not isinstance(name, str) or not LICENSE_NAME.fullmatch(name):
         what = f"license_name {name!r} is not a licence id" if name else "license_name is missing"
-        raise RMBError(f"refusing to publish: the card's {what}: with license 'other' it needs one such as "
-                       "'my-license-1.0' (lower-case letters, digits, '.', '_', '-'; the build config's license_name)")
+        raise RMBError(
+            f"refusing to publish: the card's {what}: with license 'other' it needs one such as "
+            "'my-license-1.0' (lower-case letters, digits, '.', '_', '-'; the build config's license_name)"
+        )
     elif link is not None and not (isinstance(link, str) and LICENSE_LINK.fullmatch(link)):
-        raise RMBError(f"refusing to publish: the card's license_link {link!r} is neither a URL nor a file of the "
-                       "dataset's repository (such as LICENSE.md)")
+        raise RMBError(
+            f"refusing to publish: the card's license_link {link!r} is neither a URL nor a file of the "
+            "dataset's repository (such as LICENSE.md)"
+        )
 
 
 def resolve_license(manifest: dict | None, override: str | None = None) -> tuple[str | list[str], list[dict]]:
@@ -157,8 +203,18 @@ def resolve_license(manifest: dict | None, override: str | None = None) -> tuple
 
 def size_category(n: int) -> str:
     """The Hub's ``size_categories`` value for ``n`` rows."""
-    labels = ["n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B",
-              "1B<n<10B", "10B<n<100B", "100B<n<1T"]
+    labels = [
+        "n<1K",
+        "1K<n<10K",
+        "10K<n<100K",
+        "100K<n<1M",
+        "1M<n<10M",
+        "10M<n<100M",
+        "100M<n<1B",
+        "1B<n<10B",
+        "10B<n<100B",
+        "100B<n<1T",
+    ]
     for power, label in enumerate(labels, start=3):
         if n < 10**power:
             return label
@@ -185,12 +241,17 @@ def card_header(release: Release, license_: str | list[str] | CardLicense, prett
     header: dict[str, Any] = (license_ if isinstance(license_, CardLicense) else CardLicense(license_)).header()
     if codes:
         header["language"] = codes
-    header.update({
-        "task_categories": TASK_CATEGORIES, "tags": TAGS, "pretty_name": pretty_name,
-        "size_categories": [size_category(n)],
-        "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": data_files_pattern(c)}]}
-                    for c in configs],
-    })
+    header.update(
+        {
+            "task_categories": TASK_CATEGORIES,
+            "tags": TAGS,
+            "pretty_name": pretty_name,
+            "size_categories": [size_category(n)],
+            "configs": [
+                {"config_name": c, "data_files": [{"split": SPLIT, "path": data_files_pattern(c)}]} for c in configs
+            ],
+        }
+    )
     return header
 
 
@@ -217,7 +278,10 @@ def _model_table(release: Release) -> str:
     for it in release.items():
         for a in it.answers():
             counts.setdefault(a.llm_name, Counter())[it.set_name] += 1
-    rows = [[f"`{m}`", c[PAIRWISE_SET], c[BON_SET]] for m, c in sorted(counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))]
+    rows = [
+        [f"`{m}`", c[PAIRWISE_SET], c[BON_SET]]
+        for m, c in sorted(counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    ]
     return _table(["model", "answers in pairwise", "answers in bon"], rows)
 
 
@@ -252,8 +316,10 @@ def _audit(audit: AuditReport | dict | None) -> str:
     summary = audit.summary() if isinstance(audit, AuditReport) else audit
     counts = summary.get("counts", {})
     rows = [[f"`{k}`", counts.get(k, 0)] for k in (*DEFECT_KINDS, *sorted(set(counts) - set(DEFECT_KINDS)))]
-    text = ("Defects found by `rmb audit` (definitions in `rmb_build.release.audit`); the items are "
-            "published as they are.\n\n" + _table(["defect", "count"], rows))
+    text = (
+        "Defects found by `rmb audit` (definitions in `rmb_build.release.audit`); the items are "
+        "published as they are.\n\n" + _table(["defect", "count"], rows)
+    )
     text += f"\n\nTotal: {defects_phrase(summary.get('total', sum(counts.values())), summary.get('items_flagged'))}."
     for note in summary.get("notes", []):
         text += f"\n\nNote: {note}"
@@ -263,19 +329,23 @@ def _audit(audit: AuditReport | dict | None) -> str:
 def _harm_evidence(harm: dict) -> str:
     """What a harmlessness label rests on, and how sure that is at other base rates of harmful prompts."""
     if harm.get("labelled_by_sources"):
-        return (f"**Harmlessness labels.** The {harm['labelled_by_sources']} harmlessness queries carry their "
-                "sources' own labels (no classify stage).")
+        return (
+            f"**Harmlessness labels.** The {harm['labelled_by_sources']} harmlessness queries carry their "
+            "sources' own labels (no classify stage)."
+        )
     lo, hi = harm["precision_ci95"]
     rates = ", ".join(f"{100 * p:.0f}% at {100 * float(b):g}%" for b, p in harm["precision_at_base_rate"].items())
     turned = sum(harm.get("turned_away", {}).values())
-    return (f"**Harmlessness needs evidence.** The classifier called {harm['classified_harmful']} prompts harmful; "
-            f"{harm['kept']} kept that goal (P(harm) at least {harm['threshold']:.2f}: on held-out prompts of "
-            f"{harm['measured_on']}, {100 * harm['precision']:.1f}% of those it called harmful were harmlessness "
-            f"prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, recall {100 * harm['recall']:.0f}%) and {turned} were "
-            "turned away to their most likely helpfulness scenario; the guard's 'unsafe' verdict may still route a "
-            "query to harmlessness. That precision depends on how common harmful prompts are (about a third there): "
-            f"{rates} of harmful prompts. ShareGPT's rate is a few percent, so at its rate many of the "
-            "harmlessness prompts kept may be harmless.")
+    return (
+        f"**Harmlessness needs evidence.** The classifier called {harm['classified_harmful']} prompts harmful; "
+        f"{harm['kept']} kept that goal (P(harm) at least {harm['threshold']:.2f}: on held-out prompts of "
+        f"{harm['measured_on']}, {100 * harm['precision']:.1f}% of those it called harmful were harmlessness "
+        f"prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, recall {100 * harm['recall']:.0f}%) and {turned} were "
+        "turned away to their most likely helpfulness scenario; the guard's 'unsafe' verdict may still route a "
+        "query to harmlessness. That precision depends on how common harmful prompts are (about a third there): "
+        f"{rates} of harmful prompts. ShareGPT's rate is a few percent, so at its rate many of the "
+        "harmlessness prompts kept may be harmless."
+    )
 
 
 def _label_checks(manifest: dict) -> str:
@@ -288,15 +358,18 @@ def _label_checks(manifest: dict) -> str:
         parts.append(_harm_evidence(harm))
     gold = manifest.get("gold")
     if isinstance(gold, dict):
-        parts.append(f"**Judge against human labels.** Before generating, the build's judge (and guard) scored "
-                     f"{gold.get('items', 0)} pairwise items of `{gold.get('release')}` exactly as it scored this "
-                     "release's answers; agreement is the share of pairs where the build would prefer the "
-                     "labelled chosen answer (ties count half, so chance is 0.5), with a 95% interval "
-                     "(Clopper-Pearson, never of zero width).\n\n"
-                     + table(gold) + "\n\n" + verdict_on_chance(gold))
+        parts.append(
+            f"**Judge against human labels.** Before generating, the build's judge (and guard) scored "
+            f"{gold.get('items', 0)} pairwise items of `{gold.get('release')}` exactly as it scored this "
+            "release's answers; agreement is the share of pairs where the build would prefer the "
+            "labelled chosen answer (ties count half, so chance is 0.5), with a 95% interval "
+            "(Clopper-Pearson, never of zero width).\n\n" + table(gold) + "\n\n" + verdict_on_chance(gold)
+        )
     else:
-        parts.append("The judge's agreement with human-labelled pairs was not measured for this release "
-                     "(no `judge.gold` in its build config).")
+        parts.append(
+            "The judge's agreement with human-labelled pairs was not measured for this release "
+            "(no `judge.gold` in its build config)."
+        )
     routing = manifest.get("routing")
     if isinstance(routing, dict):
         items = routing.get("items", {})
@@ -308,12 +381,18 @@ def _label_checks(manifest: dict) -> str:
             f"verdicts {_describe(queries.get('verdicts', {})) or 'none'}). Items whose goal came from the guard: "
             f"{goal_from.get('guard', 0)}; from the classifier alone (no readable verdict): "
             f"{goal_from.get('classifier', 0)}"
-            + (f" ('unsafe' verdicts not taken as evidence of harm: {_describe(queries['unsafe_not_evidence'])})"
-               if queries.get("unsafe_not_evidence") else "")
+            + (
+                f" ('unsafe' verdicts not taken as evidence of harm: {_describe(queries['unsafe_not_evidence'])})"
+                if queries.get("unsafe_not_evidence")
+                else ""
+            )
             + f". Harm category / scenario from the guard: {cat_from.get('guard', 0)}; "
             f"from the classifier: {cat_from.get('classifier', 0)}. Items where guard and classifier disagreed: "
-            + (_describe(disagreed) if disagreed else "none") + ". Queries dropped by routing: "
-            + (_describe(queries.get("dropped", {})) if queries.get("dropped") else "none") + ".")
+            + (_describe(disagreed) if disagreed else "none")
+            + ". Queries dropped by routing: "
+            + (_describe(queries.get("dropped", {})) if queries.get("dropped") else "none")
+            + "."
+        )
     return "\n\n".join(parts)
 
 
@@ -322,13 +401,17 @@ def _selection(manifest: dict) -> str:
     sets = manifest.get("sets") if isinstance(manifest.get("sets"), dict) else None
     if not sets:
         return "The release's manifest does not record how its items were selected."
-    text = (f"Pairs were drawn with policy `{sets.get('pair_policy', '?')}` (at most "
-            f"{sets.get('max_pairs_per_query', '?')} per query; each pair's judge-score gap at least "
-            f"{sets.get('margin', '?')}, or a safe answer over an unsafe one in harmlessness).")
+    text = (
+        f"Pairs were drawn with policy `{sets.get('pair_policy', '?')}` (at most "
+        f"{sets.get('max_pairs_per_query', '?')} per query; each pair's judge-score gap at least "
+        f"{sets.get('margin', '?')}, or a safe answer over an unsafe one in harmlessness)."
+    )
     if sets.get("unreadable_verdicts") == "judge_only":
-        text += (" **Harmlessness answers without a readable guard verdict were kept and compared only with "
-                 "each other, by the judge's score alone** (`sets.unreadable_verdicts: judge_only`): their "
-                 "safety was never established.")
+        text += (
+            " **Harmlessness answers without a readable guard verdict were kept and compared only with "
+            "each other, by the judge's score alone** (`sets.unreadable_verdicts: judge_only`): their "
+            "safety was never established."
+        )
     else:
         text += " Harmlessness answers without a readable guard verdict were compared with no other answer."
     for set_name in (PAIRWISE_SET, BON_SET):
@@ -336,10 +419,16 @@ def _selection(manifest: dict) -> str:
         if not s.get("items"):
             continue
         per_query = ", ".join(f"{n} item(s): {q} queries" for n, q in (s.get("per_query") or {}).items())
-        text += (f"\n\n**{set_name}**: {s['items']} items over {s.get('queries', '?')} queries "
-                 f"(mean {s.get('mean_per_query', '?')} per query; {per_query}).\n\n")
+        text += (
+            f"\n\n**{set_name}**: {s['items']} items over {s.get('queries', '?')} queries "
+            f"(mean {s.get('mean_per_query', '?')} per query; {per_query}).\n\n"
+        )
         gaps = s.get("score_gaps") or {}
-        text += _table(["score gap", "count"], ([g, n] for g, n in gaps.items())) if gaps else "No judge-score gaps recorded."
+        text += (
+            _table(["score gap", "count"], ([g, n] for g, n in gaps.items()))
+            if gaps
+            else "No judge-score gaps recorded."
+        )
     return text
 
 
@@ -349,10 +438,14 @@ def _cast(manifest: dict) -> str:
     if not cast:
         return "The release's manifest does not record the preflight checks on its models."
     if not cast.get("relaxed"):
-        return (f"The judge wrote none of the answers, and the answers come from {cast.get('distinct_generator_models')} "
-                f"distinct models (at least {cast.get('min_generators')} required).")
-    return ("**The build relaxed the checks on its models**, so its labels are weaker than a benchmark's should be:\n\n"
-            + "\n".join(f"- {note}" for note in cast["relaxed"]))
+        return (
+            f"The judge wrote none of the answers, and the answers come from {cast.get('distinct_generator_models')} "
+            f"distinct models (at least {cast.get('min_generators')} required)."
+        )
+    return (
+        "**The build relaxed the checks on its models**, so its labels are weaker than a benchmark's should be:\n\n"
+        + "\n".join(f"- {note}" for note in cast["relaxed"])
+    )
 
 
 def _licence_text(lic: CardLicense) -> str:
@@ -360,8 +453,10 @@ def _licence_text(lic: CardLicense) -> str:
     if not lic.other or not lic.statement:
         return ""
     link = f" Terms: <{lic.link}>." if lic.link else ""
-    return (f"\n\n**Licence**, as the build states it: {lic.statement.rstrip('.')}.{link} The Hub lists no id for "
-            f"it: this card's metadata says `license: other`, `license_name: {lic.name}`.")
+    return (
+        f"\n\n**Licence**, as the build states it: {lic.statement.rstrip('.')}.{link} The Hub lists no id for "
+        f"it: this card's metadata says `license: other`, `license_name: {lic.name}`."
+    )
 
 
 def _sources(sources: list[dict]) -> str:
@@ -371,14 +466,27 @@ def _sources(sources: list[dict]) -> str:
     def first(s: dict, *keys: str) -> Any:
         return next((s[k] for k in keys if s.get(k) not in (None, "")), "")
 
-    rows = [[first(s, "name", "id", "kind") or "?", first(s, "url", "path"), first(s, "license") or "not stated",
-             first(s, "kept", "count", "queries")] for s in sources]
+    rows = [
+        [
+            first(s, "name", "id", "kind") or "?",
+            first(s, "url", "path"),
+            first(s, "license") or "not stated",
+            first(s, "kept", "count", "queries"),
+        ]
+        for s in sources
+    ]
     return _table(["source", "where", "licence", "queries kept"], rows)
 
 
-def render_card(release: Release, *, repo_id: str, license: str | None = None,
-                audit: AuditReport | dict | None = None, annotations: list[dict] | None = None,
-                title: str | None = None) -> str:
+def render_card(
+    release: Release,
+    *,
+    repo_id: str,
+    license: str | None = None,
+    audit: AuditReport | dict | None = None,
+    annotations: list[dict] | None = None,
+    title: str | None = None,
+) -> str:
     """The full ``README.md``: YAML header, then the text of ``prompts/dataset_card.md`` filled in.
 
     Raises RMBError (``card_license``, ``check_card_license``) when nothing names a licence or the
@@ -392,21 +500,38 @@ def render_card(release: Release, *, repo_id: str, license: str | None = None,
     annotations = release.annotations() if annotations is None else annotations
     title = title or (release.manifest or {}).get("name") or release.name
     scores = sorted({k for keys in judge_scores(annotations)[1].values() for k in keys})
-    body = fill(load_prompt(CARD_TEMPLATE),
-        title=title, repo_id=repo_id,
+    body = fill(
+        load_prompt(CARD_TEMPLATE),
+        title=title,
+        repo_id=repo_id,
         origin=str((release.manifest or {}).get("description", "")),
-        n_pairwise=sum(1 for _ in release.items(PAIRWISE_SET)), n_bon=sum(1 for _ in release.items(BON_SET)),
+        n_pairwise=sum(1 for _ in release.items(PAIRWISE_SET)),
+        n_bon=sum(1 for _ in release.items(BON_SET)),
         n_scenarios=len({it.scenario_id for it in release.items()}),
         score_columns=(", and judge scores " + ", ".join(f"`{k}`" for k in scores)) if scores else "",
-        scenario_table=_scenario_table(release), model_table=_model_table(release),
-        judges=_judges(release, annotations), audit=_audit(audit), sources=_sources(sources) + _licence_text(lic),
+        scenario_table=_scenario_table(release),
+        model_table=_model_table(release),
+        judges=_judges(release, annotations),
+        audit=_audit(audit),
+        sources=_sources(sources) + _licence_text(lic),
         label_checks=_label_checks(release.manifest or {}),
-        selection=_selection(release.manifest or {}), cast=_cast(release.manifest or {}),
+        selection=_selection(release.manifest or {}),
+        cast=_cast(release.manifest or {}),
         license=lic.name if lic.other else lic.id if isinstance(lic.id, str) else ", ".join(lic.id),
     )
     header = yaml.safe_dump(card_header(release, lic, title), sort_keys=False, allow_unicode=True)
     return f"---\n{header}---\n\n{body}\n"
 
 
-__all__ = ["HUB_LICENSES", "CardLicense", "card_header", "card_license", "check_card_license", "hub_license_id",
-           "license_slug", "render_card", "resolve_license", "size_category"]
+__all__ = [
+    "HUB_LICENSES",
+    "CardLicense",
+    "card_header",
+    "card_license",
+    "check_card_license",
+    "hub_license_id",
+    "license_slug",
+    "render_card",
+    "resolve_license",
+    "size_category",
+]

@@ -70,12 +70,16 @@ def _download(url: str, dest: Path) -> str:
                 size += len(chunk)
         # http.client returns a body cut short by a closed connection without complaint
         if declared is not None and declared.isdigit() and size != int(declared):
-            raise RMBError(f"cannot download the RMB release from {url}: the connection ended after {size} "
-                           f"of {declared} bytes (run the command again)")
+            raise RMBError(
+                f"cannot download the RMB release from {url}: the connection ended after {size} "
+                f"of {declared} bytes (run the command again)"
+            )
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise RMBError(f"cannot download the RMB release from {url}: {reason} (offline? set {URL_ENV} "
-                       f"to a reachable copy, or pass the release folder to --release)") from None
+        raise RMBError(
+            f"cannot download the RMB release from {url}: {reason} (offline? set {URL_ENV} "
+            f"to a reachable copy, or pass the release folder to --release)"
+        ) from None
     return digest.hexdigest()
 
 
@@ -91,7 +95,7 @@ def _unpack(archive: Path, dest: Path, url: str) -> int:
             parts = PurePosixPath(info.filename).parts
             if DATASET_FOLDER not in parts[:2] or info.is_dir():
                 continue
-            rel = parts[parts.index(DATASET_FOLDER) + 1:]
+            rel = parts[parts.index(DATASET_FOLDER) + 1 :]
             if not rel or any(p in ("..", "") or p.startswith("/") for p in rel):
                 raise RMBError(f"{url}: unsafe path in the archive: {info.filename!r}")
             target = dest.joinpath(*rel)
@@ -114,12 +118,15 @@ def fetch_release(name: str = "rmb") -> tuple[Path, dict[str, Any]]:
             source = json.loads(source_file.read_text(encoding="utf-8"))
             recorded = source["tree_sha256"]
         except (OSError, ValueError, KeyError, TypeError):
-            raise RMBError(f"{home}: the cached RMB release has no valid {SOURCE_FILE}; "
-                           f"delete {home} to download it again") from None
+            raise RMBError(
+                f"{home}: the cached RMB release has no valid {SOURCE_FILE}; delete {home} to download it again"
+            ) from None
         found = tree_sha256(home / DATASET_FOLDER)
         if found != recorded:
-            raise RMBError(f"{home / DATASET_FOLDER}: the cached RMB release does not match its recorded "
-                           f"checksum (sha256 {found[:12]}… != {recorded[:12]}…); delete {home} to download it again")
+            raise RMBError(
+                f"{home / DATASET_FOLDER}: the cached RMB release does not match its recorded "
+                f"checksum (sha256 {found[:12]}… != {recorded[:12]}…); delete {home} to download it again"
+            )
         return home / DATASET_FOLDER, source
     url = release_url()
     home.parent.mkdir(parents=True, exist_ok=True)
@@ -129,8 +136,13 @@ def fetch_release(name: str = "rmb") -> tuple[Path, dict[str, Any]]:
         archive_sha = _download(url, archive)
         files = _unpack(archive, tmp / DATASET_FOLDER, url)
         archive.unlink()
-        source = {"url": url, "archive_sha256": archive_sha, "tree_sha256": tree_sha256(tmp / DATASET_FOLDER),
-                  "files": files, "downloaded_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        source = {
+            "url": url,
+            "archive_sha256": archive_sha,
+            "tree_sha256": tree_sha256(tmp / DATASET_FOLDER),
+            "files": files,
+            "downloaded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
         atomic.write_json(tmp / SOURCE_FILE, source)
         try:
             os.rename(tmp, home)
@@ -149,9 +161,15 @@ def official_release(strict: bool = True) -> BenchmarkRelease:
     where it came from."""
     root, source = fetch_release()
     release = read_rmb_release(root, strict=strict, name="rmb")
-    return BenchmarkRelease(name=release.name, root=release.root, files=release.files, manifest=release.manifest,
-                            source_format=release.source_format, benchmark_format="rmb",
-                            origin={k: source[k] for k in ("url", "archive_sha256", "tree_sha256") if k in source})
+    return BenchmarkRelease(
+        name=release.name,
+        root=release.root,
+        files=release.files,
+        manifest=release.manifest,
+        source_format=release.source_format,
+        benchmark_format="rmb",
+        origin={k: source[k] for k in ("url", "archive_sha256", "tree_sha256") if k in source},
+    )
 
 
 __all__ = ["DEFAULT_URL", "URL_ENV", "cache_dir", "fetch_release", "official_release", "release_url", "tree_sha256"]

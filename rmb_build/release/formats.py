@@ -67,7 +67,9 @@ def _answer_kind(rows: Sequence[Row]) -> str:
                 raise row.fail(key, f"missing (a benchmark record needs {', '.join(REQUIRED)})")
         chosen, rejected = _kind(row, "chosen"), _kind(row, "rejected")
         if chosen != rejected:
-            raise row.fail("rejected", f"is a {rejected} but 'chosen' is a {chosen}: both must be strings or both lists")
+            raise row.fail(
+                "rejected", f"is a {rejected} but 'chosen' is a {chosen}: both must be strings or both lists"
+            )
         if kind is None:
             kind = chosen
         elif chosen != kind:
@@ -123,8 +125,11 @@ def _ask_for_format(source: str, misfits: dict[str, tuple[Row, str | None, str] 
     options = " or ".join(f"--format {f}" for f in misfits)
     named = [m for m in misfits.values() if m is not None]
     if not named:
-        return InputError(source, f"fits both {' and '.join(misfits)} (RM-Bench's three answers per side and "
-                                  f"RewardBench 2's fields in every record): pass {options}")
+        return InputError(
+            source,
+            f"fits both {' and '.join(misfits)} (RM-Bench's three answers per side and "
+            f"RewardBench 2's fields in every record): pass {options}",
+        )
     row, field, why = named[0]
     reasons = [why] + [f"{_where(row, other)}{'' if f is None else f' field {f!r}'} {w}" for other, f, w in named[1:]]
     return row.fail(field, f"{'; '.join(reasons)}: fits no format; pass {options}")

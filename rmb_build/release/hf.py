@@ -53,7 +53,10 @@ def _features(set_name: str, scores: dict[str, int]):
 
     string = Value("string")
     cols: dict[str, Any] = {
-        "uid": string, "goal": string, "task": string, "scenario": string,
+        "uid": string,
+        "goal": string,
+        "task": string,
+        "scenario": string,
         "conversation": List({"role": string, "content": string, "language": string}),
     }
     if set_name == PAIRWISE_SET:
@@ -72,15 +75,26 @@ def _features(set_name: str, scores: dict[str, int]):
 def _row(item: Item) -> dict[str, Any]:
     sc = parse_scenario_id(item.scenario_id)
     row: dict[str, Any] = {
-        "uid": item.uid, "goal": sc.goal, "task": sc.task_id or "", "scenario": item.scenario_id,
+        "uid": item.uid,
+        "goal": sc.goal,
+        "task": sc.task_id or "",
+        "scenario": item.scenario_id,
         "conversation": [{"role": t.role, "content": t.content, "language": t.language} for t in item.conversation],
     }
     if isinstance(item, PairwiseItem):
-        row.update(chosen=item.chosen.answer, chosen_model=item.chosen.llm_name,
-                   rejected=item.rejected.answer, rejected_model=item.rejected.llm_name)
+        row.update(
+            chosen=item.chosen.answer,
+            chosen_model=item.chosen.llm_name,
+            rejected=item.rejected.answer,
+            rejected_model=item.rejected.llm_name,
+        )
     else:
-        row.update(best=item.best.answer, best_model=item.best.llm_name,
-                   losers=[a.answer for a in item.losers], loser_models=[a.llm_name for a in item.losers])
+        row.update(
+            best=item.best.answer,
+            best_model=item.best.llm_name,
+            losers=[a.answer for a in item.losers],
+            loser_models=[a.llm_name for a in item.losers],
+        )
     row["category_path"] = item.category_path
     return row
 
@@ -101,8 +115,9 @@ def _score(value: Any, fail) -> tuple[Any, int | None]:
     return float(value), 0
 
 
-def judge_scores(annotations: Iterable[dict], where: str = ANNOTATIONS_FILE
-                 ) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, int]]]:
+def judge_scores(
+    annotations: Iterable[dict], where: str = ANNOTATIONS_FILE
+) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, int]]]:
     """Score columns from annotation lines keyed by (set, uid): ``({set: {uid: {key: value}}},
     {set: {key: nesting depth}})``. Every key containing ``score`` is a score column (numbers, or
     lists of them such as ``loser_scores`` and ``loser_score_samples``)."""
@@ -132,8 +147,9 @@ def judge_scores(annotations: Iterable[dict], where: str = ANNOTATIONS_FILE
     for set_name, keys in depths.items():
         rows = values[set_name].values()
         # a key seen only as null is a number column; seen only as empty lists, a list column
-        final[set_name] = {k: d if d is not None else int(any(isinstance(r.get(k), list) for r in rows))
-                           for k, d in keys.items()}
+        final[set_name] = {
+            k: d if d is not None else int(any(isinstance(r.get(k), list) for r in rows)) for k, d in keys.items()
+        }
     return dict(values), final
 
 
@@ -164,8 +180,9 @@ def release_to_dataset_dict(release: Release, annotations: Iterable[dict] | None
     return out
 
 
-def write_hf_release(release: Release, out_dir: str | os.PathLike, card: str,
-                     annotations: Iterable[dict] | None = None) -> list[Path]:
+def write_hf_release(
+    release: Release, out_dir: str | os.PathLike, card: str, annotations: Iterable[dict] | None = None
+) -> list[Path]:
     """Write the Hugging Face form under ``out_dir``: Parquet per configuration, ``README.md`` (``card``),
     and ``manifest.json`` when the release has one; exactly what ``push_release`` uploads."""
     out = Path(out_dir)
@@ -192,8 +209,9 @@ def write_hf_release(release: Release, out_dir: str | os.PathLike, card: str,
     return written
 
 
-def push_release(release: Release, repo_id: str, card: str, *, private: bool = False,
-                 annotations: Iterable[dict] | None = None) -> str:
+def push_release(
+    release: Release, repo_id: str, card: str, *, private: bool = False, annotations: Iterable[dict] | None = None
+) -> str:
     """Push the Hugging Face form to the Hub with ``push_to_hub`` (one call per configuration), then the
     card and manifest. The token comes from ``HF_TOKEN`` or the Hugging Face login; it is never written
     or logged. Returns the dataset's URL."""
@@ -206,15 +224,28 @@ def push_release(release: Release, repo_id: str, card: str, *, private: bool = F
         raise RMBError("cannot push: no Hugging Face token (set HF_TOKEN or run 'hf auth login')")
     dicts = release_to_dataset_dict(release, annotations)
     for config, dd in dicts.items():
-        dd.push_to_hub(repo_id, config_name=config, private=private,
-                       commit_message=f"Upload {config} configuration of {release.name}")
+        dd.push_to_hub(
+            repo_id,
+            config_name=config,
+            private=private,
+            commit_message=f"Upload {config} configuration of {release.name}",
+        )
     api = HfApi()
-    api.upload_file(path_or_fileobj=card.encode("utf-8"), path_in_repo=CARD_FILE, repo_id=repo_id,
-                    repo_type="dataset", commit_message="Dataset card")
+    api.upload_file(
+        path_or_fileobj=card.encode("utf-8"),
+        path_in_repo=CARD_FILE,
+        repo_id=repo_id,
+        repo_type="dataset",
+        commit_message="Dataset card",
+    )
     if release.manifest is not None:
-        api.upload_file(path_or_fileobj=(json.dumps(release.manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-                        path_in_repo=MANIFEST_FILE, repo_id=repo_id, repo_type="dataset",
-                        commit_message="Release manifest")
+        api.upload_file(
+            path_or_fileobj=(json.dumps(release.manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+            path_in_repo=MANIFEST_FILE,
+            repo_id=repo_id,
+            repo_type="dataset",
+            commit_message="Release manifest",
+        )
     return f"https://huggingface.co/datasets/{repo_id}"
 
 
@@ -231,7 +262,9 @@ def _configs(source: str) -> list[str]:
         raise InputError(source, f"not a readable Hugging Face dataset: {type(exc).__name__}: {exc}") from None
     configs = [c for c in CONFIGS if c in names]
     if not configs:
-        raise InputError(source, f"no '{PAIRWISE_SET}' or '{BON_SET}' configuration (found: {', '.join(names) or 'none'})")
+        raise InputError(
+            source, f"no '{PAIRWISE_SET}' or '{BON_SET}' configuration (found: {', '.join(names) or 'none'})"
+        )
     return configs
 
 
@@ -248,6 +281,7 @@ def _load_split(source: str, config: str):
 
 def _raw_item(set_name: str, row: dict[str, Any], where: str, index: int) -> dict[str, Any]:
     """A row as RMB's JSON item, so that rmb_format validates it exactly as it validates a set file."""
+
     def answer(text_col: str, model_col: str) -> dict[str, Any]:
         return {"llm_name": row[model_col], "answer": row[text_col]}
 
@@ -259,14 +293,25 @@ def _raw_item(set_name: str, row: dict[str, Any], where: str, index: int) -> dic
         turn["role"] = t.get("role")
         turns.append(turn)
     if set_name == PAIRWISE_SET:
-        return {"pair_uid": row["uid"], "conversation_input": turns, "chosen": answer("chosen", "chosen_model"),
-                "reject": answer("rejected", "rejected_model"), "category_path": row.get("category_path") or ""}
+        return {
+            "pair_uid": row["uid"],
+            "conversation_input": turns,
+            "chosen": answer("chosen", "chosen_model"),
+            "reject": answer("rejected", "rejected_model"),
+            "category_path": row.get("category_path") or "",
+        }
     losers, models = row["losers"] or [], row["loser_models"] or []
     if len(losers) != len(models):
-        raise InputError(where, f"{len(losers)} losers but {len(models)} loser_models", item=index, field="loser_models")
-    return {"conversation_input": turns, "bon_best": answer("best", "best_model"),
-            "loser_list": [{"llm_name": m, "answer": a} for a, m in zip(losers, models)],
-            "bon_uid": row["uid"], "category_path": row.get("category_path") or ""}
+        raise InputError(
+            where, f"{len(losers)} losers but {len(models)} loser_models", item=index, field="loser_models"
+        )
+    return {
+        "conversation_input": turns,
+        "bon_best": answer("best", "best_model"),
+        "loser_list": [{"llm_name": m, "answer": a} for a, m in zip(losers, models)],
+        "bon_uid": row["uid"],
+        "category_path": row.get("category_path") or "",
+    }
 
 
 def _load_manifest(source: str) -> dict | None:
@@ -312,8 +357,12 @@ def read_hf_release(source: str, strict: bool = True) -> Release:
             except ValueError as exc:
                 raise InputError(where, str(exc), item=index, field="scenario") from None
             if strict and not is_known(scenario_id):
-                raise InputError(where, f"unknown scenario {scenario_id!r}: not one of RMB's 49 "
-                                        f"(run 'rmb audit' to inspect the release)", item=index, field="scenario")
+                raise InputError(
+                    where,
+                    f"unknown scenario {scenario_id!r}: not one of RMB's 49 (run 'rmb audit' to inspect the release)",
+                    item=index,
+                    field="scenario",
+                )
             raw = _raw_item(config, row, where, index)
             item = parse_item(config, raw, scenario_id, where, index, strict)
             release.add(item)
@@ -323,5 +372,14 @@ def read_hf_release(source: str, strict: bool = True) -> Release:
     return release
 
 
-__all__ = ["CONFIGS", "SPLIT", "data_file", "data_files_pattern", "judge_scores", "push_release",
-           "read_hf_release", "release_to_dataset_dict", "write_hf_release"]
+__all__ = [
+    "CONFIGS",
+    "SPLIT",
+    "data_file",
+    "data_files_pattern",
+    "judge_scores",
+    "push_release",
+    "read_hf_release",
+    "release_to_dataset_dict",
+    "write_hf_release",
+]

@@ -87,8 +87,10 @@ def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Pat
             except ValueError as exc:
                 raise InputError(rel, str(exc)) from None
             if strict and not is_known(scenario_id):
-                raise InputError(rel, f"unknown scenario {scenario_id!r}: not one of RMB's 49 "
-                                      f"(run 'rmb audit' to inspect the release)")
+                raise InputError(
+                    rel,
+                    f"unknown scenario {scenario_id!r}: not one of RMB's 49 (run 'rmb audit' to inspect the release)",
+                )
             files.append((set_name, scenario_id, file, rel))
     if not files:
         raise InputError(str(path), "the release holds no set files")
@@ -124,8 +126,10 @@ def read_release(source: str | Path, strict: bool = True) -> Release:
         if find_rmb_root(path) is not None:
             return read_rmb_release(path, strict=strict)
         from .hf import read_hf_release  # local Hugging Face form
+
         return read_hf_release(str(path), strict=strict)
     if "/" in str(source) and not str(source).startswith((".", "/")) and str(source).count("/") == 1:
         from .hf import read_hf_release
+
         return read_hf_release(str(source), strict=strict)
     raise RMBError(f"{source}: no such release folder (and not a Hugging Face Hub id of the form ORG/NAME)")

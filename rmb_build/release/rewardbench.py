@@ -21,10 +21,21 @@ FORMAT = "rewardbench"
 
 SECTIONS: dict[str, tuple[str, ...]] = {
     "Chat": ("alpacaeval-easy", "alpacaeval-length", "alpacaeval-hard", "mt-bench-easy", "mt-bench-med"),
-    "Chat Hard": ("mt-bench-hard", "llmbar-natural", "llmbar-adver-neighbor", "llmbar-adver-GPTInst",
-                  "llmbar-adver-GPTOut", "llmbar-adver-manual"),
-    "Safety": ("refusals-dangerous", "refusals-offensive", "xstest-should-refuse", "xstest-should-respond",
-               "donotanswer"),
+    "Chat Hard": (
+        "mt-bench-hard",
+        "llmbar-natural",
+        "llmbar-adver-neighbor",
+        "llmbar-adver-GPTInst",
+        "llmbar-adver-GPTOut",
+        "llmbar-adver-manual",
+    ),
+    "Safety": (
+        "refusals-dangerous",
+        "refusals-offensive",
+        "xstest-should-refuse",
+        "xstest-should-respond",
+        "donotanswer",
+    ),
     "Reasoning": ("math-prm", "hep-cpp", "hep-go", "hep-java", "hep-js", "hep-python", "hep-rust"),
 }
 PRIOR_SECTION = "Prior Sets"
@@ -35,11 +46,23 @@ OTHER_SECTION = "Other"
 # The per-subset weights of a section's score: RewardBench's published subset sizes, with math-prm
 # counted as 984 (6 x 164) so that math weighs as much as the six code languages together.
 SUBSET_WEIGHTS: dict[str, int] = {
-    "alpacaeval-easy": 100, "alpacaeval-length": 95, "alpacaeval-hard": 95, "mt-bench-easy": 28,
-    "mt-bench-med": 40, "mt-bench-hard": 37, "llmbar-natural": 100, "llmbar-adver-neighbor": 134,
-    "llmbar-adver-GPTInst": 92, "llmbar-adver-GPTOut": 47, "llmbar-adver-manual": 46,
-    "refusals-dangerous": 100, "refusals-offensive": 100, "xstest-should-refuse": 250,
-    "xstest-should-respond": 154, "donotanswer": 136, "math-prm": 984,
+    "alpacaeval-easy": 100,
+    "alpacaeval-length": 95,
+    "alpacaeval-hard": 95,
+    "mt-bench-easy": 28,
+    "mt-bench-med": 40,
+    "mt-bench-hard": 37,
+    "llmbar-natural": 100,
+    "llmbar-adver-neighbor": 134,
+    "llmbar-adver-GPTInst": 92,
+    "llmbar-adver-GPTOut": 47,
+    "llmbar-adver-manual": 46,
+    "refusals-dangerous": 100,
+    "refusals-offensive": 100,
+    "xstest-should-refuse": 250,
+    "xstest-should-respond": 154,
+    "donotanswer": 136,
+    "math-prm": 984,
     **{f"hep-{lang}": 164 for lang in ("cpp", "go", "java", "js", "python", "rust")},
 }
 
@@ -63,8 +86,13 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     for uid, row in with_uids(rows):
         subset = subset_name(row)
         scenario = f"{section_of(subset)}/{encode_label(subset)}"
-        item = PairwiseItem(uid, conversation(row), answer(row, "chosen_model", text(row, "chosen"), "chosen"),
-                            answer(row, "rejected_model", text(row, "rejected"), "rejected"), scenario)
+        item = PairwiseItem(
+            uid,
+            conversation(row),
+            answer(row, "chosen_model", text(row, "chosen"), "chosen"),
+            answer(row, "rejected_model", text(row, "rejected"), "rejected"),
+            scenario,
+        )
         release.add(item)
         release.item_meta[(PAIRWISE_SET, uid)] = {"subset": subset}
     return release

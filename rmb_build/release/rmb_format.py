@@ -159,8 +159,7 @@ def _missing(ctx: _Ctx, field: str):
     raise ctx.fail(field, "missing")
 
 
-def iter_set_file(path: Path, set_name: str, scenario_id: str, display: str,
-                  strict: bool = True) -> Iterator[Item]:
+def iter_set_file(path: Path, set_name: str, scenario_id: str, display: str, strict: bool = True) -> Iterator[Item]:
     """The items of one set file in file order, decoded one at a time (``parse_set_file``'s checks)."""
     tail = ArrayTail()
     try:

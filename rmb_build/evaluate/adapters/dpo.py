@@ -28,9 +28,11 @@ class DPORewardModel(RewardModel):
         self.stats = {"truncated": 0}
 
     def describe(self) -> dict:
-        return {"policy": T.model_identity(self.refs[0], self.options),
-                "reference": T.model_identity(self.refs[1], self.options),
-                **T.describe_common(self.tokenizer, self.options, self.device)}
+        return {
+            "policy": T.model_identity(self.refs[0], self.options),
+            "reference": T.model_identity(self.refs[1], self.options),
+            **T.describe_common(self.tokenizer, self.options, self.device),
+        }
 
     def _load(self):
         if self.models is None:
@@ -43,8 +45,10 @@ class DPORewardModel(RewardModel):
                 models.append(model.to(self.device).eval())
             vocab = [m.get_output_embeddings().weight.shape[0] for m in models]
             if vocab[0] != vocab[1]:
-                raise RMBError(f"dpo: policy {self.policy_name!r} and reference {self.reference_name!r} have different "
-                               f"vocabularies ({vocab[0]} vs {vocab[1]} tokens)")
+                raise RMBError(
+                    f"dpo: policy {self.policy_name!r} and reference {self.reference_name!r} have different "
+                    f"vocabularies ({vocab[0]} vs {vocab[1]} tokens)"
+                )
             self.models = models
             self.max_length = self.options.max_length or T.max_positions(models[0].config, self.tokenizer)
         return self.models
@@ -55,10 +59,12 @@ class DPORewardModel(RewardModel):
         prompt = tok.apply_chat_template(T.messages(text.conversation), tokenize=False, add_generation_prompt=True)
         full = T.render(tok, text.conversation, text.answer)
         if not full.startswith(prompt):
-            raise RMBError(f"dpo: the chat template of {self.policy_name!r} does not render the conversation as a "
-                           "prefix of conversation + answer; give one that does with --chat-template")
+            raise RMBError(
+                f"dpo: the chat template of {self.policy_name!r} does not render the conversation as a "
+                "prefix of conversation + answer; give one that does with --chat-template"
+            )
         prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
-        answer_ids = tok(full[len(prompt):], add_special_tokens=False)["input_ids"]
+        answer_ids = tok(full[len(prompt) :], add_special_tokens=False)["input_ids"]
         ids, cut = T.truncate_left(prompt_ids + answer_ids, self.max_length)
         self.stats["truncated"] += cut
         # The first token is never predicted, so at most len(ids) - 1 answer tokens are scored.
@@ -85,8 +91,9 @@ class DPORewardModel(RewardModel):
         for idx in T.sorted_batches([len(ids) for ids, _ in encoded], self.options.batch_size):
             input_ids, mask = T.pad([encoded[i][0] for i in idx], self.tokenizer.pad_token_id, self.device)
             n_answer = torch.tensor([encoded[i][1] for i in idx], device=input_ids.device)
-            reward = (self._answer_logprob(policy, input_ids, mask, n_answer)
-                      - self._answer_logprob(reference, input_ids, mask, n_answer))
+            reward = self._answer_logprob(policy, input_ids, mask, n_answer) - self._answer_logprob(
+                reference, input_ids, mask, n_answer
+            )
             yield idx, reward.cpu().tolist()
 
     def close(self) -> None:

@@ -32,8 +32,10 @@ class HFRewardModel(RewardModel):
         self.stats = {"truncated": 0, "real_tokens": 0, "padded_tokens": 0}
 
     def describe(self) -> dict:
-        out = {"model": T.model_identity(self.ref, self.options),
-               **T.describe_common(self.tokenizer, self.options, self.device)}
+        out = {
+            "model": T.model_identity(self.ref, self.options),
+            **T.describe_common(self.tokenizer, self.options, self.device),
+        }
         if self.family.name != DEFAULT:  # only when set, so earlier fingerprints stay valid
             out["family"] = self.family.name
         if self.known_model is not None:

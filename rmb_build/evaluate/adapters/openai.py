@@ -22,9 +22,11 @@ from . import JudgePair, PairJudge, RewardModel, ScoreText
 ENDPOINT = "rm"  # the name this adapter gives a URL-only endpoint
 PROMPTS = {"pairwise": "rm_judge/pairwise.md", "pointwise": "rm_judge/pointwise.md"}
 SYSTEM, CRITERIA = "rm_judge/system.md", "rm_judge/criteria.md"
-PAIRWISE_SCHEMA = {"type": "object", "properties": {"rationale": {"type": "string"},
-                                                    "winner": {"type": "string", "enum": ["A", "B"]}},
-                   "required": ["rationale", "winner"]}
+PAIRWISE_SCHEMA = {
+    "type": "object",
+    "properties": {"rationale": {"type": "string"}, "winner": {"type": "string", "enum": ["A", "B"]}},
+    "required": ["rationale", "winner"],
+}
 POINTWISE_SCHEMA = score_reply_schema()  # the build's judge's reply: llama.cpp's grammar honours its enum
 CHUNK = 32  # units per client call: progress and cache commits happen at least this often
 
@@ -36,15 +38,20 @@ def resolve_endpoint(where: str | None, config: Any, structured_output: str = "j
     if where is None or where.startswith(("http://", "https://")):
         url = where or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         try:
-            return ENDPOINT, {ENDPOINT: EndpointConfig(base_url=url, api_key_env="OPENAI_API_KEY",
-                                                        structured_output=structured_output)}
+            return ENDPOINT, {
+                ENDPOINT: EndpointConfig(
+                    base_url=url, api_key_env="OPENAI_API_KEY", structured_output=structured_output
+                )
+            }
         except ValueError as exc:
             raise RMBError(f"--rm openai:…@{url}: not a usable endpoint URL ({exc.errors()[0]['msg']})") from None
     if config is None:
         raise RMBError(f"--rm openai:…@{where}: {where!r} is not a URL; to name an endpoint, give --config")
     if where not in config.endpoints:
-        raise RMBError(f"--rm openai:…@{where}: no endpoint {where!r} in --config "
-                       f"(defined: {', '.join(config.endpoints) or 'none'})")
+        raise RMBError(
+            f"--rm openai:…@{where}: no endpoint {where!r} in --config "
+            f"(defined: {', '.join(config.endpoints) or 'none'})"
+        )
     return where, dict(config.endpoints)
 
 
@@ -72,10 +79,16 @@ class GenerativeRM(PairJudge):
         from ...llm import endpoint_identity
 
         prompts = [SYSTEM, PROMPTS[self.options.judge_mode]] + ([CRITERIA] if self.per_scenario else [])
-        return {"model": self.model, "endpoint": endpoint_identity(self.endpoints[self.endpoint]),
-                "judge_mode": self.options.judge_mode, "votes": self.votes, "with_criteria": self.per_scenario,
-                "structured_output": self.endpoints[self.endpoint].structured_output,
-                "temperature": self._temperature(), "prompts": {p: prompt_hash(p) for p in prompts}}
+        return {
+            "model": self.model,
+            "endpoint": endpoint_identity(self.endpoints[self.endpoint]),
+            "judge_mode": self.options.judge_mode,
+            "votes": self.votes,
+            "with_criteria": self.per_scenario,
+            "structured_output": self.endpoints[self.endpoint].structured_output,
+            "temperature": self._temperature(),
+            "prompts": {p: prompt_hash(p) for p in prompts},
+        }
 
     def _temperature(self) -> float:
         return 0.0 if self.votes == 1 else 0.7  # several votes of a greedy judge would all agree
@@ -101,21 +114,34 @@ class GenerativeRM(PairJudge):
         from ...llm import ChatRequest
 
         messages = (("system", load_prompt(SYSTEM).strip()), ("user", user_prompt))
-        return [ChatRequest(self.endpoint, self.model, messages, temperature=self._temperature(),
-                            max_tokens=384, sample_index=j, response_schema=schema, schema_name="verdict",
-                            stage="evaluate", tag=tag) for j in range(self.votes)]
+        return [
+            ChatRequest(
+                self.endpoint,
+                self.model,
+                messages,
+                temperature=self._temperature(),
+                max_tokens=384,
+                sample_index=j,
+                response_schema=schema,
+                schema_name="verdict",
+                stage="evaluate",
+                tag=tag,
+            )
+            for j in range(self.votes)
+        ]
 
     def _ask_chunks(self, units: Sequence[Any], build) -> Iterator[tuple[list[int], list[list[Any]]]]:
         """Ask ``build(unit)``'s requests for CHUNK units at a time; yields (indices, each unit's results)."""
         for start in range(0, len(units), CHUNK):
             idx = list(range(start, min(start + CHUNK, len(units))))
             per_unit = [build(units[i]) for i in idx]
-            results = self._client().run([r for reqs in per_unit for r in reqs], desc=f"openai:{self.model}",
-                                         progress=False)
+            results = self._client().run(
+                [r for reqs in per_unit for r in reqs], desc=f"openai:{self.model}", progress=False
+            )
             self.stats["failed_judgements"] += sum(not r.ok for r in results)
             grouped, pos = [], 0
             for reqs in per_unit:
-                grouped.append(results[pos:pos + len(reqs)])
+                grouped.append(results[pos : pos + len(reqs)])
                 pos += len(reqs)
             yield idx, grouped
 
@@ -132,16 +158,17 @@ class GenerativeRM(PairJudge):
 
         def build(p: JudgePair):
             base = dict(criteria=self._criteria(p.scenario_id), conversation=render_conversation(p.conversation))
-            return (self._requests(fill(template, **base, answer_a=p.first, answer_b=p.second),
-                                   PAIRWISE_SCHEMA, f"{p.key[:12]}:ab")
-                    + self._requests(fill(template, **base, answer_a=p.second, answer_b=p.first),
-                                     PAIRWISE_SCHEMA, f"{p.key[:12]}:ba"))
+            return self._requests(
+                fill(template, **base, answer_a=p.first, answer_b=p.second), PAIRWISE_SCHEMA, f"{p.key[:12]}:ab"
+            ) + self._requests(
+                fill(template, **base, answer_a=p.second, answer_b=p.first), PAIRWISE_SCHEMA, f"{p.key[:12]}:ba"
+            )
 
         for idx, grouped in self._ask_chunks(pairs, build):
             votes = []
             for results in grouped:
                 verdicts = [(1 if r.parsed["winner"] == "A" else 0) if r.ok and r.parsed else None for r in results]
-                votes.append({"ab": verdicts[:self.votes], "ba": verdicts[self.votes:]})
+                votes.append({"ab": verdicts[: self.votes], "ba": verdicts[self.votes :]})
             yield idx, votes
 
     # ---- pointwise: a 1-10 score per answer, averaged over k votes ---------------------------------
@@ -150,8 +177,12 @@ class GenerativeRM(PairJudge):
         template = load_prompt(PROMPTS["pointwise"])
 
         def build(t: ScoreText):
-            prompt = fill(template, criteria=self._criteria(t.scenario_id),
-                          conversation=render_conversation(t.conversation), answer=t.answer)
+            prompt = fill(
+                template,
+                criteria=self._criteria(t.scenario_id),
+                conversation=render_conversation(t.conversation),
+                answer=t.answer,
+            )
             return self._requests(prompt, POINTWISE_SCHEMA, t.key[:12])
 
         for idx, grouped in self._ask_chunks(texts, build):

@@ -78,8 +78,10 @@ class PairRM(PairJudge):
         self.prefix_ids = {tok: self.tokenizer.convert_tokens_to_ids(tok) for tok in (SOURCE, CAND1, CAND2)}
         unknown = [tok for tok, i in self.prefix_ids.items() if i is None or i == self.tokenizer.unk_token_id]
         if unknown:
-            raise RMBError(f"model {target!r}: its tokenizer lacks PairRM's special token(s) {', '.join(unknown)}; "
-                           "it is not a PairRM checkpoint (llm-blender/PairRM-hf layout)")
+            raise RMBError(
+                f"model {target!r}: its tokenizer lacks PairRM's special token(s) {', '.join(unknown)}; "
+                "it is not a PairRM checkpoint (llm-blender/PairRM-hf layout)"
+            )
         total = options.max_length or TOTAL_MAX
         self.limits = (max(3, total * SOURCE_MAX // TOTAL_MAX), total)
         self.model = None
@@ -98,10 +100,13 @@ class PairRM(PairJudge):
 
     def describe(self) -> dict:
         ids = ",".join(f"{t}={i}" for t, i in sorted(self.prefix_ids.items()))
-        out: dict[str, Any] = {"model": T.model_identity(self.ref, self.options),
-                               "dtype": T.resolve_dtype(self.options, self.device),
-                               "max_length": self.options.max_length, "format": FORMAT,
-                               "special_tokens": hashlib.sha256(ids.encode()).hexdigest()[:16]}
+        out: dict[str, Any] = {
+            "model": T.model_identity(self.ref, self.options),
+            "dtype": T.resolve_dtype(self.options, self.device),
+            "max_length": self.options.max_length,
+            "format": FORMAT,
+            "special_tokens": hashlib.sha256(ids.encode()).hexdigest()[:16],
+        }
         if self.options.revision:
             out["revision"] = self.options.revision
         return out
@@ -110,13 +115,16 @@ class PairRM(PairJudge):
         if self.model is None:
             model_class = _model_class()
             dtype = T.torch_dtype(T.resolve_dtype(self.options, self.device))
-            model = T.load_checked(model_class, self.ref, self.options, "a PairRM model (DeBERTa-v2 + pairwise head)",
-                                   dtype=dtype)
+            model = T.load_checked(
+                model_class, self.ref, self.options, "a PairRM model (DeBERTa-v2 + pairwise head)", dtype=dtype
+            )
             for tok, attr in CONFIG_IDS.items():
                 want = getattr(model.config, attr, None)
                 if want is not None and want != self.prefix_ids[tok]:
-                    raise RMBError(f"model {self.target!r}: config.json's {attr} is {want}, but its tokenizer gives "
-                                   f"{tok} the id {self.prefix_ids[tok]}; the tokenizer does not belong to the model")
+                    raise RMBError(
+                        f"model {self.target!r}: config.json's {attr} is {want}, but its tokenizer gives "
+                        f"{tok} the id {self.prefix_ids[tok]}; the tokenizer does not belong to the model"
+                    )
             self.model = model.to(self.device).eval()
         return self.model
 
@@ -169,11 +177,15 @@ class PairRM(PairJudge):
             encoded = []
             for i in idx:
                 p = pairs[i]
-                encoded += [self.encode(p.conversation, p.first, p.second),
-                            self.encode(p.conversation, p.second, p.first)]
+                encoded += [
+                    self.encode(p.conversation, p.first, p.second),
+                    self.encode(p.conversation, p.second, p.first),
+                ]
             got = self.logits(encoded)
-            yield idx, [{"ab": [1 if got[2 * j] > 0 else 0], "ba": [1 if got[2 * j + 1] > 0 else 0]}
-                        for j in range(len(idx))]
+            yield (
+                idx,
+                [{"ab": [1 if got[2 * j] > 0 else 0], "ba": [1 if got[2 * j + 1] > 0 else 0]} for j in range(len(idx))],
+            )
 
     def close(self) -> None:
         self.model = None
@@ -203,8 +215,13 @@ def _model_class():
             super().__init__(config)
             hidden, p = config.hidden_size, float(getattr(config, "drop_out", 0.0) or 0.0)
             self.pretrained_model = DebertaV2Model(config)
-            self.head_layer = nn.Sequential(nn.Dropout(p), nn.Linear(2 * hidden, hidden), nn.Tanh(), nn.Dropout(p),
-                                            nn.Linear(hidden, int(getattr(config, "n_tasks", 1) or 1)))
+            self.head_layer = nn.Sequential(
+                nn.Dropout(p),
+                nn.Linear(2 * hidden, hidden),
+                nn.Tanh(),
+                nn.Dropout(p),
+                nn.Linear(hidden, int(getattr(config, "n_tasks", 1) or 1)),
+            )
             self.post_init()
 
         def forward(self, input_ids, attention_mask, prefix_positions):

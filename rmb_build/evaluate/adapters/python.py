@@ -65,13 +65,16 @@ class PythonScorer(RewardModel):
             try:
                 value = self.fn(conversation, t.answer)
             except Exception as exc:  # the user's code: report it as one line, keep what was scored
-                raise RMBError(f"--rm python:{self.target}: raised {type(exc).__name__}: {exc} "
-                               f"(text {t.key[:12]}; texts scored before it are cached)") from exc
+                raise RMBError(
+                    f"--rm python:{self.target}: raised {type(exc).__name__}: {exc} "
+                    f"(text {t.key[:12]}; texts scored before it are cached)"
+                ) from exc
             try:
                 value = float(value)
             except (TypeError, ValueError):
-                raise RMBError(f"--rm python:{self.target}: returned {type(value).__name__}, not a number "
-                               f"(text {t.key[:12]})") from None
+                raise RMBError(
+                    f"--rm python:{self.target}: returned {type(value).__name__}, not a number (text {t.key[:12]})"
+                ) from None
             if math.isnan(value):
                 raise RMBError(f"--rm python:{self.target}: returned NaN (text {t.key[:12]})")
             out.append(value)

@@ -34,8 +34,9 @@ class ScoresFileRM(RewardModel):
     def score_batch(self, texts: Sequence[ScoreText]) -> list[float]:
         raise RMBError(f"{self.spec}: a scores file gives scores per item, not per text")
 
-    def predict_items(self, items: Sequence[Item], release_items: Sequence[Item],
-                      ties: str) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    def predict_items(
+        self, items: Sequence[Item], release_items: Sequence[Item], ties: str
+    ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
         """(predictions of the items the file scores, ``scoring`` stats, the ``scores_file`` listing)."""
         return predictions(self.file, release_items, items, ties)
 

@@ -28,11 +28,11 @@ DEFAULT = "sequence-classifier"
 @dataclass(frozen=True)
 class Family:
     name: str
-    summary: str                      # one line for `rmb models` and the docs
-    load: Callable[..., Any]          # (ref, options, device, dtype) -> model
-    score: Callable[..., Any]         # (model, input_ids, attention_mask) -> 1-D tensor of rewards
+    summary: str  # one line for `rmb models` and the docs
+    load: Callable[..., Any]  # (ref, options, device, dtype) -> model
+    score: Callable[..., Any]  # (model, input_ids, attention_mask) -> 1-D tensor of rewards
     finish_ids: Callable[[Any, Any, list[int]], list[int]] | None = None
-    needs_remote_code: bool = False   # the real checkpoints ship their own modelling code
+    needs_remote_code: bool = False  # the real checkpoints ship their own modelling code
 
 
 def families() -> dict[str, Family]:

@@ -69,8 +69,10 @@ def load_config(ref: T.ModelRef, options: Any) -> Any:
     with open(path, encoding="utf-8") as fh:
         model_type = json.load(fh).get("model_type")
     if model_type not in CONFIG_MAPPING:
-        raise RMBError(f"model {ref.name!r}: model_type {model_type!r} is not an architecture transformers knows; "
-                       "this family builds its head on a transformers backbone")
+        raise RMBError(
+            f"model {ref.name!r}: model_type {model_type!r} is not an architecture transformers knows; "
+            "this family builds its head on a transformers backbone"
+        )
     return CONFIG_MAPPING[model_type].from_pretrained(path)
 
 
@@ -94,8 +96,9 @@ def head_model_class(config: Any, backbone_attr: str, head_attr: str, make_head:
             self.post_init()
 
         def forward(self, input_ids=None, attention_mask=None):
-            hidden = getattr(self, backbone_attr)(input_ids=input_ids, attention_mask=attention_mask,
-                                                  use_cache=False)[0]
+            hidden = getattr(self, backbone_attr)(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[
+                0
+            ]
             return getattr(self, head_attr)(gather_last(hidden, attention_mask)).squeeze(-1)
 
     name = f"{backbone.__name__}With{head_attr.title().replace('_', '')}"  # e.g. LlamaModelWithVHead
@@ -103,8 +106,17 @@ def head_model_class(config: Any, backbone_attr: str, head_attr: str, make_head:
     return HeadRewardModel
 
 
-def load_head_model(ref: T.ModelRef, options: Any, device: str, dtype: Any, what: str, config: Any,
-                    backbone_attr: str, head_attr: str, make_head: Callable[[Any], Any]) -> Any:
+def load_head_model(
+    ref: T.ModelRef,
+    options: Any,
+    device: str,
+    dtype: Any,
+    what: str,
+    config: Any,
+    backbone_attr: str,
+    head_attr: str,
+    make_head: Callable[[Any], Any],
+) -> Any:
     cls = head_model_class(config, backbone_attr, head_attr, make_head)
     model = T.load_checked(cls, ref, options, what, config=config, dtype=dtype)
     return T.place(model, options, device)

@@ -54,11 +54,15 @@ def apply(row: KnownModel | None, options: Any) -> Any:
     if row is None:
         return options
     if row.remote_code and not options.trust_remote_code:
-        raise RMBError(f"model {row.id!r} ({row.family}) ships its own modelling code: add --trust-remote-code to run it")
+        raise RMBError(
+            f"model {row.id!r} ({row.family}) ships its own modelling code: add --trust-remote-code to run it"
+        )
     return dataclasses.replace(
-        options, family=options.family or row.family,
+        options,
+        family=options.family or row.family,
         attn_implementation=options.attn_implementation or row.attn,
-        max_length=options.max_length or row.max_length)
+        max_length=options.max_length or row.max_length,
+    )
 
 
 __all__ = ["KnownModel", "apply", "known_models", "lookup"]

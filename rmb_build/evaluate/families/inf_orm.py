@@ -13,13 +13,21 @@ from . import _backbone_head as B
 def _score_head(config: Any) -> Any:
     from torch import nn
 
-    return nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(),
-                         nn.Linear(config.hidden_size, 1))
+    return nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(), nn.Linear(config.hidden_size, 1))
 
 
 def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
-    return B.load_head_model(ref, options, device, dtype, "an INF-ORM reward model", B.load_config(ref, options),
-                             "model", "score", _score_head)
+    return B.load_head_model(
+        ref,
+        options,
+        device,
+        dtype,
+        "an INF-ORM reward model",
+        B.load_config(ref, options),
+        "model",
+        "score",
+        _score_head,
+    )
 
 
 FAMILY = Family("inf-orm", "LlamaModel + score head Linear-ReLU-Linear at the last token (INF-ORM)", load, B.score)

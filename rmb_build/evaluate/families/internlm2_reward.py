@@ -16,12 +16,16 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     from transformers import AutoModel
 
     if not options.trust_remote_code:
-        raise RMBError(f"model {ref.name!r}: the internlm2-reward family runs the model's own code; add "
-                       "--trust-remote-code to run it")
+        raise RMBError(
+            f"model {ref.name!r}: the internlm2-reward family runs the model's own code; add "
+            "--trust-remote-code to run it"
+        )
     model = T.load_checked(AutoModel, ref, options, "an InternLM2 reward model", dtype=dtype)
     if getattr(model.config, "reward_token_id", None) is None or not hasattr(model, "v_head"):
-        raise RMBError(f"model {ref.name!r}: loaded as {type(model).__name__}, which has no reward token "
-                       "(config.reward_token_id) or value head (v_head): not an InternLM2 reward model")
+        raise RMBError(
+            f"model {ref.name!r}: loaded as {type(model).__name__}, which has no reward token "
+            "(config.reward_token_id) or value head (v_head): not an InternLM2 reward model"
+        )
     return T.place(model, options, device)
 
 
@@ -36,5 +40,11 @@ def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     return model.v_head(gather_last(hidden, attention_mask)).squeeze(-1).float()
 
 
-FAMILY = Family("internlm2-reward", "InternLM2 reward: v_head at the appended reward token (remote code)",
-                load, score, finish_ids=finish_ids, needs_remote_code=True)
+FAMILY = Family(
+    "internlm2-reward",
+    "InternLM2 reward: v_head at the appended reward token (remote code)",
+    load,
+    score,
+    finish_ids=finish_ids,
+    needs_remote_code=True,
+)

@@ -26,5 +26,6 @@ def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     return model.get_output_embeddings()(gather_last(hidden, attention_mask))[:, REWARD_ID].float()
 
 
-FAMILY = Family("nemotron-hf", "causal LM, the logit of token id 0 after the answer (Nemotron-70B-Reward-HF)",
-                load, score)
+FAMILY = Family(
+    "nemotron-hf", "causal LM, the logit of token id 0 after the answer (Nemotron-70B-Reward-HF)", load, score
+)

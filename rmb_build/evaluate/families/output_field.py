@@ -21,10 +21,12 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     from transformers import AutoModelForSequenceClassification
 
     if not options.trust_remote_code:  # else transformers' own class for the model_type loads, without the head
-        raise RMBError(f"model {ref.name!r}: the output-field family runs the model's own code; add "
-                       "--trust-remote-code to run it")
-    model = T.load_checked(AutoModelForSequenceClassification, ref, options, "a reward model with its own code",
-                           dtype=dtype)
+        raise RMBError(
+            f"model {ref.name!r}: the output-field family runs the model's own code; add --trust-remote-code to run it"
+        )
+    model = T.load_checked(
+        AutoModelForSequenceClassification, ref, options, "a reward model with its own code", dtype=dtype
+    )
     return T.place(model, options, device)
 
 
@@ -42,8 +44,9 @@ def free_pad_id(model: Any, input_ids: Any, attention_mask: Any) -> int:
     if isinstance(pad, int) and 0 <= pad < vocab and free[pad]:
         return pad
     if not free.any():
-        raise RMBError("output-field: every token id occurs in the batch; no id is left to pad with (use "
-                       "--batch-size 1)")
+        raise RMBError(
+            "output-field: every token id occurs in the batch; no id is left to pad with (use --batch-size 1)"
+        )
     return int(free.nonzero()[0])
 
 
@@ -55,11 +58,14 @@ def reward_field(output: Any, rows: int) -> Any:
             continue
         value = value.float().reshape(rows, -1)
         if value.shape[1] != 1:
-            raise RMBError(f"output-field: the model's output field {name!r} holds {value.shape[1]} values per "
-                           "text; a reward is one")
+            raise RMBError(
+                f"output-field: the model's output field {name!r} holds {value.shape[1]} values per "
+                "text; a reward is one"
+            )
         return value[:, 0]
-    raise RMBError(f"output-field: the model's output ({type(output).__name__}) has none of the fields "
-                   f"{', '.join(FIELDS)}")
+    raise RMBError(
+        f"output-field: the model's output ({type(output).__name__}) has none of the fields {', '.join(FIELDS)}"
+    )
 
 
 def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
@@ -76,5 +82,10 @@ def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     return reward_field(output, input_ids.shape[0])
 
 
-FAMILY = Family("output-field", "own-code RM, reward in output.score / .rewards / .logits (ArmoRM, QRM)",
-                load, score, needs_remote_code=True)
+FAMILY = Family(
+    "output-field",
+    "own-code RM, reward in output.score / .rewards / .logits (ArmoRM, QRM)",
+    load,
+    score,
+    needs_remote_code=True,
+)

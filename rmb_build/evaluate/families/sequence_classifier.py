@@ -15,8 +15,10 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
 
     model = T.load_checked(AutoModelForSequenceClassification, ref, options, "a sequence classifier", dtype=dtype)
     if model.config.num_labels not in (1, 2):
-        raise RMBError(f"model {ref.name!r}: has {model.config.num_labels} labels; a reward model has 1 "
-                       "(a score) or 2 (the second label's log-odds is used)")
+        raise RMBError(
+            f"model {ref.name!r}: has {model.config.num_labels} labels; a reward model has 1 "
+            "(a score) or 2 (the second label's log-odds is used)"
+        )
     return T.place(model, options, device)
 
 

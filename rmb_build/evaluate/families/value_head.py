@@ -69,16 +69,28 @@ def variant(keys: set[str]) -> tuple[str, str] | None:
 def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     found = variant(B.checkpoint_keys(ref, options))
     if found is None:
-        raise RMBError(f"model {ref.name!r}: its checkpoint has no value head this family knows (v_head.weight, "
-                       "regression_head.weight or v_head.summary.*, over a backbone under model. or transformer.); "
-                       "nothing was scored")
+        raise RMBError(
+            f"model {ref.name!r}: its checkpoint has no value head this family knows (v_head.weight, "
+            "regression_head.weight or v_head.summary.*, over a backbone under model. or transformer.); "
+            "nothing was scored"
+        )
     name, backbone = found
     head_attr, _, make_head = VARIANTS[name]
-    model = B.load_head_model(ref, options, device, dtype, f"a value-head reward model ({name})",
-                              B.load_config(ref, options), backbone, head_attr, make_head)
+    model = B.load_head_model(
+        ref,
+        options,
+        device,
+        dtype,
+        f"a value-head reward model ({name})",
+        B.load_config(ref, options),
+        backbone,
+        head_attr,
+        make_head,
+    )
     model.rmb_variant = name
     return model
 
 
-FAMILY = Family("value-head", "backbone + value head at the last token (Starling, UltraRM/Eurus, GRM sftreg)",
-                load, B.score)
+FAMILY = Family(
+    "value-head", "backbone + value head at the last token (Starling, UltraRM/Eurus, GRM sftreg)", load, B.score
+)
