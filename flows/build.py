@@ -36,15 +36,14 @@ from rmb_build.build.select import select
 from rmb_build.build.sets import finished
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
+from rmb_build.flows import keys as K
+from rmb_build.flows import label_checks, steps
+from rmb_build.flows.runners import make_task_runner
+from rmb_build.flows.tasks import Timed, bind_storage, open_store
 from rmb_build.llm import LLMClient
 from rmb_build.memory import give_back
 from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.text import search_text
-
-from . import keys as K
-from . import label_checks, steps
-from .runners import make_task_runner
-from .tasks import Timed, bind_storage, open_store
 
 
 @dataclass(frozen=True)
@@ -470,7 +469,7 @@ def _harm_evidence(
     """Classified harmlessness labels without measured evidence turned away (``rmb_build.build.harm_evidence``),
     by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
     classify stage) are the source's, and pass."""
-    from .tasks import build_classifier
+    from rmb_build.flows.tasks import build_classifier
 
     if "classify" not in stages:
         return queries, harm_evidence.unclassified(queries)

@@ -106,9 +106,8 @@ async def plan_build(
     from rmb_build.build import generate, gold, guard, judge
     from rmb_build.build.classify import LLMClassifier
     from rmb_build.build.sets import finished
+    from rmb_build.flows.label_checks import plan_routing
     from rmb_build.llm.planning import PlanningClient
-
-    from .label_checks import plan_routing
 
     planner = PlanningClient(cfg.endpoints, cache)
     estimates: dict[str, Any] = {}

@@ -27,8 +27,7 @@ from rmb_build.build.guard import guard
 from rmb_build.build.judge import judge
 from rmb_build.build.sets import build_sets
 from rmb_build.embeddings import store_for
-
-from .keys import by_cache_key
+from rmb_build.flows.keys import by_cache_key
 
 # Results go to the run folder, not also to Prefect's in-memory result cache (up to 1,000 records
 # kept for the whole flow run: every batch's answers, scores and items of the build, in memory).

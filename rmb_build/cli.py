@@ -19,8 +19,8 @@ import sys
 import threading
 import traceback
 
-from . import __version__
-from .errors import RMBError
+from rmb_build import __version__
+from rmb_build.errors import RMBError
 
 COMMANDS = {
     "build": "build and write a benchmark release with Prefect flows",
@@ -71,7 +71,7 @@ class _RedactURLs(logging.Filter):
     """Drops the credentials of any URL a log line shows (HTTP libraries log request URLs at INFO)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from .llm.endpoint import redact_urls
+        from rmb_build.llm.endpoint import redact_urls
 
         message = record.getMessage()
         clean = redact_urls(message)

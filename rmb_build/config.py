@@ -26,8 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import ConfigError
-from .similarity import BLOCK_SIZE
+from rmb_build.errors import ConfigError
+from rmb_build.similarity import BLOCK_SIZE
 
 STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
 
@@ -70,7 +70,7 @@ class EndpointConfig(_Strict):
     @field_validator("embedded")
     @classmethod
     def _embedded(cls, v: str | None) -> str | None:
-        from .embedded_models import EMBEDDED
+        from rmb_build.embedded_models import EMBEDDED
 
         if v is not None and v not in EMBEDDED:
             raise ValueError(f"unknown embedded model {v!r} (known: {', '.join(EMBEDDED)})")
@@ -190,7 +190,7 @@ class ClassifierConfig(_Strict):
 
 
 def _source_union() -> Any:
-    from .build.sources import option_classes
+    from rmb_build.build.sources import option_classes
 
     return Annotated[Union[option_classes()], Field(discriminator="kind")]
 
@@ -304,7 +304,7 @@ class BuildConfig(_Strict):
     @classmethod
     def _other_license(cls, v: str | None, info: ValidationInfo) -> str | None:
         """Only beside a licence the Hub does not list (the card's ``other``), and in the Hub's form."""
-        from .release.card import LICENSE_LINK, LICENSE_NAME, hub_license_id
+        from rmb_build.release.card import LICENSE_LINK, LICENSE_NAME, hub_license_id
 
         if v is None:
             return v
@@ -324,7 +324,7 @@ class BuildConfig(_Strict):
     @field_validator("scenarios")
     @classmethod
     def _scenarios(cls, v: list[str] | None) -> list[str] | None:
-        from .taxonomy import is_known
+        from rmb_build.taxonomy import is_known
 
         for s in v or []:
             if not is_known(s):
@@ -398,7 +398,7 @@ def _source_kind_tag(parts) -> tuple[list, type[BaseModel] | None]:
     options model."""
     parts = list(parts)
     if len(parts) > 2 and parts[0] == "sources" and isinstance(parts[1], int):
-        from .build.sources import SOURCES
+        from rmb_build.build.sources import SOURCES
 
         if parts[2] in SOURCES:
             return parts[:2] + parts[3:], SOURCES[parts[2]].options

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from .memory import encoder_allocation
+from rmb_build.memory import encoder_allocation
 
 if TYPE_CHECKING:
-    from .embedding_store import EmbeddingStore
+    from rmb_build.embedding_store import EmbeddingStore
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -39,7 +39,7 @@ def load_encoder(name: str = DEFAULT_MODEL, device: str | None = None, backend: 
     if backend not in BACKENDS:
         raise ValueError(f"embedding backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if backend != "torch":
-        from .onnx_encoder import OnnxEncoder
+        from rmb_build.onnx_encoder import OnnxEncoder
 
         return OnnxEncoder(model_path(name), model_fingerprint(name), int8=backend == "onnx-int8")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -143,6 +143,6 @@ def store_for(
 ) -> "EmbeddingStore":
     """An embedding store in ``folder`` for this model and backend (see ``rmb_build.embedding_store``);
     ``dtype`` None: whatever the folder already holds."""
-    from .embedding_store import EmbeddingStore
+    from rmb_build.embedding_store import EmbeddingStore
 
     return EmbeddingStore(folder, model_fingerprint(name, backend), Encoder(name, backend), dtype=dtype)

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import jinja2
 
-from .items import Turn
+from rmb_build.items import Turn
 
 BLOCK = "[{role}]\n{content}"
 

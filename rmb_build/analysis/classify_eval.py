@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Sequence
 
-from ..build.classify import Classifier, EmbeddingClassifier
-from ..build.gather import release_queries
-from ..records import Query
-from ..taxonomy import parse_scenario_id
+from rmb_build.build.classify import Classifier, EmbeddingClassifier
+from rmb_build.build.gather import release_queries
+from rmb_build.records import Query
+from rmb_build.taxonomy import parse_scenario_id
 
 ABSTAINED = "<abstained>"
 NONE = "<none>"

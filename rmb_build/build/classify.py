@@ -24,12 +24,12 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 import yaml
 
-from ..embeddings import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
-from ..errors import InputError
-from ..items import Turn, prompt_text
-from ..prompting import load_prompt, prompt_hash
-from ..records import Query
-from ..taxonomy import all_scenarios, is_known, parse_scenario_id
+from rmb_build.embeddings import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
+from rmb_build.errors import InputError
+from rmb_build.items import Turn, prompt_text
+from rmb_build.prompting import load_prompt, prompt_hash
+from rmb_build.records import Query
+from rmb_build.taxonomy import all_scenarios, is_known, parse_scenario_id
 
 TAXONOMY_FILE = "taxonomy.yaml"
 
@@ -203,7 +203,7 @@ class EmbeddingClassifier:
         cls, release: Any, encoder: str = DEFAULT_MODEL, *, backend: str = "torch", embed: Embed | None = None
     ) -> "EmbeddingClassifier":
         """Trained on each distinct conversation of a labelled release, with its file's scenario."""
-        from .gather import release_queries
+        from rmb_build.build.gather import release_queries
 
         return cls.from_queries(
             release_queries(release), encoder, f"release {release.name}", backend=backend, embed=embed
@@ -284,7 +284,7 @@ def embedding_classifier(
     with _TRAINED_LOCK:
         if key not in _TRAINED:
             if train_release:
-                from ..release.read import read_release
+                from rmb_build.release.read import read_release
 
                 clf = EmbeddingClassifier.from_release(
                     read_release(train_release), encoder, backend=backend, embed=embed
@@ -381,9 +381,9 @@ class LLMClassifier:
 
     def plan(self, queries: Sequence[Query]) -> list[Any]:
         """One ChatRequest per query, in order."""
-        from ..llm.types import ChatRequest
-        from ..text import fill, render_conversation
-        from .common import cut_middle
+        from rmb_build.build.common import cut_middle
+        from rmb_build.llm.types import ChatRequest
+        from rmb_build.text import fill, render_conversation
 
         taxonomy = "\n".join(f"- {sid}: {e['description']}" for sid, e in load_taxonomy().items())
         system = fill(load_prompt(self.SYSTEM), taxonomy=taxonomy)

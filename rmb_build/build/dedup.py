@@ -12,13 +12,13 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from ..config import DedupConfig
-from ..embedding_store import text_digest
-from ..embeddings import DEFAULT_MODEL, Embed
-from ..items import Turn
-from ..records import Query
-from ..similarity import BLOCK_SIZE, similar_pairs
-from ..text import identity, search_text
+from rmb_build.config import DedupConfig
+from rmb_build.embedding_store import text_digest
+from rmb_build.embeddings import DEFAULT_MODEL, Embed
+from rmb_build.items import Turn
+from rmb_build.records import Query
+from rmb_build.similarity import BLOCK_SIZE, similar_pairs
+from rmb_build.text import identity, search_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ def embed_queries(
     texts = [search_text(q.conversation) for q in queries]
     if embed is not None:
         return embed(texts)
-    from ..embeddings import embed as encode  # torch loads only when embeddings are needed
+    from rmb_build.embeddings import embed as encode  # torch loads only when embeddings are needed
 
     return encode(texts, name=model, show_progress=show_progress)
 

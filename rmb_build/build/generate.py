@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..config import GeneratorConfig
-from ..errors import ConfigError
-from ..llm.types import ChatRequest, ChatResult
-from ..records import Failure, Query, Response
-from .common import StageResult, ask, endpoint_of, estimate_tokens, fit_texts, index_queries, input_token_budget
-from .plan import Planned
+from rmb_build.build.common import (
+    StageResult,
+    ask,
+    endpoint_of,
+    estimate_tokens,
+    fit_texts,
+    index_queries,
+    input_token_budget,
+)
+from rmb_build.build.plan import Planned
+from rmb_build.config import GeneratorConfig
+from rmb_build.errors import ConfigError
+from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.records import Failure, Query, Response
 
 STAGE = "generate"
 Target = tuple[Query, GeneratorConfig, int]  # the query, its generator, characters cut from its conversation

@@ -29,16 +29,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import RMBError
-from ..intervals import DEFAULT_DRAWS, FEW_ITEMS, FEW_MARK, clopper_pearson, few_items, mean_interval
-from ..items import PairwiseItem
-from ..records import Query, Response, query_id
-from ..taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
-from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
-from .guard import plan as guard_plan
-from .judge import judge
-from .judge import plan as judge_plan
-from .sets import Candidate, answer_key, beats
+from rmb_build.build.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
+from rmb_build.build.guard import plan as guard_plan
+from rmb_build.build.judge import judge
+from rmb_build.build.judge import plan as judge_plan
+from rmb_build.build.sets import Candidate, answer_key, beats
+from rmb_build.errors import RMBError
+from rmb_build.intervals import DEFAULT_DRAWS, FEW_ITEMS, FEW_MARK, clopper_pearson, few_items, mean_interval
+from rmb_build.items import PairwiseItem
+from rmb_build.records import Query, Response, query_id
+from rmb_build.taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"
 CHANCE = 0.5
@@ -116,7 +116,7 @@ def not_found(release: str, items: int) -> dict[str, Any]:
 
 def _gold_inputs(cfg: Any) -> tuple[list[Query], list[Response]] | None:
     """The gold pairs as queries and answers (None when an optional gold release is missing)."""
-    from ..release.read import read_release
+    from rmb_build.release.read import read_release
 
     gold = cfg.judge.gold
     try:

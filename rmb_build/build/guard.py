@@ -13,15 +13,23 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..config import GuardConfig
-from ..items import Turn
-from ..llm.types import ChatRequest, ChatResult
-from ..prompting import load_prompt
-from ..records import Failure, GuardLabel, Query, Response
-from ..taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
-from ..text import fill, render_conversation
-from .common import StageResult, ask, endpoint_of, estimate_tokens, fit_texts, index_queries, input_token_budget
-from .plan import Planned
+from rmb_build.build.common import (
+    StageResult,
+    ask,
+    endpoint_of,
+    estimate_tokens,
+    fit_texts,
+    index_queries,
+    input_token_budget,
+)
+from rmb_build.build.plan import Planned
+from rmb_build.config import GuardConfig
+from rmb_build.items import Turn
+from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.prompting import load_prompt
+from rmb_build.records import Failure, GuardLabel, Query, Response
+from rmb_build.taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
+from rmb_build.text import fill, render_conversation
 
 STAGE = "guard"
 PROMPT = "guard/llama_guard2.md"

@@ -24,8 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..records import Query
-from ..taxonomy import HARMLESSNESS, parse_scenario_id
+from rmb_build.records import Query
+from rmb_build.taxonomy import HARMLESSNESS, parse_scenario_id
 
 MEASUREMENT = "harm_threshold.json"
 BELOW_THRESHOLD = "classifier's P(harm) below the measured threshold"
@@ -45,7 +45,7 @@ def require_evidence(queries: Sequence[Query], clf: Any) -> tuple[list[Query], d
     """``queries`` with every harmlessness label lacking evidence replaced by the query's most likely
     helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). Queries of other goals
     pass unchanged."""
-    from .classify import classifier_text
+    from rmb_build.build.classify import classifier_text
 
     threshold = float(measurement()["threshold"])
     harm_at = [i for i, q in enumerate(queries) if _is_harm(q.scenario_id)]

@@ -14,14 +14,22 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..config import JudgeConfig
-from ..llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
-from ..llm.types import ChatRequest, ChatResult
-from ..prompting import criteria_path, load_prompt
-from ..records import Failure, JudgeScore, Query, Response
-from ..text import fill, render_conversation
-from .common import StageResult, ask, endpoint_of, estimate_tokens, fit_texts, index_queries, input_token_budget
-from .plan import Planned
+from rmb_build.build.common import (
+    StageResult,
+    ask,
+    endpoint_of,
+    estimate_tokens,
+    fit_texts,
+    index_queries,
+    input_token_budget,
+)
+from rmb_build.build.plan import Planned
+from rmb_build.config import JudgeConfig
+from rmb_build.llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
+from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.prompting import criteria_path, load_prompt
+from rmb_build.records import Failure, JudgeScore, Query, Response
+from rmb_build.text import fill, render_conversation
 
 STAGE = "judge"
 SYSTEM_PROMPT = "judge/system.md"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ..config import STAGES, BuildConfig, ModelRef
-from ..errors import ConfigError
+from rmb_build.config import STAGES, BuildConfig, ModelRef
+from rmb_build.errors import ConfigError
 
 # Stages that may be left out of ``stages``: the pipeline passes their input through.
 SKIPPABLE = ("dedup", "classify")
@@ -18,7 +18,7 @@ SKIPPABLE = ("dedup", "classify")
 
 def check_sources(cfg: BuildConfig, file: str = "<config>") -> None:
     """Every source passes its kind's own check (a local file exists and is readable, ...)."""
-    from .sources import SourceError, source_for
+    from rmb_build.build.sources import SourceError, source_for
 
     if not cfg.sources:
         raise ConfigError(file, "sources", "no sources: name at least one place to gather queries from")
@@ -132,7 +132,7 @@ def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     check_sources(cfg, file)
     check_api_keys(cfg, file)
     if "generate" in stages:
-        from .generate import check_generators
+        from rmb_build.build.generate import check_generators
 
         try:
             check_generators(cfg.generators)

@@ -11,10 +11,10 @@ import random
 from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
-from ..config import BuildConfig
-from ..records import Query
-from ..taxonomy import GOALS, parse_scenario_id
-from .classify import abstained
+from rmb_build.build.classify import abstained
+from rmb_build.config import BuildConfig
+from rmb_build.records import Query
+from rmb_build.taxonomy import GOALS, parse_scenario_id
 
 
 def select(queries: Sequence[Query], cfg: BuildConfig) -> tuple[list[Query], dict[str, int]]:

@@ -22,14 +22,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ..config import SetsConfig
-from ..items import Answer, BonItem, PairwiseItem, default_category_path
-from ..prompting import prompt_hash
-from ..records import GuardLabel, JudgeScore, Query, Response
-from ..taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
-from ..text import identity, unfinished_text
-from .common import index_queries, responses_by_query
-from .guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
+from rmb_build.build.common import index_queries, responses_by_query
+from rmb_build.build.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
+from rmb_build.config import SetsConfig
+from rmb_build.items import Answer, BonItem, PairwiseItem, default_category_path
+from rmb_build.prompting import prompt_hash
+from rmb_build.records import GuardLabel, JudgeScore, Query, Response
+from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
+from rmb_build.text import identity, unfinished_text
 
 # Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}

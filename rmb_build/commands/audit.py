@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._embedding_option import add_embedding_options, embedding_store, report_store
+from rmb_build.commands._embedding_option import add_embedding_options, embedding_store, report_store
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def format_table(report, limit: int | None = None) -> str:
     """Counts per kind, then one line per defect: kind, set, uid, file, detail."""
-    from ..release.audit import defects_phrase
+    from rmb_build.release.audit import defects_phrase
 
     counts = report.counts
     width = max(len(k) for k in counts)
@@ -59,7 +59,7 @@ def format_table(report, limit: int | None = None) -> str:
 
 
 def _check_fix_target(out: Path, release) -> None:
-    from ..errors import RMBError
+    from rmb_build.errors import RMBError
 
     out_r = out.resolve()
     if release.root is not None:
@@ -71,10 +71,10 @@ def _check_fix_target(out: Path, release) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import atomic
-    from ..errors import RMBError
-    from ..release import read_release, write_release
-    from ..release.audit import audit_release, fix_release
+    from rmb_build import atomic
+    from rmb_build.errors import RMBError
+    from rmb_build.release import read_release, write_release
+    from rmb_build.release.audit import audit_release, fix_release
 
     if not 0.0 < args.threshold <= 1.0:
         raise RMBError(f"--threshold {args.threshold}: must be in (0, 1]")

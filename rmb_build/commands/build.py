@@ -43,7 +43,7 @@ def load_build_config(path: str | None, name: str | None = None):
     """The config at ``path`` (or the embedded demo), with ``name`` overriding its own; (config, file label)."""
     from importlib import resources
 
-    from ..config import load_config, parse_config
+    from rmb_build.config import load_config, parse_config
 
     if path is None:
         with resources.as_file(resources.files("rmb_build.flows") / DEMO_CONFIG) as demo:
@@ -96,20 +96,20 @@ def _print_summary(summary: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..build.preflight import preflight
-    from ..cli import debugging
-    from ..paths import workdir
+    from rmb_build.build.preflight import preflight
+    from rmb_build.cli import debugging
+    from rmb_build.paths import workdir
 
     base = workdir(args.workdir)
     cfg, label = load_build_config(args.config, args.name)
     preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts
 
-    from ..flows.env import configure_prefect, quiet_prefect
-    from ..flows.watchdog import watch_children
+    from rmb_build.flows.env import configure_prefect, quiet_prefect
+    from rmb_build.flows.watchdog import watch_children
 
     configure_prefect(base)
     watch_children()  # Prefect's temporary server and the embedded server end with this process, even on SIGKILL
-    from ..flows.build import run_build
+    from rmb_build.flows.build import run_build
 
     quiet_prefect(debugging(args))
     _print_summary(

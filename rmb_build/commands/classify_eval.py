@@ -15,9 +15,9 @@ def _fmt(x: float | None, width: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import atomic
-    from ..analysis.classify_eval import evaluate_classifier
-    from ..release import read_release
+    from rmb_build import atomic
+    from rmb_build.analysis.classify_eval import evaluate_classifier
+    from rmb_build.release import read_release
 
     report = evaluate_classifier(read_release(args.release))
     print(f"{'scenario':<58}{'n':>6}{'abstained':>10}{'scenario':>10}{'task':>8}{'goal':>8}")

@@ -33,9 +33,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..atomic import write_json
-    from ..errors import RMBError
-    from ..evaluate.compare import compare, render_table
+    from rmb_build.atomic import write_json
+    from rmb_build.errors import RMBError
+    from rmb_build.evaluate.compare import compare, render_table
 
     if args.resamples < 1:
         raise RMBError("--resamples must be at least 1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._embedding_option import add_embedding_options, embedding_store, report_store
+from rmb_build.commands._embedding_option import add_embedding_options, embedding_store, report_store
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -39,7 +39,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _kind(path: str) -> str:
     from pathlib import Path
 
-    from ..release.read import find_rmb_root
+    from rmb_build.release.read import find_rmb_root
 
     p = Path(path)
     suffix = p.suffix.lower()
@@ -53,12 +53,12 @@ def _kind(path: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import atomic
-    from ..analysis.contamination import find_contamination
-    from ..build.gather import gather
-    from ..config import source_config
-    from ..errors import RMBError
-    from ..release import read_release
+    from rmb_build import atomic
+    from rmb_build.analysis.contamination import find_contamination
+    from rmb_build.build.gather import gather
+    from rmb_build.config import source_config
+    from rmb_build.errors import RMBError
+    from rmb_build.release import read_release
 
     if not 0 < args.threshold <= 1:
         raise RMBError("--threshold must be in (0, 1]")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
-from ..intervals import DEFAULT_DRAWS
+from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
+from rmb_build.intervals import DEFAULT_DRAWS
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -145,7 +145,7 @@ def _max_memory(text: str | None) -> dict | None:
     """``0=70GiB,cpu=100GiB`` as from_pretrained's ``max_memory`` (GPU indices as ints)."""
     if not text:
         return None
-    from ..errors import RMBError
+    from rmb_build.errors import RMBError
 
     out: dict = {}
     for part in text.split(","):
@@ -161,13 +161,13 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from ..atomic import write_json
-    from ..errors import RMBError
-    from ..evaluate.adapters import RMOptions, load_rm
-    from ..evaluate.run import evaluate
-    from ..paths import workdir
-    from ..provenance import command_line
-    from ..release import open_release
+    from rmb_build.atomic import write_json
+    from rmb_build.errors import RMBError
+    from rmb_build.evaluate.adapters import RMOptions, load_rm
+    from rmb_build.evaluate.run import evaluate
+    from rmb_build.paths import workdir
+    from rmb_build.provenance import command_line
+    from rmb_build.release import open_release
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         raise RMBError("--max-length must be at least 8")
     config = None
     if args.config:
-        from ..config import load_config
+        from rmb_build.config import load_config
 
         config = load_config(args.config)
     cache_dir = (
@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
     if bench and bench.get("headline") is not None:
         print(f"{bench['format']} headline {100 * bench['headline']:.1f}")
     if "scores_file" in results:
-        from ..evaluate.scores_file import summary_line
+        from rmb_build.evaluate.scores_file import summary_line
 
         print(summary_line(results["scores_file"]), file=sys.stderr)
         print(

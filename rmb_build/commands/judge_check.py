@@ -28,14 +28,14 @@ def configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from .. import atomic
-    from ..build.gold import gold_check, table, verdict_on_chance
-    from ..build.preflight import preflight
-    from ..config import GoldConfig, parse_config
-    from ..errors import RMBError
-    from ..llm import LLMClient
-    from ..paths import run_dir
-    from .build import load_build_config
+    from rmb_build import atomic
+    from rmb_build.build.gold import gold_check, table, verdict_on_chance
+    from rmb_build.build.preflight import preflight
+    from rmb_build.commands.build import load_build_config
+    from rmb_build.config import GoldConfig, parse_config
+    from rmb_build.errors import RMBError
+    from rmb_build.llm import LLMClient
+    from rmb_build.paths import run_dir
 
     cfg, label = load_build_config(args.config)
     preflight(cfg, label)

@@ -33,8 +33,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import RMBError
-    from ..leaderboard import build_site
+    from rmb_build.errors import RMBError
+    from rmb_build.leaderboard import build_site
 
     if args.resamples is not None and args.resamples < 1:
         raise RMBError("--resamples must be at least 1")

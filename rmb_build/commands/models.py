@@ -11,8 +11,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..evaluate.families import families
-    from ..evaluate.families._known import known_models
+    from rmb_build.evaluate.families import families
+    from rmb_build.evaluate.families._known import known_models
 
     rows = known_models()
     if args.json:

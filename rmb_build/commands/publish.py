@@ -36,7 +36,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_out(out: Path) -> None:
-    from ..errors import RMBError
+    from rmb_build.errors import RMBError
 
     if out.exists():
         if not out.is_dir():
@@ -50,11 +50,11 @@ def _check_out(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import RMBError
-    from ..release import read_release
-    from ..release.audit import audit_release
-    from ..release.card import card_license, check_card_license, render_card
-    from ..release.hf import push_release, write_hf_release
+    from rmb_build.errors import RMBError
+    from rmb_build.release import read_release
+    from rmb_build.release.audit import audit_release
+    from rmb_build.release.card import card_license, check_card_license, render_card
+    from rmb_build.release.hf import push_release, write_hf_release
 
     if not REPO_ID.match(args.repo_id):
         raise RMBError(f"--repo-id {args.repo_id!r}: expected ORG/NAME")

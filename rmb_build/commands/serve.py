@@ -6,7 +6,7 @@ import argparse
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from ..embedded_models import EMBEDDED
+    from rmb_build.embedded_models import EMBEDDED
 
     p.add_argument(
         "--model",
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from ..llm.server import EmbeddedServer
+    from rmb_build.llm.server import EmbeddedServer
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

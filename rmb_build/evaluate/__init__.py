@@ -14,11 +14,11 @@ __all__ = ["RMOptions", "load_rm", "evaluate"]  # compare: rmb_build.evaluate.co
 
 def __getattr__(name: str):
     if name in ("RMOptions", "load_rm"):
-        from . import adapters
+        from rmb_build.evaluate import adapters
 
         return getattr(adapters, name)
     if name == "evaluate":
-        from .run import evaluate
+        from rmb_build.evaluate.run import evaluate
 
         return evaluate
     raise AttributeError(name)

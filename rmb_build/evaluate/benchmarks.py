@@ -25,7 +25,7 @@ from collections import defaultdict
 from statistics import fmean
 from typing import Any, Callable, Mapping, Sequence
 
-from ..release import rewardbench, rewardbench2, rmbench
+from rmb_build.release import rewardbench, rewardbench2, rmbench
 
 Predictions = Sequence[Mapping[str, Any]]
 Meta = Mapping[tuple[str, str], Mapping[str, Any]]

@@ -9,9 +9,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..items import Item
-from ..release.read import Release
-from ..taxonomy import SET_FOLDERS
+from rmb_build.items import Item
+from rmb_build.release.read import Release
+from rmb_build.taxonomy import SET_FOLDERS
 
 
 @dataclass
@@ -27,7 +27,7 @@ class ReleaseDefects:
 
 def audit_defects(release: Release) -> ReleaseDefects:
     """Audit ``release`` (near-duplicate prompts not checked) and index the defective items."""
-    from ..release.audit import audit_release, removal_refs
+    from rmb_build.release.audit import audit_release, removal_refs
 
     report = audit_release(release, near_duplicates=False)
     kinds: dict[tuple[str, int], set[str]] = defaultdict(set)

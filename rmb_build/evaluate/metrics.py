@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..intervals import (
+from rmb_build.intervals import (
     DEFAULT_DRAWS,
     FEW_ITEMS,
     Draws,
@@ -27,8 +27,8 @@ from ..intervals import (
     scenario_draws,
     weighted_interval,
 )
-from ..intervals import METHOD as INTERVAL_METHOD
-from ..taxonomy import BON_SET, GOALS, PAIRWISE_SET, all_scenarios, parse_scenario_id
+from rmb_build.intervals import METHOD as INTERVAL_METHOD
+from rmb_build.taxonomy import BON_SET, GOALS, PAIRWISE_SET, all_scenarios, parse_scenario_id
 
 SCHEMA_VERSION = 1
 DEFAULT_RESAMPLES = DEFAULT_DRAWS

@@ -6,17 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_json, write_jsonl
-from ..provenance import release_record
-from ..release.read import Release
-from .adapters import RewardModel
-from .benchmarks import benchmark_fields
-from .cache import ScoreCache
-from .defects import audit_defects, split_items
-from .metrics import DEFAULT_RESAMPLES, build_results
-from .outcomes import length_bias, position_bias, predict
-from .report import write_report
-from .scoring import score_items
+from rmb_build.atomic import write_json, write_jsonl
+from rmb_build.evaluate.adapters import RewardModel
+from rmb_build.evaluate.benchmarks import benchmark_fields
+from rmb_build.evaluate.cache import ScoreCache
+from rmb_build.evaluate.defects import audit_defects, split_items
+from rmb_build.evaluate.metrics import DEFAULT_RESAMPLES, build_results
+from rmb_build.evaluate.outcomes import length_bias, position_bias, predict
+from rmb_build.evaluate.report import write_report
+from rmb_build.evaluate.scoring import score_items
+from rmb_build.provenance import release_record
+from rmb_build.release.read import Release
 
 
 def evaluate(

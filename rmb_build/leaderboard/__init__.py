@@ -7,6 +7,6 @@ against RMs scored on the same release (``group_by_release=True``: one table per
 
 from __future__ import annotations
 
-from .site import build_site
+from rmb_build.leaderboard.site import build_site
 
 __all__ = ["build_site"]

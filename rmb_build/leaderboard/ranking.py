@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError, RMBError
-from ..evaluate.compare import ReleaseId, compare
-from .entries import MEAN, Entry
+from rmb_build.errors import InputError, RMBError
+from rmb_build.evaluate.compare import ReleaseId, compare
+from rmb_build.leaderboard.entries import MEAN, Entry
 
 ALPHA = 0.05
 GROUP_FLAG = "--group-by-release"

@@ -10,14 +10,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import __version__
-from ..atomic import write_text
-from ..errors import RMBError
-from ..evaluate.compare import DEFAULT_RESAMPLES, SHORT_SHA
-from ..evaluate.heatmap import SET_TITLES
-from ..taxonomy import BON_SET, PAIRWISE_SET
-from .entries import COLUMNS, MEAN, Entry, assign_slugs, load_entry
-from .ranking import rank_groups, release_groups
+from rmb_build import __version__
+from rmb_build.atomic import write_text
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.compare import DEFAULT_RESAMPLES, SHORT_SHA
+from rmb_build.evaluate.heatmap import SET_TITLES
+from rmb_build.leaderboard.entries import COLUMNS, MEAN, Entry, assign_slugs, load_entry
+from rmb_build.leaderboard.ranking import rank_groups, release_groups
+from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
 
 COLUMN_TITLES = {
     f"{PAIRWISE_SET}/Helpfulness": "Pairwise Helpfulness",
@@ -41,7 +41,7 @@ def _few(n: int | None):
     """The mark beside a figure over fewer than FEW_ITEMS items (nothing otherwise)."""
     from markupsafe import Markup
 
-    from ..intervals import FEW_ITEMS, FEW_MARK, few_items
+    from rmb_build.intervals import FEW_ITEMS, FEW_MARK, few_items
 
     if n is None or not few_items(n):
         return ""
@@ -56,7 +56,7 @@ def _p_value(p: float, resamples: int) -> str:
 
 
 def _defects_phrase(total: int, items: int | None) -> str:
-    from ..release.audit import defects_phrase
+    from rmb_build.release.audit import defects_phrase
 
     return defects_phrase(total, items)
 
@@ -133,7 +133,7 @@ def audits(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def write_heatmap_png(entry: Entry, path: Path) -> bool:
     """Draw the RM's per-scenario heatmap from its results; False when it has no scenarios."""
-    from ..evaluate.heatmap import write_heatmap
+    from rmb_build.evaluate.heatmap import write_heatmap
 
     return write_heatmap(entry.results, path) is not None
 

@@ -15,15 +15,15 @@ toolkit run with no network, but they are far too small to judge or guard well (
     judge: {endpoint: openai, model: gpt-4o, samples: 3}
 """
 
-from .budget import BudgetExceeded
-from .cache import ResponseCache, request_key
-from .client import LLMClient
-from .cost import cost_usd
-from .endpoint import endpoint_description, endpoint_identity, public_url
-from .planning import PlanningClient
-from .server import EmbeddedServer, ServerError
-from .structured import ReplyError, parse_reply
-from .types import ChatRequest, ChatResult, Usage
+from rmb_build.llm.budget import BudgetExceeded
+from rmb_build.llm.cache import ResponseCache, request_key
+from rmb_build.llm.client import LLMClient
+from rmb_build.llm.cost import cost_usd
+from rmb_build.llm.endpoint import endpoint_description, endpoint_identity, public_url
+from rmb_build.llm.planning import PlanningClient
+from rmb_build.llm.server import EmbeddedServer, ServerError
+from rmb_build.llm.structured import ReplyError, parse_reply
+from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 
 __all__ = [
     "LLMClient",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from ..errors import RMBError
+from rmb_build.errors import RMBError
 
 
 class BudgetExceeded(RMBError):

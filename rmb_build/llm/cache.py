@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from .types import ChatRequest
+from rmb_build.llm.types import ChatRequest
 
 DB_NAME = "responses.sqlite"
 KEY_VERSION = 1

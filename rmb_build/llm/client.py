@@ -30,18 +30,18 @@ from urllib.parse import urlsplit
 import openai
 from tqdm.auto import tqdm
 
-from ..config import EndpointConfig
-from ..errors import ConfigError
-from .budget import Budget, BudgetExceeded, BudgetStop
-from .cache import ResponseCache, request_key
-from .cost import cost_usd, estimate_prompt_tokens
-from .endpoint import endpoint_identity, redact_urls
-from .limits import EndpointLimits
-from .retry import CallFailure, RetryRules, classify
-from .server import EmbeddedServer
-from .structured import ReplyError, parse_reply, reask_message
-from .types import ChatRequest, ChatResult, Usage
-from .wire import parse_completion, reply_tokens, request_body
+from rmb_build.config import EndpointConfig
+from rmb_build.errors import ConfigError
+from rmb_build.llm.budget import Budget, BudgetExceeded, BudgetStop
+from rmb_build.llm.cache import ResponseCache, request_key
+from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
+from rmb_build.llm.endpoint import endpoint_identity, redact_urls
+from rmb_build.llm.limits import EndpointLimits
+from rmb_build.llm.retry import CallFailure, RetryRules, classify
+from rmb_build.llm.server import EmbeddedServer
+from rmb_build.llm.structured import ReplyError, parse_reply, reask_message
+from rmb_build.llm.types import ChatRequest, ChatResult, Usage
+from rmb_build.llm.wire import parse_completion, reply_tokens, request_body
 
 __all__ = ["LLMClient", "BudgetExceeded", "NOT_SENT"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from ..config import EndpointConfig
-from .types import ChatRequest
+from rmb_build.config import EndpointConfig
+from rmb_build.llm.types import ChatRequest
 
 _CHARS_PER_TOKEN = 4.0
 _TOKENS_PER_MESSAGE = 4

@@ -24,14 +24,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from ..config import EndpointConfig
-from ..errors import ConfigError
-from .cache import ResponseCache, request_key
-from .cost import cost_usd, estimate_prompt_tokens
-from .endpoint import endpoint_identity
-from .structured import ReplyError, parse_reply
-from .tokens import exact_counter
-from .types import ChatRequest, ChatResult, Usage
+from rmb_build.config import EndpointConfig
+from rmb_build.errors import ConfigError
+from rmb_build.llm.cache import ResponseCache, request_key
+from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
+from rmb_build.llm.endpoint import endpoint_identity
+from rmb_build.llm.structured import ReplyError, parse_reply
+from rmb_build.llm.tokens import exact_counter
+from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 
 ANSWER_STAGE = "generate"
 

@@ -26,8 +26,8 @@ from collections import deque
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..embedded_models import EMBEDDED, MissingModelPackage
-from ..errors import RMBError
+from rmb_build.embedded_models import EMBEDDED, MissingModelPackage
+from rmb_build.errors import RMBError
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import contextlib
 import functools
 from typing import Callable, Iterator
 
-from ..config import EndpointConfig
-from .types import ChatRequest
+from rmb_build.config import EndpointConfig
+from rmb_build.llm.types import ChatRequest
 
 Counter = Callable[[ChatRequest], int]
 
@@ -45,7 +45,7 @@ def exact_counter(endpoint: EndpointConfig) -> Counter | None:
 
 @functools.lru_cache(maxsize=None)
 def _gguf_counter(model: str) -> Counter | None:
-    from ..embedded_models import EMBEDDED, MissingModelPackage
+    from rmb_build.embedded_models import EMBEDDED, MissingModelPackage
 
     entry = EMBEDDED.get(model)
     if entry is None or entry.chat_format is not None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..config import EndpointConfig
-from .structured import response_format
-from .types import ChatRequest
+from rmb_build.config import EndpointConfig
+from rmb_build.llm.structured import response_format
+from rmb_build.llm.types import ChatRequest
 
 
 def request_body(req: ChatRequest, ep: EndpointConfig, messages: Sequence[tuple[str, str]]) -> dict[str, Any]:

@@ -32,12 +32,12 @@ from functools import lru_cache
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-from ..errors import InputError, RMBError
-from ..items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
-from ..taxonomy import PAIRWISE_SET, is_known
-from ..text import display, identity, search_text
-from .read import Release
-from .rmb_format import VALID_ROLES
+from rmb_build.errors import InputError, RMBError
+from rmb_build.items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
+from rmb_build.release.read import Release
+from rmb_build.release.rmb_format import VALID_ROLES
+from rmb_build.taxonomy import PAIRWISE_SET, is_known
+from rmb_build.text import display, identity, search_text
 
 SCHEMA_VERSION = 1
 LEAK_PATTERNS_FILE = "leak_patterns.txt"
@@ -550,7 +550,7 @@ def _category_mismatch(ctx: AuditContext, e: _Entry) -> dict | None:
 @lru_cache(maxsize=8)
 def load_leak_patterns(relpath: str = LEAK_PATTERNS_FILE) -> tuple[re.Pattern, ...]:
     """The compiled patterns of ``prompts/<relpath>``: one regular expression a line, ``#`` comments."""
-    from ..prompting import load_prompt
+    from rmb_build.prompting import load_prompt
 
     patterns = []
     for n, line in enumerate(load_prompt(relpath).splitlines(), 1):
@@ -669,7 +669,7 @@ class _NearDuplicates:
 
     def _embed_pending(self) -> None:
         try:
-            from ..embeddings import Encoder
+            from rmb_build.embeddings import Encoder
 
             self.embed = self.embed or Encoder()
             self.rows.append(self.embed(self.pending))
@@ -719,7 +719,7 @@ class _NearDuplicates:
                 f"only prompts repeated exactly in different scenarios were checked"
             )
             return pairs
-        from ..similarity import similar_pairs
+        from rmb_build.similarity import similar_pairs
 
         ctx.checks["near_duplicates"] = "embeddings"
         ctx.checks["embedding_model"] = self.embed.fingerprint if hasattr(self.embed, "fingerprint") else "custom"

@@ -13,12 +13,12 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from ..errors import RMBError
-from ..taxonomy import BON_SET, PAIRWISE_SET
-from ..text import fill
-from .audit import DEFECT_KINDS, AuditReport, defects_phrase
-from .hf import CONFIGS, SPLIT, data_files_pattern, judge_scores
-from .read import Release
+from rmb_build.errors import RMBError
+from rmb_build.release.audit import DEFECT_KINDS, AuditReport, defects_phrase
+from rmb_build.release.hf import CONFIGS, SPLIT, data_files_pattern, judge_scores
+from rmb_build.release.read import Release
+from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
+from rmb_build.text import fill
 
 CARD_TEMPLATE = "dataset_card.md"
 TASK_CATEGORIES = ["text-classification"]
@@ -350,7 +350,7 @@ def _harm_evidence(harm: dict) -> str:
 
 def _label_checks(manifest: dict) -> str:
     """How far the labels can be trusted: the judge against gold labels, and where goals came from."""
-    from ..build.gold import table, verdict_on_chance
+    from rmb_build.build.gold import table, verdict_on_chance
 
     parts = []
     harm = manifest.get("harm_evidence")
@@ -492,7 +492,7 @@ def render_card(
     Raises RMBError (``card_license``, ``check_card_license``) when nothing names a licence or the
     card's licence would not be valid on the Hub.
     """
-    from ..prompting import load_prompt
+    from rmb_build.prompting import load_prompt
 
     lic = card_license(release.manifest, license)
     check_card_license(lic.header())

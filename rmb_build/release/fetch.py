@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .. import atomic
-from ..errors import RMBError
-from .benchmark import BenchmarkRelease
-from .read import read_rmb_release
+from rmb_build import atomic
+from rmb_build.errors import RMBError
+from rmb_build.release.benchmark import BenchmarkRelease
+from rmb_build.release.read import read_rmb_release
 
 URL_ENV = "RMB_RELEASE_URL"
 DEFAULT_URL = "https://github.com/Zhou-Zoey/RMB-Reward-Model-Benchmark/archive/refs/heads/main.zip"
@@ -41,7 +41,7 @@ def release_url() -> str:
 
 def cache_dir(name: str = "rmb") -> Path:
     """``$XDG_CACHE_HOME/rmb/releases/<name>`` (``~/.cache/...`` without ``XDG_CACHE_HOME``)."""
-    from ..paths import user_cache_dir
+    from rmb_build.paths import user_cache_dir
 
     return user_cache_dir() / "releases" / name
 

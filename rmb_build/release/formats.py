@@ -28,11 +28,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import InputError, RMBError
-from . import rewardbench, rewardbench2, rmbench
-from .benchmark import BenchmarkRelease
-from .read import Release, find_rmb_root, read_release
-from .tables import Row, hub_rows, local_rows
+from rmb_build.errors import InputError, RMBError
+from rmb_build.release import rewardbench, rewardbench2, rmbench
+from rmb_build.release.benchmark import BenchmarkRelease
+from rmb_build.release.read import Release, find_rmb_root, read_release
+from rmb_build.release.tables import Row, hub_rows, local_rows
 
 RMB = "rmb"
 BUILDERS: dict[str, Callable[[Sequence[Row], str], BenchmarkRelease]] = {
@@ -167,7 +167,7 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
     if source == RMB and not path.exists():
         if fmt not in (None, RMB):
             raise RMBError(f"--release rmb is the official RMB release; it cannot be read as {fmt}")
-        from .fetch import official_release
+        from rmb_build.release.fetch import official_release
 
         return official_release(strict=strict)
     if fmt == RMB or (fmt is None and path.exists() and (find_rmb_root(path) is not None or _is_hf_form(path))):
@@ -191,7 +191,7 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
 
 def _is_hf_form(path: Path) -> bool:
     """Whether a local folder is RMB's Hugging Face form (Parquet files under ``pairwise/`` or ``bon/``)."""
-    from .hf import CONFIGS
+    from rmb_build.release.hf import CONFIGS
 
     return path.is_dir() and any(any((path / c).glob("*.parquet")) for c in CONFIGS)
 
@@ -200,7 +200,7 @@ def _hub_has_rmb_configs(repo_id: str) -> bool:
     """Whether a Hub dataset is RMB's Hugging Face form (configurations ``pairwise`` / ``bon``)."""
     from datasets import get_dataset_config_names
 
-    from .hf import CONFIGS
+    from rmb_build.release.hf import CONFIGS
 
     try:
         names = get_dataset_config_names(repo_id)

@@ -19,13 +19,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import atomic
-from ..errors import InputError, RMBError
-from ..items import Item, PairwiseItem
-from ..paths import check_relative_id
-from ..taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
-from .read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
-from .rmb_format import parse_item
+from rmb_build import atomic
+from rmb_build.errors import InputError, RMBError
+from rmb_build.items import Item, PairwiseItem
+from rmb_build.paths import check_relative_id
+from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
+from rmb_build.release.rmb_format import parse_item
+from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
 
 SPLIT = "test"
 CONFIGS = (PAIRWISE_SET, BON_SET)  # configuration name == set name
@@ -320,7 +320,7 @@ def _load_manifest(source: str) -> dict | None:
         path = local / MANIFEST_FILE
         if not path.exists():
             return None
-        from .rmb_format import load_json_file
+        from rmb_build.release.rmb_format import load_json_file
 
         return load_json_file(path)
     from huggingface_hub import hf_hub_download

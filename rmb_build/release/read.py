@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import InputError, RMBError
-from ..items import BonItem, Item, PairwiseItem, set_file
-from ..jsonl import read_jsonl_objects
-from ..paths import check_relative_id
-from ..taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
-from .rmb_format import iter_set_file, load_json_file, parse_set_file
+from rmb_build.errors import InputError, RMBError
+from rmb_build.items import BonItem, Item, PairwiseItem, set_file
+from rmb_build.jsonl import read_jsonl_objects
+from rmb_build.paths import check_relative_id
+from rmb_build.release.rmb_format import iter_set_file, load_json_file, parse_set_file
+from rmb_build.taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
 
 ANNOTATIONS_FILE = "annotations.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -125,11 +125,11 @@ def read_release(source: str | Path, strict: bool = True) -> Release:
     if path.exists():
         if find_rmb_root(path) is not None:
             return read_rmb_release(path, strict=strict)
-        from .hf import read_hf_release  # local Hugging Face form
+        from rmb_build.release.hf import read_hf_release  # local Hugging Face form
 
         return read_hf_release(str(path), strict=strict)
     if "/" in str(source) and not str(source).startswith((".", "/")) and str(source).count("/") == 1:
-        from .hf import read_hf_release
+        from rmb_build.release.hf import read_hf_release
 
         return read_hf_release(str(source), strict=strict)
     raise RMBError(f"{source}: no such release folder (and not a Hugging Face Hub id of the form ORG/NAME)")

@@ -12,10 +12,18 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..items import PairwiseItem
-from ..taxonomy import PAIRWISE_SET
-from .benchmark import BenchmarkRelease, answer, conversation, encode_label, optional_name, text, with_uids
-from .tables import Row
+from rmb_build.items import PairwiseItem
+from rmb_build.release.benchmark import (
+    BenchmarkRelease,
+    answer,
+    conversation,
+    encode_label,
+    optional_name,
+    text,
+    with_uids,
+)
+from rmb_build.release.tables import Row
+from rmb_build.taxonomy import PAIRWISE_SET
 
 FORMAT = "rewardbench"
 

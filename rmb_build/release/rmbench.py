@@ -21,10 +21,18 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Sequence
 
-from ..items import Answer, PairwiseItem
-from ..taxonomy import PAIRWISE_SET
-from .benchmark import BenchmarkRelease, answer, conversation, encode_label, optional_name, texts, with_uids
-from .tables import Row
+from rmb_build.items import Answer, PairwiseItem
+from rmb_build.release.benchmark import (
+    BenchmarkRelease,
+    answer,
+    conversation,
+    encode_label,
+    optional_name,
+    texts,
+    with_uids,
+)
+from rmb_build.release.tables import Row
+from rmb_build.taxonomy import PAIRWISE_SET
 
 FORMAT = "rm-bench"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")

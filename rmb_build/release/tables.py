@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, RMBError
-from ..jsonl import iter_jsonl
-from .rmb_format import load_json_file
+from rmb_build.errors import InputError, RMBError
+from rmb_build.jsonl import iter_jsonl
+from rmb_build.release.rmb_format import load_json_file
 
 TABLE_SUFFIXES = (".json", ".jsonl", ".parquet")
 HUB_SPLITS = ("test", "filtered")  # RewardBench ships its pairs as the "filtered" split

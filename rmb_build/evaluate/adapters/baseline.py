@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
-from ...errors import RMBError
-from . import RewardModel, ScoreText
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import RewardModel, ScoreText
 
 BASELINES = ("length", "random")
 

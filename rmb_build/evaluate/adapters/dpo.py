@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from ...errors import RMBError
-from . import RewardModel, ScoreText
-from . import _transformers as T
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import RewardModel, ScoreText
+from rmb_build.evaluate.adapters import _transformers as T
 
 
 class DPORewardModel(RewardModel):

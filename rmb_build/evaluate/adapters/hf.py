@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from ..families import DEFAULT, family
-from ..families._known import apply, lookup
-from . import RewardModel, ScoreText
-from . import _transformers as T
+from rmb_build.evaluate.adapters import RewardModel, ScoreText
+from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate.families import DEFAULT, family
+from rmb_build.evaluate.families._known import apply, lookup
 
 
 class HFRewardModel(RewardModel):

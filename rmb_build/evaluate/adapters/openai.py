@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator, Sequence
 
-from ...errors import RMBError
-from ...llm.structured import score_reply_schema
-from ...prompting import criteria_for, load_prompt, prompt_hash
-from ...text import fill, render_conversation
-from . import JudgePair, PairJudge, RewardModel, ScoreText
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import JudgePair, PairJudge, RewardModel, ScoreText
+from rmb_build.llm.structured import score_reply_schema
+from rmb_build.prompting import criteria_for, load_prompt, prompt_hash
+from rmb_build.text import fill, render_conversation
 
 ENDPOINT = "rm"  # the name this adapter gives a URL-only endpoint
 PROMPTS = {"pairwise": "rm_judge/pairwise.md", "pointwise": "rm_judge/pointwise.md"}
@@ -33,7 +33,7 @@ CHUNK = 32  # units per client call: progress and cache commits happen at least 
 
 def resolve_endpoint(where: str | None, config: Any, structured_output: str = "json_schema"):
     """(endpoint name, {name: EndpointConfig}) for ``@<where>``: a base URL or an endpoint of ``--config``."""
-    from ...config import EndpointConfig
+    from rmb_build.config import EndpointConfig
 
     if where is None or where.startswith(("http://", "https://")):
         url = where or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
@@ -76,7 +76,7 @@ class GenerativeRM(PairJudge):
         self.stats = {"failed_judgements": 0}
 
     def describe(self) -> dict:
-        from ...llm import endpoint_identity
+        from rmb_build.llm import endpoint_identity
 
         prompts = [SYSTEM, PROMPTS[self.options.judge_mode]] + ([CRITERIA] if self.per_scenario else [])
         return {
@@ -95,8 +95,8 @@ class GenerativeRM(PairJudge):
 
     def _client(self):
         if self.client is None:
-            from ...llm import LLMClient
-            from ..cache import default_cache_dir
+            from rmb_build.evaluate.cache import default_cache_dir
+            from rmb_build.llm import LLMClient
 
             cache_dir = self.options.llm_cache_dir or str(default_cache_dir() / "llm")
             self.client = LLMClient(self.endpoints, cache_dir, progress=False)
@@ -111,7 +111,7 @@ class GenerativeRM(PairJudge):
             raise RMBError(f"--with-criteria: {exc}") from None
 
     def _requests(self, user_prompt: str, schema: dict, tag: str):
-        from ...llm import ChatRequest
+        from rmb_build.llm import ChatRequest
 
         messages = (("system", load_prompt(SYSTEM).strip()), ("user", user_prompt))
         return [

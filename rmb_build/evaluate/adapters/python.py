@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ...errors import RMBError
-from . import RewardModel, ScoreText
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import RewardModel, ScoreText
 
 
 def _load_module(name: str):

@@ -12,9 +12,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import RMBError
-from ..adapters import _transformers as T
-from . import gather_last
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate.families import gather_last
 
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..adapters import _transformers as T
-from . import Family
-from . import _backbone_head as B
+from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate.families import Family
+from rmb_build.evaluate.families import _backbone_head as B
 
 
 def _score_head(config: Any) -> Any:

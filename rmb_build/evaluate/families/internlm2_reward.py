@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import RMBError
-from ..adapters import _transformers as T
-from . import Family, gather_last
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate.families import Family, gather_last
 
 
 def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:

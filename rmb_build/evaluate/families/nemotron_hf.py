@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..adapters import _transformers as T
-from . import Family, gather_last
+from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate.families import Family, gather_last
 
 REWARD_ID = 0
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import RMBError
-from ..adapters import _transformers as T
-from . import Family
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate.families import Family
 
 FIELDS = ("score", "rewards", "logits")
 

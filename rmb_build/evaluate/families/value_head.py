@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import RMBError
-from ..adapters import _transformers as T
-from . import Family
-from . import _backbone_head as B
+from rmb_build.errors import RMBError
+from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate.families import Family
+from rmb_build.evaluate.families import _backbone_head as B
 
 
 def _linear(config: Any) -> Any:
