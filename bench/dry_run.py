@@ -65,7 +65,7 @@ def keep_classified_goal(selected_file: Path):
         if "LAST User message" not in body["messages"][-1]["content"]:
             return "safe"
         if not scenarios:
-            from rmb_build.build.gather import read_queries
+            from rmb_build.stages.gather import read_queries
 
             scenarios.update({q.conversation[-1].content: q.scenario_id for q in read_queries(selected_file)})
         text = body["messages"][-1]["content"]

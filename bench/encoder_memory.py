@@ -60,7 +60,7 @@ print(json.dumps({"seconds": seconds, "start_mb": start, "peak_mb": max(peak[0],
 
 def queries_texts(path: str, n: int) -> list[str]:
     """The first ``n`` distinct search texts (every user turn) of a build's gathered queries, as dedup embeds them."""
-    from rmb_build.build.gather import read_queries
+    from rmb_build.stages.gather import read_queries
     from rmb_build.text import search_text
 
     texts = list(dict.fromkeys(search_text(q.conversation) for q in read_queries(path)))

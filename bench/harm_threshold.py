@@ -32,16 +32,16 @@ from scipy.sparse.csgraph import connected_components
 from scipy.stats import beta
 from sklearn.model_selection import StratifiedGroupKFold
 
-from rmb_build.build.classify import (
+from rmb_build.embeddings import DEFAULT_MODEL, Encoder, model_fingerprint, store_for
+from rmb_build.items import set_file
+from rmb_build.release.read import read_release
+from rmb_build.stages.classify import (
     EmbeddingClassifier,
     classifier_text,
     default_training_set,
     embedding_classifier,
 )
-from rmb_build.build.gather import release_queries
-from rmb_build.embeddings import DEFAULT_MODEL, Encoder, model_fingerprint, store_for
-from rmb_build.items import set_file
-from rmb_build.release.read import read_release
+from rmb_build.stages.gather import release_queries
 from rmb_build.taxonomy import all_scenarios
 
 GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)

@@ -245,8 +245,8 @@ def llm_requests(summary: dict) -> int:
 def distinct_texts(raw_queries: Path) -> list[str]:
     """The texts the build embeds: the default classifier's training examples (it trains on them in
     the build, through the same store), each gathered query's ``search_text`` (dedup) and classifier text."""
-    from rmb_build.build.classify import classifier_text, default_training_set
-    from rmb_build.build.gather import read_queries
+    from rmb_build.stages.classify import classifier_text, default_training_set
+    from rmb_build.stages.gather import read_queries
     from rmb_build.text import search_text
 
     texts: dict[str, None] = dict.fromkeys(default_training_set()[0])

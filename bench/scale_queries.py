@@ -37,8 +37,8 @@ SHARE = 0.6  # the most of a source turn, and of a synthetic text, one sentence 
 
 def sharegpt_queries() -> list[Query]:
     """Every English ShareGPT query that passes ``FILTERS``, in the package's order."""
-    from rmb_build.build.gather import gather
     from rmb_build.config import source_config
+    from rmb_build.stages.gather import gather
 
     return gather([source_config(kind="sharegpt", **FILTERS)]).queries
 
@@ -100,8 +100,8 @@ def main() -> int:
 
     import numpy as np
 
-    from rmb_build.build.classify import classifier_text, embedding_classifier
     from rmb_build.embeddings import embed
+    from rmb_build.stages.classify import classifier_text, embedding_classifier
     from rmb_build.text import search_text
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])

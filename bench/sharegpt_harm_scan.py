@@ -2,7 +2,7 @@
 
 Reads every ShareGPT record whose first turn is a user prompt of 15-600 characters, mostly ASCII (the
 demo's gather keeps single-turn English prompts of that size), scores it with the default embedding
-classifier's P(harm) (``rmb_build.build.harm_evidence``), and prints how many reach each threshold,
+classifier's P(harm) (``rmb_build.stages.harm_evidence``), and prints how many reach each threshold,
 the prevalence of harmful prompts that the measured recall and false-positive rate imply
 (Rogan-Gladen: (called - fpr) / (recall - fpr)), the precision that prevalence gives at the shipped
 threshold, and the top prompts for a reader to judge.
@@ -17,11 +17,11 @@ import json
 
 import numpy as np
 
-from rmb_build.build.classify import classifier_text, embedding_classifier
-from rmb_build.build.harm_evidence import measurement
-from rmb_build.build.json_array import ArrayTail, iter_json_array
-from rmb_build.build.sources.sharegpt import packaged_sharegpt
 from rmb_build.records import Turn
+from rmb_build.stages.classify import classifier_text, embedding_classifier
+from rmb_build.stages.harm_evidence import measurement
+from rmb_build.stages.json_array import ArrayTail, iter_json_array
+from rmb_build.stages.sources.sharegpt import packaged_sharegpt
 from rmb_build.taxonomy import HARMLESSNESS, parse_scenario_id
 
 

@@ -26,14 +26,6 @@ from typing import Any, Iterator, Sequence
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from rmb_build.build import harm_evidence, route, set_parts
-from rmb_build.build.classify import classifier_text, default_training_set
-from rmb_build.build.manifest import Accounting, embeddings_section, public_config, sources_section
-from rmb_build.build.preflight import preflight
-from rmb_build.build.release import write_built_release
-from rmb_build.build.run_state import RunState, merge_stats
-from rmb_build.build.select import select
-from rmb_build.build.sets import finished
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
 from rmb_build.flows import keys as K
@@ -43,6 +35,14 @@ from rmb_build.flows.tasks import Timed, bind_storage, open_store
 from rmb_build.llm import LLMClient
 from rmb_build.memory import give_back
 from rmb_build.paths import raw_dir, release_dir, run_dir
+from rmb_build.stages import harm_evidence, route, set_parts
+from rmb_build.stages.classify import classifier_text, default_training_set
+from rmb_build.stages.manifest import Accounting, embeddings_section, public_config, sources_section
+from rmb_build.stages.preflight import preflight
+from rmb_build.stages.release import write_built_release
+from rmb_build.stages.run_state import RunState, merge_stats
+from rmb_build.stages.select import select
+from rmb_build.stages.sets import finished
 from rmb_build.text import search_text
 
 
@@ -67,7 +67,7 @@ class BuildPaths:
 
     @property
     def sets(self) -> Path:
-        """Each batch's pairwise and BoN items, until the release is written (``rmb_build.build.set_parts``)."""
+        """Each batch's pairwise and BoN items, until the release is written (``rmb_build.stages.set_parts``)."""
         return self.run / "sets"
 
     @staticmethod
@@ -363,7 +363,7 @@ def _release(
     entries: Iterator[tuple[Any, dict]],
 ) -> dict[str, Any]:
     """Write, audit and swap in the release from the merged batches' items (streamed, never all in memory)."""
-    if routing is not None:  # goal routing (rmb_build.build.route): goal_from per item, counts in the manifest
+    if routing is not None:  # goal routing (rmb_build.stages.route): goal_from per item, counts in the manifest
         summary = route.ItemSummary()  # its counts fill in as the release is written, before the manifest
         checks["routing"] = {"scope": cfg.route.scope, "queries": routing.stats(), "items": summary.counts}
         entries = (
@@ -466,7 +466,7 @@ def _final_flush(
 def _harm_evidence(
     cfg: BuildConfig, stages: list[str], paths: BuildPaths, queries: list[Any]
 ) -> tuple[list[Any], dict[str, Any]]:
-    """Classified harmlessness labels without measured evidence turned away (``rmb_build.build.harm_evidence``),
+    """Classified harmlessness labels without measured evidence turned away (``rmb_build.stages.harm_evidence``),
     by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
     classify stage) are the source's, and pass."""
     from rmb_build.flows.tasks import build_classifier

@@ -86,7 +86,7 @@ def _records(items: Any) -> list[Any]:
 
 def prompts_digest(*folders: str) -> str:
     """Hash of the prompt files under the given ``prompts/`` sub-folders (or top-level files)."""
-    from rmb_build.build.manifest import prompt_hashes
+    from rmb_build.stages.manifest import prompt_hashes
 
     return fingerprint({k: v for k, v in prompt_hashes().items() if k.split("/", 1)[0] in folders})
 
@@ -100,11 +100,11 @@ def _endpoints(cfg: Any, names: Any) -> dict[str, Any]:
 def gather_key(cfg: Any) -> str:
     """Sources as configured and what each source says identifies it (the files behind it, size and
     mtime, or a package version), the gather code, the limit."""
-    from rmb_build.build.sources import source_for
+    from rmb_build.stages.sources import source_for
 
     return fingerprint(
         "gather",
-        code_version("rmb_build.build.gather"),
+        code_version("rmb_build.stages.gather"),
         cfg.sources,
         [source_for(s).identity() for s in cfg.sources],
         cfg.run.max_queries,
@@ -120,21 +120,21 @@ def encoder_identity(cfg: Any) -> list[str]:
 
 def dedup_key(cfg: Any, queries: Any) -> str:
     return fingerprint(
-        "dedup", code_version("rmb_build.build.dedup"), cfg.dedup, encoder_identity(cfg), _records(queries)
+        "dedup", code_version("rmb_build.stages.dedup"), cfg.dedup, encoder_identity(cfg), _records(queries)
     )
 
 
 def classify_key(cfg: Any, queries: Any, *, offline: bool = False) -> str:
     """``offline``: a dry run's LLM classification (cached answers only, the embedding classifier for
     the rest), kept apart from a real run's."""
-    from rmb_build.build.sources import file_identity
+    from rmb_build.stages.sources import file_identity
 
     llm = _endpoints(cfg, [cfg.classifier.endpoint]) if cfg.classifier.method == "llm" else None
     if llm is not None and offline:
         llm["offline"] = True
     return fingerprint(
         "classify",
-        code_version("rmb_build.build.classify"),
+        code_version("rmb_build.stages.classify"),
         cfg.classifier,
         llm,
         file_identity(cfg.classifier.train_release),
@@ -147,7 +147,7 @@ def classify_key(cfg: Any, queries: Any, *, offline: bool = False) -> str:
 def generate_key(cfg: Any, queries: Any) -> str:
     return fingerprint(
         "generate",
-        code_version("rmb_build.build.generate"),
+        code_version("rmb_build.stages.generate"),
         cfg.generators,
         _endpoints(cfg, (g.endpoint for g in cfg.generators)),
         _records(queries),
@@ -157,7 +157,7 @@ def generate_key(cfg: Any, queries: Any) -> str:
 def judge_key(cfg: Any, queries: Any, responses: Any) -> str:
     return fingerprint(
         "judge",
-        code_version("rmb_build.build.judge"),
+        code_version("rmb_build.stages.judge"),
         cfg.judge,
         _endpoints(cfg, [cfg.judge.endpoint]),
         prompts_digest("judge", "criteria"),
@@ -169,7 +169,7 @@ def judge_key(cfg: Any, queries: Any, responses: Any) -> str:
 def guard_key(cfg: Any, queries: Any, responses: Any) -> str:
     return fingerprint(
         "guard",
-        code_version("rmb_build.build.guard"),
+        code_version("rmb_build.stages.guard"),
         cfg.guard,
         _endpoints(cfg, [cfg.guard.endpoint]),
         prompts_digest("guard"),
@@ -181,7 +181,7 @@ def guard_key(cfg: Any, queries: Any, responses: Any) -> str:
 def sets_key(cfg: Any, queries: Any, responses: Any, scores: Any, labels: Any) -> str:
     return fingerprint(
         "build_sets",
-        code_version("rmb_build.build.sets"),
+        code_version("rmb_build.stages.sets"),
         cfg.sets,
         _records(queries),
         _records(responses),

@@ -1,5 +1,5 @@
 """Label checks that run after selection and before generation: the judge against gold labels
-(``rmb_build.build.gold``) and goal routing by the guard (``rmb_build.build.route``).
+(``rmb_build.stages.gold``) and goal routing by the guard (``rmb_build.stages.route``).
 
 Routing cost: with ``route.scope: selected`` (default) only the selected queries' prompts are
 guarded (one short call each); queries routed away are replaced by drawing from the rest of the
@@ -15,13 +15,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rmb_build.build.gold import below, gold_check, guard_evidence
-from rmb_build.build.guard import guard
-from rmb_build.build.route import Routing, alternatives_from, goal_of, needs_alternatives, route
-from rmb_build.build.select import select, select_balanced
 from rmb_build.config import BuildConfig
 from rmb_build.errors import RMBError
 from rmb_build.records import Query
+from rmb_build.stages.gold import below, gold_check, guard_evidence
+from rmb_build.stages.guard import guard
+from rmb_build.stages.route import Routing, alternatives_from, goal_of, needs_alternatives, route
+from rmb_build.stages.select import select, select_balanced
 from rmb_build.taxonomy import GOALS
 
 

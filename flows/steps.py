@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from rmb_build.build.run_state import merge_stats
 from rmb_build.config import BuildConfig
 from rmb_build.records import Query
+from rmb_build.stages.run_state import merge_stats
 from rmb_build.taxonomy import parse_scenario_id
 
 RAW_QUERIES = "queries.jsonl"
@@ -53,19 +53,19 @@ def goal_counts(queries: Iterable[Query]) -> dict[str, int]:
 
 
 def write_queries_file(queries: Sequence[Query], path: Path) -> None:
-    from rmb_build.build.gather import write_queries
+    from rmb_build.stages.gather import write_queries
 
     write_queries(queries, path)
 
 
 def read_queries_file(path: Path) -> list[Query]:
-    from rmb_build.build.gather import read_queries
+    from rmb_build.stages.gather import read_queries
 
     return read_queries(path)
 
 
 def apply_guard_scenarios(queries: Sequence[Query], labels: Sequence[Any]) -> list[Query]:
-    from rmb_build.build.guard import apply_prompt_scenarios
+    from rmb_build.stages.guard import apply_prompt_scenarios
 
     return apply_prompt_scenarios(queries, labels)
 
@@ -103,11 +103,11 @@ async def plan_build(
     ``queries``), generation, then judging and guarding of every answer (real where cached, a stand-in
     per request otherwise). Returns the planner's report plus ``exact`` (what each figure is) and
     ``estimates`` (what the plan cannot count)."""
-    from rmb_build.build import generate, gold, guard, judge
-    from rmb_build.build.classify import LLMClassifier
-    from rmb_build.build.sets import finished
     from rmb_build.flows.label_checks import plan_routing
     from rmb_build.llm.planning import PlanningClient
+    from rmb_build.stages import generate, gold, guard, judge
+    from rmb_build.stages.classify import LLMClassifier
+    from rmb_build.stages.sets import finished
 
     planner = PlanningClient(cfg.endpoints, cache)
     estimates: dict[str, Any] = {}

@@ -18,16 +18,16 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
-from rmb_build.build.classify import LLMClassifier, apply_predictions, classify, embedding_classifier
-from rmb_build.build.common import ask
-from rmb_build.build.dedup import dedup
-from rmb_build.build.gather import gather
-from rmb_build.build.generate import generate
-from rmb_build.build.guard import guard
-from rmb_build.build.judge import judge
-from rmb_build.build.sets import build_sets
 from rmb_build.embeddings import store_for
 from rmb_build.flows.keys import by_cache_key
+from rmb_build.stages.classify import LLMClassifier, apply_predictions, classify, embedding_classifier
+from rmb_build.stages.common import ask
+from rmb_build.stages.dedup import dedup
+from rmb_build.stages.gather import gather
+from rmb_build.stages.generate import generate
+from rmb_build.stages.guard import guard
+from rmb_build.stages.judge import judge
+from rmb_build.stages.sets import build_sets
 
 # Results go to the run folder, not also to Prefect's in-memory result cache (up to 1,000 records
 # kept for the whole flow run: every batch's answers, scores and items of the build, in memory).

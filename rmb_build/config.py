@@ -121,7 +121,7 @@ class GeneratorConfig(ModelRef):
 
 
 class GoldConfig(_Strict):
-    """A labelled release the judge is checked against before generation (``rmb_build.build.gold``)."""
+    """A labelled release the judge is checked against before generation (``rmb_build.stages.gold``)."""
 
     release: str = Field(description="an RMB release folder, a local Hugging Face folder or a Hub id")
     items: int = Field(default=200, ge=2, description="pairwise items sampled, balanced across goals")
@@ -161,7 +161,7 @@ class GuardConfig(ModelRef):
 
 
 class RouteConfig(_Strict):
-    """Goal routing by the guard's prompt verdicts (``rmb_build.build.route``)."""
+    """Goal routing by the guard's prompt verdicts (``rmb_build.stages.route``)."""
 
     enabled: bool = True
     # "selected": guard the selected queries, route them, then top up from the rest of the pool (cheap:
@@ -190,12 +190,12 @@ class ClassifierConfig(_Strict):
 
 
 def _source_union() -> Any:
-    from rmb_build.build.sources import option_classes
+    from rmb_build.stages.sources import option_classes
 
     return Annotated[Union[option_classes()], Field(discriminator="kind")]
 
 
-# Where queries come from: one options class per registered source kind (rmb_build/build/sources/),
+# Where queries come from: one options class per registered source kind (rmb_build/stages/sources/),
 # told apart by ``kind``.
 SourceConfig = _source_union()
 
@@ -398,7 +398,7 @@ def _source_kind_tag(parts) -> tuple[list, type[BaseModel] | None]:
     options model."""
     parts = list(parts)
     if len(parts) > 2 and parts[0] == "sources" and isinstance(parts[1], int):
-        from rmb_build.build.sources import SOURCES
+        from rmb_build.stages.sources import SOURCES
 
         if parts[2] in SOURCES:
             return parts[:2] + parts[3:], SOURCES[parts[2]].options

@@ -10,8 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rmb_build.build.classify import EmbeddingClassifier, classifier_text, classify
-from rmb_build.build.dedup import dedup
 from rmb_build.config import DedupConfig, parse_config
 from rmb_build.embedding_store import EmbeddingStore
 from rmb_build.embeddings import Encoder
@@ -20,6 +18,8 @@ from rmb_build.items import Turn
 from rmb_build.records import Query
 from rmb_build.release import read_release
 from rmb_build.release.audit import audit_release
+from rmb_build.stages.classify import EmbeddingClassifier, classifier_text, classify
+from rmb_build.stages.dedup import dedup
 from rmb_build.text import search_text
 
 CODE, POEM = "Helpfulness/Code/Development and Implementation", "Helpfulness/Generation/Creative Writing"
@@ -233,8 +233,8 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
     import gc
 
     import rmb_build.embeddings as emb
-    from rmb_build.build.gather import read_queries
     from rmb_build.flows.build import run_build
+    from rmb_build.stages.gather import read_queries
 
     ids = {f"held-{qid}" for qid, _ in TEXTS}
     source = tmp_path / "queries.jsonl"

@@ -8,7 +8,12 @@ from collections import Counter
 
 import pytest
 
-from rmb_build.build.classify import (
+from rmb_build.cli import main
+from rmb_build.config import EndpointConfig
+from rmb_build.errors import InputError
+from rmb_build.items import Turn
+from rmb_build.records import Query, query_id
+from rmb_build.stages.classify import (
     EmbeddingClassifier,
     LLMClassifier,
     Prediction,
@@ -19,12 +24,7 @@ from rmb_build.build.classify import (
     example_conversation,
     load_taxonomy,
 )
-from rmb_build.build.select import select, select_balanced
-from rmb_build.cli import main
-from rmb_build.config import EndpointConfig
-from rmb_build.errors import InputError
-from rmb_build.items import Turn
-from rmb_build.records import Query, query_id
+from rmb_build.stages.select import select, select_balanced
 from rmb_build.taxonomy import all_scenarios, parse_scenario_id
 
 
@@ -61,7 +61,7 @@ def test_taxonomy_file_covers_all_49_scenarios_with_30_examples_each():
 def test_taxonomy_rejects_a_malformed_example_with_its_place(monkeypatch, bad, problem):
     import yaml
 
-    from rmb_build.build import classify as mod
+    from rmb_build.stages import classify as mod
 
     data = yaml.safe_load(mod.load_prompt(mod.TAXONOMY_FILE))
     data["scenarios"]["Harmlessness/S6"]["examples"][3] = bad
@@ -137,7 +137,7 @@ def test_classifier_trained_on_a_release(rmb_sample):
     release = read_release(rmb_sample)
     clf = EmbeddingClassifier.from_release(release)
     assert sorted(clf.labels) == sorted(set(release.scenarios()))
-    from rmb_build.build.gather import release_queries
+    from rmb_build.stages.gather import release_queries
 
     queries = release_queries(release)
     preds = clf.predict(queries)

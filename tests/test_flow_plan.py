@@ -65,7 +65,7 @@ def _replies(scenarios: dict[str, str]):
     """The stub's answers: the embedding classifier's scenario (what a dry run assumes), answers as
     long as the dry run assumes, a valid judgement, guard verdicts on prompts that route every query
     to the scenario it was classified in (as the dry run assumes), and 'safe' on answers."""
-    from rmb_build.build.generate import assumed_answer
+    from rmb_build.stages.generate import assumed_answer
 
     def reply(body: dict) -> str:
         text = body["messages"][-1]["content"]
@@ -101,9 +101,9 @@ def _sent(stub: StubEndpoint) -> dict:
 
 def _gold(path: Path) -> str:
     """A tiny labelled release for the build's gold check: two helpfulness and two harmlessness pairs."""
-    from rmb_build.build.release import release_of
     from rmb_build.items import Answer, PairwiseItem, Turn
     from rmb_build.release.write import write_release
+    from rmb_build.stages.release import release_of
 
     scenarios = ["Helpfulness/Chat/Discussion", "Harmlessness/S6"] * 2
     items = [
@@ -153,8 +153,8 @@ def _per_model(stub: StubEndpoint) -> dict[str, int]:
 
 
 def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness):
-    from rmb_build.build.classify import EmbeddingClassifier
     from rmb_build.flows.build import run_build
+    from rmb_build.stages.classify import EmbeddingClassifier
 
     predicted = EmbeddingClassifier.default().predict_texts(PROMPTS)
     scenarios = {p: pred.scenario_id for p, pred in zip(PROMPTS, predicted)}
@@ -192,9 +192,9 @@ def _spent(work: Path) -> float:
 def test_max_cost_stops_before_crossing_and_a_rerun_repeats_no_paid_call(tmp_path, prefect_harness):
     """A priced build's real cost C (measured in a first workdir); in a second, --max-cost C/2 stops with
     at most C/2 spent, and a rerun with room finishes, sending each request once in all."""
-    from rmb_build.build.classify import EmbeddingClassifier
     from rmb_build.errors import RMBError
     from rmb_build.flows.build import run_build
+    from rmb_build.stages.classify import EmbeddingClassifier
 
     predicted = EmbeddingClassifier.default().predict_texts(PROMPTS)
     scenarios = {p: pred.scenario_id for p, pred in zip(PROMPTS, predicted)}

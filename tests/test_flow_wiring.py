@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rmb_build.build.gather import read_queries
 from rmb_build.config import parse_config
+from rmb_build.stages.gather import read_queries
 
 pytest.importorskip("prefect")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rmb_build.build.classify import EmbeddingClassifier, classifier_text
-from rmb_build.build.harm_evidence import BELOW_THRESHOLD, measurement, require_evidence, section
 from rmb_build.items import Turn
 from rmb_build.records import Query
+from rmb_build.stages.classify import EmbeddingClassifier, classifier_text
+from rmb_build.stages.harm_evidence import BELOW_THRESHOLD, measurement, require_evidence, section
 
 
 def _query(n: int, text: str, scenario: str) -> Query:

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from rmb_build.build.gold import agreement
 from rmb_build.evaluate.metrics import build_results
 from rmb_build.intervals import clopper_pearson, macro_interval, mean_interval, scenario_draws
+from rmb_build.stages.gold import agreement
 
 SIZES = (3, 5, 10, 20)
 ACCURACIES = (0.5, 0.8, 0.95)

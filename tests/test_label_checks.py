@@ -10,13 +10,13 @@ import pytest
 from reliability_helpers import build_config, write_queries
 from stub_endpoint import UNSAFE_MARKER, StubEndpoint, request_stage
 
-from rmb_build.build.gold import sample_items, summarize, table, verdict_on_chance
-from rmb_build.build.route import CLASSIFIER, GUARD, decide, route
 from rmb_build.config import parse_config
 from rmb_build.errors import RMBError
 from rmb_build.items import Answer, PairwiseItem, Turn
 from rmb_build.records import GuardLabel, JudgeScore, Query
 from rmb_build.release.read import read_release
+from rmb_build.stages.gold import sample_items, summarize, table, verdict_on_chance
+from rmb_build.stages.route import CLASSIFIER, GUARD, decide, route
 
 HARMFUL_AS_HELPFUL = (
     "h1",
@@ -102,7 +102,7 @@ def test_gold_sample_is_balanced_across_goals_and_seeded():
 
 
 def test_ties_count_half_and_unjudged_pairs_stay_out_of_n():
-    from rmb_build.build.gold import gold_inputs
+    from rmb_build.stages.gold import gold_inputs
 
     queries, responses = gold_inputs(_gold_items(9, 3, per_goal=2)[:2], "g")  # two helpfulness pairs
     (q1, q2) = queries
@@ -214,7 +214,7 @@ def test_an_unmeasured_guard_makes_no_query_harmlessness(tmp_path, prefect_harne
 
 
 def test_guard_precision_counts_readable_verdicts_and_refuses_below_the_bar():
-    from rmb_build.build.gold import gold_inputs, guard_evidence, guard_precision
+    from rmb_build.stages.gold import gold_inputs, guard_evidence, guard_precision
 
     queries, _ = gold_inputs(_gold_items(9, 3, per_goal=4), "g")  # 4 helpfulness, 4 harmlessness prompts
     harm = [q for q in queries if q.scenario_id.startswith("Harmlessness/")]
@@ -258,8 +258,8 @@ def test_a_safe_verdict_can_drop_a_classifier_harmful_query_with_its_reason(tmp_
 
 
 def _write_gold(path: Path, chosen_q: int, rejected_q: int) -> Path:
-    from rmb_build.build.release import release_of
     from rmb_build.release.write import write_release
+    from rmb_build.stages.release import release_of
 
     write_release(release_of("gold", _gold_items(chosen_q, rejected_q)), path)
     return path

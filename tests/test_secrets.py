@@ -80,7 +80,7 @@ def test_credentials_in_an_endpoint_url_are_never_written(tmp_path):
     import yaml
     from stub_endpoint import StubEndpoint
 
-    from rmb_build.build.generate import assumed_answer
+    from rmb_build.stages.generate import assumed_answer
 
     url_key, env_key = "SECRETKEY123", f"sk-rmbtest-ENV-{secrets.token_hex(12)}"
     prompts = [

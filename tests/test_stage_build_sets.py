@@ -8,12 +8,12 @@ from collections import Counter
 
 import pytest
 
-from rmb_build.build.sets import build_sets
 from rmb_build.config import SetsConfig
 from rmb_build.items import Turn
 from rmb_build.records import GuardLabel, JudgeScore, Query, Response, query_id
 from rmb_build.release.read import Release, read_release
 from rmb_build.release.write import write_release
+from rmb_build.stages.sets import build_sets
 from rmb_build.text import identity
 
 HELP = "Helpfulness/Open QA/Factual"
@@ -287,7 +287,7 @@ def test_no_query_ever_has_a_preference_cycle():
 
 def test_beats_is_a_strict_order_for_any_verdict_mix():
     """beats() alone, all ordered pairs of random candidates (verdicts mixed across goals too)."""
-    from rmb_build.build.sets import Candidate, answer_key, beats
+    from rmb_build.stages.sets import Candidate, answer_key, beats
 
     rng = random.Random(5)
     for _ in range(3000):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rmb_build.build.common import estimate_tokens, fit_texts, input_token_budget
 from rmb_build.config import EndpointConfig
+from rmb_build.stages.common import estimate_tokens, fit_texts, input_token_budget
 
 
 def test_fit_texts_cuts_only_the_long_text_and_fits_the_budget():

@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from stage_helpers import ScriptedClient, make_query, served_client
 
-from rmb_build.build.common import estimate_tokens
-from rmb_build.build.generate import generate
 from rmb_build.config import EndpointConfig, GeneratorConfig
 from rmb_build.errors import ConfigError
 from rmb_build.items import Turn
 from rmb_build.records import Query
+from rmb_build.stages.common import estimate_tokens
+from rmb_build.stages.generate import generate
 
 GENS = [
     GeneratorConfig(endpoint="local", model="m1", name="Polite", system_prompt="Be polite.", temperature=0.2, seed=1),

@@ -7,7 +7,10 @@ import asyncio
 import pytest
 from stage_helpers import ScriptedClient, make_query, served_client
 
-from rmb_build.build.guard import (
+from rmb_build.config import GuardConfig
+from rmb_build.items import Turn
+from rmb_build.records import Response
+from rmb_build.stages.guard import (
     GuardVerdict,
     apply_prompt_scenarios,
     guard,
@@ -15,9 +18,6 @@ from rmb_build.build.guard import (
     parse_guard_reply,
     scenario_for,
 )
-from rmb_build.config import GuardConfig
-from rmb_build.items import Turn
-from rmb_build.records import Response
 from rmb_build.taxonomy import HAZARD_CATEGORIES
 
 CFG = GuardConfig(endpoint="local", model="guard")
@@ -133,8 +133,8 @@ def test_guard_on_the_embedded_model(embedded_server, tmp_path):
 
 
 def test_a_5mb_answer_is_cut_for_the_guard():
-    from rmb_build.build.common import estimate_tokens
     from rmb_build.config import EndpointConfig
+    from rmb_build.stages.common import estimate_tokens
 
     q = make_query(6, "Tell me everything.", "Harmlessness/S5")
     client = ScriptedClient(lambda req: "safe")

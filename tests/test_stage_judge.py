@@ -8,11 +8,11 @@ import json
 import pytest
 from stage_helpers import ScriptedClient, make_query, served_client
 
-from rmb_build.build.common import estimate_tokens
-from rmb_build.build.judge import SCHEMA, Judgement, judge, parse_judgement
 from rmb_build.config import EndpointConfig, JudgeConfig
 from rmb_build.prompting import criteria_for
 from rmb_build.records import Response
+from rmb_build.stages.common import estimate_tokens
+from rmb_build.stages.judge import SCHEMA, Judgement, judge, parse_judgement
 
 CFG = JudgeConfig(endpoint="local", model="judge", samples=3)
 

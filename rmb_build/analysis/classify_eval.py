@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Sequence
 
-from rmb_build.build.classify import Classifier, EmbeddingClassifier
-from rmb_build.build.gather import release_queries
 from rmb_build.records import Query
+from rmb_build.stages.classify import Classifier, EmbeddingClassifier
+from rmb_build.stages.gather import release_queries
 from rmb_build.taxonomy import parse_scenario_id
 
 ABSTAINED = "<abstained>"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from rmb_build.build.dedup import embed_queries, normalized_text
-from rmb_build.build.gather import release_queries
 from rmb_build.embeddings import DEFAULT_MODEL, Embed
 from rmb_build.items import conversation_key
 from rmb_build.records import Query
 from rmb_build.similarity import BLOCK_SIZE, best_match
+from rmb_build.stages.dedup import embed_queries, normalized_text
+from rmb_build.stages.gather import release_queries
 from rmb_build.text import search_text
 
 

@@ -55,10 +55,10 @@ def _kind(path: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from rmb_build import atomic
     from rmb_build.analysis.contamination import find_contamination
-    from rmb_build.build.gather import gather
     from rmb_build.config import source_config
     from rmb_build.errors import RMBError
     from rmb_build.release import read_release
+    from rmb_build.stages.gather import gather
 
     if not 0 < args.threshold <= 1:
         raise RMBError("--threshold must be in (0, 1]")

@@ -1,6 +1,6 @@
 """``rmb judge-check``: the build's judge (and guard) against a labelled release's pairwise items.
 
-The same check ``rmb build`` runs before generating with ``judge.gold`` (``rmb_build.build.gold``),
+The same check ``rmb build`` runs before generating with ``judge.gold`` (``rmb_build.stages.gold``),
 alone; its calls land in the build's LLM cache, so a later build repeats none of them.
 """
 
@@ -29,13 +29,13 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from rmb_build import atomic
-    from rmb_build.build.gold import gold_check, table, verdict_on_chance
-    from rmb_build.build.preflight import preflight
     from rmb_build.commands.build import load_build_config
     from rmb_build.config import GoldConfig, parse_config
     from rmb_build.errors import RMBError
     from rmb_build.llm import LLMClient
     from rmb_build.paths import run_dir
+    from rmb_build.stages.gold import gold_check, table, verdict_on_chance
+    from rmb_build.stages.preflight import preflight
 
     cfg, label = load_build_config(args.config)
     preflight(cfg, label)

@@ -11,9 +11,9 @@ import random
 from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
-from rmb_build.build.classify import abstained
 from rmb_build.config import BuildConfig
 from rmb_build.records import Query
+from rmb_build.stages.classify import abstained
 from rmb_build.taxonomy import GOALS, parse_scenario_id
 
 

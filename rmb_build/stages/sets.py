@@ -22,12 +22,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from rmb_build.build.common import index_queries, responses_by_query
-from rmb_build.build.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
 from rmb_build.config import SetsConfig
 from rmb_build.items import Answer, BonItem, PairwiseItem, default_category_path
 from rmb_build.prompting import prompt_hash
 from rmb_build.records import GuardLabel, JudgeScore, Query, Response
+from rmb_build.stages.common import index_queries, responses_by_query
+from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
 from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
 from rmb_build.text import identity, unfinished_text
 

@@ -203,7 +203,7 @@ class EmbeddingClassifier:
         cls, release: Any, encoder: str = DEFAULT_MODEL, *, backend: str = "torch", embed: Embed | None = None
     ) -> "EmbeddingClassifier":
         """Trained on each distinct conversation of a labelled release, with its file's scenario."""
-        from rmb_build.build.gather import release_queries
+        from rmb_build.stages.gather import release_queries
 
         return cls.from_queries(
             release_queries(release), encoder, f"release {release.name}", backend=backend, embed=embed
@@ -381,8 +381,8 @@ class LLMClassifier:
 
     def plan(self, queries: Sequence[Query]) -> list[Any]:
         """One ChatRequest per query, in order."""
-        from rmb_build.build.common import cut_middle
         from rmb_build.llm.types import ChatRequest
+        from rmb_build.stages.common import cut_middle
         from rmb_build.text import fill, render_conversation
 
         taxonomy = "\n".join(f"- {sid}: {e['description']}" for sid, e in load_taxonomy().items())

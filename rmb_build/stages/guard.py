@@ -13,7 +13,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from rmb_build.build.common import (
+from rmb_build.config import GuardConfig
+from rmb_build.items import Turn
+from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.prompting import load_prompt
+from rmb_build.records import Failure, GuardLabel, Query, Response
+from rmb_build.stages.common import (
     StageResult,
     ask,
     endpoint_of,
@@ -22,12 +27,7 @@ from rmb_build.build.common import (
     index_queries,
     input_token_budget,
 )
-from rmb_build.build.plan import Planned
-from rmb_build.config import GuardConfig
-from rmb_build.items import Turn
-from rmb_build.llm.types import ChatRequest, ChatResult
-from rmb_build.prompting import load_prompt
-from rmb_build.records import Failure, GuardLabel, Query, Response
+from rmb_build.stages.plan import Planned
 from rmb_build.taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
 from rmb_build.text import fill, render_conversation
 

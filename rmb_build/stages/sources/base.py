@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rmb_build.build.json_array import ArrayTail
 from rmb_build.errors import InputError
+from rmb_build.stages.json_array import ArrayTail
 
 RawRecord = tuple[int, Any]  # (line or element index, decoded record or jsonl.BadLine)
 MAX_IDENTITY_FILES = 10_000
@@ -61,7 +61,7 @@ class Source:
 
     def to_query(self, record: Any, label: str, where: int):
         """One raw record as a Query, or ``gather.Skip`` (filtered or quarantined) with the reason."""
-        from rmb_build.build.gather import make_query
+        from rmb_build.stages.gather import make_query
 
         return make_query(record, self.opts, label, where)
 

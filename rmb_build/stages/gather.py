@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from rmb_build import atomic
-from rmb_build.build.json_array import ArrayTail
-from rmb_build.build.language import detect_language
-from rmb_build.build.sources import source_for
 from rmb_build.config import SourceConfig
 from rmb_build.errors import InputError
 from rmb_build.items import Turn
 from rmb_build.jsonl import BadLine, read_jsonl_objects
 from rmb_build.records import Query, query_id
+from rmb_build.stages.json_array import ArrayTail
+from rmb_build.stages.language import detect_language
+from rmb_build.stages.sources import source_for
 from rmb_build.taxonomy import is_known
 
 ROLES = {

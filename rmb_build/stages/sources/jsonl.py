@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from rmb_build.build.json_array import ArrayTail
-from rmb_build.build.sources.base import RawRecord, Source, SourceOptions, source
 from rmb_build.jsonl import iter_jsonl
+from rmb_build.stages.json_array import ArrayTail
+from rmb_build.stages.sources.base import RawRecord, Source, SourceOptions, source
 
 
 class JsonlOptions(SourceOptions):

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from rmb_build.build.common import (
+from rmb_build.config import GeneratorConfig
+from rmb_build.errors import ConfigError
+from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.records import Failure, Query, Response
+from rmb_build.stages.common import (
     StageResult,
     ask,
     endpoint_of,
@@ -13,11 +17,7 @@ from rmb_build.build.common import (
     index_queries,
     input_token_budget,
 )
-from rmb_build.build.plan import Planned
-from rmb_build.config import GeneratorConfig
-from rmb_build.errors import ConfigError
-from rmb_build.llm.types import ChatRequest, ChatResult
-from rmb_build.records import Failure, Query, Response
+from rmb_build.stages.plan import Planned
 
 STAGE = "generate"
 Target = tuple[Query, GeneratorConfig, int]  # the query, its generator, characters cut from its conversation

@@ -14,7 +14,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from rmb_build.build.common import (
+from rmb_build.config import JudgeConfig
+from rmb_build.llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
+from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.prompting import criteria_path, load_prompt
+from rmb_build.records import Failure, JudgeScore, Query, Response
+from rmb_build.stages.common import (
     StageResult,
     ask,
     endpoint_of,
@@ -23,12 +28,7 @@ from rmb_build.build.common import (
     index_queries,
     input_token_budget,
 )
-from rmb_build.build.plan import Planned
-from rmb_build.config import JudgeConfig
-from rmb_build.llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
-from rmb_build.llm.types import ChatRequest, ChatResult
-from rmb_build.prompting import criteria_path, load_prompt
-from rmb_build.records import Failure, JudgeScore, Query, Response
+from rmb_build.stages.plan import Planned
 from rmb_build.text import fill, render_conversation
 
 STAGE = "judge"

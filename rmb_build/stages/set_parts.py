@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from rmb_build import atomic
-from rmb_build.build.sets import SCENARIO_ORDER, SetsResult
 from rmb_build.items import Item
 from rmb_build.jsonl import iter_jsonl
 from rmb_build.release.rmb_format import parse_item
+from rmb_build.stages.sets import SCENARIO_ORDER, SetsResult
 from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
 
 SETS = (PAIRWISE_SET, BON_SET)

@@ -6,7 +6,7 @@ import importlib
 import pkgutil
 from typing import Any
 
-from rmb_build.build.sources.base import SOURCES, Source, SourceError, SourceOptions, file_identity, source
+from rmb_build.stages.sources.base import SOURCES, Source, SourceError, SourceOptions, file_identity, source
 
 for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _mod != "base":

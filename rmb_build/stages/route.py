@@ -28,8 +28,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from rmb_build.build.guard import PROMPT_TARGET, SAFE, UNSAFE
 from rmb_build.records import GuardLabel, Query
+from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE
 from rmb_build.taxonomy import HARMLESSNESS, HELPFULNESS, parse_scenario_id
 
 GUARD, CLASSIFIER = "guard", "classifier"
@@ -202,7 +202,7 @@ def needs_alternatives(
 
 def alternatives_from(clf: Any, queries: Sequence[Query]) -> dict[str, dict[str, str | None]]:
     """query id -> {goal: the classifier's most probable scenario of that goal} (an EmbeddingClassifier)."""
-    from rmb_build.build.classify import classifier_text
+    from rmb_build.stages.classify import classifier_text
 
     if not queries:
         return {}

@@ -45,7 +45,7 @@ def require_evidence(queries: Sequence[Query], clf: Any) -> tuple[list[Query], d
     """``queries`` with every harmlessness label lacking evidence replaced by the query's most likely
     helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). Queries of other goals
     pass unchanged."""
-    from rmb_build.build.classify import classifier_text
+    from rmb_build.stages.classify import classifier_text
 
     threshold = float(measurement()["threshold"])
     harm_at = [i for i, q in enumerate(queries) if _is_harm(q.scenario_id)]

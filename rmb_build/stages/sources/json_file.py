@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from rmb_build.build.json_array import ArrayTail, iter_json_array
-from rmb_build.build.sources.base import RawRecord, Source, SourceOptions, source
+from rmb_build.stages.json_array import ArrayTail, iter_json_array
+from rmb_build.stages.sources.base import RawRecord, Source, SourceOptions, source
 
 
 class JsonOptions(SourceOptions):

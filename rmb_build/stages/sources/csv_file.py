@@ -10,10 +10,10 @@ from typing import Iterator, Literal
 
 from pydantic import Field
 
-from rmb_build.build.json_array import ArrayTail
-from rmb_build.build.sources.base import RawRecord, Source, SourceOptions, source
 from rmb_build.errors import InputError
 from rmb_build.jsonl import BadLine
+from rmb_build.stages.json_array import ArrayTail
+from rmb_build.stages.sources.base import RawRecord, Source, SourceOptions, source
 
 _EXTRA = "\0extra"  # DictReader's key for the cells past the header's columns
 

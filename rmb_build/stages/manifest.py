@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from rmb_build import __version__
-from rmb_build.build.sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
-from rmb_build.build.sources import source_for
 from rmb_build.config import BuildConfig
 from rmb_build.items import conversation_key
 from rmb_build.llm.endpoint import endpoint_description, public_url
@@ -22,6 +20,8 @@ from rmb_build.paths import prompts_dir
 from rmb_build.prompting import prompt_hash
 from rmb_build.records import JudgeScore, Query, Response
 from rmb_build.release.audit import digest
+from rmb_build.stages.sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
+from rmb_build.stages.sources import source_for
 from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -154,7 +154,7 @@ def usage_section(usage: Any) -> dict[str, Any]:
 
 def cast_section(cfg: BuildConfig) -> dict[str, Any]:
     """The preflight checks on the cast (judge vs generators, distinct generator models) and which the config relaxed."""
-    from rmb_build.build.preflight import model_identity, relaxed_cast
+    from rmb_build.stages.preflight import model_identity, relaxed_cast
 
     return {
         "distinct_generator_models": len({model_identity(cfg, g) for g in cfg.generators}),
