@@ -86,15 +86,15 @@ def main() -> int:
     ap.add_argument("--gold", default=str(REPO.parent / "shared" / "rmb-sample" / "RMB_dataset"))
     args = ap.parse_args()
 
-    from rmb_build.flows.env import configure_prefect
+    from rmb_build.pipeline.env import configure_prefect
 
     configure_prefect(REPO)
     from stub_endpoint import StubEndpoint
 
     from rmb_build.config import parse_config
-    from rmb_build.flows.build import run_build
     from rmb_build.llm import ChatRequest
     from rmb_build.llm.cost import estimate_prompt_tokens
+    from rmb_build.pipeline.build import run_build
 
     with tempfile.TemporaryDirectory(prefix="rmb-bench-dry-") as work, StubEndpoint() as stub:
         cfg = parse_config(bench_config(stub.base_url, args.queries, args.generators, args.samples, args.gold))

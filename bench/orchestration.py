@@ -45,12 +45,12 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=2)
     args = ap.parse_args()
 
-    from rmb_build.flows.env import configure_prefect
+    from rmb_build.pipeline.env import configure_prefect
 
     configure_prefect(REPO)  # PREFECT_HOME in runs/.prefect, as `rmb build` uses
     from rmb_build.config import parse_config
     from rmb_build.errors import RMBError
-    from rmb_build.flows.build import run_build
+    from rmb_build.pipeline.build import run_build
 
     cfg = parse_config(bench_config(args.queries, args.batch_size), "<bench config>")
     with tempfile.TemporaryDirectory(prefix="rmb-bench-orch-") as work:

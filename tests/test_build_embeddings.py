@@ -169,7 +169,7 @@ def test_embeddings_config_and_the_deprecated_dedup_model():
 
 
 def test_cache_keys_follow_the_encoder():
-    from rmb_build.flows import keys as K
+    from rmb_build.pipeline import keys as K
 
     base = parse_config(_cfg())
     onnx = parse_config(_cfg(embeddings={"backend": "onnx"}))
@@ -186,7 +186,7 @@ def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, pre
     from reliability_helpers import build_config, write_queries
     from stub_endpoint import StubEndpoint
 
-    from rmb_build.flows.build import run_build
+    from rmb_build.pipeline.build import run_build
 
     source = write_queries(tmp_path / "queries.jsonl")
     work = tmp_path / "work"
@@ -233,7 +233,7 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
     import gc
 
     import rmb_build.embeddings as emb
-    from rmb_build.flows.build import run_build
+    from rmb_build.pipeline.build import run_build
     from rmb_build.stages.gather import read_queries
 
     ids = {f"held-{qid}" for qid, _ in TEXTS}

@@ -113,7 +113,7 @@ def _wheel_build_command(src: Path, out: Path) -> list[str]:
 def test_wheel_ships_every_criteria_file(tmp_path):
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("rmb_build", "prompts", "flows"):
+    for name in ("rmb_build", "prompts"):
         shutil.copytree(REPO / name, src / name, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)

@@ -105,7 +105,7 @@ def test_the_demo_relaxes_both_checks_explicitly_and_its_card_says_so():
 
     from rmb_build.release.card import _cast
 
-    with resources.as_file(resources.files("rmb_build.flows") / "demo.yaml") as path:
+    with resources.as_file(resources.files("rmb_build.pipeline") / "demo.yaml") as path:
         demo = load_config(path)
     preflight(demo)
     section = cast_section(demo)

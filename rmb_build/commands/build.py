@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-DEMO_CONFIG = "demo.yaml"  # shipped in rmb_build.flows
+DEMO_CONFIG = "demo.yaml"  # shipped in rmb_build.pipeline
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -46,7 +46,7 @@ def load_build_config(path: str | None, name: str | None = None):
     from rmb_build.config import load_config, parse_config
 
     if path is None:
-        with resources.as_file(resources.files("rmb_build.flows") / DEMO_CONFIG) as demo:
+        with resources.as_file(resources.files("rmb_build.pipeline") / DEMO_CONFIG) as demo:
             cfg, label = load_config(demo), f"<embedded {DEMO_CONFIG}>"
     else:
         cfg, label = load_config(path), path
@@ -104,12 +104,12 @@ def run(args: argparse.Namespace) -> int:
     cfg, label = load_build_config(args.config, args.name)
     preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts
 
-    from rmb_build.flows.env import configure_prefect, quiet_prefect
-    from rmb_build.flows.watchdog import watch_children
+    from rmb_build.pipeline.env import configure_prefect, quiet_prefect
+    from rmb_build.pipeline.watchdog import watch_children
 
     configure_prefect(base)
     watch_children()  # Prefect's temporary server and the embedded server end with this process, even on SIGKILL
-    from rmb_build.flows.build import run_build
+    from rmb_build.pipeline.build import run_build
 
     quiet_prefect(debugging(args))
     _print_summary(

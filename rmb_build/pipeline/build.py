@@ -28,13 +28,13 @@ from prefect.runtime import flow_run
 
 from rmb_build.config import BuildConfig, parse_config
 from rmb_build.errors import RMBError
-from rmb_build.flows import keys as K
-from rmb_build.flows import label_checks, steps
-from rmb_build.flows.runners import make_task_runner
-from rmb_build.flows.tasks import Timed, bind_storage, open_store
 from rmb_build.llm import LLMClient
 from rmb_build.memory import give_back
 from rmb_build.paths import raw_dir, release_dir, run_dir
+from rmb_build.pipeline import keys as K
+from rmb_build.pipeline import label_checks, steps
+from rmb_build.pipeline.runners import make_task_runner
+from rmb_build.pipeline.tasks import Timed, bind_storage, open_store
 from rmb_build.stages import harm_evidence, route, set_parts
 from rmb_build.stages.classify import classifier_text, default_training_set
 from rmb_build.stages.manifest import Accounting, embeddings_section, public_config, sources_section
@@ -253,7 +253,7 @@ async def _from_classify(
     routing = None
     sets_dir = paths.sets
     try:
-        # --- label checks before generation (flows/label_checks.py): judge vs gold, guard routing ---
+        # --- label checks before generation (rmb_build/pipeline/label_checks.py): judge vs gold, guard routing ---
         checks["gold"] = await label_checks.check_gold(cfg, client, state, log, min_gold_agreement)
         if cfg.route.enabled and "guard" in stages:
             selected, acc.not_selected, routing = await label_checks.route_by_guard(
@@ -469,7 +469,7 @@ def _harm_evidence(
     """Classified harmlessness labels without measured evidence turned away (``rmb_build.stages.harm_evidence``),
     by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
     classify stage) are the source's, and pass."""
-    from rmb_build.flows.tasks import build_classifier
+    from rmb_build.pipeline.tasks import build_classifier
 
     if "classify" not in stages:
         return queries, harm_evidence.unclassified(queries)

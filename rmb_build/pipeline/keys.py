@@ -42,13 +42,13 @@ def _deps(module: ModuleType) -> set[str]:
     out = set()
     for value in vars(module).values():
         name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
-        if isinstance(name, str) and name.startswith("rmb_build") and not name.startswith("rmb_build.flows"):
+        if isinstance(name, str) and name.startswith("rmb_build") and not name.startswith("rmb_build.pipeline"):
             out.add(name)
     return out
 
 
 def reached_modules(module_name: str) -> set[str]:
-    """``module_name`` and every rmb_build module (outside flows) reachable through module globals."""
+    """``module_name`` and every rmb_build module (outside the pipeline) reachable through module globals."""
     seen: set[str] = set()
     stack = [module_name]
     while stack:

@@ -103,8 +103,8 @@ async def plan_build(
     ``queries``), generation, then judging and guarding of every answer (real where cached, a stand-in
     per request otherwise). Returns the planner's report plus ``exact`` (what each figure is) and
     ``estimates`` (what the plan cannot count)."""
-    from rmb_build.flows.label_checks import plan_routing
     from rmb_build.llm.planning import PlanningClient
+    from rmb_build.pipeline.label_checks import plan_routing
     from rmb_build.stages import generate, gold, guard, judge
     from rmb_build.stages.classify import LLMClassifier
     from rmb_build.stages.sets import finished

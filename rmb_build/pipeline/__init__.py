@@ -1,4 +1,4 @@
-"""Prefect flows over the stage functions of rmb_build.stages (shipped as ``rmb_build.flows``).
+"""The build pipeline over the stage functions of rmb_build.stages.
 
 - ``env``: Prefect settings to apply before ``import prefect`` (``configure_prefect``);
 - ``build``: the build flow (``build_flow``) and ``run_build``, what ``rmb build`` calls;

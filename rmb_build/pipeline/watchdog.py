@@ -1,5 +1,5 @@
 """A watchdog that stops every process a build started once the build's process is gone, even after
-SIGKILL: ``python -m rmb_build.flows.watchdog PID``, started by :func:`watch_children`.
+SIGKILL: ``python -m rmb_build.pipeline.watchdog PID``, started by :func:`watch_children`.
 
 Prefect's temporary API server is spawned by Prefect itself, so no parent-death signal can be set on
 it. The watchdog, in a session of its own (a kill of the build's process group spares it), notes the
@@ -95,7 +95,7 @@ def watch_children() -> subprocess.Popen | None:
     if st is None:
         return None
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rmb_build.flows.watchdog", str(me), str(st[1])],
+        [sys.executable, "-m", "rmb_build.pipeline.watchdog", str(me), str(st[1])],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
