@@ -30,7 +30,7 @@ def _serve(qualities: dict[str, int], latency_s: float) -> None:
     sys.path.insert(0, str(REPO / "tests"))
     from stub_endpoint import StubEndpoint
 
-    from rmb_build.stages.run_state import busy_seconds
+    from rmb_build.pipeline.run_state import busy_seconds
 
     done: list[float] = []
     lock = threading.Lock()

@@ -11,7 +11,7 @@ from build_cli_helpers import refused_build
 
 from rmb_build.config import RunConfig, parse_config
 from rmb_build.errors import ConfigError
-from rmb_build.stages.preflight import check_stages, preflight
+from rmb_build.pipeline.preflight import check_stages, preflight
 
 
 def _config(tmp_path: Path, **over) -> dict:

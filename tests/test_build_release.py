@@ -9,10 +9,10 @@ import pytest
 
 from rmb_build.config import parse_config
 from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.pipeline.manifest import Accounting, public_url, sources_section
+from rmb_build.pipeline.release_step import AUDIT_FILE, entries_of, write_built_release
 from rmb_build.records import JudgeScore, Query, Response
 from rmb_build.release.read import read_release
-from rmb_build.stages.manifest import Accounting, public_url, sources_section
-from rmb_build.stages.release import AUDIT_FILE, entries_of, write_built_release
 
 SECRET = "sk-test-never-written-0123456789"
 
@@ -96,7 +96,7 @@ def test_accounting_adds_up():
 def test_truncated_answers_have_their_own_bucket_per_generator():
     import dataclasses
 
-    from rmb_build.stages.manifest import TRUNCATED_REASON
+    from rmb_build.pipeline.manifest import TRUNCATED_REASON
 
     queries, responses, scores, items = _fixture()
     cut = {("h2", "a"), ("h2", "b")}  # in no item: cut at max_tokens

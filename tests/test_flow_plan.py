@@ -102,8 +102,8 @@ def _sent(stub: StubEndpoint) -> dict:
 def _gold(path: Path) -> str:
     """A tiny labelled release for the build's gold check: two helpfulness and two harmlessness pairs."""
     from rmb_build.items import Answer, PairwiseItem, Turn
+    from rmb_build.pipeline.release_step import release_of
     from rmb_build.release.write import write_release
-    from rmb_build.stages.release import release_of
 
     scenarios = ["Helpfulness/Chat/Discussion", "Harmlessness/S6"] * 2
     items = [

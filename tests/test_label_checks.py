@@ -258,8 +258,8 @@ def test_a_safe_verdict_can_drop_a_classifier_harmful_query_with_its_reason(tmp_
 
 
 def _write_gold(path: Path, chosen_q: int, rejected_q: int) -> Path:
+    from rmb_build.pipeline.release_step import release_of
     from rmb_build.release.write import write_release
-    from rmb_build.stages.release import release_of
 
     write_release(release_of("gold", _gold_items(chosen_q, rejected_q)), path)
     return path

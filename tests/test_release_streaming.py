@@ -13,12 +13,12 @@ import pytest
 from rmb_build.config import parse_config
 from rmb_build.errors import InputError, RMBError
 from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.pipeline.manifest import Accounting
+from rmb_build.pipeline.release_step import entries_of, write_built_release
 from rmb_build.release import read_release, read_rmb_release
 from rmb_build.release.read import iter_rmb_items
 from rmb_build.release.rmb_format import dumps_items
 from rmb_build.release.write import write_set_file
-from rmb_build.stages.manifest import Accounting
-from rmb_build.stages.release import entries_of, write_built_release
 
 DISC = "Helpfulness/Chat/Discussion"
 

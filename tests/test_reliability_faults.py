@@ -13,8 +13,8 @@ import pytest
 from reliability_helpers import ALL_FAULTS, NAME, BuildProcess, CountingProxy, prefect_api, run_build, write_config  # noqa: F401
 from stub_endpoint import StubEndpoint
 
+from rmb_build.pipeline.run_state import read_failures
 from rmb_build.release.read import read_release
-from rmb_build.stages.run_state import read_failures
 
 pytestmark = pytest.mark.slow
 

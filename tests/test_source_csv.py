@@ -6,8 +6,8 @@ import pytest
 
 from rmb_build.config import parse_config, source_config
 from rmb_build.errors import ConfigError
+from rmb_build.pipeline.preflight import check_sources
 from rmb_build.stages.gather import gather
-from rmb_build.stages.preflight import check_sources
 
 
 def test_csv_rows_become_queries_and_a_long_row_is_quarantined(tmp_path):

@@ -9,9 +9,9 @@ import pytest
 
 from rmb_build.config import SetsConfig
 from rmb_build.items import Turn
+from rmb_build.pipeline.release_step import release_of
 from rmb_build.records import JudgeScore, Query, Response, query_id
 from rmb_build.release.audit import audit_release
-from rmb_build.stages.release import release_of
 from rmb_build.stages.sets import build_sets
 from rmb_build.text import display, fill, identity, render_conversation, search_text
 

@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.errors import RMBError
     from rmb_build.llm import LLMClient
     from rmb_build.paths import run_dir
+    from rmb_build.pipeline.preflight import preflight
     from rmb_build.stages.gold import gold_check, table, verdict_on_chance
-    from rmb_build.stages.preflight import preflight
 
     cfg, label = load_build_config(args.config)
     preflight(cfg, label)

@@ -32,15 +32,15 @@ from rmb_build.llm import LLMClient
 from rmb_build.memory import give_back
 from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.pipeline import keys as K
-from rmb_build.pipeline import label_checks, steps
+from rmb_build.pipeline import label_checks, set_parts, steps
+from rmb_build.pipeline.manifest import Accounting, embeddings_section, public_config, sources_section
+from rmb_build.pipeline.preflight import preflight
+from rmb_build.pipeline.release_step import write_built_release
+from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runners import make_task_runner
 from rmb_build.pipeline.tasks import Timed, bind_storage, open_store
-from rmb_build.stages import harm_evidence, route, set_parts
+from rmb_build.stages import harm_evidence, route
 from rmb_build.stages.classify import classifier_text, default_training_set
-from rmb_build.stages.manifest import Accounting, embeddings_section, public_config, sources_section
-from rmb_build.stages.preflight import preflight
-from rmb_build.stages.release import write_built_release
-from rmb_build.stages.run_state import RunState, merge_stats
 from rmb_build.stages.select import select
 from rmb_build.stages.sets import finished
 from rmb_build.text import search_text
@@ -67,7 +67,7 @@ class BuildPaths:
 
     @property
     def sets(self) -> Path:
-        """Each batch's pairwise and BoN items, until the release is written (``rmb_build.stages.set_parts``)."""
+        """Each batch's pairwise and BoN items, until the release is written (``rmb_build.pipeline.set_parts``)."""
         return self.run / "sets"
 
     @staticmethod

@@ -86,7 +86,7 @@ def _records(items: Any) -> list[Any]:
 
 def prompts_digest(*folders: str) -> str:
     """Hash of the prompt files under the given ``prompts/`` sub-folders (or top-level files)."""
-    from rmb_build.stages.manifest import prompt_hashes
+    from rmb_build.pipeline.manifest import prompt_hashes
 
     return fingerprint({k: v for k, v in prompt_hashes().items() if k.split("/", 1)[0] in folders})
 

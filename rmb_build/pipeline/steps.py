@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from rmb_build.config import BuildConfig
+from rmb_build.pipeline.run_state import merge_stats
 from rmb_build.records import Query
-from rmb_build.stages.run_state import merge_stats
 from rmb_build.taxonomy import parse_scenario_id
 
 RAW_QUERIES = "queries.jsonl"

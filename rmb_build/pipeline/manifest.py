@@ -154,7 +154,7 @@ def usage_section(usage: Any) -> dict[str, Any]:
 
 def cast_section(cfg: BuildConfig) -> dict[str, Any]:
     """The preflight checks on the cast (judge vs generators, distinct generator models) and which the config relaxed."""
-    from rmb_build.stages.preflight import model_identity, relaxed_cast
+    from rmb_build.pipeline.preflight import model_identity, relaxed_cast
 
     return {
         "distinct_generator_models": len({model_identity(cfg, g) for g in cfg.generators}),

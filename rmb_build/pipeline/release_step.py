@@ -24,10 +24,10 @@ from rmb_build.errors import RMBError
 from rmb_build.items import Item, set_file
 from rmb_build.memory import HeapTrimmer
 from rmb_build.paths import check_relative_id
+from rmb_build.pipeline.manifest import Accounting, ReleaseFigures, build_manifest
 from rmb_build.release.audit import StreamingAudit
 from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release, iter_rmb_items
 from rmb_build.release.write import write_set_file
-from rmb_build.stages.manifest import Accounting, ReleaseFigures, build_manifest
 
 AUDIT_FILE = "audit.json"
 # The release streams every item twice (written, read back and audited) through a build's large,
