@@ -34,9 +34,9 @@ EDIT_WINDOW = 60  # words: edits stay within the encoder's first 256 tokens, whe
 def sharegpt_prompts(n: int) -> list[str]:
     """Search texts of the first ``n`` single-turn ShareGPT queries that are not exact duplicates."""
     from rmb_build.config import source_config
+    from rmb_build.core.text import search_text
     from rmb_build.stages.dedup import exact_duplicates
     from rmb_build.stages.gather import gather
-    from rmb_build.text import search_text
 
     queries = gather([source_config(kind="sharegpt", max_turns=1)], limit=2 * n + 100).queries
     kept, _ = exact_duplicates(queries)
@@ -80,7 +80,7 @@ def light_edit(text: str, edits: int, rng: np.random.Generator) -> str:
 def plant_pairs(prompts: list[str], planted: int, seed: int) -> tuple[list[str], np.ndarray]:
     """``prompts`` followed by ``planted`` edited copies (1-3 edits each, never an exact duplicate:
     those the dedup stage removes before any embedding), and the (source, copy) row pairs."""
-    from rmb_build.text import identity
+    from rmb_build.core.text import identity
 
     rng = np.random.default_rng(seed)
     candidates = [k for k, p in enumerate(prompts) if len(p.split()) >= 5]

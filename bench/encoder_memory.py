@@ -1,7 +1,7 @@
 """The sentence encoder's peak memory and speed under the build's allocator settings, by trim policy.
 
 A build's encoding passes are among its peaks of memory, and the encoder's heap is what grows there:
-``rmb_build.memory.encoder_allocation`` lifts glibc's thresholds while it runs and ``hand_back``
+``rmb_build.core.memory.encoder_allocation`` lifts glibc's thresholds while it runs and ``hand_back``
 trims the heap between groups of ``rmb_build.embeddings.GROUP_TEXTS`` texts once it grew
 ``ENCODER_HEADROOM_MB``. This bench encodes the same ShareGPT search texts (length-sorted, as the
 build's store does) under each policy, each run in a fresh process (its own allocator) after
@@ -27,7 +27,7 @@ POLICIES = {"build": None, "every-128": (128, -1.0), "end-only": (32, float("inf
 
 CHILD = r"""
 import json, sys, threading, time
-from rmb_build import memory
+from rmb_build.core import memory
 memory.bound_allocator()
 import rmb_build.embeddings as emb
 texts, policy = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
@@ -60,8 +60,8 @@ print(json.dumps({"seconds": seconds, "start_mb": start, "peak_mb": max(peak[0],
 
 def queries_texts(path: str, n: int) -> list[str]:
     """The first ``n`` distinct search texts (every user turn) of a build's gathered queries, as dedup embeds them."""
+    from rmb_build.core.text import search_text
     from rmb_build.stages.gather import read_queries
-    from rmb_build.text import search_text
 
     texts = list(dict.fromkeys(search_text(q.conversation) for q in read_queries(path)))
     if len(texts) < n:

@@ -30,11 +30,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn  # noqa: E402
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios  # noqa: E402
 from rmb_build.evaluate.adapters import RMOptions, ScoreText, load_rm  # noqa: E402
 from rmb_build.evaluate.run import evaluate  # noqa: E402
-from rmb_build.items import Answer, BonItem, PairwiseItem, Turn  # noqa: E402
 from rmb_build.release.read import Release  # noqa: E402
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios  # noqa: E402
 
 WORDS = (
     "the model answer user code data result value reason step example because however which "

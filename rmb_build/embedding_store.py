@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from rmb_build import atomic
+from rmb_build.core import atomic
 
 KEY_BYTES = 32
 # Texts encoded and appended per step: bounds the memory of one step and what a kill can lose.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from rmb_build.memory import encoder_allocation
+from rmb_build.core.memory import encoder_allocation
 
 if TYPE_CHECKING:
     from rmb_build.embedding_store import EmbeddingStore

@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from rmb_build.errors import RMBError
-from rmb_build.paths import user_cache_dir
+from rmb_build.core.errors import RMBError
+from rmb_build.core.paths import user_cache_dir
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 

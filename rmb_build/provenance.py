@@ -10,8 +10,8 @@ import shlex
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from rmb_build.core.taxonomy import SETS
 from rmb_build.release.read import Release
-from rmb_build.taxonomy import SETS
 
 REDACTED = "<redacted>"
 # API keys and tokens as providers spell them, and key=value pairs whose name says "secret".

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.evaluate.adapters import ScoreText
-from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.release.read import Release
 
 

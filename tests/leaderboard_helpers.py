@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from rmb_build.cli import main
-from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.release import write_release
 from rmb_build.release.audit import audit_release
 from rmb_build.release.read import Release, read_rmb_release

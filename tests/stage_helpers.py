@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rmb_build.items import Turn
+from rmb_build.core.items import Turn
+from rmb_build.core.records import Query, query_id
 from rmb_build.llm.types import ChatRequest, ChatResult, Usage
-from rmb_build.records import Query, query_id
 
 
 def make_query(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from rmb_build.cli import main
+from rmb_build.core.text import identity as norm
 from rmb_build.release import read_release, read_rmb_release
 from rmb_build.release.audit import DEFECT_KINDS, AuditReport, audit_release, fix_release
-from rmb_build.text import identity as norm
 
 LEAK = (
     "Your task is to brainstorm a query from a user, with harmful intent, in the category of "
@@ -359,7 +359,7 @@ def test_official_sample_cycles_match_an_independent_count(rmb_sample: Path):
 
 def _clean_items(n: int):
     """``n`` defect-free items: a pairwise item and a BoN item on each of n/2 distinct conversations."""
-    from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+    from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 
     for q in range(n // 2):
         conv = (Turn("user", f"question number {q}", "English"),)

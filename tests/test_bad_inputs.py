@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rmb_build.config import load_config
-from rmb_build.errors import ConfigError, InputError
+from rmb_build.core.errors import ConfigError, InputError
 from rmb_build.release import read_release
 
 CORPUS = Path(__file__).parent / "bad_inputs"
@@ -93,7 +93,7 @@ def test_bad_config(path: Path):
 def test_scenario_path_traversal_is_refused(tmp_path: Path):
     # A set file cannot sit outside its folder, but a scenario id with '..' or a backslash can arrive
     # through other forms; the writer and reader refuse it before using it as a path.
-    from rmb_build.paths import check_relative_id
+    from rmb_build.core.paths import check_relative_id
 
     for bad in ("../etc/passwd", "Helpfulness/../../x", "/abs", "a\\b", "Harmlessness/ S1"):
         with pytest.raises(ValueError):

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from rmb_build.config import DedupConfig, parse_config
+from rmb_build.core.errors import ConfigError
+from rmb_build.core.items import Turn
+from rmb_build.core.records import Query
+from rmb_build.core.text import search_text
 from rmb_build.embedding_store import EmbeddingStore
 from rmb_build.embeddings import Encoder
-from rmb_build.errors import ConfigError
-from rmb_build.items import Turn
-from rmb_build.records import Query
 from rmb_build.release import read_release
 from rmb_build.release.audit import audit_release
 from rmb_build.stages.classify import EmbeddingClassifier, classifier_text, classify
 from rmb_build.stages.dedup import dedup
-from rmb_build.text import search_text
 
 CODE, POEM = "Helpfulness/Code/Development and Implementation", "Helpfulness/Generation/Creative Writing"
 TEXTS = [

@@ -10,9 +10,10 @@ import pytest
 
 from rmb_build.cli import main
 from rmb_build.config import EndpointConfig
-from rmb_build.errors import InputError
-from rmb_build.items import Turn
-from rmb_build.records import Query, query_id
+from rmb_build.core.errors import InputError
+from rmb_build.core.items import Turn
+from rmb_build.core.records import Query, query_id
+from rmb_build.core.taxonomy import all_scenarios, parse_scenario_id
 from rmb_build.stages.classify import (
     EmbeddingClassifier,
     LLMClassifier,
@@ -25,7 +26,6 @@ from rmb_build.stages.classify import (
     load_taxonomy,
 )
 from rmb_build.stages.select import select, select_balanced
-from rmb_build.taxonomy import all_scenarios, parse_scenario_id
 
 
 def _q(n: int, text: str, scenario: str | None = None, confidence: float | None = None) -> Query:

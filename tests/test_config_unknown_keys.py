@@ -7,7 +7,7 @@ import yaml
 
 from rmb_build.cli import main
 from rmb_build.config import parse_config
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
 
 BASE = {
     "name": "t",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from rmb_build.cli import main
-from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.release import write_release
 from rmb_build.release.read import Release
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from rmb_build.paths import prompts_dir
-from rmb_build.prompting import criteria_for, criteria_hash, criteria_path
-from rmb_build.taxonomy import HARMLESSNESS, all_scenarios
+from rmb_build.core.paths import prompts_dir
+from rmb_build.core.prompting import criteria_for, criteria_hash, criteria_path
+from rmb_build.core.taxonomy import HARMLESSNESS, all_scenarios
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = all_scenarios()

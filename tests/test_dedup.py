@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from rmb_build.config import DedupConfig
-from rmb_build.items import Turn
-from rmb_build.records import Query, query_id
+from rmb_build.core.items import Turn
+from rmb_build.core.records import Query, query_id
 from rmb_build.similarity import best_match, normalize, similar_pairs
 from rmb_build.stages.dedup import dedup, normalized_text, resolve_near
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rmb_build.cli import main
+from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.evaluate.cache import ScoreCache
-from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.release import read_release, write_release
 from rmb_build.release.read import Release
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rmb_build.cli import main
-from rmb_build.errors import InputError, RMBError
+from rmb_build.core.errors import InputError, RMBError
 from rmb_build.evaluate.compare import compare, difference, interval_and_p, render_table
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
@@ -298,7 +298,7 @@ def test_shared_texts_need_item_digests(tmp_path, capsys):
 
 def test_evaluations_of_two_real_releases_pair_only_their_shared_texts(tmp_path, capsys):
     """The issue's case: two releases whose uids collide over different texts; evaluate writes the digests."""
-    from rmb_build.items import Answer, PairwiseItem, Turn
+    from rmb_build.core.items import Answer, PairwiseItem, Turn
     from rmb_build.release import write_release
     from rmb_build.release.read import Release
 

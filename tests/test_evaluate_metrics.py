@@ -203,10 +203,10 @@ def _generated_release(root: Path) -> Path:
     """Every one of the 49 scenarios in both sets, unequal sizes, shared texts and many length ties."""
     import random
 
-    from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+    from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
+    from rmb_build.core.taxonomy import all_scenarios
     from rmb_build.release import write_release
     from rmb_build.release.read import Release
-    from rmb_build.taxonomy import all_scenarios
 
     rng = random.Random(5)
     rel = Release(name="generated", root=None)

@@ -19,12 +19,12 @@ import string
 import pytest
 from families_helpers import small_release
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
+from rmb_build.core.items import Turn
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.adapters.pairrm import CONV_INSTRUCTION
 from rmb_build.evaluate.run import evaluate
 from rmb_build.evaluate.scoring import collect_pairs
-from rmb_build.items import Turn
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

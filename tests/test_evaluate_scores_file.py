@@ -14,7 +14,7 @@ import pytest
 from leaderboard_helpers import small_release
 
 from rmb_build.cli import main
-from rmb_build.items import default_category_path
+from rmb_build.core.items import default_category_path
 from rmb_build.release import read_release
 
 SCORER = "def score(conversation, answer):\n    return float(len(answer) % 7)\n"

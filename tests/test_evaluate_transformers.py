@@ -13,7 +13,7 @@ import math
 import pytest
 from families_helpers import small_release
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.run import evaluate
 from rmb_build.evaluate.scoring import collect_texts
@@ -91,7 +91,7 @@ def test_hf_scores_match_unbatched_forward_and_cache(tiny_rm, tmp_path):
 
     preds = [json.loads(line) for line in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
     by_uid = {(p["set"], p["uid"]): p for p in preds}
-    from rmb_build.items import text_key
+    from rmb_build.core.items import text_key
 
     for item in release.items():
         p = by_uid[(item.set_name, item.uid)]

@@ -15,7 +15,7 @@ import shutil
 import pytest
 from families_helpers import texts
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.adapters._transformers import pad, render
 from rmb_build.evaluate.families import internlm2_reward

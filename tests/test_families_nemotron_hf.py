@@ -11,7 +11,7 @@ import shutil
 import pytest
 from families_helpers import texts
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 
 torch = pytest.importorskip("torch")

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from families_helpers import texts
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.families import output_field
 

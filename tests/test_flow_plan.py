@@ -101,7 +101,7 @@ def _sent(stub: StubEndpoint) -> dict:
 
 def _gold(path: Path) -> str:
     """A tiny labelled release for the build's gold check: two helpfulness and two harmlessness pairs."""
-    from rmb_build.items import Answer, PairwiseItem, Turn
+    from rmb_build.core.items import Answer, PairwiseItem, Turn
     from rmb_build.pipeline.release_step import release_of
     from rmb_build.release.write import write_release
 
@@ -192,7 +192,7 @@ def _spent(work: Path) -> float:
 def test_max_cost_stops_before_crossing_and_a_rerun_repeats_no_paid_call(tmp_path, prefect_harness):
     """A priced build's real cost C (measured in a first workdir); in a second, --max-cost C/2 stops with
     at most C/2 spent, and a rerun with room finishes, sending each request once in all."""
-    from rmb_build.errors import RMBError
+    from rmb_build.core.errors import RMBError
     from rmb_build.pipeline.build import run_build
     from rmb_build.stages.classify import EmbeddingClassifier
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from formats_helpers import ans, evaluate, evaluate_error, write_json, write_jsonl
 
-from rmb_build.errors import InputError, RMBError
-from rmb_build.items import Answer, PairwiseItem, Turn
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.items import Answer, PairwiseItem, Turn
 from rmb_build.release import open_release, write_release
 from rmb_build.release.formats import detect_format
 from rmb_build.release.read import Release

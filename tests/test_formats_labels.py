@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from formats_helpers import ans, evaluate, write_jsonl
 
-from rmb_build.items import set_file
+from rmb_build.core.items import set_file
+from rmb_build.core.taxonomy import PAIRWISE_SET, parse_scenario_id
 from rmb_build.release import open_release, write_release
 from rmb_build.release.benchmark import decode_label, encode_label
-from rmb_build.taxonomy import PAIRWISE_SET, parse_scenario_id
 
 ODD = ("bigcode/humanevalpack", "a%2Fb", "50%/x")  # a '/', a literal '%2F', both
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rmb_build.items import Turn
-from rmb_build.records import Query
+from rmb_build.core.items import Turn
+from rmb_build.core.records import Query
 from rmb_build.stages.classify import EmbeddingClassifier, classifier_text
 from rmb_build.stages.harm_evidence import BELOW_THRESHOLD, measurement, require_evidence, section
 

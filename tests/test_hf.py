@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from rmb_build.cli import main
-from rmb_build.errors import InputError, RMBError
-from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.release import Release, read_release, write_release
 from rmb_build.release.card import render_card, resolve_license
 from rmb_build.release.hf import push_release, read_hf_release, release_to_dataset_dict, write_hf_release
@@ -332,7 +332,7 @@ def test_card_licence_keys_are_checked_one_by_one():
 
 def test_build_config_licence_keys():
     from rmb_build.config import parse_config
-    from rmb_build.errors import ConfigError
+    from rmb_build.core.errors import ConfigError
 
     base = {
         "name": "x",

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
+from rmb_build.core.intervals import clopper_pearson, macro_interval, mean_interval, scenario_draws
 from rmb_build.evaluate.metrics import build_results
-from rmb_build.intervals import clopper_pearson, macro_interval, mean_interval, scenario_draws
 from rmb_build.stages.gold import agreement
 
 SIZES = (3, 5, 10, 20)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rmb_build.errors import InputError
-from rmb_build.jsonl import BadLine, iter_jsonl, read_jsonl_objects
+from rmb_build.core.errors import InputError
+from rmb_build.core.jsonl import BadLine, iter_jsonl, read_jsonl_objects
 
 
 def test_bad_line_is_named_by_file_and_line(tmp_path):

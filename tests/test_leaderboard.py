@@ -321,7 +321,7 @@ def test_older_results_get_todays_intervals_or_none(site, tmp_path):
 
 def test_a_cell_over_few_items_is_marked(tmp_path):
     """Three pairwise Harmlessness items: the cell is marked on the index and the RM's page."""
-    from rmb_build.items import Answer, PairwiseItem, Turn
+    from rmb_build.core.items import Answer, PairwiseItem, Turn
     from rmb_build.release import write_release
     from rmb_build.release.read import Release
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from rmb_build.config import EndpointConfig
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
 from rmb_build.llm import ChatRequest, PlanningClient, ResponseCache, endpoint_identity, request_key
 from rmb_build.llm.cost import cost_usd
 

@@ -17,7 +17,7 @@ import pytest
 from fault_proxy import FaultProxy
 
 from rmb_build.config import EndpointConfig
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
 from rmb_build.llm import BudgetExceeded, ChatRequest, EmbeddedServer, LLMClient, ServerError
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""rmb_build.memory: freed large blocks go back to the system (glibc), so a build's resident memory
+"""rmb_build.core.memory: freed large blocks go back to the system (glibc), so a build's resident memory
 follows what it holds, not the largest batch it ever had in flight."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 # decides where later blocks land, and the allocator's behaviour is a property of the whole process.
 PROBE = r"""
 import json, sys
-from rmb_build.memory import bound_allocator, give_back
+from rmb_build.core.memory import bound_allocator, give_back
 
 def rss_mb():
     with open("/proc/self/status") as f:
@@ -65,7 +65,7 @@ def test_freed_blocks_leave_the_process():
 # without timing anything.
 SCOPE_PROBE = r"""
 import ctypes, json, threading
-from rmb_build import memory
+from rmb_build.core import memory
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rmb_build.errors import InputError
+from rmb_build.core.errors import InputError
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios
 from rmb_build.release import read_release, read_rmb_release, write_release
 from rmb_build.release.rmb_format import dumps_items
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios
 
 
 def test_taxonomy_shape():
@@ -125,7 +125,7 @@ def test_unknown_scenario_is_strict_only(tmp_path: Path):
 def test_release_files_are_written_atomically_and_readable(tmp_path: Path, monkeypatch):
     import stat
 
-    from rmb_build import atomic
+    from rmb_build.core import atomic
 
     text = json.dumps([GOOD_PAIR], indent=1, ensure_ascii=False)
     _write(tmp_path / "in", "Pairwise_set/Helpfulness/Chat/Discussion.json", text)

@@ -17,8 +17,8 @@ import pytest
 
 from rmb_build.cli import main
 from rmb_build.config import parse_config, source_config
-from rmb_build.errors import InputError
-from rmb_build.items import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.core.errors import InputError
+from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.pipeline.release_step import release_of
 from rmb_build.release.hf import data_file, read_hf_release
 from rmb_build.release.write import write_release

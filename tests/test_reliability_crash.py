@@ -119,7 +119,7 @@ def test_two_builds_sharing_one_cache(tmp_path, prefect_api):
 
 WRITER = textwrap.dedent("""
     import sys
-    from rmb_build.items import Answer, PairwiseItem, Turn
+    from rmb_build.core.items import Answer, PairwiseItem, Turn
     from rmb_build.pipeline.release_step import release_of
     from rmb_build.release.write import write_release
     scenarios = ["Helpfulness/Chat/Discussion", "Helpfulness/Code/Documentation", "Harmlessness/S6"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rmb_build.config import parse_config, source_config
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
 from rmb_build.pipeline.preflight import check_sources
 from rmb_build.stages.gather import gather
 

@@ -9,12 +9,12 @@ from collections import Counter
 import pytest
 
 from rmb_build.config import SetsConfig
-from rmb_build.items import Turn
-from rmb_build.records import GuardLabel, JudgeScore, Query, Response, query_id
+from rmb_build.core.items import Turn
+from rmb_build.core.records import GuardLabel, JudgeScore, Query, Response, query_id
+from rmb_build.core.text import identity
 from rmb_build.release.read import Release, read_release
 from rmb_build.release.write import write_release
 from rmb_build.stages.sets import build_sets
-from rmb_build.text import identity
 
 HELP = "Helpfulness/Open QA/Factual"
 HARM = "Harmlessness/S6"
@@ -439,7 +439,7 @@ def test_largest_gap_policy_is_the_old_selection():
 
 
 def test_annotations_record_the_criteria_hash():
-    from rmb_build.prompting import criteria_hash
+    from rmb_build.core.prompting import criteria_hash
 
     q, rs, ss = six_clear_answers(860)
     res = build_sets([q], rs, ss, [], SetsConfig(margin=1.0))
@@ -448,7 +448,7 @@ def test_annotations_record_the_criteria_hash():
 
 def test_pair_policy_is_validated():
     from rmb_build.config import parse_config
-    from rmb_build.errors import ConfigError
+    from rmb_build.core.errors import ConfigError
 
     base = {
         "name": "x",

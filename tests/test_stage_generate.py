@@ -8,9 +8,9 @@ import pytest
 from stage_helpers import ScriptedClient, make_query, served_client
 
 from rmb_build.config import EndpointConfig, GeneratorConfig
-from rmb_build.errors import ConfigError
-from rmb_build.items import Turn
-from rmb_build.records import Query
+from rmb_build.core.errors import ConfigError
+from rmb_build.core.items import Turn
+from rmb_build.core.records import Query
 from rmb_build.stages.common import estimate_tokens
 from rmb_build.stages.generate import generate
 

@@ -8,8 +8,9 @@ import pytest
 from stage_helpers import ScriptedClient, make_query, served_client
 
 from rmb_build.config import GuardConfig
-from rmb_build.items import Turn
-from rmb_build.records import Response
+from rmb_build.core.items import Turn
+from rmb_build.core.records import Response
+from rmb_build.core.taxonomy import HAZARD_CATEGORIES
 from rmb_build.stages.guard import (
     GuardVerdict,
     apply_prompt_scenarios,
@@ -18,7 +19,6 @@ from rmb_build.stages.guard import (
     parse_guard_reply,
     scenario_for,
 )
-from rmb_build.taxonomy import HAZARD_CATEGORIES
 
 CFG = GuardConfig(endpoint="local", model="guard")
 

@@ -1,4 +1,4 @@
-"""rmb_build.text: one identity rule shared by build_sets and the audit, one renderer, one template engine."""
+"""rmb_build.core.text: one identity rule shared by build_sets and the audit, one renderer, one template engine."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import jinja2
 import pytest
 
 from rmb_build.config import SetsConfig
-from rmb_build.items import Turn
+from rmb_build.core.items import Turn
+from rmb_build.core.records import JudgeScore, Query, Response, query_id
+from rmb_build.core.text import display, fill, identity, render_conversation, search_text
 from rmb_build.pipeline.release_step import release_of
-from rmb_build.records import JudgeScore, Query, Response, query_id
 from rmb_build.release.audit import audit_release
 from rmb_build.stages.sets import build_sets
-from rmb_build.text import display, fill, identity, render_conversation, search_text
 
 HELP = "Helpfulness/Open QA/Factual"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Sequence
 
-from rmb_build.records import Query
+from rmb_build.core.records import Query
+from rmb_build.core.taxonomy import parse_scenario_id
 from rmb_build.stages.classify import Classifier, EmbeddingClassifier
 from rmb_build.stages.gather import release_queries
-from rmb_build.taxonomy import parse_scenario_id
 
 ABSTAINED = "<abstained>"
 NONE = "<none>"

@@ -27,8 +27,8 @@ def embedding_store(args: argparse.Namespace) -> Any:
     """The store ``--embeddings`` names (all-MiniLM-L6-v2 with ``--embedding-backend``), or None."""
     if not args.embeddings:
         return None
+    from rmb_build.core.errors import RMBError
     from rmb_build.embeddings import BACKENDS, store_for
-    from rmb_build.errors import RMBError
 
     if args.embedding_backend not in BACKENDS:
         raise RMBError(f"--embedding-backend {args.embedding_backend}: one of {', '.join(BACKENDS)}")

@@ -59,7 +59,7 @@ def format_table(report, limit: int | None = None) -> str:
 
 
 def _check_fix_target(out: Path, release) -> None:
-    from rmb_build.errors import RMBError
+    from rmb_build.core.errors import RMBError
 
     out_r = out.resolve()
     if release.root is not None:
@@ -71,8 +71,8 @@ def _check_fix_target(out: Path, release) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build import atomic
-    from rmb_build.errors import RMBError
+    from rmb_build.core import atomic
+    from rmb_build.core.errors import RMBError
     from rmb_build.release import read_release, write_release
     from rmb_build.release.audit import audit_release, fix_release
 

@@ -34,7 +34,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 def _cache_path(args: argparse.Namespace):
     """--cache as given, else runs/<name>/llm_cache of --name, of --config's name, or of the demo build."""
     from rmb_build.commands.build import load_build_config
-    from rmb_build.paths import run_dir
+    from rmb_build.core.paths import run_dir
 
     if args.cache:
         return args.cache
@@ -55,7 +55,7 @@ def _print_stats(stats: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build.errors import InputError
+    from rmb_build.core.errors import InputError
     from rmb_build.llm.cache import ResponseCache
 
     path = _cache_path(args)

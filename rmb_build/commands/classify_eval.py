@@ -15,8 +15,8 @@ def _fmt(x: float | None, width: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build import atomic
     from rmb_build.analysis.classify_eval import evaluate_classifier
+    from rmb_build.core import atomic
     from rmb_build.release import read_release
 
     report = evaluate_classifier(read_release(args.release))

@@ -33,8 +33,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build.atomic import write_json
-    from rmb_build.errors import RMBError
+    from rmb_build.core.atomic import write_json
+    from rmb_build.core.errors import RMBError
     from rmb_build.evaluate.compare import compare, render_table
 
     if args.resamples < 1:

@@ -53,10 +53,10 @@ def _kind(path: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build import atomic
     from rmb_build.analysis.contamination import find_contamination
     from rmb_build.config import source_config
-    from rmb_build.errors import RMBError
+    from rmb_build.core import atomic
+    from rmb_build.core.errors import RMBError
     from rmb_build.release import read_release
     from rmb_build.stages.gather import gather
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from rmb_build.core.intervals import DEFAULT_DRAWS
 from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
-from rmb_build.intervals import DEFAULT_DRAWS
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -145,7 +145,7 @@ def _max_memory(text: str | None) -> dict | None:
     """``0=70GiB,cpu=100GiB`` as from_pretrained's ``max_memory`` (GPU indices as ints)."""
     if not text:
         return None
-    from rmb_build.errors import RMBError
+    from rmb_build.core.errors import RMBError
 
     out: dict = {}
     for part in text.split(","):
@@ -161,11 +161,11 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from rmb_build.atomic import write_json
-    from rmb_build.errors import RMBError
+    from rmb_build.core.atomic import write_json
+    from rmb_build.core.errors import RMBError
+    from rmb_build.core.paths import workdir
     from rmb_build.evaluate.adapters import RMOptions, load_rm
     from rmb_build.evaluate.run import evaluate
-    from rmb_build.paths import workdir
     from rmb_build.provenance import command_line
     from rmb_build.release import open_release
 

@@ -33,7 +33,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build.errors import RMBError
+    from rmb_build.core.errors import RMBError
     from rmb_build.leaderboard import build_site
 
     if args.resamples is not None and args.resamples < 1:

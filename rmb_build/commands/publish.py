@@ -36,7 +36,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_out(out: Path) -> None:
-    from rmb_build.errors import RMBError
+    from rmb_build.core.errors import RMBError
 
     if out.exists():
         if not out.is_dir():
@@ -50,7 +50,7 @@ def _check_out(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build.errors import RMBError
+    from rmb_build.core.errors import RMBError
     from rmb_build.release import read_release
     from rmb_build.release.audit import audit_release
     from rmb_build.release.card import card_license, check_card_license, render_card

@@ -23,7 +23,7 @@ DEFAULT_CACHE_HELP = "$XDG_CACHE_HOME/rmb/score_cache, or ~/.cache/rmb/score_cac
 
 def default_cache_dir() -> Path:
     """The user's cache folder for scores: ``$XDG_CACHE_HOME/rmb/score_cache`` or ``~/.cache/rmb/score_cache``."""
-    from rmb_build.paths import user_cache_dir
+    from rmb_build.core.paths import user_cache_dir
 
     return user_cache_dir() / "score_cache"
 

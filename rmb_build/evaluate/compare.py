@@ -46,9 +46,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from rmb_build.errors import InputError, RMBError
-from rmb_build.jsonl import read_jsonl_objects
-from rmb_build.taxonomy import BON_SET, GOALS, PAIRWISE_SET, SETS, parse_scenario_id
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.jsonl import read_jsonl_objects
+from rmb_build.core.taxonomy import BON_SET, GOALS, PAIRWISE_SET, SETS, parse_scenario_id
 
 DEFAULT_RESAMPLES = 10_000  # Monte Carlo draws (the name predates this method)
 ALPHA = 0.05

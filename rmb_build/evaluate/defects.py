@@ -9,9 +9,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmb_build.items import Item
+from rmb_build.core.items import Item
+from rmb_build.core.taxonomy import SET_FOLDERS
 from rmb_build.release.read import Release
-from rmb_build.taxonomy import SET_FOLDERS
 
 
 @dataclass

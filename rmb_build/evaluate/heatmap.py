@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
+from rmb_build.core.taxonomy import BON_SET, HAZARD_CATEGORIES, PAIRWISE_SET, parse_scenario_id
 from rmb_build.evaluate.metrics import scenario_order
-from rmb_build.intervals import FEW_ITEMS, FEW_MARK, few_items
-from rmb_build.taxonomy import BON_SET, HAZARD_CATEGORIES, PAIRWISE_SET, parse_scenario_id
 
 SET_TITLES = {PAIRWISE_SET: "Pairwise", BON_SET: "Best-of-N"}
 DEFAULT_CHANCE = {PAIRWISE_SET: 0.5, BON_SET: 0.25}  # results without per-scenario chance (older files)

@@ -1,7 +1,7 @@
 """Aggregate item outcomes into results.json: per scenario, task, goal and overall.
 
 macro = mean of the group's scenario accuracies; micro = mean over the group's items. Harmlessness
-scenarios belong to no task. 95% intervals come from ``rmb_build/intervals.py``: Clopper-Pearson for
+scenarios belong to no task. 95% intervals come from ``rmb_build/core/intervals.py``: Clopper-Pearson for
 a proportion, and its Monte Carlo extension for macro means and ties counted half; none has zero
 width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``.
 
@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rmb_build.intervals import (
+from rmb_build.core.intervals import (
     DEFAULT_DRAWS,
     FEW_ITEMS,
     Draws,
@@ -27,8 +27,8 @@ from rmb_build.intervals import (
     scenario_draws,
     weighted_interval,
 )
-from rmb_build.intervals import METHOD as INTERVAL_METHOD
-from rmb_build.taxonomy import BON_SET, GOALS, PAIRWISE_SET, all_scenarios, parse_scenario_id
+from rmb_build.core.intervals import METHOD as INTERVAL_METHOD
+from rmb_build.core.taxonomy import BON_SET, GOALS, PAIRWISE_SET, all_scenarios, parse_scenario_id
 
 SCHEMA_VERSION = 1
 DEFAULT_RESAMPLES = DEFAULT_DRAWS

@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any, Mapping, Sequence
 
-from rmb_build.items import Item, PairwiseItem
+from rmb_build.core.items import Item, PairwiseItem
 
 TIES = ("strict", "half")
 

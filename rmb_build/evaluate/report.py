@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from rmb_build.atomic import write_text
+from rmb_build.core.atomic import write_text
+from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.heatmap import SET_TITLES, write_heatmap
-from rmb_build.intervals import FEW_ITEMS, FEW_MARK, few_items
 from rmb_build.release.audit import defects_phrase
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
 
 
 def _pct(x: float | None) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rmb_build.atomic import write_json, write_jsonl
+from rmb_build.core.atomic import write_json, write_jsonl
 from rmb_build.evaluate.adapters import RewardModel
 from rmb_build.evaluate.benchmarks import benchmark_fields
 from rmb_build.evaluate.cache import ScoreCache

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from rmb_build.errors import InputError, RMBError
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.items import BonItem, Item, default_category_path
+from rmb_build.core.jsonl import read_jsonl_objects
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.outcomes import predict
-from rmb_build.items import BonItem, Item, default_category_path
-from rmb_build.jsonl import read_jsonl_objects
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
 
 FORMATS = ("rmb-result", "jsonl")
 LISTED = 20  # items named per list in results.json; the count is always complete

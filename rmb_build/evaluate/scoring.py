@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from rmb_build.core.items import Item, text_key
 from rmb_build.evaluate.adapters import JudgePair, RewardModel, ScoreText
 from rmb_build.evaluate.cache import ScoreCache
-from rmb_build.items import Item, text_key
 
 COMMIT_EVERY_S = 5.0  # an interrupted run loses at most this much scoring work
 

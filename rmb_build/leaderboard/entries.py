@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmb_build.errors import InputError
+from rmb_build.core.errors import InputError
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import ReleaseId, release_id
 from rmb_build.evaluate.metrics import RMB_CELLS as CELLS
 from rmb_build.release.rmb_format import load_json_file
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
 
 MEAN = "mean"
 COLUMNS = (*CELLS, MEAN)
@@ -111,8 +111,8 @@ def _with_current_intervals(results: dict[str, Any], folder: Path) -> dict[str, 
         return results
     predictions = folder / "predictions.jsonl"
     if predictions.is_file():
+        from rmb_build.core.jsonl import read_jsonl_objects
         from rmb_build.evaluate.metrics import build_results
-        from rmb_build.jsonl import read_jsonl_objects
 
         rows = [row for _, row in read_jsonl_objects(predictions)]
         drawn = results.get("bootstrap") or {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rmb_build.errors import InputError, RMBError
+from rmb_build.core.errors import InputError, RMBError
 from rmb_build.evaluate.compare import ReleaseId, compare
 from rmb_build.leaderboard.entries import MEAN, Entry
 

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rmb_build import __version__
-from rmb_build.atomic import write_text
-from rmb_build.errors import RMBError
+from rmb_build.core.atomic import write_text
+from rmb_build.core.errors import RMBError
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import DEFAULT_RESAMPLES, SHORT_SHA
 from rmb_build.evaluate.heatmap import SET_TITLES
 from rmb_build.leaderboard.entries import COLUMNS, MEAN, Entry, assign_slugs, load_entry
 from rmb_build.leaderboard.ranking import rank_groups, release_groups
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
 
 COLUMN_TITLES = {
     f"{PAIRWISE_SET}/Helpfulness": "Pairwise Helpfulness",
@@ -41,7 +41,7 @@ def _few(n: int | None):
     """The mark beside a figure over fewer than FEW_ITEMS items (nothing otherwise)."""
     from markupsafe import Markup
 
-    from rmb_build.intervals import FEW_ITEMS, FEW_MARK, few_items
+    from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
 
     if n is None or not few_items(n):
         return ""

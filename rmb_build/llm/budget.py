@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 
 
 class BudgetExceeded(RMBError):

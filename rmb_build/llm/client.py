@@ -31,7 +31,7 @@ import openai
 from tqdm.auto import tqdm
 
 from rmb_build.config import EndpointConfig
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
 from rmb_build.llm.budget import Budget, BudgetExceeded, BudgetStop
 from rmb_build.llm.cache import ResponseCache, request_key
 from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens

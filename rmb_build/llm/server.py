@@ -26,8 +26,8 @@ from collections import deque
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from rmb_build.core.errors import RMBError
 from rmb_build.embedded_models import EMBEDDED, MissingModelPackage
-from rmb_build.errors import RMBError
 
 log = logging.getLogger(__name__)
 

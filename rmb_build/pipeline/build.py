@@ -27,10 +27,11 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from rmb_build.config import BuildConfig, parse_config
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
+from rmb_build.core.memory import give_back
+from rmb_build.core.paths import raw_dir, release_dir, run_dir
+from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
-from rmb_build.memory import give_back
-from rmb_build.paths import raw_dir, release_dir, run_dir
 from rmb_build.pipeline import keys as K
 from rmb_build.pipeline import label_checks, set_parts, steps
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, public_config, sources_section
@@ -43,7 +44,6 @@ from rmb_build.stages import harm_evidence, route
 from rmb_build.stages.classify import classifier_text, default_training_set
 from rmb_build.stages.select import select
 from rmb_build.stages.sets import finished
-from rmb_build.text import search_text
 
 
 @dataclass(frozen=True)

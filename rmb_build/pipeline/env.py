@@ -10,7 +10,7 @@ import logging
 import os
 from pathlib import Path
 
-from rmb_build.memory import bound_allocator
+from rmb_build.core.memory import bound_allocator
 
 
 def configure_prefect(workdir: str | os.PathLike) -> Path:
@@ -29,7 +29,7 @@ def configure_prefect(workdir: str | os.PathLike) -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     Path(home).mkdir(parents=True, exist_ok=True)
-    bound_allocator()  # not Prefect's, but this is where a build process starts: see rmb_build.memory
+    bound_allocator()  # not Prefect's, but this is where a build process starts: see rmb_build.core.memory
     return Path(home)
 
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from rmb_build.config import BuildConfig
-from rmb_build.errors import RMBError
-from rmb_build.records import Query
+from rmb_build.core.errors import RMBError
+from rmb_build.core.records import Query
+from rmb_build.core.taxonomy import GOALS
 from rmb_build.stages.gold import below, gold_check, guard_evidence
 from rmb_build.stages.guard import guard
 from rmb_build.stages.route import Routing, alternatives_from, goal_of, needs_alternatives, route
 from rmb_build.stages.select import select, select_balanced
-from rmb_build.taxonomy import GOALS
 
 
 async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_agreement: float | None) -> dict | None:

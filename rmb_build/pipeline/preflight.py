@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from rmb_build.config import STAGES, BuildConfig, ModelRef
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
 
 # Stages that may be left out of ``stages``: the pipeline passes their input through.
 SKIPPABLE = ("dedup", "classify")

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from rmb_build import atomic
-from rmb_build.jsonl import read_jsonl_objects
-from rmb_build.records import Failure
+from rmb_build.core import atomic
+from rmb_build.core.jsonl import read_jsonl_objects
+from rmb_build.core.records import Failure
 
 FAILURES_FILE = "failures.jsonl"
 SUMMARY_FILE = "summary.json"

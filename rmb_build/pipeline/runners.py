@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from rmb_build.config import RunConfig
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
 
 
 def make_task_runner(run: RunConfig, file: str = "<config>") -> Any:

@@ -16,12 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from rmb_build import atomic
-from rmb_build.items import Item
-from rmb_build.jsonl import iter_jsonl
+from rmb_build.core import atomic
+from rmb_build.core.items import Item
+from rmb_build.core.jsonl import iter_jsonl
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.release.rmb_format import parse_item
 from rmb_build.stages.sets import SCENARIO_ORDER, SetsResult
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
 
 SETS = (PAIRWISE_SET, BON_SET)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from rmb_build.config import BuildConfig
+from rmb_build.core.records import Query
+from rmb_build.core.taxonomy import parse_scenario_id
 from rmb_build.pipeline.run_state import merge_stats
-from rmb_build.records import Query
-from rmb_build.taxonomy import parse_scenario_id
 
 RAW_QUERIES = "queries.jsonl"
 DEDUPED_QUERIES = "deduped.jsonl"

@@ -11,7 +11,7 @@ packed into flat buffers (``_Items``: where it lives; ``_Records``: the 16-byte 
 a comparing kind needs), not kept as Python objects; comparing kinds sort those records when the
 last item is in.
 
-Texts are compared by ``rmb_build.text.identity`` (NFKC, case folded, whitespace collapsed), the
+Texts are compared by ``rmb_build.core.text.identity`` (NFKC, case folded, whitespace collapsed), the
 same rule ``build_sets`` merges equal answers by, except for ``duplicate_item`` (exact copies, as
 stored); ``llm_name`` and a turn's ``language`` never count. A conversation is its turns'
 (role, identity(content)) in order. Each entry has ``set``, ``uid``, ``file``, ``index`` (position
@@ -32,12 +32,12 @@ from functools import lru_cache
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-from rmb_build.errors import InputError, RMBError
-from rmb_build.items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
+from rmb_build.core.taxonomy import PAIRWISE_SET, is_known
+from rmb_build.core.text import display, identity, search_text
 from rmb_build.release.read import Release
 from rmb_build.release.rmb_format import VALID_ROLES
-from rmb_build.taxonomy import PAIRWISE_SET, is_known
-from rmb_build.text import display, identity, search_text
 
 SCHEMA_VERSION = 1
 LEAK_PATTERNS_FILE = "leak_patterns.txt"
@@ -550,7 +550,7 @@ def _category_mismatch(ctx: AuditContext, e: _Entry) -> dict | None:
 @lru_cache(maxsize=8)
 def load_leak_patterns(relpath: str = LEAK_PATTERNS_FILE) -> tuple[re.Pattern, ...]:
     """The compiled patterns of ``prompts/<relpath>``: one regular expression a line, ``#`` comments."""
-    from rmb_build.prompting import load_prompt
+    from rmb_build.core.prompting import load_prompt
 
     patterns = []
     for n, line in enumerate(load_prompt(relpath).splitlines(), 1):

@@ -1,6 +1,6 @@
 """The dataset card (``README.md``) of a release's Hugging Face form: the Hub's YAML header and the text.
 
-The text comes from ``prompts/dataset_card.md``, a Jinja2 template filled by ``rmb_build.text.fill``.
+The text comes from ``prompts/dataset_card.md``, a Jinja2 template filled by ``rmb_build.core.text.fill``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
+from rmb_build.core.text import fill
 from rmb_build.release.audit import DEFECT_KINDS, AuditReport, defects_phrase
 from rmb_build.release.hf import CONFIGS, SPLIT, data_files_pattern, judge_scores
 from rmb_build.release.read import Release
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
-from rmb_build.text import fill
 
 CARD_TEMPLATE = "dataset_card.md"
 TASK_CATEGORIES = ["text-classification"]
@@ -492,7 +492,7 @@ def render_card(
     Raises RMBError (``card_license``, ``check_card_license``) when nothing names a licence or the
     card's licence would not be valid on the Hub.
     """
-    from rmb_build.prompting import load_prompt
+    from rmb_build.core.prompting import load_prompt
 
     lic = card_license(release.manifest, license)
     check_card_license(lic.header())

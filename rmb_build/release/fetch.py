@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rmb_build import atomic
-from rmb_build.errors import RMBError
+from rmb_build.core import atomic
+from rmb_build.core.errors import RMBError
 from rmb_build.release.benchmark import BenchmarkRelease
 from rmb_build.release.read import read_rmb_release
 
@@ -41,7 +41,7 @@ def release_url() -> str:
 
 def cache_dir(name: str = "rmb") -> Path:
     """``$XDG_CACHE_HOME/rmb/releases/<name>`` (``~/.cache/...`` without ``XDG_CACHE_HOME``)."""
-    from rmb_build.paths import user_cache_dir
+    from rmb_build.core.paths import user_cache_dir
 
     return user_cache_dir() / "releases" / name
 

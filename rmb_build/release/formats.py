@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from rmb_build.errors import InputError, RMBError
+from rmb_build.core.errors import InputError, RMBError
 from rmb_build.release import rewardbench, rewardbench2, rmbench
 from rmb_build.release.benchmark import BenchmarkRelease
 from rmb_build.release.read import Release, find_rmb_root, read_release

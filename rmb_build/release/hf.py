@@ -19,13 +19,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from rmb_build import atomic
-from rmb_build.errors import InputError, RMBError
-from rmb_build.items import Item, PairwiseItem
-from rmb_build.paths import check_relative_id
+from rmb_build.core import atomic
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.items import Item, PairwiseItem
+from rmb_build.core.paths import check_relative_id
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
 from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
 from rmb_build.release.rmb_format import parse_item
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
 
 SPLIT = "test"
 CONFIGS = (PAIRWISE_SET, BON_SET)  # configuration name == set name

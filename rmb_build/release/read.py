@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from rmb_build.errors import InputError, RMBError
-from rmb_build.items import BonItem, Item, PairwiseItem, set_file
-from rmb_build.jsonl import read_jsonl_objects
-from rmb_build.paths import check_relative_id
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.items import BonItem, Item, PairwiseItem, set_file
+from rmb_build.core.jsonl import read_jsonl_objects
+from rmb_build.core.paths import check_relative_id
+from rmb_build.core.taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
 from rmb_build.release.rmb_format import iter_set_file, load_json_file, parse_set_file
-from rmb_build.taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
 
 ANNOTATIONS_FILE = "annotations.jsonl"
 MANIFEST_FILE = "manifest.json"

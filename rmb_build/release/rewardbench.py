@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rmb_build.items import PairwiseItem
+from rmb_build.core.items import PairwiseItem
+from rmb_build.core.taxonomy import PAIRWISE_SET
 from rmb_build.release.benchmark import (
     BenchmarkRelease,
     answer,
@@ -23,7 +24,6 @@ from rmb_build.release.benchmark import (
     with_uids,
 )
 from rmb_build.release.tables import Row
-from rmb_build.taxonomy import PAIRWISE_SET
 
 FORMAT = "rewardbench"
 

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from rmb_build.errors import InputError
-from rmb_build.items import Answer, BonItem, Item, PairwiseItem, Turn
-from rmb_build.stages.json_array import ArrayTail, iter_json_array
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET
+from rmb_build.core.errors import InputError
+from rmb_build.core.items import Answer, BonItem, Item, PairwiseItem, Turn
+from rmb_build.core.json_array import ArrayTail, iter_json_array
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 
 VALID_ROLES = ("user", "assistant", "system")
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Sequence
 
-from rmb_build.items import Answer, PairwiseItem
+from rmb_build.core.items import Answer, PairwiseItem
+from rmb_build.core.taxonomy import PAIRWISE_SET
 from rmb_build.release.benchmark import (
     BenchmarkRelease,
     answer,
@@ -32,7 +33,6 @@ from rmb_build.release.benchmark import (
     with_uids,
 )
 from rmb_build.release.tables import Row
-from rmb_build.taxonomy import PAIRWISE_SET
 
 FORMAT = "rm-bench"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmb_build.errors import InputError, RMBError
-from rmb_build.jsonl import iter_jsonl
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.jsonl import iter_jsonl
 from rmb_build.release.rmb_format import load_json_file
 
 TABLE_SUFFIXES = (".json", ".jsonl", ".parquet")

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from rmb_build import atomic
-from rmb_build.items import Item, set_file
-from rmb_build.paths import check_relative_id
+from rmb_build.core import atomic
+from rmb_build.core.items import Item, set_file
+from rmb_build.core.paths import check_relative_id
 from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
 from rmb_build.release.rmb_format import EMPTY_FILE, FILE_END, FILE_START, ITEM_SEPARATOR, dumps_element
 

@@ -24,12 +24,12 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 import yaml
 
+from rmb_build.core.errors import InputError
+from rmb_build.core.items import Turn, prompt_text
+from rmb_build.core.prompting import load_prompt, prompt_hash
+from rmb_build.core.records import Query
+from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
 from rmb_build.embeddings import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
-from rmb_build.errors import InputError
-from rmb_build.items import Turn, prompt_text
-from rmb_build.prompting import load_prompt, prompt_hash
-from rmb_build.records import Query
-from rmb_build.taxonomy import all_scenarios, is_known, parse_scenario_id
 
 TAXONOMY_FILE = "taxonomy.yaml"
 
@@ -381,9 +381,9 @@ class LLMClassifier:
 
     def plan(self, queries: Sequence[Query]) -> list[Any]:
         """One ChatRequest per query, in order."""
+        from rmb_build.core.text import fill, render_conversation
         from rmb_build.llm.types import ChatRequest
         from rmb_build.stages.common import cut_middle
-        from rmb_build.text import fill, render_conversation
 
         taxonomy = "\n".join(f"- {sid}: {e['description']}" for sid, e in load_taxonomy().items())
         system = fill(load_prompt(self.SYSTEM), taxonomy=taxonomy)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Iterable, Mapping, Sequence, TypeVar
 
-from rmb_build.records import Failure, Query, Response
+from rmb_build.core.records import Failure, Query, Response
 
 T = TypeVar("T")
 

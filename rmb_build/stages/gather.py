@@ -21,16 +21,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-from rmb_build import atomic
 from rmb_build.config import SourceConfig
-from rmb_build.errors import InputError
-from rmb_build.items import Turn
-from rmb_build.jsonl import BadLine, read_jsonl_objects
-from rmb_build.records import Query, query_id
-from rmb_build.stages.json_array import ArrayTail
+from rmb_build.core import atomic
+from rmb_build.core.errors import InputError
+from rmb_build.core.items import Turn
+from rmb_build.core.json_array import ArrayTail
+from rmb_build.core.jsonl import BadLine, read_jsonl_objects
+from rmb_build.core.records import Query, query_id
+from rmb_build.core.taxonomy import is_known
 from rmb_build.stages.language import detect_language
 from rmb_build.stages.sources import source_for
-from rmb_build.taxonomy import is_known
 
 ROLES = {
     "human": "user",
@@ -211,7 +211,7 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
 def release_queries(release: Any, label: str | None = None) -> list[Query]:
     """One Query per distinct conversation of an RMB release (first occurrence wins), labelled with
     its file's scenario; ``source_id`` is ``<set>:<uid>``."""
-    from rmb_build.items import conversation_key
+    from rmb_build.core.items import conversation_key
 
     label = label or release.name
     out, seen = [], set()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from rmb_build.config import GeneratorConfig
-from rmb_build.errors import ConfigError
+from rmb_build.core.errors import ConfigError
+from rmb_build.core.records import Failure, Query, Response
 from rmb_build.llm.types import ChatRequest, ChatResult
-from rmb_build.records import Failure, Query, Response
 from rmb_build.stages.common import (
     StageResult,
     ask,

@@ -11,7 +11,7 @@ Agreement per goal is the mean outcome: 1 when the gold ``chosen`` is preferred,
 ``rejected`` is, 0.5 for a tie (no preference either way; as ``rmb evaluate --ties half``), so chance
 is 0.5. An answer whose guard verdict is unreadable is compared with nothing by the build, so its
 pair counts as a tie. Pairs the judge could not score are left out of ``n`` and counted as ``unjudged``. The 95%
-interval is ``rmb evaluate``'s (``rmb_build.intervals``): exact for 0/1 outcomes, never of zero width. Every call goes
+interval is ``rmb evaluate``'s (``rmb_build.core.intervals``): exact for 0/1 outcomes, never of zero width. Every call goes
 through the LLM cache, so a rerun repeats none.
 
 The guard also reads every gold prompt (both goals), which measures its prompt-level precision: of the
@@ -29,16 +29,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rmb_build.errors import RMBError
-from rmb_build.intervals import DEFAULT_DRAWS, FEW_ITEMS, FEW_MARK, clopper_pearson, few_items, mean_interval
-from rmb_build.items import PairwiseItem
-from rmb_build.records import Query, Response, query_id
+from rmb_build.core.errors import RMBError
+from rmb_build.core.intervals import DEFAULT_DRAWS, FEW_ITEMS, FEW_MARK, clopper_pearson, few_items, mean_interval
+from rmb_build.core.items import PairwiseItem
+from rmb_build.core.records import Query, Response, query_id
+from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
 from rmb_build.stages.guard import plan as guard_plan
 from rmb_build.stages.judge import judge
 from rmb_build.stages.judge import plan as judge_plan
 from rmb_build.stages.sets import Candidate, answer_key, beats
-from rmb_build.taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"
 CHANCE = 0.5
@@ -97,7 +97,7 @@ def outcome(chosen: Candidate, rejected: Candidate) -> float:
 
 
 def agreement(outcomes: Sequence[float], seed: int, stratum: str) -> dict[str, Any]:
-    """``{"value", "n", "ci95", "ties"}`` of a goal's outcomes (``rmb_build.intervals``: never of zero width)."""
+    """``{"value", "n", "ci95", "ties"}`` of a goal's outcomes (``rmb_build.core.intervals``: never of zero width)."""
     arr = np.asarray(outcomes, dtype=float)
     n = len(arr)
     if not n:

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from rmb_build.config import GuardConfig
-from rmb_build.items import Turn
+from rmb_build.core.items import Turn
+from rmb_build.core.prompting import load_prompt
+from rmb_build.core.records import Failure, GuardLabel, Query, Response
+from rmb_build.core.taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
+from rmb_build.core.text import fill, render_conversation
 from rmb_build.llm.types import ChatRequest, ChatResult
-from rmb_build.prompting import load_prompt
-from rmb_build.records import Failure, GuardLabel, Query, Response
 from rmb_build.stages.common import (
     StageResult,
     ask,
@@ -28,8 +30,6 @@ from rmb_build.stages.common import (
     input_token_budget,
 )
 from rmb_build.stages.plan import Planned
-from rmb_build.taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
-from rmb_build.text import fill, render_conversation
 
 STAGE = "guard"
 PROMPT = "guard/llama_guard2.md"

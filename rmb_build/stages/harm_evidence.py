@@ -24,8 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rmb_build.records import Query
-from rmb_build.taxonomy import HARMLESSNESS, parse_scenario_id
+from rmb_build.core.records import Query
+from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
 
 MEASUREMENT = "harm_threshold.json"
 BELOW_THRESHOLD = "classifier's P(harm) below the measured threshold"

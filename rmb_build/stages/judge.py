@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from rmb_build.config import JudgeConfig
+from rmb_build.core.prompting import criteria_path, load_prompt
+from rmb_build.core.records import Failure, JudgeScore, Query, Response
+from rmb_build.core.text import fill, render_conversation
 from rmb_build.llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
 from rmb_build.llm.types import ChatRequest, ChatResult
-from rmb_build.prompting import criteria_path, load_prompt
-from rmb_build.records import Failure, JudgeScore, Query, Response
 from rmb_build.stages.common import (
     StageResult,
     ask,
@@ -29,7 +30,6 @@ from rmb_build.stages.common import (
     input_token_budget,
 )
 from rmb_build.stages.plan import Planned
-from rmb_build.text import fill, render_conversation
 
 STAGE = "judge"
 SYSTEM_PROMPT = "judge/system.md"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from rmb_build.core.records import Failure
 from rmb_build.llm.types import ChatRequest
-from rmb_build.records import Failure
 
 T = TypeVar("T")
 

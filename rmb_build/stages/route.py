@@ -28,9 +28,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from rmb_build.records import GuardLabel, Query
+from rmb_build.core.records import GuardLabel, Query
+from rmb_build.core.taxonomy import HARMLESSNESS, HELPFULNESS, parse_scenario_id
 from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE
-from rmb_build.taxonomy import HARMLESSNESS, HELPFULNESS, parse_scenario_id
 
 GUARD, CLASSIFIER = "guard", "classifier"
 

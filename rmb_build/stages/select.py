@@ -12,9 +12,9 @@ from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
 from rmb_build.config import BuildConfig
-from rmb_build.records import Query
+from rmb_build.core.records import Query
+from rmb_build.core.taxonomy import GOALS, parse_scenario_id
 from rmb_build.stages.classify import abstained
-from rmb_build.taxonomy import GOALS, parse_scenario_id
 
 
 def select(queries: Sequence[Query], cfg: BuildConfig) -> tuple[list[Query], dict[str, int]]:

@@ -7,7 +7,7 @@ scores, and an answer without a readable guard verdict (unknown, or no label) is
 other answer (``cfg.unreadable_verdicts: judge_only``: only with the other such answers, by score):
 each query's preference is then a strict order (safety first, then score), so its items never
 form a cycle. Answers cut at ``max_tokens`` (``finish_reason == "length"``) never enter
-a set. Answers that are the same text by ``rmb_build.text.identity`` (the rule the audit uses)
+a set. Answers that are the same text by ``rmb_build.core.text.identity`` (the rule the audit uses)
 are merged first, so no item holds two identical texts. Pairs are picked per ``cfg.pair_policy``
 (see ``select_pairs``). Uids are numbered over a deterministic order (scenario, query id, answer
 identities), so a re-run on the same inputs gives the same uids. Nothing is dropped silently:
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from rmb_build.config import SetsConfig
-from rmb_build.items import Answer, BonItem, PairwiseItem, default_category_path
-from rmb_build.prompting import prompt_hash
-from rmb_build.records import GuardLabel, JudgeScore, Query, Response
+from rmb_build.core.items import Answer, BonItem, PairwiseItem, default_category_path
+from rmb_build.core.prompting import prompt_hash
+from rmb_build.core.records import GuardLabel, JudgeScore, Query, Response
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
+from rmb_build.core.text import identity, unfinished_text
 from rmb_build.stages.common import index_queries, responses_by_query
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
-from rmb_build.text import identity, unfinished_text
 
 # Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}

@@ -19,8 +19,8 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-from rmb_build.errors import RMBError
-from rmb_build.items import Conversation
+from rmb_build.core.errors import RMBError
+from rmb_build.core.items import Conversation
 
 
 @dataclass

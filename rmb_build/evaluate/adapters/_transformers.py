@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
+from rmb_build.core.items import Conversation
 from rmb_build.evaluate.adapters import RMOptions
-from rmb_build.items import Conversation
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 REACH_TIMEOUT_S = 3.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RewardModel, ScoreText
 
 BASELINES = ("length", "random")

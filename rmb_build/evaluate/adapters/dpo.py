@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RewardModel, ScoreText
 from rmb_build.evaluate.adapters import _transformers as T
 

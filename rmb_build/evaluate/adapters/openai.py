@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator, Sequence
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
+from rmb_build.core.prompting import criteria_for, load_prompt, prompt_hash
+from rmb_build.core.text import fill, render_conversation
 from rmb_build.evaluate.adapters import JudgePair, PairJudge, RewardModel, ScoreText
 from rmb_build.llm.structured import score_reply_schema
-from rmb_build.prompting import criteria_for, load_prompt, prompt_hash
-from rmb_build.text import fill, render_conversation
 
 ENDPOINT = "rm"  # the name this adapter gives a URL-only endpoint
 PROMPTS = {"pairwise": "rm_judge/pairwise.md", "pointwise": "rm_judge/pointwise.md"}

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RewardModel, ScoreText
 
 

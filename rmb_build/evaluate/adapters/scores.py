@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
+from rmb_build.core.items import Item
 from rmb_build.evaluate.adapters import RewardModel, ScoreText
 from rmb_build.evaluate.scores_file import predictions, read_scores
-from rmb_build.items import Item
 
 
 class ScoresFileRM(RewardModel):

@@ -20,7 +20,7 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 
 DEFAULT = "sequence-classifier"
 

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import _transformers as T
 from rmb_build.evaluate.families import gather_last
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from rmb_build.errors import RMBError
+from rmb_build.core.errors import RMBError
 
 TABLE = "known_models.yaml"
 

@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rmb_build.errors import InputError
-from rmb_build.stages.json_array import ArrayTail
+from rmb_build.core.errors import InputError
+from rmb_build.core.json_array import ArrayTail
 
 RawRecord = tuple[int, Any]  # (line or element index, decoded record or jsonl.BadLine)
 MAX_IDENTITY_FILES = 10_000

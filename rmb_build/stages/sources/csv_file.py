@@ -10,9 +10,9 @@ from typing import Iterator, Literal
 
 from pydantic import Field
 
-from rmb_build.errors import InputError
-from rmb_build.jsonl import BadLine
-from rmb_build.stages.json_array import ArrayTail
+from rmb_build.core.errors import InputError
+from rmb_build.core.json_array import ArrayTail
+from rmb_build.core.jsonl import BadLine
 from rmb_build.stages.sources.base import RawRecord, Source, SourceOptions, source
 
 _EXTRA = "\0extra"  # DictReader's key for the cells past the header's columns

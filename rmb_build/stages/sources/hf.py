@@ -7,8 +7,8 @@ from typing import Any, Iterator, Literal
 
 from pydantic import Field
 
-from rmb_build.errors import InputError
-from rmb_build.stages.json_array import ArrayTail
+from rmb_build.core.errors import InputError
+from rmb_build.core.json_array import ArrayTail
 from rmb_build.stages.sources.base import RawRecord, Source, SourceError, SourceOptions, source
 
 _BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv", ".arrow": "arrow"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from rmb_build.stages.json_array import ArrayTail, iter_json_array
+from rmb_build.core.json_array import ArrayTail, iter_json_array
 from rmb_build.stages.sources.base import RawRecord, Source, SourceOptions, source
 
 

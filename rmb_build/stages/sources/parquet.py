@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from rmb_build.errors import InputError
-from rmb_build.stages.json_array import ArrayTail
+from rmb_build.core.errors import InputError
+from rmb_build.core.json_array import ArrayTail
 from rmb_build.stages.sources.base import RawRecord, Source, SourceOptions, source
 
 

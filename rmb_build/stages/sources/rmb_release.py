@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from rmb_build.stages.json_array import ArrayTail
+from rmb_build.core.json_array import ArrayTail
 from rmb_build.stages.sources.base import Source, SourceError, SourceOptions, local_path_check, source
 
 

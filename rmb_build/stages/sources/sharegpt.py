@@ -8,8 +8,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from rmb_build.errors import InputError
-from rmb_build.stages.json_array import ArrayTail, iter_json_array
+from rmb_build.core.errors import InputError
+from rmb_build.core.json_array import ArrayTail, iter_json_array
 from rmb_build.stages.sources.base import (
     RawRecord,
     Source,

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import jinja2
 
-from rmb_build.items import Turn
+from rmb_build.core.items import Turn
 
 BLOCK = "[{role}]\n{content}"
 

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from rmb_build.items import Conversation, Turn, prompt_text
+from rmb_build.core.items import Conversation, Turn, prompt_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from rmb_build.errors import InputError
+from rmb_build.core.errors import InputError
 
 _WS = " \t\r\n"
 

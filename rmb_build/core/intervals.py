@@ -30,7 +30,7 @@ FEW_ITEMS = 10
 FEW_MARK = "†"  # beside a figure over fewer than FEW_ITEMS items, in every report, plot and page
 METHOD = (
     "Clopper-Pearson for proportions; for means of scenario accuracies and for ties counted half, "
-    "Clopper-Pearson carried through the weighted sum by seeded Monte Carlo (see rmb_build/intervals.py)"
+    "Clopper-Pearson carried through the weighted sum by seeded Monte Carlo (see rmb_build/core/intervals.py)"
 )
 
 

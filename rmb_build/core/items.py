@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rmb_build.taxonomy import BON_SET, PAIRWISE_SET, SET_FOLDERS
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, SET_FOLDERS
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 
-from rmb_build.paths import check_relative_id, prompts_dir
+from rmb_build.core.paths import check_relative_id, prompts_dir
 
 
 @lru_cache(maxsize=None)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from rmb_build.errors import InputError
+from rmb_build.core.errors import InputError
 
 MAX_KEPT_CHARS = 2000  # of a bad line, for a quarantine entry
 
