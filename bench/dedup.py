@@ -1,7 +1,7 @@
 """Exact near-duplicate search (cosine >= threshold) on random unit vectors with planted duplicates.
 
 Measures, each in its own process so that peak memory is the method's own:
-- ``blocked``: ``rmb_build.similarity.similar_pairs`` on all n vectors;
+- ``blocked``: ``rmb_build.embed.similarity.similar_pairs`` on all n vectors;
 - ``limit``:   the bare BLAS products of the same tiles (the n^2/2 dot products alone), the floor
                any exact method pays on this machine;
 - ``naive``:   the full n x n similarity matrix at once, on a subset, with its own limit.
@@ -82,7 +82,7 @@ def worker(args: argparse.Namespace) -> dict:
     if args.worker in ("limit", "naive_limit"):
         bare_products(x, args.block)
     elif args.worker == "blocked":
-        from rmb_build.similarity import similar_pairs
+        from rmb_build.embed.similarity import similar_pairs
 
         i, j, _ = similar_pairs(x, threshold=args.threshold, block_size=args.block)
         out = {"recall_of_planted": recall(i, j, planted), "pairs_found": int(len(i))}

@@ -9,7 +9,7 @@ Measured in one run, per backend, on the same texts:
   each repetition (the machine is shared, its speed drifts), after one warm-up call each;
 - cosine with the torch vector of the same text (min, 1st percentile, mean);
 - dedup: the build's own near-duplicate decision (``rmb_build.stages.dedup.near_duplicates``, the pairs
-  of ``rmb_build.similarity.similar_pairs``) at ``--threshold`` on that backend's vectors, compared
+  of ``rmb_build.embed.similarity.similar_pairs``) at ``--threshold`` on that backend's vectors, compared
   with torch's row by row (kept, or removed in favour of which row) and pair by pair, every
   disagreement listed with its cosines under both backends.
 torch and onnxruntime both get ``--threads`` intra-op threads. Prints tables, then one JSON line.
@@ -97,8 +97,8 @@ def plant_pairs(prompts: list[str], planted: int, seed: int) -> tuple[list[str],
 
 def load_backends(threads: int) -> dict:
     """One encode function per backend, each runtime limited to ``threads`` intra-op threads."""
-    from rmb_build.embeddings import DEFAULT_MODEL, embed, load_encoder, model_fingerprint, model_path
-    from rmb_build.onnx_encoder import OnnxEncoder
+    from rmb_build.embed.encoder import DEFAULT_MODEL, embed, load_encoder, model_fingerprint, model_path
+    from rmb_build.embed.onnx import OnnxEncoder
 
     load_encoder(DEFAULT_MODEL, backend="torch")  # sets torch's environment before torch is imported
     import torch
@@ -117,7 +117,7 @@ def pair_cosine(vectors: np.ndarray, a: int, b: int) -> float:
 
 def compare_dedup(vecs: dict[str, np.ndarray], backend: str, threshold: float, planted: np.ndarray) -> dict:
     """The backend's near-duplicate decisions against torch's: rows, pairs, planted pairs."""
-    from rmb_build.similarity import similar_pairs
+    from rmb_build.embed.similarity import similar_pairs
     from rmb_build.stages.dedup import near_duplicates
 
     ref, got = vecs["torch"], vecs[backend]
@@ -200,7 +200,7 @@ def main() -> None:
                 )
             vecs.setdefault(b, v)
 
-    from rmb_build.embeddings import DEFAULT_MODEL, load_encoder
+    from rmb_build.embed.encoder import DEFAULT_MODEL, load_encoder
 
     model = load_encoder(DEFAULT_MODEL, backend="torch")  # the instance embed() used
     lengths = np.array([len(ids) for ids in model.tokenizer(texts, truncation=False)["input_ids"]])

@@ -2,7 +2,7 @@
 
 A build's encoding passes are among its peaks of memory, and the encoder's heap is what grows there:
 ``rmb_build.core.memory.encoder_allocation`` lifts glibc's thresholds while it runs and ``hand_back``
-trims the heap between groups of ``rmb_build.embeddings.GROUP_TEXTS`` texts once it grew
+trims the heap between groups of ``rmb_build.embed.encoder.GROUP_TEXTS`` texts once it grew
 ``ENCODER_HEADROOM_MB``. This bench encodes the same ShareGPT search texts (length-sorted, as the
 build's store does) under each policy, each run in a fresh process (its own allocator) after
 ``bound_allocator`` as ``rmb build`` calls it, at two sizes, in one run with the policies' order
@@ -29,7 +29,7 @@ CHILD = r"""
 import json, sys, threading, time
 from rmb_build.core import memory
 memory.bound_allocator()
-import rmb_build.embeddings as emb
+import rmb_build.embed.encoder as emb
 texts, policy = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
 if policy:
     emb.GROUP_TEXTS, memory.ENCODER_HEADROOM_MB = policy

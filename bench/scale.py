@@ -258,7 +258,7 @@ def distinct_texts(raw_queries: Path) -> list[str]:
 
 def encoder_floor(texts: list[str], fingerprint: str | None) -> float:
     """Seconds to encode ``texts`` once, the encoder already loaded (the backend named by ``fingerprint``)."""
-    from rmb_build.embeddings import BACKENDS, embed
+    from rmb_build.embed.encoder import BACKENDS, embed
 
     backend = fingerprint.rsplit("+", 1)[-1] if fingerprint and "+" in fingerprint else "torch"
     backend = backend if backend in BACKENDS else "torch"

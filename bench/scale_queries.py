@@ -101,7 +101,7 @@ def main() -> int:
     import numpy as np
 
     from rmb_build.core.text import search_text
-    from rmb_build.embeddings import embed
+    from rmb_build.embed.encoder import embed
     from rmb_build.stages.classify import classifier_text, embedding_classifier
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])

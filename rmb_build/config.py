@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from rmb_build.core.errors import ConfigError
-from rmb_build.similarity import BLOCK_SIZE
+from rmb_build.embed.similarity import BLOCK_SIZE
 
 STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
 
@@ -216,7 +216,7 @@ class DedupConfig(_Strict):
 
 class EmbeddingsConfig(_Strict):
     """The build's one sentence encoder: dedup, the embedding classifier and the release audit embed with it,
-    through one store in the run folder (``rmb_build.embedding_store``): each distinct text once."""
+    through one store in the run folder (``rmb_build.embed.store``): each distinct text once."""
 
     model: str = Field(
         default="all-MiniLM-L6-v2", description="the packaged all-MiniLM-L6-v2, a local folder or a Hub id"

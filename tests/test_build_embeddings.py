@@ -15,8 +15,8 @@ from rmb_build.core.errors import ConfigError
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query
 from rmb_build.core.text import search_text
-from rmb_build.embedding_store import EmbeddingStore
-from rmb_build.embeddings import Encoder
+from rmb_build.embed.encoder import Encoder
+from rmb_build.embed.store import EmbeddingStore
 from rmb_build.release import read_release
 from rmb_build.release.audit import audit_release
 from rmb_build.stages.classify import EmbeddingClassifier, classifier_text, classify
@@ -232,7 +232,7 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
     and run folders while dedup's and the classifier's texts are encoded, and reads them back after."""
     import gc
 
-    import rmb_build.embeddings as emb
+    import rmb_build.embed.encoder as emb
     from rmb_build.pipeline.build import run_build
     from rmb_build.stages.gather import read_queries
 
@@ -339,7 +339,7 @@ def test_audit_and_contamination_reuse_a_store_folder(tmp_path, capsys):
 def test_embed_in_groups_keeps_each_text_its_own_row(monkeypatch):
     """``embed`` encodes length-sorted groups (the allocator trimmed between them): with groups of 3,
     every row is still its own text's, as one plain sentence-transformers call gives it."""
-    from rmb_build import embeddings
+    from rmb_build.embed import encoder as embeddings
 
     texts = [t for _, turns in TEXTS for t in turns] + ["short", "a somewhat longer text about lists " * 4]
     whole = embeddings.load_encoder().encode(texts, batch_size=8, normalize_embeddings=True, convert_to_numpy=True)

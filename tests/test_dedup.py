@@ -9,7 +9,7 @@ import pytest
 from rmb_build.config import DedupConfig
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query, query_id
-from rmb_build.similarity import best_match, normalize, similar_pairs
+from rmb_build.embed.similarity import best_match, normalize, similar_pairs
 from rmb_build.stages.dedup import dedup, normalized_text, resolve_near
 
 

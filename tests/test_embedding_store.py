@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
-from rmb_build.embedding_store import KEY_BYTES, EmbeddingStore
+from rmb_build.embed.store import KEY_BYTES, EmbeddingStore
 
 
 class CountingEncoder:
@@ -147,7 +147,7 @@ def test_a_store_whose_meta_names_another_dtype_is_refused(tmp_path):
 
 
 def test_real_minilm_vectors_from_the_store_equal_direct_encoding(tmp_path):
-    from rmb_build.embeddings import embed, model_fingerprint
+    from rmb_build.embed.encoder import embed, model_fingerprint
 
     texts = ["How do I bake bread?", "Write a haiku about autumn.", "How do I bake bread?"]
     store = EmbeddingStore(tmp_path, model_fingerprint(), lambda ts: embed(ts))

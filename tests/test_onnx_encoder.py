@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'rmb_build[onnx]')")
 
 from rmb_build.core.errors import RMBError  # noqa: E402
-from rmb_build.embeddings import embed, model_fingerprint, model_path  # noqa: E402
-from rmb_build.onnx_encoder import OnnxEncoder  # noqa: E402
+from rmb_build.embed.encoder import embed, model_fingerprint, model_path  # noqa: E402
+from rmb_build.embed.onnx import OnnxEncoder  # noqa: E402
 
 TEXTS = [
     "How do I reverse a linked list in Python?",

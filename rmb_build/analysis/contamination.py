@@ -9,8 +9,8 @@ from typing import Any, Sequence
 from rmb_build.core.items import conversation_key
 from rmb_build.core.records import Query
 from rmb_build.core.text import search_text
-from rmb_build.embeddings import DEFAULT_MODEL, Embed
-from rmb_build.similarity import BLOCK_SIZE, best_match
+from rmb_build.embed.encoder import DEFAULT_MODEL, Embed
+from rmb_build.embed.similarity import BLOCK_SIZE, best_match
 from rmb_build.stages.dedup import embed_queries, normalized_text
 from rmb_build.stages.gather import release_queries
 

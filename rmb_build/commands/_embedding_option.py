@@ -28,7 +28,7 @@ def embedding_store(args: argparse.Namespace) -> Any:
     if not args.embeddings:
         return None
     from rmb_build.core.errors import RMBError
-    from rmb_build.embeddings import BACKENDS, store_for
+    from rmb_build.embed.encoder import BACKENDS, store_for
 
     if args.embedding_backend not in BACKENDS:
         raise RMBError(f"--embedding-backend {args.embedding_backend}: one of {', '.join(BACKENDS)}")

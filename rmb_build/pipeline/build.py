@@ -62,7 +62,7 @@ class BuildPaths:
 
     @property
     def embeddings(self) -> Path:
-        """The build's embedding store (``rmb_build.embedding_store``): each text embedded once per encoder."""
+        """The build's embedding store (``rmb_build.embed.store``): each text embedded once per encoder."""
         return self.run / "embeddings"
 
     @property

@@ -113,7 +113,7 @@ def gather_key(cfg: Any) -> str:
 
 def encoder_identity(cfg: Any) -> list[str]:
     """The build's sentence encoder as its vectors depend on it: model (version), backend, stored dtype."""
-    from rmb_build.embeddings import model_fingerprint
+    from rmb_build.embed.encoder import model_fingerprint
 
     return [model_fingerprint(cfg.embeddings.model, cfg.embeddings.backend), cfg.embeddings.dtype]
 

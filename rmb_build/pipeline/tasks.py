@@ -18,7 +18,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
-from rmb_build.embeddings import store_for
+from rmb_build.embed.encoder import store_for
 from rmb_build.pipeline.keys import by_cache_key
 from rmb_build.stages.classify import LLMClassifier, apply_predictions, classify, embedding_classifier
 from rmb_build.stages.common import ask

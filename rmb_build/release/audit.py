@@ -669,7 +669,7 @@ class _NearDuplicates:
 
     def _embed_pending(self) -> None:
         try:
-            from rmb_build.embeddings import Encoder
+            from rmb_build.embed.encoder import Encoder
 
             self.embed = self.embed or Encoder()
             self.rows.append(self.embed(self.pending))
@@ -719,7 +719,7 @@ class _NearDuplicates:
                 f"only prompts repeated exactly in different scenarios were checked"
             )
             return pairs
-        from rmb_build.similarity import similar_pairs
+        from rmb_build.embed.similarity import similar_pairs
 
         ctx.checks["near_duplicates"] = "embeddings"
         ctx.checks["embedding_model"] = self.embed.fingerprint if hasattr(self.embed, "fingerprint") else "custom"

@@ -29,7 +29,7 @@ from rmb_build.core.items import Turn, prompt_text
 from rmb_build.core.prompting import load_prompt, prompt_hash
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
-from rmb_build.embeddings import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
+from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 
 TAXONOMY_FILE = "taxonomy.yaml"
 

@@ -1,5 +1,5 @@
 """Stage 2, dedup: exact duplicates (normalised text), then near-duplicates by the cosine of
-sentence-transformers embeddings, found exactly and block by block (``rmb_build.similarity``).
+sentence-transformers embeddings, found exactly and block by block (``rmb_build.embed.similarity``).
 
 The first query (in input order) of a group is kept; every removed query records which kept query
 it duplicated and how similar they are, so nothing disappears without a trace.
@@ -16,9 +16,9 @@ from rmb_build.config import DedupConfig
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query
 from rmb_build.core.text import identity, search_text
-from rmb_build.embedding_store import text_digest
-from rmb_build.embeddings import DEFAULT_MODEL, Embed
-from rmb_build.similarity import BLOCK_SIZE, similar_pairs
+from rmb_build.embed.encoder import DEFAULT_MODEL, Embed
+from rmb_build.embed.similarity import BLOCK_SIZE, similar_pairs
+from rmb_build.embed.store import text_digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ def embed_queries(
     texts = [search_text(q.conversation) for q in queries]
     if embed is not None:
         return embed(texts)
-    from rmb_build.embeddings import embed as encode  # torch loads only when embeddings are needed
+    from rmb_build.embed.encoder import embed as encode  # torch loads only when embeddings are needed
 
     return encode(texts, name=model, show_progress=show_progress)
 

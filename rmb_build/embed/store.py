@@ -67,7 +67,7 @@ class StoreStats:
 class EmbeddingStore:
     """Embeddings of texts under one encoder, persisted in ``folder`` and computed only when missing.
 
-    ``encode`` maps texts to unit-length rows (``rmb_build.embeddings.embed`` with a fixed model by
+    ``encode`` maps texts to unit-length rows (``rmb_build.embed.encoder.embed`` with a fixed model by
     default); ``fingerprint`` names the encoder and must change whenever its vectors would. ``dtype``
     None: the dtype the folder already holds, float32 for a new one. One object per thread (its
     stats and index are not locked; processes and objects share the folder safely).

@@ -12,7 +12,7 @@ import numpy as np
 from rmb_build.core.memory import encoder_allocation
 
 if TYPE_CHECKING:
-    from rmb_build.embedding_store import EmbeddingStore
+    from rmb_build.embed.store import EmbeddingStore
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -39,7 +39,7 @@ def load_encoder(name: str = DEFAULT_MODEL, device: str | None = None, backend: 
     if backend not in BACKENDS:
         raise ValueError(f"embedding backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if backend != "torch":
-        from rmb_build.onnx_encoder import OnnxEncoder
+        from rmb_build.embed.onnx import OnnxEncoder
 
         return OnnxEncoder(model_path(name), model_fingerprint(name), int8=backend == "onnx-int8")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -141,8 +141,8 @@ def check_encoder(embed_fn: Embed, name: str, backend: str = "torch") -> None:
 def store_for(
     folder: str | os.PathLike, name: str = DEFAULT_MODEL, backend: str = "torch", dtype: str | None = "float32"
 ) -> "EmbeddingStore":
-    """An embedding store in ``folder`` for this model and backend (see ``rmb_build.embedding_store``);
+    """An embedding store in ``folder`` for this model and backend (see ``rmb_build.embed.store``);
     ``dtype`` None: whatever the folder already holds."""
-    from rmb_build.embedding_store import EmbeddingStore
+    from rmb_build.embed.store import EmbeddingStore
 
     return EmbeddingStore(folder, model_fingerprint(name, backend), Encoder(name, backend), dtype=dtype)
