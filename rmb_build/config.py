@@ -70,7 +70,7 @@ class EndpointConfig(_Strict):
     @field_validator("embedded")
     @classmethod
     def _embedded(cls, v: str | None) -> str | None:
-        from rmb_build.embedded_models import EMBEDDED
+        from rmb_build.llm.embedded_models import EMBEDDED
 
         if v is not None and v not in EMBEDDED:
             raise ValueError(f"unknown embedded model {v!r} (known: {', '.join(EMBEDDED)})")

@@ -6,7 +6,7 @@ import pytest
 
 from rmb_build.config import EndpointConfig, parse_config
 from rmb_build.core.errors import ConfigError
-from rmb_build.embedded_models import EMBEDDED
+from rmb_build.llm.embedded_models import EMBEDDED
 from rmb_build.llm.endpoint import endpoint_description
 from rmb_build.llm.server import ServerError, gguf_file
 

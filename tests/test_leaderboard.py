@@ -16,8 +16,8 @@ from leaderboard_helpers import build, evaluate_all, load_results, own_site, sma
 
 from rmb_build.cli import main
 from rmb_build.leaderboard.entries import CELLS, MEAN, load_entry
-from rmb_build.provenance import REDACTED, redact, release_sha256
 from rmb_build.release import read_release
+from rmb_build.release.provenance import REDACTED, redact, release_sha256
 
 
 @pytest.fixture(scope="module")

@@ -166,8 +166,8 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.core.paths import workdir
     from rmb_build.evaluate.adapters import RMOptions, load_rm
     from rmb_build.evaluate.run import evaluate
-    from rmb_build.provenance import command_line
     from rmb_build.release import open_release
+    from rmb_build.release.provenance import command_line
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:

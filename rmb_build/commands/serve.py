@@ -6,7 +6,7 @@ import argparse
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from rmb_build.embedded_models import EMBEDDED
+    from rmb_build.llm.embedded_models import EMBEDDED
 
     p.add_argument(
         "--model",

@@ -15,7 +15,7 @@ from rmb_build.evaluate.metrics import DEFAULT_RESAMPLES, build_results
 from rmb_build.evaluate.outcomes import length_bias, position_bias, predict
 from rmb_build.evaluate.report import write_report
 from rmb_build.evaluate.scoring import score_items
-from rmb_build.provenance import release_record
+from rmb_build.release.provenance import release_record
 from rmb_build.release.read import Release
 
 

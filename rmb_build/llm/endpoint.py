@@ -46,7 +46,7 @@ def endpoint_description(endpoint: Any) -> dict[str, Any]:
     """The endpoint for a manifest or a stage key: its identity, and for an embedded model the
     package (and version) that ships its weights and the context size it runs with."""
     if endpoint.embedded:
-        from rmb_build.embedded_models import EMBEDDED
+        from rmb_build.llm.embedded_models import EMBEDDED
 
         pkg = EMBEDDED[endpoint.embedded].package if endpoint.embedded in EMBEDDED else endpoint.embedded
         return {"embedded": endpoint.embedded, "package": pkg, "version": package_version(pkg), "n_ctx": endpoint.n_ctx}

@@ -1,7 +1,7 @@
 """The embedded local model server: ``llama_cpp.server`` on a free port of 127.0.0.1.
 
 It serves one or more GGUF models shipped as Python packages (the table in
-``rmb_build.embedded_models``) under their short names, so a request's ``model`` is e.g. ``smollm2``.
+``rmb_build.llm.embedded_models``) under their short names, so a request's ``model`` is e.g. ``smollm2``.
 The process runs in its own process group, is killed with that group on exit, crash or Ctrl-C, and
 exits by itself when its parent dies (a parent-death signal, and a watchdog on the parent's pid
 inside the server process).
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from rmb_build.core.errors import RMBError
-from rmb_build.embedded_models import EMBEDDED, MissingModelPackage
+from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class ServerError(RMBError):
 
 
 def gguf_file(name: str, cache_dir: str | Path | None = None) -> Path:
-    """The GGUF file of embedded model ``name`` (see ``rmb_build.embedded_models``)."""
+    """The GGUF file of embedded model ``name`` (see ``rmb_build.llm.embedded_models``)."""
     model = EMBEDDED.get(name)
     if model is None:
         raise ServerError(f"unknown embedded model {name!r} (known: {', '.join(EMBEDDED)})")

@@ -45,7 +45,7 @@ def exact_counter(endpoint: EndpointConfig) -> Counter | None:
 
 @functools.lru_cache(maxsize=None)
 def _gguf_counter(model: str) -> Counter | None:
-    from rmb_build.embedded_models import EMBEDDED, MissingModelPackage
+    from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage
 
     entry = EMBEDDED.get(model)
     if entry is None or entry.chat_format is not None:
