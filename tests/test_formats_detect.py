@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from formats_helpers import ans, evaluate, evaluate_error, write_json, write_jsonl
 
+from rmb_build.benchmarks.formats import detect_format, open_release
+from rmb_build.benchmarks.tables import local_rows
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.items import Answer, PairwiseItem, Turn
-from rmb_build.release import open_release, write_release
-from rmb_build.release.formats import detect_format
+from rmb_build.release import write_release
 from rmb_build.release.read import Release
-from rmb_build.release.tables import local_rows
 
 
 def lists(n_chosen: int, n_rejected: int, **extra) -> dict:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from formats_helpers import ans, evaluate, write_jsonl
 
+from rmb_build.benchmarks.base import decode_label, encode_label
+from rmb_build.benchmarks.formats import open_release
 from rmb_build.core.items import set_file
 from rmb_build.core.taxonomy import PAIRWISE_SET, parse_scenario_id
-from rmb_build.release import open_release, write_release
-from rmb_build.release.benchmark import decode_label, encode_label
+from rmb_build.release import write_release
 
 ODD = ("bigcode/humanevalpack", "a%2Fb", "50%/x")  # a '/', a literal '%2F', both
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from formats_helpers import ans, evaluate, evaluate_error, write_json, write_jsonl
 
-from rmb_build.release import open_release
-from rmb_build.release.rmbench import source_domain
-from rmb_build.release.tables import Row
+from rmb_build.benchmarks.formats import open_release
+from rmb_build.benchmarks.rmbench import source_domain
+from rmb_build.benchmarks.tables import Row
 
 STYLES = ("concise", "plain", "markdown")
 

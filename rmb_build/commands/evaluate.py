@@ -161,12 +161,12 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from rmb_build.benchmarks.formats import open_release
     from rmb_build.core.atomic import write_json
     from rmb_build.core.errors import RMBError
     from rmb_build.core.paths import workdir
     from rmb_build.evaluate.adapters import RMOptions, load_rm
     from rmb_build.evaluate.run import evaluate
-    from rmb_build.release import open_release
     from rmb_build.release.provenance import command_line
 
     out = Path(args.out)

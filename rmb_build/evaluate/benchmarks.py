@@ -1,7 +1,7 @@
 """Each benchmark format's own headline, from the item predictions: results.json's ``benchmark`` field.
 
 - ``rewardbench``: accuracy per subset; a section's score is the mean of its subsets' accuracies
-  weighted by RewardBench's subset sizes (``release/rewardbench.py``); ``Prior Sets`` is the plain
+  weighted by RewardBench's subset sizes (``benchmarks/rewardbench.py``); ``Prior Sets`` is the plain
   mean of its subsets; the headline weighs each of Chat, Chat Hard, Safety and Reasoning 1 and Prior
   Sets 0.5, over the sections present.
 - ``rewardbench2``: best-of-4 accuracy per subset (under ``--ties half`` a tie at the top shares the
@@ -25,7 +25,7 @@ from collections import defaultdict
 from statistics import fmean
 from typing import Any, Callable, Mapping, Sequence
 
-from rmb_build.release import rewardbench, rewardbench2, rmbench
+from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench
 
 Predictions = Sequence[Mapping[str, Any]]
 Meta = Mapping[tuple[str, str], Mapping[str, Any]]

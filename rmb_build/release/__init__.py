@@ -1,7 +1,9 @@
-"""Releases: read and write RMB's layout and its Hugging Face form, audit them."""
+"""Releases: read and write RMB's layout and its Hugging Face form, audit them, describe them.
 
-from rmb_build.release.formats import FORMATS, open_release
+Opening any benchmark (a folder, the Hugging Face form, a Hub id, ``rmb`` by name, or the field's other
+formats) is ``rmb_build.benchmarks.formats.open_release``."""
+
 from rmb_build.release.read import Release, read_release, read_rmb_release
 from rmb_build.release.write import write_release
 
-__all__ = ["FORMATS", "Release", "open_release", "read_release", "read_rmb_release", "write_release"]
+__all__ = ["Release", "read_release", "read_rmb_release", "write_release"]

@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from rmb_build.benchmarks.base import BenchmarkRelease
 from rmb_build.core import atomic
 from rmb_build.core.errors import RMBError
-from rmb_build.release.benchmark import BenchmarkRelease
 from rmb_build.release.read import read_rmb_release
 
 URL_ENV = "RMB_RELEASE_URL"

@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from rmb_build.benchmarks.tables import Row
 from rmb_build.core.items import Answer, Turn
 from rmb_build.release.read import Release
 from rmb_build.release.rmb_format import VALID_ROLES
-from rmb_build.release.tables import Row
 
 
 @dataclass

@@ -28,11 +28,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
+from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench
+from rmb_build.benchmarks.base import BenchmarkRelease
+from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
-from rmb_build.release import rewardbench, rewardbench2, rmbench
-from rmb_build.release.benchmark import BenchmarkRelease
 from rmb_build.release.read import Release, find_rmb_root, read_release
-from rmb_build.release.tables import Row, hub_rows, local_rows
 
 RMB = "rmb"
 BUILDERS: dict[str, Callable[[Sequence[Row], str], BenchmarkRelease]] = {

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rmb_build.core.items import PairwiseItem
-from rmb_build.core.taxonomy import PAIRWISE_SET
-from rmb_build.release.benchmark import (
+from rmb_build.benchmarks.base import (
     BenchmarkRelease,
     answer,
     conversation,
@@ -23,7 +21,9 @@ from rmb_build.release.benchmark import (
     text,
     with_uids,
 )
-from rmb_build.release.tables import Row
+from rmb_build.benchmarks.tables import Row
+from rmb_build.core.items import PairwiseItem
+from rmb_build.core.taxonomy import PAIRWISE_SET
 
 FORMAT = "rewardbench"
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from rmb_build.benchmarks.base import BenchmarkRelease, conversation, encode_label, texts, with_uids
+from rmb_build.benchmarks.rewardbench import subset_name
+from rmb_build.benchmarks.tables import Row
 from rmb_build.core.items import Answer, BonItem
 from rmb_build.core.taxonomy import BON_SET
-from rmb_build.release.benchmark import BenchmarkRelease, conversation, encode_label, texts, with_uids
-from rmb_build.release.rewardbench import subset_name
-from rmb_build.release.tables import Row
 
 FORMAT = "rewardbench2"
 TIES = "Ties"

@@ -21,9 +21,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Sequence
 
-from rmb_build.core.items import Answer, PairwiseItem
-from rmb_build.core.taxonomy import PAIRWISE_SET
-from rmb_build.release.benchmark import (
+from rmb_build.benchmarks.base import (
     BenchmarkRelease,
     answer,
     conversation,
@@ -32,7 +30,9 @@ from rmb_build.release.benchmark import (
     texts,
     with_uids,
 )
-from rmb_build.release.tables import Row
+from rmb_build.benchmarks.tables import Row
+from rmb_build.core.items import Answer, PairwiseItem
+from rmb_build.core.taxonomy import PAIRWISE_SET
 
 FORMAT = "rm-bench"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")
