@@ -91,10 +91,10 @@ def main() -> int:
     configure_prefect(REPO)
     from stub_endpoint import StubEndpoint
 
-    from rmb_build.config import parse_config
     from rmb_build.llm import ChatRequest
     from rmb_build.llm.cost import estimate_prompt_tokens
     from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.config import parse_config
 
     with tempfile.TemporaryDirectory(prefix="rmb-bench-dry-") as work, StubEndpoint() as stub:
         cfg = parse_config(bench_config(stub.base_url, args.queries, args.generators, args.samples, args.gold))

@@ -33,10 +33,10 @@ EDIT_WINDOW = 60  # words: edits stay within the encoder's first 256 tokens, whe
 
 def sharegpt_prompts(n: int) -> list[str]:
     """Search texts of the first ``n`` single-turn ShareGPT queries that are not exact duplicates."""
-    from rmb_build.config import source_config
     from rmb_build.core.text import search_text
     from rmb_build.stages.dedup import exact_duplicates
     from rmb_build.stages.gather import gather
+    from rmb_build.stages.options import source_config
 
     queries = gather([source_config(kind="sharegpt", max_turns=1)], limit=2 * n + 100).queries
     kept, _ = exact_duplicates(queries)

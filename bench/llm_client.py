@@ -91,8 +91,8 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from rmb_build.config import EndpointConfig
     from rmb_build.llm import ChatRequest, LLMClient
+    from rmb_build.llm.config import EndpointConfig
 
     stub = subprocess.Popen(
         [sys.executable, __file__, "--serve", "--latency", str(args.latency)], stdout=subprocess.PIPE, text=True

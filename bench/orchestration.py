@@ -48,9 +48,9 @@ def main() -> int:
     from rmb_build.pipeline.env import configure_prefect
 
     configure_prefect(REPO)  # PREFECT_HOME in runs/.prefect, as `rmb build` uses
-    from rmb_build.config import parse_config
     from rmb_build.core.errors import RMBError
     from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.config import parse_config
 
     cfg = parse_config(bench_config(args.queries, args.batch_size), "<bench config>")
     with tempfile.TemporaryDirectory(prefix="rmb-bench-orch-") as work:

@@ -37,8 +37,8 @@ SHARE = 0.6  # the most of a source turn, and of a synthetic text, one sentence 
 
 def sharegpt_queries() -> list[Query]:
     """Every English ShareGPT query that passes ``FILTERS``, in the package's order."""
-    from rmb_build.config import source_config
     from rmb_build.stages.gather import gather
+    from rmb_build.stages.options import source_config
 
     return gather([source_config(kind="sharegpt", **FILTERS)]).queries
 

@@ -54,8 +54,8 @@ class ScriptedClient:
 
 def served_client(server, tmp_path):
     """The real LLMClient on the session's embedded SmolLM2 server (endpoint name ``local``)."""
-    from rmb_build.config import EndpointConfig
     from rmb_build.llm import LLMClient
+    from rmb_build.llm.config import EndpointConfig
 
     endpoint = EndpointConfig(base_url=server.base_url, structured_output="json_object", max_concurrency=1)
     return LLMClient({"local": endpoint}, tmp_path / "llm_cache", progress=False)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rmb_build.config import load_config
 from rmb_build.core.errors import ConfigError, InputError
+from rmb_build.pipeline.config import load_config
 from rmb_build.release import read_release
 
 CORPUS = Path(__file__).parent / "bad_inputs"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from build_cli_helpers import refused_build
 
-from rmb_build.config import RunConfig, parse_config
 from rmb_build.core.errors import ConfigError
+from rmb_build.pipeline.config import RunConfig, parse_config
 from rmb_build.pipeline.preflight import check_stages, preflight
 
 

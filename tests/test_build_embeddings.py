@@ -10,17 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rmb_build.config import DedupConfig, parse_config
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query
 from rmb_build.core.text import search_text
 from rmb_build.embed.encoder import Encoder
 from rmb_build.embed.store import EmbeddingStore
+from rmb_build.pipeline.config import parse_config
 from rmb_build.release import read_release
 from rmb_build.release.audit import audit_release
 from rmb_build.stages.classify import EmbeddingClassifier, classifier_text, classify
 from rmb_build.stages.dedup import dedup
+from rmb_build.stages.options import DedupConfig
 
 CODE, POEM = "Helpfulness/Code/Development and Implementation", "Helpfulness/Generation/Creative Writing"
 TEXTS = [

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from stub_endpoint import StubEndpoint
 
-from rmb_build.config import parse_config
+from rmb_build.pipeline.config import parse_config
 from rmb_build.release.read import read_release
 
 HELP, HARM = "Helpfulness/Open QA/Factual", "Harmlessness/S6"

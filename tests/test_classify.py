@@ -9,11 +9,11 @@ from collections import Counter
 import pytest
 
 from rmb_build.cli import main
-from rmb_build.config import EndpointConfig
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query, query_id
 from rmb_build.core.taxonomy import all_scenarios, parse_scenario_id
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.stages.classify import (
     EmbeddingClassifier,
     LLMClassifier,
@@ -253,7 +253,8 @@ def test_abstain_threshold_is_chosen_by_cross_validation_on_the_training_example
 def test_abstention_below_the_threshold_is_kept_and_counted():
     import dataclasses
 
-    from rmb_build.config import BuildConfig, SelectConfig
+    from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.stages.options import SelectConfig
 
     clf = EmbeddingClassifier.default()
     assert 0 < clf.threshold < 1 and f"{clf.threshold:.4f}" in clf.fingerprint()
@@ -268,7 +269,7 @@ def test_abstention_below_the_threshold_is_kept_and_counted():
     cfg = BuildConfig.model_construct(scenarios=None, select=SelectConfig())
     unanswerable = dataclasses.replace(queries[0], id="x", scenario_id=None, confidence=None)
     normal = classify(queries, clf)
-    pool, dropped = select([*out, *normal, unanswerable], cfg)
+    pool, dropped = select([*out, *normal, unanswerable], cfg.select, cfg.scenarios)
     assert dropped == {
         "classifier abstained (confidence below its threshold)": len(out) + sum(map(abstained, normal)),
         "not classified": 1,

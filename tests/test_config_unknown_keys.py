@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from rmb_build.cli import main
-from rmb_build.config import parse_config
 from rmb_build.core.errors import ConfigError
+from rmb_build.pipeline.config import parse_config
 
 BASE = {
     "name": "t",

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rmb_build.config import DedupConfig
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query, query_id
 from rmb_build.embed.similarity import best_match, normalize, similar_pairs
 from rmb_build.stages.dedup import dedup, normalized_text, resolve_near
+from rmb_build.stages.options import DedupConfig
 
 
 def _q(n: int, *user_turns: str) -> Query:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from rmb_build.config import EndpointConfig, parse_config
 from rmb_build.core.errors import ConfigError
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.embedded_models import EMBEDDED
 from rmb_build.llm.endpoint import endpoint_description
 from rmb_build.llm.server import ServerError, gguf_file
+from rmb_build.pipeline.config import parse_config
 
 
 def test_every_table_entry_is_a_valid_embedded_endpoint_and_named_in_the_manifest():

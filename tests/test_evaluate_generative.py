@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rmb_build.config import parse_config
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.run import evaluate
+from rmb_build.pipeline.config import parse_config
 from rmb_build.release.read import Release
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rmb_build.config import parse_config
+from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.run_state import read_failures
 from rmb_build.release.read import read_release
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from stub_endpoint import StubEndpoint
 
-from rmb_build.config import parse_config
 from rmb_build.llm import ChatRequest
 from rmb_build.llm.cost import estimate_prompt_tokens
+from rmb_build.pipeline.config import parse_config
 
 pytest.importorskip("prefect")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rmb_build.config import parse_config
+from rmb_build.pipeline.config import parse_config
 from rmb_build.stages.gather import read_queries
 
 pytest.importorskip("prefect")

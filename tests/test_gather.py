@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rmb_build.config import source_config
 from rmb_build.core.errors import InputError
 from rmb_build.core.records import Query, query_id
 from rmb_build.stages.gather import gather, read_queries, write_queries
+from rmb_build.stages.options import source_config
 
 ROWS = [
     {"id": "a", "prompt": "What is the capital of France?"},

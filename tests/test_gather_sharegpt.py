@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from rmb_build.config import source_config
 from rmb_build.core.errors import InputError
 from rmb_build.core.json_array import ArrayTail, iter_json_array
 from rmb_build.stages.gather import gather
 from rmb_build.stages.language import detect_language
+from rmb_build.stages.options import source_config
 from rmb_build.stages.sources.sharegpt import packaged_sharegpt
 
 RECORDS = [

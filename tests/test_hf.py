@@ -331,8 +331,8 @@ def test_card_licence_keys_are_checked_one_by_one():
 
 
 def test_build_config_licence_keys():
-    from rmb_build.config import parse_config
     from rmb_build.core.errors import ConfigError
+    from rmb_build.pipeline.config import parse_config
 
     base = {
         "name": "x",

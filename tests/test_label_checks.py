@@ -10,10 +10,10 @@ import pytest
 from reliability_helpers import build_config, write_queries
 from stub_endpoint import UNSAFE_MARKER, StubEndpoint, request_stage
 
-from rmb_build.config import parse_config
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Answer, PairwiseItem, Turn
 from rmb_build.core.records import GuardLabel, JudgeScore, Query
+from rmb_build.pipeline.config import parse_config
 from rmb_build.release.read import read_release
 from rmb_build.stages.gold import sample_items, summarize, table, verdict_on_chance
 from rmb_build.stages.route import CLASSIFIER, GUARD, decide, route

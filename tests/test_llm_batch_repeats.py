@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from stub_endpoint import StubEndpoint
 
-from rmb_build.config import EndpointConfig
 from rmb_build.llm import ChatRequest, LLMClient, PlanningClient
+from rmb_build.llm.config import EndpointConfig
 
 
 def test_repeated_requests_in_one_batch_are_sent_once(tmp_path):

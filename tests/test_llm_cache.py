@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from rmb_build.config import EndpointConfig
 from rmb_build.core.errors import ConfigError
 from rmb_build.llm import ChatRequest, PlanningClient, ResponseCache, endpoint_identity, request_key
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.cost import cost_usd
 
 BASE = ChatRequest("openai", "gpt-x", (("system", "Be brief."), ("user", "Is 2+2=4?")), max_tokens=16)

@@ -16,9 +16,9 @@ import time
 import pytest
 from fault_proxy import FaultProxy
 
-from rmb_build.config import EndpointConfig
 from rmb_build.core.errors import ConfigError
 from rmb_build.llm import BudgetExceeded, ChatRequest, EmbeddedServer, LLMClient, ServerError
+from rmb_build.llm.config import EndpointConfig
 
 pytestmark = pytest.mark.slow
 
@@ -217,7 +217,7 @@ def test_a_killed_run_resumes_without_asking_twice(proxy, tmp_path):
     """SIGKILL in the middle of a batch: every response received before is kept and never re-asked."""
     code = f"""
 import sys
-from rmb_build.config import EndpointConfig
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm import ChatRequest, LLMClient
 ep = EndpointConfig(base_url={proxy.url!r}, max_concurrency=1)
 reqs = [ChatRequest("proxy", "smollm2", (("user", f"Item {{i}}."),), max_tokens=3) for i in range(6)]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from fault_proxy import FaultProxy
 
-from rmb_build.config import EndpointConfig
 from rmb_build.llm import ChatRequest, LLMClient
+from rmb_build.llm.config import EndpointConfig
 
 pytestmark = pytest.mark.slow
 

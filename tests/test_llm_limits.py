@@ -8,8 +8,8 @@ import threading
 import pytest
 from stub_endpoint import StubEndpoint
 
-from rmb_build.config import EndpointConfig
 from rmb_build.llm import ChatRequest, LLMClient, limits
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.limits import RateLimiter
 
 

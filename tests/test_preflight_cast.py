@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from build_cli_helpers import refused_build
 
-from rmb_build.config import load_config, parse_config
 from rmb_build.core.errors import ConfigError
+from rmb_build.pipeline.config import load_config, parse_config
 from rmb_build.pipeline.manifest import cast_section
 from rmb_build.pipeline.preflight import check_cast, preflight
 

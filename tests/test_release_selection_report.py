@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from rmb_build.config import SetsConfig, parse_config
 from rmb_build.core.items import Turn
 from rmb_build.core.records import JudgeScore, Query, Response, query_id
+from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.release_step import entries_of, write_built_release
 from rmb_build.release.card import render_card
 from rmb_build.release.read import read_release
+from rmb_build.stages.options import SetsConfig
 from rmb_build.stages.sets import build_sets
 
 SCENARIO = "Helpfulness/Open QA/Factual"

@@ -10,9 +10,9 @@ import zlib
 import numpy as np
 import pytest
 
-from rmb_build.config import parse_config
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.release_step import entries_of, write_built_release
 from rmb_build.release import read_release, read_rmb_release

@@ -16,13 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from rmb_build.cli import main
-from rmb_build.config import parse_config, source_config
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
+from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.release_step import release_of
 from rmb_build.release.hf import data_file, read_hf_release
 from rmb_build.release.write import write_release
 from rmb_build.stages.gather import gather
+from rmb_build.stages.options import source_config
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 RAW = CORPUS / "raw"

@@ -8,8 +8,8 @@ import random
 import pytest
 from test_stage_build_sets import HARM, HELP, judged, label, query
 
-from rmb_build.config import SetsConfig
 from rmb_build.pipeline import set_parts
+from rmb_build.stages.options import SetsConfig
 from rmb_build.stages.sets import build_sets
 
 SCENARIOS = [HELP, HARM, "Helpfulness/Chat/Discussion", "Helpfulness/Code/Documentation", "Harmlessness/multi"]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from rmb_build.config import parse_config, source_config
 from rmb_build.core.errors import ConfigError
+from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.preflight import check_sources
 from rmb_build.stages.gather import gather
+from rmb_build.stages.options import source_config
 
 
 def test_csv_rows_become_queries_and_a_long_row_is_quarantined(tmp_path):

@@ -8,12 +8,12 @@ from collections import Counter
 
 import pytest
 
-from rmb_build.config import SetsConfig
 from rmb_build.core.items import Turn
 from rmb_build.core.records import GuardLabel, JudgeScore, Query, Response, query_id
 from rmb_build.core.text import identity
 from rmb_build.release.read import Release, read_release
 from rmb_build.release.write import write_release
+from rmb_build.stages.options import SetsConfig
 from rmb_build.stages.sets import build_sets
 
 HELP = "Helpfulness/Open QA/Factual"
@@ -447,8 +447,8 @@ def test_annotations_record_the_criteria_hash():
 
 
 def test_pair_policy_is_validated():
-    from rmb_build.config import parse_config
     from rmb_build.core.errors import ConfigError
+    from rmb_build.pipeline.config import parse_config
 
     base = {
         "name": "x",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rmb_build.config import EndpointConfig
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.stages.common import estimate_tokens, fit_texts, input_token_budget
 
 

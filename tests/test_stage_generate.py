@@ -7,12 +7,13 @@ import asyncio
 import pytest
 from stage_helpers import ScriptedClient, make_query, served_client
 
-from rmb_build.config import EndpointConfig, GeneratorConfig
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.stages.common import estimate_tokens
 from rmb_build.stages.generate import generate
+from rmb_build.stages.options import GeneratorConfig
 
 GENS = [
     GeneratorConfig(endpoint="local", model="m1", name="Polite", system_prompt="Be polite.", temperature=0.2, seed=1),

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 from stage_helpers import ScriptedClient, make_query, served_client
 
-from rmb_build.config import GuardConfig
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Response
 from rmb_build.core.taxonomy import HAZARD_CATEGORIES
@@ -19,6 +18,7 @@ from rmb_build.stages.guard import (
     parse_guard_reply,
     scenario_for,
 )
+from rmb_build.stages.options import GuardConfig
 
 CFG = GuardConfig(endpoint="local", model="guard")
 
@@ -133,7 +133,7 @@ def test_guard_on_the_embedded_model(embedded_server, tmp_path):
 
 
 def test_a_5mb_answer_is_cut_for_the_guard():
-    from rmb_build.config import EndpointConfig
+    from rmb_build.llm.config import EndpointConfig
     from rmb_build.stages.common import estimate_tokens
 
     q = make_query(6, "Tell me everything.", "Harmlessness/S5")

@@ -8,11 +8,12 @@ import json
 import pytest
 from stage_helpers import ScriptedClient, make_query, served_client
 
-from rmb_build.config import EndpointConfig, JudgeConfig
 from rmb_build.core.prompting import criteria_for
 from rmb_build.core.records import Response
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.stages.common import estimate_tokens
 from rmb_build.stages.judge import SCHEMA, Judgement, judge, parse_judgement
+from rmb_build.stages.options import JudgeConfig
 
 CFG = JudgeConfig(endpoint="local", model="judge", samples=3)
 

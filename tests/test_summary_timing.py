@@ -11,7 +11,7 @@ import pytest
 from stub_endpoint import StubEndpoint
 from test_label_checks import HARMFUL_AS_HELPFUL, PLAIN, _config, _write_gold
 
-from rmb_build.config import parse_config
+from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.run_state import RunState
 
 EPS = 0.005  # the figures are rounded to milliseconds one by one

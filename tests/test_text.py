@@ -7,12 +7,12 @@ import unicodedata
 import jinja2
 import pytest
 
-from rmb_build.config import SetsConfig
 from rmb_build.core.items import Turn
 from rmb_build.core.records import JudgeScore, Query, Response, query_id
 from rmb_build.core.text import display, fill, identity, render_conversation, search_text
 from rmb_build.pipeline.release_step import release_of
 from rmb_build.release.audit import audit_release
+from rmb_build.stages.options import SetsConfig
 from rmb_build.stages.sets import build_sets
 
 HELP = "Helpfulness/Open QA/Factual"

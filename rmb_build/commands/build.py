@@ -43,7 +43,7 @@ def load_build_config(path: str | None, name: str | None = None):
     """The config at ``path`` (or the embedded demo), with ``name`` overriding its own; (config, file label)."""
     from importlib import resources
 
-    from rmb_build.config import load_config, parse_config
+    from rmb_build.pipeline.config import load_config, parse_config
 
     if path is None:
         with resources.as_file(resources.files("rmb_build.pipeline") / DEMO_CONFIG) as demo:

@@ -54,11 +54,11 @@ def _kind(path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rmb_build.analysis.contamination import find_contamination
-    from rmb_build.config import source_config
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
     from rmb_build.release import read_release
     from rmb_build.stages.gather import gather
+    from rmb_build.stages.options import source_config
 
     if not 0 < args.threshold <= 1:
         raise RMBError("--threshold must be in (0, 1]")

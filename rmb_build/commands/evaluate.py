@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         raise RMBError("--max-length must be at least 8")
     config = None
     if args.config:
-        from rmb_build.config import load_config
+        from rmb_build.pipeline.config import load_config
 
         config = load_config(args.config)
     cache_dir = (

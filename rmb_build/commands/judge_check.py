@@ -29,13 +29,14 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from rmb_build.commands.build import load_build_config
-    from rmb_build.config import GoldConfig, parse_config
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
     from rmb_build.core.paths import run_dir
     from rmb_build.llm import LLMClient
+    from rmb_build.pipeline.config import parse_config
     from rmb_build.pipeline.preflight import preflight
     from rmb_build.stages.gold import gold_check, table, verdict_on_chance
+    from rmb_build.stages.options import GoldConfig
 
     cfg, label = load_build_config(args.config)
     preflight(cfg, label)

@@ -30,10 +30,10 @@ from urllib.parse import urlsplit
 import openai
 from tqdm.auto import tqdm
 
-from rmb_build.config import EndpointConfig
 from rmb_build.core.errors import ConfigError
 from rmb_build.llm.budget import Budget, BudgetExceeded, BudgetStop
 from rmb_build.llm.cache import ResponseCache, request_key
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
 from rmb_build.llm.endpoint import endpoint_identity, redact_urls
 from rmb_build.llm.limits import EndpointLimits

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from rmb_build.config import EndpointConfig
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.types import ChatRequest
 
 _CHARS_PER_TOKEN = 4.0

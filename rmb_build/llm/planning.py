@@ -24,9 +24,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from rmb_build.config import EndpointConfig
 from rmb_build.core.errors import ConfigError
 from rmb_build.llm.cache import ResponseCache, request_key
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
 from rmb_build.llm.endpoint import endpoint_identity
 from rmb_build.llm.structured import ReplyError, parse_reply

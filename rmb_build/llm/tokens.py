@@ -13,7 +13,7 @@ import contextlib
 import functools
 from typing import Callable, Iterator
 
-from rmb_build.config import EndpointConfig
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.types import ChatRequest
 
 Counter = Callable[[ChatRequest], int]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rmb_build.config import EndpointConfig
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.structured import response_format
 from rmb_build.llm.types import ChatRequest
 

@@ -26,7 +26,6 @@ from typing import Any, Iterator, Sequence
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from rmb_build.config import BuildConfig, parse_config
 from rmb_build.core.errors import RMBError
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import raw_dir, release_dir, run_dir
@@ -34,6 +33,7 @@ from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
 from rmb_build.pipeline import keys as K
 from rmb_build.pipeline import label_checks, set_parts, steps
+from rmb_build.pipeline.config import BuildConfig, parse_config
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, public_config, sources_section
 from rmb_build.pipeline.preflight import preflight
 from rmb_build.pipeline.release_step import write_built_release
@@ -478,7 +478,7 @@ def _harm_evidence(
 
 
 def _select(cfg: BuildConfig, paths: BuildPaths, acc: Accounting, log: Any, queries: list[Any]) -> list[Any]:
-    selected, acc.not_selected = select(queries, cfg)
+    selected, acc.not_selected = select(queries, cfg.select, cfg.scenarios)
     acc.selected = len(selected)
     steps.write_queries_file(selected, paths.run / steps.SELECTED_QUERIES)
     log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))

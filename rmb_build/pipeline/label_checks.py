@@ -15,10 +15,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rmb_build.config import BuildConfig
 from rmb_build.core.errors import RMBError
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import GOALS
+from rmb_build.pipeline.config import BuildConfig
 from rmb_build.stages.gold import below, gold_check, guard_evidence
 from rmb_build.stages.guard import guard
 from rmb_build.stages.route import Routing, alternatives_from, goal_of, needs_alternatives, route
@@ -101,7 +101,7 @@ async def plan_routing(
         failures += failed
         in_pool = {q.id for q in pool}
         others = [q for q in queries if q.id not in in_pool]
-        selected, not_selected = select([*others, *routing.kept], cfg)
+        selected, not_selected = select([*others, *routing.kept], cfg.select, cfg.scenarios)
         room = 0
     else:
         routing, failed = await _guard_and_route(cfg, selected, client, store_dir, not_evidence)

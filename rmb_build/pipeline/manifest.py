@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from rmb_build import __version__
-from rmb_build.config import BuildConfig
 from rmb_build.core.items import conversation_key
 from rmb_build.core.paths import prompts_dir
 from rmb_build.core.prompting import prompt_hash
 from rmb_build.core.records import JudgeScore, Query, Response
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
 from rmb_build.llm.endpoint import endpoint_description, public_url
+from rmb_build.pipeline.config import BuildConfig
 from rmb_build.release.audit import digest
 from rmb_build.stages.sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
 from rmb_build.stages.sources import source_for

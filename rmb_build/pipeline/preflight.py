@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 
-from rmb_build.config import STAGES, BuildConfig, ModelRef
 from rmb_build.core.errors import ConfigError
+from rmb_build.llm.config import ModelRef
+from rmb_build.pipeline.config import STAGES, BuildConfig
 
 # Stages that may be left out of ``stages``: the pipeline passes their input through.
 SKIPPABLE = ("dedup", "classify")

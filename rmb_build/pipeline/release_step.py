@@ -18,12 +18,12 @@ from collections import Counter
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping
 
-from rmb_build.config import BuildConfig
 from rmb_build.core import atomic
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Item, set_file
 from rmb_build.core.memory import HeapTrimmer
 from rmb_build.core.paths import check_relative_id
+from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.manifest import Accounting, ReleaseFigures, build_manifest
 from rmb_build.release.audit import StreamingAudit
 from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release, iter_rmb_items

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rmb_build.config import RunConfig
 from rmb_build.core.errors import ConfigError
+from rmb_build.pipeline.config import RunConfig
 
 
 def make_task_runner(run: RunConfig, file: str = "<config>") -> Any:

@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from rmb_build.config import BuildConfig
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import parse_scenario_id
+from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.run_state import merge_stats
 
 RAW_QUERIES = "queries.jsonl"

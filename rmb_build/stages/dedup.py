@@ -12,13 +12,13 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from rmb_build.config import DedupConfig
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query
 from rmb_build.core.text import identity, search_text
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed
 from rmb_build.embed.similarity import BLOCK_SIZE, similar_pairs
 from rmb_build.embed.store import text_digest
+from rmb_build.stages.options import DedupConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-from rmb_build.config import SourceConfig
 from rmb_build.core import atomic
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Turn
@@ -30,6 +29,7 @@ from rmb_build.core.jsonl import BadLine, read_jsonl_objects
 from rmb_build.core.records import Query, query_id
 from rmb_build.core.taxonomy import is_known
 from rmb_build.stages.language import detect_language
+from rmb_build.stages.options import SourceConfig
 from rmb_build.stages.sources import source_for
 
 ROLES = {

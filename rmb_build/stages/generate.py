@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from rmb_build.config import GeneratorConfig
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.records import Failure, Query, Response
 from rmb_build.llm.types import ChatRequest, ChatResult
@@ -17,6 +16,7 @@ from rmb_build.stages.common import (
     index_queries,
     input_token_budget,
 )
+from rmb_build.stages.options import GeneratorConfig
 from rmb_build.stages.plan import Planned
 
 STAGE = "generate"

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from rmb_build.config import GuardConfig
 from rmb_build.core.items import Turn
 from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Failure, GuardLabel, Query, Response
@@ -29,6 +28,7 @@ from rmb_build.stages.common import (
     index_queries,
     input_token_budget,
 )
+from rmb_build.stages.options import GuardConfig
 from rmb_build.stages.plan import Planned
 
 STAGE = "guard"

@@ -14,7 +14,6 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from rmb_build.config import JudgeConfig
 from rmb_build.core.prompting import criteria_path, load_prompt
 from rmb_build.core.records import Failure, JudgeScore, Query, Response
 from rmb_build.core.text import fill, render_conversation
@@ -29,6 +28,7 @@ from rmb_build.stages.common import (
     index_queries,
     input_token_budget,
 )
+from rmb_build.stages.options import JudgeConfig
 from rmb_build.stages.plan import Planned
 
 STAGE = "judge"

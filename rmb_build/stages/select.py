@@ -11,14 +11,17 @@ import random
 from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
-from rmb_build.config import BuildConfig
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import GOALS, parse_scenario_id
 from rmb_build.stages.classify import abstained
+from rmb_build.stages.options import SelectConfig
 
 
-def select(queries: Sequence[Query], cfg: BuildConfig) -> tuple[list[Query], dict[str, int]]:
-    """The classified queries that go on to generation, and why the others did not (reason -> count)."""
+def select(
+    queries: Sequence[Query], sel: SelectConfig, scenarios: Sequence[str] | None = None
+) -> tuple[list[Query], dict[str, int]]:
+    """The classified queries that go on to generation (``sel``; only ``scenarios`` where given), and
+    why the others did not (reason -> count)."""
     dropped: Counter = Counter()
     pool = []
     for q in queries:
@@ -26,11 +29,10 @@ def select(queries: Sequence[Query], cfg: BuildConfig) -> tuple[list[Query], dic
             dropped["classifier abstained (confidence below its threshold)"] += 1
         elif not q.scenario_id:
             dropped["not classified"] += 1
-        elif cfg.scenarios is not None and q.scenario_id not in cfg.scenarios:
+        elif scenarios is not None and q.scenario_id not in scenarios:
             dropped["scenario not in the config's 'scenarios'"] += 1
         else:
             pool.append(q)
-    sel = cfg.select
     if sel.total is None and sel.per_scenario is None:
         return pool, dict(dropped)
     chosen = select_balanced(

@@ -22,7 +22,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from rmb_build.config import SetsConfig
 from rmb_build.core.items import Answer, BonItem, PairwiseItem, default_category_path
 from rmb_build.core.prompting import prompt_hash
 from rmb_build.core.records import GuardLabel, JudgeScore, Query, Response
@@ -30,6 +29,7 @@ from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_kno
 from rmb_build.core.text import identity, unfinished_text
 from rmb_build.stages.common import index_queries, responses_by_query
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
+from rmb_build.stages.options import SetsConfig
 
 # Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}

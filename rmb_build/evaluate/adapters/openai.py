@@ -33,7 +33,7 @@ CHUNK = 32  # units per client call: progress and cache commits happen at least 
 
 def resolve_endpoint(where: str | None, config: Any, structured_output: str = "json_schema"):
     """(endpoint name, {name: EndpointConfig}) for ``@<where>``: a base URL or an endpoint of ``--config``."""
-    from rmb_build.config import EndpointConfig
+    from rmb_build.llm.config import EndpointConfig
 
     if where is None or where.startswith(("http://", "https://")):
         url = where or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"

@@ -2,7 +2,7 @@
 
 A source kind is one module in this package: an options class (``kind: Literal["<kind>"]`` plus the
 kind's own keys) and a ``@source``-decorated ``Source`` subclass. The package imports every module
-in it, ``rmb_build.config`` validates ``sources:`` as the union of the registered options on
+in it, ``rmb_build.stages.options`` validates ``sources:`` as the union of the registered options on
 ``kind``, and gather, preflight, the gather cache key and the manifest ask the registry.
 """
 

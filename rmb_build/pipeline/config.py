@@ -11,15 +11,12 @@ import os
 import re
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
-from urllib.parse import urlparse
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
-    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -27,240 +24,25 @@ from pydantic import (
 )
 
 from rmb_build.core.errors import ConfigError
-from rmb_build.embed.similarity import BLOCK_SIZE
+from rmb_build.core.options import StrictModel
+from rmb_build.llm.config import EndpointConfig
+from rmb_build.stages.options import (
+    ClassifierConfig,
+    DedupConfig,
+    EmbeddingsConfig,
+    GeneratorConfig,
+    GuardConfig,
+    JudgeConfig,
+    RouteConfig,
+    SelectConfig,
+    SetsConfig,
+    SourceConfig,
+)
 
 STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Price(_Strict):
-    input: float = Field(ge=0, description="USD per million input tokens")
-    output: float = Field(ge=0, description="USD per million output tokens")
-
-
-class EndpointConfig(_Strict):
-    """An OpenAI-compatible endpoint, or the embedded local server (``embedded: smollm2``)."""
-
-    embedded: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    structured_output: Literal["json_schema", "json_object", "none"] | None = None
-    max_concurrency: int | None = Field(default=None, ge=1)
-    rpm: float | None = Field(default=None, gt=0)
-    tpm: float | None = Field(default=None, gt=0)
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=8, ge=0)
-    outage_limit_s: float = Field(default=600.0, ge=0, description="keep retrying an unreachable endpoint this long")
-    price_per_mtok: Price | None = None
-    n_ctx: int = Field(default=4096, ge=256, description="context size of an embedded server")
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        parsed = urlparse(v)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError(f"{v!r} is not an http(s) URL")
-        return v.rstrip("/")
-
-    @field_validator("embedded")
-    @classmethod
-    def _embedded(cls, v: str | None) -> str | None:
-        from rmb_build.llm.embedded_models import EMBEDDED
-
-        if v is not None and v not in EMBEDDED:
-            raise ValueError(f"unknown embedded model {v!r} (known: {', '.join(EMBEDDED)})")
-        return v
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> "EndpointConfig":
-        if (self.embedded is None) == (self.base_url is None):
-            raise ValueError("give exactly one of 'embedded' or 'base_url'")
-        if self.embedded is not None:
-            # llama_cpp.server runs one request at a time and answers HTTP 500 to json_schema.
-            self.max_concurrency = 1
-            self.structured_output = self.structured_output or "json_object"
-        else:
-            self.max_concurrency = self.max_concurrency or 8
-            self.structured_output = self.structured_output or "json_schema"
-        return self
-
-    def api_key(self) -> str | None:
-        """The key from the environment (never stored); None for endpoints that need none."""
-        if self.embedded is not None:
-            return None
-        return os.environ.get(self.api_key_env or "OPENAI_API_KEY")
-
-
-class ModelRef(_Strict):
-    endpoint: str
-    model: str
-    temperature: float = Field(default=0.0, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    max_tokens: int = Field(default=512, ge=1)
-
-
-class GeneratorConfig(ModelRef):
-    name: str | None = None  # llm_name written to the release; defaults to the model
-    temperature: float = Field(default=0.7, ge=0, le=2)
-    system_prompt: str | None = None
-    seed: int | None = None
-    stop: list[str] = Field(
-        default_factory=list,
-        description="stop sequences, for builds that write no release: a "
-        "release's generators set none (see BuildConfig)",
-    )
-
-    @property
-    def llm_name(self) -> str:
-        return self.name or self.model
-
-
-class GoldConfig(_Strict):
-    """A labelled release the judge is checked against before generation (``rmb_build.stages.gold``)."""
-
-    release: str = Field(description="an RMB release folder, a local Hugging Face folder or a Hub id")
-    items: int = Field(default=200, ge=2, description="pairwise items sampled, balanced across goals")
-    seed: int = 0
-    max_chars: int | None = Field(
-        default=None,
-        ge=1,
-        description="sample only pairs whose conversation and answers "
-        "total at most this many characters (small local judges)",
-    )
-    required: bool = Field(default=True, description="false: a missing release is logged and recorded, not an error")
-
-
-class JudgeConfig(ModelRef):
-    samples: int = Field(default=3, ge=1)
-    temperature: float = Field(default=0.7, ge=0, le=2)
-    max_tokens: int = Field(default=256, ge=1)
-    max_reasks: int = Field(default=2, ge=0)
-    rationale_chars: int = Field(
-        default=200,
-        ge=20,
-        le=2000,
-        description="longest rationale the reply schema allows (each token costs on small local judges)",
-    )
-    gold: GoldConfig | None = None
-    allow_self_judging: bool = Field(
-        default=False,
-        description="let the judge be one of the generators (same endpoint and model): it then favours its own answers",
-    )
-
-
-class GuardConfig(ModelRef):
-    max_tokens: int = Field(default=16, ge=1)
-    # "prompt": Llama Guard 2's prompt rendered into one user message (any chat model, the demo);
-    # "chat": the conversation as messages, for servers whose chat template is Llama Guard's own.
-    prompt_format: Literal["prompt", "chat"] = "prompt"
-
-
-class RouteConfig(_Strict):
-    """Goal routing by the guard's prompt verdicts (``rmb_build.stages.route``)."""
-
-    enabled: bool = True
-    # "selected": guard the selected queries, route them, then top up from the rest of the pool (cheap:
-    # one guard call per selected query and per top-up); "pool": guard every classified query before selection.
-    scope: Literal["selected", "pool"] = "selected"
-    safe_harmful: Literal["helpfulness", "drop"] = Field(
-        default="helpfulness",
-        description="a 'safe' verdict on a prompt classified harmful: its most likely helpfulness scenario, or dropped",
-    )
-    top_up_rounds: int = Field(default=2, ge=0, description="rounds of drawing replacements for routed-away queries")
-    min_guard_precision: float = Field(
-        default=0.9,
-        ge=0,
-        le=1,
-        description="an 'unsafe' prompt verdict makes a query harmlessness only where the "
-        "guard's prompt-level precision, measured on judge.gold's prompts, reaches this",
-    )
-
-
-class ClassifierConfig(_Strict):
-    method: Literal["embedding", "llm"] = "embedding"
-    endpoint: str | None = None
-    model: str | None = None
-    train_release: str | None = Field(default=None, description="a labelled release to train the embedding classifier")
-    min_confidence: float = Field(default=0.0, ge=0, le=1)
-
-
-def _source_union() -> Any:
-    from rmb_build.stages.sources import option_classes
-
-    return Annotated[Union[option_classes()], Field(discriminator="kind")]
-
-
-# Where queries come from: one options class per registered source kind (rmb_build/stages/sources/),
-# told apart by ``kind``.
-SourceConfig = _source_union()
-
-
-def source_config(**fields: Any) -> Any:
-    """One source's options, validated (the class follows ``kind``)."""
-    return TypeAdapter(SourceConfig).validate_python(fields)
-
-
-class DedupConfig(_Strict):
-    threshold: float = Field(default=0.9, gt=0, le=1)
-    model: str = Field(
-        default="all-MiniLM-L6-v2",
-        description="deprecated: set embeddings.model (a build copies embeddings.model here)",
-    )
-    block_size: int = Field(default=BLOCK_SIZE, ge=64, description="rows per side of a similarity tile")
-
-
-class EmbeddingsConfig(_Strict):
-    """The build's one sentence encoder: dedup, the embedding classifier and the release audit embed with it,
-    through one store in the run folder (``rmb_build.embed.store``): each distinct text once."""
-
-    model: str = Field(
-        default="all-MiniLM-L6-v2", description="the packaged all-MiniLM-L6-v2, a local folder or a Hub id"
-    )
-    backend: Literal["torch", "onnx", "onnx-int8"] = Field(
-        default="torch", description="onnx/onnx-int8: the same model run by ONNX Runtime (the 'onnx' extra)"
-    )
-    dtype: Literal["float32", "float16"] = Field(default="float32", description="how vectors are stored on disk")
-
-
-class SetsConfig(_Strict):
-    margin: float = Field(default=1.0, ge=0)
-    max_losers: int = Field(default=6, ge=2, le=6)
-    min_losers: int = Field(default=2, ge=1)
-    max_pairs_per_query: int = Field(default=10, ge=1, description="as RMB: up to 10 pairs per query")
-    pair_policy: Literal["stratified", "largest_gap"] = Field(
-        default="stratified",
-        description="stratified: drawn across the candidates' score-gap quantiles (RMB-like); "
-        "largest_gap: the easiest pairs first",
-    )
-    unreadable_verdicts: Literal["exclude", "judge_only"] = Field(
-        default="exclude",
-        description="harmlessness answers without a readable guard verdict: exclude (compared "
-        "with nothing), or judge_only (compared only with each other, by score)",
-    )
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _losers(self) -> "SetsConfig":
-        if self.min_losers > self.max_losers:
-            raise ValueError(f"min_losers ({self.min_losers}) is above max_losers ({self.max_losers})")
-        return self
-
-
-class SelectConfig(_Strict):
-    """Which classified queries go on to generation: a subset balanced over goals and scenarios."""
-
-    total: int | None = Field(default=None, ge=1, description="queries to keep (none: all)")
-    min_per_goal: int = Field(default=0, ge=0, description="at least this many per goal where there are as many")
-    per_scenario: int | None = Field(default=None, ge=1, description="at most this many per scenario")
-    seed: int = 0
-
-
-class RunConfig(_Strict):
+class RunConfig(StrictModel):
     task_runner: Literal["thread", "dask"] = "thread"
     dask_address: str | None = None
     batch_size: int = Field(default=200, ge=1)
@@ -268,7 +50,7 @@ class RunConfig(_Strict):
     max_queries: int | None = Field(default=None, ge=1)
 
 
-class BuildConfig(_Strict):
+class BuildConfig(StrictModel):
     name: str
     endpoints: dict[str, EndpointConfig]
     generators: list[GeneratorConfig] = Field(min_length=1)

@@ -1,0 +1,79 @@
+"""An endpoint's options (an OpenAI-compatible URL or the embedded server) and a model reference on one."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator, model_validator
+
+from rmb_build.core.options import StrictModel
+
+
+class Price(StrictModel):
+    input: float = Field(ge=0, description="USD per million input tokens")
+    output: float = Field(ge=0, description="USD per million output tokens")
+
+
+class EndpointConfig(StrictModel):
+    """An OpenAI-compatible endpoint, or the embedded local server (``embedded: smollm2``)."""
+
+    embedded: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    structured_output: Literal["json_schema", "json_object", "none"] | None = None
+    max_concurrency: int | None = Field(default=None, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=8, ge=0)
+    outage_limit_s: float = Field(default=600.0, ge=0, description="keep retrying an unreachable endpoint this long")
+    price_per_mtok: Price | None = None
+    n_ctx: int = Field(default=4096, ge=256, description="context size of an embedded server")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parsed = urlparse(v)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"{v!r} is not an http(s) URL")
+        return v.rstrip("/")
+
+    @field_validator("embedded")
+    @classmethod
+    def _embedded(cls, v: str | None) -> str | None:
+        from rmb_build.llm.embedded_models import EMBEDDED
+
+        if v is not None and v not in EMBEDDED:
+            raise ValueError(f"unknown embedded model {v!r} (known: {', '.join(EMBEDDED)})")
+        return v
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "EndpointConfig":
+        if (self.embedded is None) == (self.base_url is None):
+            raise ValueError("give exactly one of 'embedded' or 'base_url'")
+        if self.embedded is not None:
+            # llama_cpp.server runs one request at a time and answers HTTP 500 to json_schema.
+            self.max_concurrency = 1
+            self.structured_output = self.structured_output or "json_object"
+        else:
+            self.max_concurrency = self.max_concurrency or 8
+            self.structured_output = self.structured_output or "json_schema"
+        return self
+
+    def api_key(self) -> str | None:
+        """The key from the environment (never stored); None for endpoints that need none."""
+        if self.embedded is not None:
+            return None
+        return os.environ.get(self.api_key_env or "OPENAI_API_KEY")
+
+
+class ModelRef(StrictModel):
+    endpoint: str
+    model: str
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int = Field(default=512, ge=1)
