@@ -35,7 +35,7 @@ from sklearn.model_selection import StratifiedGroupKFold
 from rmb_build.core.items import set_file
 from rmb_build.core.taxonomy import all_scenarios
 from rmb_build.embed.encoder import DEFAULT_MODEL, Encoder, model_fingerprint, store_for
-from rmb_build.release.read import read_release
+from rmb_build.release.load import read_release
 from rmb_build.stages.classify import (
     EmbeddingClassifier,
     classifier_text,

@@ -20,6 +20,7 @@ import threading
 import traceback
 
 from rmb_build import __version__
+from rmb_build.commands import debugging
 from rmb_build.core.errors import RMBError
 
 COMMANDS = {
@@ -60,11 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
         mod.configure(p)
         p.set_defaults(_run=mod.run)
     return parser
-
-
-def debugging(args: argparse.Namespace) -> bool:
-    """Whether to show tracebacks and third-party logs: ``-v`` or ``RMB_DEBUG=1``."""
-    return bool(getattr(args, "verbose", False)) or os.environ.get("RMB_DEBUG", "") not in ("", "0")
 
 
 class _RedactURLs(logging.Filter):

@@ -12,7 +12,7 @@ from rmb_build.core.records import JudgeScore, Query, Response
 from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.manifest import Accounting, public_url, sources_section
 from rmb_build.pipeline.release_step import AUDIT_FILE, entries_of, write_built_release
-from rmb_build.release.read import read_release
+from rmb_build.release.load import read_release
 
 SECRET = "sk-test-never-written-0123456789"
 

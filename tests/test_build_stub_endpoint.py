@@ -12,7 +12,7 @@ import pytest
 from stub_endpoint import StubEndpoint
 
 from rmb_build.pipeline.config import parse_config
-from rmb_build.release.read import read_release
+from rmb_build.release.load import read_release
 
 HELP, HARM = "Helpfulness/Open QA/Factual", "Harmlessness/S6"
 QUERIES = [

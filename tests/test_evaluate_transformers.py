@@ -398,7 +398,7 @@ def test_dpo_refuses_a_policy_without_its_lm_head(tiny_rm, tiny_reference):
 def test_tied_weights_and_buffers_are_not_reported_missing(smol_tokenizer_dir, tmp_path):
     """A checkpoint whose LM head is tied to its embeddings (not saved twice) loads: tied copies and buffers
     such as rotary ``inv_freq`` are not parameters the checkpoint lacks."""
-    from rmb_build.evaluate.adapters import _transformers as T
+    from rmb_build.evaluate import loading as T
 
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     torch.manual_seed(3)

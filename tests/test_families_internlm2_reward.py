@@ -17,8 +17,8 @@ from families_helpers import texts
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
-from rmb_build.evaluate.adapters._transformers import pad, render
 from rmb_build.evaluate.families import internlm2_reward
+from rmb_build.evaluate.loading import pad, render
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -157,7 +157,7 @@ def test_eurus_regression_head_matches_hand_computation_and_its_own_code(eurus):
     check_scores(rm, reference)
     own = transformers.AutoModel.from_pretrained(eurus, trust_remote_code=True).eval()
     ids = rm.encode(texts())
-    from rmb_build.evaluate.adapters._transformers import pad
+    from rmb_build.evaluate.loading import pad
 
     input_ids, mask = pad(ids, rm.tokenizer.pad_token_id, "cpu")
     with torch.inference_mode():

@@ -13,7 +13,7 @@ import pytest
 
 from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.run_state import read_failures
-from rmb_build.release.read import read_release
+from rmb_build.release.load import read_release
 
 pytestmark = pytest.mark.slow
 

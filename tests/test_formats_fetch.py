@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from formats_helpers import evaluate, evaluate_error
 
+from rmb_build.benchmarks.fetch import URL_ENV, cache_dir
 from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.release import write_release
-from rmb_build.release.fetch import URL_ENV, cache_dir
 from rmb_build.release.read import Release
 
 TOP = "RMB-Reward-Model-Benchmark-main"

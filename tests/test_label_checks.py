@@ -14,8 +14,9 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Answer, PairwiseItem, Turn
 from rmb_build.core.records import GuardLabel, JudgeScore, Query
 from rmb_build.pipeline.config import parse_config
-from rmb_build.release.read import read_release
-from rmb_build.stages.gold import sample_items, summarize, table, verdict_on_chance
+from rmb_build.release.gold_report import table, verdict_on_chance
+from rmb_build.release.load import read_release
+from rmb_build.stages.gold import sample_items, summarize
 from rmb_build.stages.route import CLASSIFIER, GUARD, decide, route
 
 HARMFUL_AS_HELPFUL = (

@@ -8,7 +8,7 @@ from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.release_step import entries_of, write_built_release
 from rmb_build.release.card import render_card
-from rmb_build.release.read import read_release
+from rmb_build.release.load import read_release
 from rmb_build.stages.options import SetsConfig
 from rmb_build.stages.sets import build_sets
 

@@ -14,7 +14,7 @@ from reliability_helpers import ALL_FAULTS, NAME, BuildProcess, CountingProxy, p
 from stub_endpoint import StubEndpoint
 
 from rmb_build.pipeline.run_state import read_failures
-from rmb_build.release.read import read_release
+from rmb_build.release.load import read_release
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,8 @@ import pytest
 from rmb_build.core.items import Turn
 from rmb_build.core.records import GuardLabel, JudgeScore, Query, Response, query_id
 from rmb_build.core.text import identity
-from rmb_build.release.read import Release, read_release
+from rmb_build.release.load import read_release
+from rmb_build.release.read import Release
 from rmb_build.release.write import write_release
 from rmb_build.stages.options import SetsConfig
 from rmb_build.stages.sets import build_sets

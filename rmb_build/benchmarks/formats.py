@@ -32,7 +32,8 @@ from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench
 from rmb_build.benchmarks.base import BenchmarkRelease
 from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
-from rmb_build.release.read import Release, find_rmb_root, read_release
+from rmb_build.release.load import read_release
+from rmb_build.release.read import Release, find_rmb_root
 
 RMB = "rmb"
 BUILDERS: dict[str, Callable[[Sequence[Row], str], BenchmarkRelease]] = {
@@ -167,7 +168,7 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
     if source == RMB and not path.exists():
         if fmt not in (None, RMB):
             raise RMBError(f"--release rmb is the official RMB release; it cannot be read as {fmt}")
-        from rmb_build.release.fetch import official_release
+        from rmb_build.benchmarks.fetch import official_release
 
         return official_release(strict=strict)
     if fmt == RMB or (fmt is None and path.exists() and (find_rmb_root(path) is not None or _is_hf_form(path))):

@@ -96,7 +96,7 @@ def _print_summary(summary: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build.cli import debugging
+    from rmb_build.commands import debugging
     from rmb_build.core.paths import workdir
     from rmb_build.pipeline.preflight import preflight
 

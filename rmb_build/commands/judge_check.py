@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.llm import LLMClient
     from rmb_build.pipeline.config import parse_config
     from rmb_build.pipeline.preflight import preflight
-    from rmb_build.stages.gold import gold_check, table, verdict_on_chance
+    from rmb_build.release.gold_report import table, verdict_on_chance
+    from rmb_build.stages.gold import gold_check
     from rmb_build.stages.options import GoldConfig
 
     cfg, label = load_build_config(args.config)

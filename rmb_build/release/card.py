@@ -350,7 +350,7 @@ def _harm_evidence(harm: dict) -> str:
 
 def _label_checks(manifest: dict) -> str:
     """How far the labels can be trusted: the judge against gold labels, and where goals came from."""
-    from rmb_build.stages.gold import table, verdict_on_chance
+    from rmb_build.release.gold_report import table, verdict_on_chance
 
     parts = []
     harm = manifest.get("harm_evidence")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.errors import InputError
 from rmb_build.core.items import BonItem, Item, PairwiseItem, set_file
 from rmb_build.core.jsonl import read_jsonl_objects
 from rmb_build.core.paths import check_relative_id
@@ -117,19 +117,3 @@ def iter_rmb_items(path: str | Path, strict: bool = True) -> Iterator[tuple[Item
     for set_name, scenario_id, file, rel in files:
         for index, item in enumerate(iter_set_file(file, set_name, scenario_id, rel, strict)):
             yield item, rel, index
-
-
-def read_release(source: str | Path, strict: bool = True) -> Release:
-    """Read a release from RMB's layout, a local Hugging Face folder, or a Hub dataset id."""
-    path = Path(source)
-    if path.exists():
-        if find_rmb_root(path) is not None:
-            return read_rmb_release(path, strict=strict)
-        from rmb_build.release.hf import read_hf_release  # local Hugging Face form
-
-        return read_hf_release(str(path), strict=strict)
-    if "/" in str(source) and not str(source).startswith((".", "/")) and str(source).count("/") == 1:
-        from rmb_build.release.hf import read_hf_release
-
-        return read_hf_release(str(source), strict=strict)
-    raise RMBError(f"{source}: no such release folder (and not a Hugging Face Hub id of the form ORG/NAME)")

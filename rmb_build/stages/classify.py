@@ -284,7 +284,7 @@ def embedding_classifier(
     with _TRAINED_LOCK:
         if key not in _TRAINED:
             if train_release:
-                from rmb_build.release.read import read_release
+                from rmb_build.release.load import read_release
 
                 clf = EmbeddingClassifier.from_release(
                     read_release(train_release), encoder, backend=backend, embed=embed

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
+from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.adapters import RewardModel, ScoreText
-from rmb_build.evaluate.adapters import _transformers as T
 
 
 class DPORewardModel(RewardModel):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
+from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.adapters import RewardModel, ScoreText
-from rmb_build.evaluate.adapters import _transformers as T
 from rmb_build.evaluate.families import DEFAULT, family
 from rmb_build.evaluate.families._known import apply, lookup
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rmb_build.core.errors import RMBError
-from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import gather_last
 
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rmb_build.core.errors import RMBError
-from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import Family
 
 FIELDS = ("score", "rewards", "logits")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmb_build.core.errors import RMBError
-from rmb_build.evaluate.adapters import _transformers as T
+from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import Family
 
 

@@ -60,8 +60,8 @@ class Source:
         raise NotImplementedError
 
     def to_query(self, record: Any, label: str, where: int):
-        """One raw record as a Query, or ``gather.Skip`` (filtered or quarantined) with the reason."""
-        from rmb_build.stages.gather import make_query
+        """One raw record as a Query, or ``records.Skip`` (filtered or quarantined) with the reason."""
+        from rmb_build.stages.sources.records import make_query
 
         return make_query(record, self.opts, label, where)
 

@@ -25,14 +25,14 @@ class RmbReleaseSource(Source):
             raise SourceError(f"{self.opts.path}: not an RMB release (no Pairwise_set/ or BoN_set/)")
 
     def records(self, tail: ArrayTail) -> Iterator:
-        from rmb_build.release.read import read_release
-        from rmb_build.stages.gather import release_queries
+        from rmb_build.release.load import read_release
+        from rmb_build.stages.sources.records import release_queries
 
         yield from enumerate(release_queries(read_release(self.path()), self.label()))
 
     def to_query(self, record, label: str, where: int):
-        from rmb_build.stages.gather import Skip, check_filters
         from rmb_build.stages.language import detect_language
+        from rmb_build.stages.sources.records import Skip, check_filters
 
         q, opts = record, self.opts  # a release's conversations are already shaped
         if len(q.conversation) > (opts.max_turns or len(q.conversation)):

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Conversation
-from rmb_build.evaluate.adapters import RMOptions
+from rmb_build.evaluate.rm_options import RMOptions
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 REACH_TIMEOUT_S = 3.0

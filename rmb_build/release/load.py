@@ -1,0 +1,21 @@
+"""An RMB release in any of its forms: RMB's folder layout, a local Hugging Face folder, or a Hub id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rmb_build.core.errors import RMBError
+from rmb_build.release.hf import read_hf_release
+from rmb_build.release.read import Release, find_rmb_root, read_rmb_release
+
+
+def read_release(source: str | Path, strict: bool = True) -> Release:
+    """Read a release from RMB's layout, a local Hugging Face folder, or a Hub dataset id."""
+    path = Path(source)
+    if path.exists():
+        if find_rmb_root(path) is not None:
+            return read_rmb_release(path, strict=strict)
+        return read_hf_release(str(path), strict=strict)
+    if "/" in str(source) and not str(source).startswith((".", "/")) and str(source).count("/") == 1:
+        return read_hf_release(str(source), strict=strict)
+    raise RMBError(f"{source}: no such release folder (and not a Hugging Face Hub id of the form ORG/NAME)")
