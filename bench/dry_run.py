@@ -93,8 +93,8 @@ def main() -> int:
 
     from rmb_build.llm import ChatRequest
     from rmb_build.llm.cost import estimate_prompt_tokens
-    from rmb_build.pipeline.build import run_build
     from rmb_build.pipeline.config import parse_config
+    from rmb_build.pipeline.run import run_build
 
     with tempfile.TemporaryDirectory(prefix="rmb-bench-dry-") as work, StubEndpoint() as stub:
         cfg = parse_config(bench_config(stub.base_url, args.queries, args.generators, args.samples, args.gold))

@@ -42,7 +42,7 @@ from rmb_build.stages.classify import (
     default_training_set,
     embedding_classifier,
 )
-from rmb_build.stages.gather import release_queries
+from rmb_build.stages.sources.records import release_queries
 
 GRID = np.round(np.arange(0.01, 1.0, 0.01), 2)
 BASE_RATES = ("0.5", "0.1", "0.05", "0.02")

@@ -49,8 +49,8 @@ def main() -> int:
 
     configure_prefect(REPO)  # PREFECT_HOME in runs/.prefect, as `rmb build` uses
     from rmb_build.core.errors import RMBError
-    from rmb_build.pipeline.build import run_build
     from rmb_build.pipeline.config import parse_config
+    from rmb_build.pipeline.run import run_build
 
     cfg = parse_config(bench_config(args.queries, args.batch_size), "<bench config>")
     with tempfile.TemporaryDirectory(prefix="rmb-bench-orch-") as work:

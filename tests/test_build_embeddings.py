@@ -187,7 +187,7 @@ def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, pre
     from reliability_helpers import build_config, write_queries
     from stub_endpoint import StubEndpoint
 
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     source = write_queries(tmp_path / "queries.jsonl")
     work = tmp_path / "work"
@@ -234,7 +234,7 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
     import gc
 
     import rmb_build.embed.encoder as emb
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
     from rmb_build.stages.gather import read_queries
 
     ids = {f"held-{qid}" for qid, _ in TEXTS}
@@ -269,7 +269,7 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
         stages=["gather", "dedup", "classify"],
         name="held",
     )
-    out = run_build(parse_config(cfg), tmp_path / "work")
+    out = run_build(parse_config(cfg), tmp_path / "work", runner="local")
 
     assert held_per_pass == [0, 0]  # dedup's texts, then the classifier's: both without a query held
     deduped = read_queries(tmp_path / "work" / "runs" / "held" / "deduped.jsonl")

@@ -72,7 +72,7 @@ def has_cycle(edges: set[tuple[str, str]]) -> bool:
 
 @pytest.mark.slow
 def test_build_through_a_scripted_stub(tmp_path: Path, stub_url, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     src = tmp_path / "queries.jsonl"
     src.write_text("".join(json.dumps({"id": i, "prompt": p, "scenario": s}) + "\n" for i, p, s in QUERIES))

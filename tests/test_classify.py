@@ -137,7 +137,7 @@ def test_classifier_trained_on_a_release(rmb_sample):
     release = read_release(rmb_sample)
     clf = EmbeddingClassifier.from_release(release)
     assert sorted(clf.labels) == sorted(set(release.scenarios()))
-    from rmb_build.stages.gather import release_queries
+    from rmb_build.stages.sources.records import release_queries
 
     queries = release_queries(release)
     preds = clf.predict(queries)

@@ -76,7 +76,7 @@ def _stages(work: Path) -> dict:
 
 def test_whole_flow_on_the_embedded_model(tmp_path, prefect_harness):
     from rmb_build.core.errors import RMBError
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     work = tmp_path / "work"
     out = run_build(parse_config(_config(tmp_path, STAGES[:4])), work)

@@ -153,7 +153,7 @@ def _per_model(stub: StubEndpoint) -> dict[str, int]:
 
 
 def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
     from rmb_build.stages.classify import EmbeddingClassifier
 
     predicted = EmbeddingClassifier.default().predict_texts(PROMPTS)
@@ -193,7 +193,7 @@ def test_max_cost_stops_before_crossing_and_a_rerun_repeats_no_paid_call(tmp_pat
     """A priced build's real cost C (measured in a first workdir); in a second, --max-cost C/2 stops with
     at most C/2 spent, and a rerun with room finishes, sending each request once in all."""
     from rmb_build.core.errors import RMBError
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
     from rmb_build.stages.classify import EmbeddingClassifier
 
     predicted = EmbeddingClassifier.default().predict_texts(PROMPTS)

@@ -45,7 +45,7 @@ def _summary(work: Path) -> dict:
 
 
 def test_flow_writes_run_state_and_resumes_from_cache(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     work = tmp_path / "work"
     out = run_build(parse_config(_config(tmp_path)), work)
@@ -93,7 +93,7 @@ def test_flow_writes_run_state_and_resumes_from_cache(tmp_path, prefect_harness)
 
 
 def test_dry_run_estimates_without_calling_a_model(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     work = tmp_path / "work"
     cfg = parse_config(

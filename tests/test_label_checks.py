@@ -152,7 +152,7 @@ def _annotations(release: Path) -> list[dict]:
 
 
 def test_build_routes_goals_by_the_guard(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     queries = [HARMFUL_AS_HELPFUL, HARMLESS_AS_HARMFUL, UNREADABLE, PLAIN]
     gold = _write_gold(tmp_path / "gold", 9, 3)  # measures the guard's prompt-level precision (4 of 4 unsafe right)
@@ -201,7 +201,7 @@ def test_build_routes_goals_by_the_guard(tmp_path, prefect_harness):
 def test_an_unmeasured_guard_makes_no_query_harmlessness(tmp_path, prefect_harness):
     """Without gold prompts to measure its precision, the guard's 'unsafe' is not evidence of harm: the
     classifier's label stands and the verdicts set aside are counted with their reason."""
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     with StubEndpoint() as stub:
         out = run_build(parse_config(_config(tmp_path, stub.base_url, [HARMFUL_AS_HELPFUL, PLAIN])), tmp_path / "work")
@@ -242,7 +242,7 @@ def test_guard_precision_counts_readable_verdicts_and_refuses_below_the_bar():
 
 
 def test_a_safe_verdict_can_drop_a_classifier_harmful_query_with_its_reason(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     queries = [HARMLESS_AS_HARMFUL, PLAIN, HARMFUL_AS_HELPFUL]
     with StubEndpoint() as stub:
@@ -271,7 +271,7 @@ def _gold_requests(stub: StubEndpoint) -> int:
 
 
 def test_gold_agreement_is_measured_and_recorded(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     gold = _write_gold(tmp_path / "gold", 9, 3)
     with StubEndpoint() as stub:
@@ -294,7 +294,7 @@ def test_gold_agreement_is_measured_and_recorded(tmp_path, prefect_harness):
 
 
 def test_low_gold_agreement_stops_before_generation_and_a_rerun_resumes(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     gold = _write_gold(tmp_path / "gold", 2, 8)  # the judge prefers every rejected answer
     with StubEndpoint() as stub:
@@ -316,7 +316,7 @@ def test_low_gold_agreement_stops_before_generation_and_a_rerun_resumes(tmp_path
 
 
 def test_missing_optional_gold_release_is_recorded_not_fatal(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     with StubEndpoint() as stub:
         cfg = _config(tmp_path, stub.base_url, [PLAIN, HARMFUL_AS_HELPFUL])

@@ -98,7 +98,7 @@ def test_cut_off_sharegpt_is_read_to_its_last_whole_record(tmp_path):
 
 
 def test_build_counts_quarantined_records_in_its_summary(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     cfg = parse_config(
         {

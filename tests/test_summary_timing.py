@@ -46,7 +46,7 @@ def test_timed_block_counts_even_when_it_fails(tmp_path):
 
 
 def test_build_times_gold_and_route_and_its_timing_adds_up(tmp_path, prefect_harness):
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
     gold = _write_gold(tmp_path / "gold", 9, 3)
     with StubEndpoint() as stub:

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import parse_scenario_id
 from rmb_build.stages.classify import Classifier, EmbeddingClassifier
-from rmb_build.stages.gather import release_queries
+from rmb_build.stages.sources.records import release_queries
 
 ABSTAINED = "<abstained>"
 NONE = "<none>"

@@ -12,7 +12,7 @@ from rmb_build.core.text import search_text
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed
 from rmb_build.embed.similarity import BLOCK_SIZE, best_match
 from rmb_build.stages.dedup import embed_queries, normalized_text
-from rmb_build.stages.gather import release_queries
+from rmb_build.stages.sources.records import release_queries
 
 
 @dataclass(frozen=True, slots=True)

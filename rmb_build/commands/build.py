@@ -33,6 +33,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         "(0-1; a rerun resumes from the cache)",
     )
     p.add_argument(
+        "--runner",
+        choices=["prefect", "local"],
+        default="prefect",
+        help="prefect (default): each batch a Prefect task (persisted results, the UI, Dask); "
+        "local: in this process, no server (the same release)",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="gather, dedup, classify and select, then print the LLM calls, tokens and cost a build would spend",
@@ -95,6 +102,19 @@ def _print_summary(summary: dict) -> None:
     )
 
 
+def _progress_to_stderr() -> None:
+    """The in-process runner's progress lines (logger ``rmb_build.build``) on stderr, as Prefect shows its own."""
+    import logging
+
+    logger = logging.getLogger("rmb_build.build")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
 def run(args: argparse.Namespace) -> int:
     from rmb_build.commands import debugging
     from rmb_build.core.paths import workdir
@@ -107,11 +127,15 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.pipeline.env import configure_prefect, quiet_prefect
     from rmb_build.pipeline.watchdog import watch_children
 
-    configure_prefect(base)
+    if args.runner == "prefect":
+        configure_prefect(base)
     watch_children()  # Prefect's temporary server and the embedded server end with this process, even on SIGKILL
-    from rmb_build.pipeline.build import run_build
+    from rmb_build.pipeline.run import run_build
 
-    quiet_prefect(debugging(args))
+    if args.runner == "prefect":
+        quiet_prefect(debugging(args))
+    else:
+        _progress_to_stderr()
     _print_summary(
         run_build(
             cfg,
@@ -120,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             max_cost=args.max_cost,
             dry_run=args.dry_run,
             min_gold_agreement=args.min_gold_agreement,
+            runner=args.runner,
         )
     )
     return 0

@@ -1,12 +1,15 @@
-"""The build pipeline over the stage functions of rmb_build.stages.
+"""The build pipeline over the stage functions of ``rmb_build.stages``.
 
-- ``env``: Prefect settings to apply before ``import prefect`` (``configure_prefect``);
-- ``build``: the build flow (``build_flow``) and ``run_build``, what ``rmb build`` calls;
-- ``tasks``: one cached task per stage, each over a batch of queries;
-- ``keys``: the tasks' explicit cache keys (inputs, stage code, prompts, models);
-- ``steps``: the small in-flow steps between tasks (selection, cost estimate);
-- ``runners``: the task runner named by ``run.task_runner`` (thread or dask);
+- ``build``: the build's logic (``run_pipeline``): batching, chains, routing, planning, resume;
+- ``batches``: each stage over one batch, timed (what a runner executes);
+- ``runner``: the runners (``LocalRunner`` in this process, ``PrefectRunner``); ``run.run_build`` picks one;
+- ``prefect_flow``, ``tasks``, ``runners``, ``env``, ``watchdog``: Prefect's side (the flow, one cached
+  task per batch function, the task runner of ``run.task_runner``, its settings, its child processes);
+- ``keys``: the batches' explicit cache keys (inputs, stage code, prompts, models);
+- ``label_checks``, ``steps``: the gold check and goal routing before generation; the dry run's plan;
+- ``config``, ``preflight``, ``manifest``, ``run_state``, ``set_parts``, ``release_step``: the build config,
+  its checks, and what a run writes;
 - ``demo.yaml``: the embedded demo config, used by ``rmb build`` with no ``--config``.
 
-Nothing here imports Prefect at package import time: ``env.configure_prefect`` must run first.
+Prefect is imported only by the Prefect modules, and only once ``env.configure_prefect`` has run.
 """

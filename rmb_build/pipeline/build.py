@@ -1,8 +1,12 @@
-"""The build flow: gather -> dedup -> classify -> select -> generate -> judge + guard -> build sets -> release.
+"""The build: gather -> dedup -> classify -> select -> generate -> judge + guard -> build sets -> release.
 
-CPU stages are synchronous tasks (``dedup`` and embedding ``classify`` batches go through the
-configured task runner; on a Dask cluster the texts they embed go first, as ``embed`` batch tasks);
-LLM stages (LLM classification included) are async tasks awaited in this flow, all through one LLM
+Plain Python over the stage functions: batching, the chains of LLM stages, goal routing, planning
+(``--dry-run``), the gold check and resume are decided here; a runner (``runner.py``: in-process, or
+Prefect) executes each batch under its cache key, and a batch already computed comes back from it.
+
+CPU stages are synchronous batches (``dedup`` and embedding ``classify`` batches go through the
+runner's pool; on a Dask cluster the texts they embed go first, as ``embed`` batches);
+LLM stages (LLM classification included) are async batches awaited here, all through one LLM
 client (one cache, budget and usage total), one chain per batch of queries (generate, then judge and
 guard side by side, or one after the other when they share a one-request-at-a-time server, then that
 batch's sets), a bounded number of batches at once: the LLM client's limits decide how many requests
@@ -18,13 +22,9 @@ import contextlib
 import dataclasses
 import os
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
-
-from prefect import flow, get_run_logger
-from prefect.runtime import flow_run
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.memory import give_back
@@ -33,13 +33,13 @@ from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
 from rmb_build.pipeline import keys as K
 from rmb_build.pipeline import label_checks, set_parts, steps
-from rmb_build.pipeline.config import BuildConfig, parse_config
-from rmb_build.pipeline.manifest import Accounting, embeddings_section, public_config, sources_section
+from rmb_build.pipeline.batches import Timed, build_classifier, open_store
+from rmb_build.pipeline.config import BuildConfig
+from rmb_build.pipeline.manifest import Accounting, embeddings_section, sources_section
 from rmb_build.pipeline.preflight import preflight
 from rmb_build.pipeline.release_step import write_built_release
 from rmb_build.pipeline.run_state import RunState, merge_stats
-from rmb_build.pipeline.runners import make_task_runner
-from rmb_build.pipeline.tasks import Timed, bind_storage, open_store
+from rmb_build.pipeline.runner import Runner
 from rmb_build.stages import harm_evidence, route
 from rmb_build.stages.classify import classifier_text, default_training_set
 from rmb_build.stages.select import select
@@ -55,6 +55,11 @@ class BuildPaths:
     @property
     def results(self) -> Path:
         return self.run / "prefect-results"
+
+    @property
+    def batch_results(self) -> Path:
+        """Where the in-process runner keeps each batch's result (``runner.LocalRunner``)."""
+        return self.run / "batch-results"
 
     @property
     def llm_cache(self) -> Path:
@@ -83,8 +88,8 @@ def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
 class _Recorder:
     """Adds task outcomes to the run state: seconds of work only for batches computed in this run."""
 
-    def __init__(self, state: RunState, log: Any):
-        self.state, self.log, self.run_id = state, log, flow_run.get_id()
+    def __init__(self, state: RunState, log: Any, run_id: str):
+        self.state, self.log, self.run_id = state, log, run_id
 
     def __call__(self, stage: str, outcomes: Sequence[Timed]) -> list[Any]:
         rec = self.state.stage(stage)
@@ -109,49 +114,36 @@ class _Recorder:
 
 EMBED_BATCH = 512  # texts per embedding task on a Dask cluster
 
-# Live configs by reference, for this process's flow runs: Prefect stores a flow's parameters in its
-# database, so the flow gets the config without secrets (URL credentials) plus this reference.
-_LIVE_CONFIGS: dict[str, BuildConfig] = {}
-
-
-def _flow_config(config: dict[str, Any], config_ref: str | None, config_file: str) -> BuildConfig:
-    """The config handed over by ``run_build`` (with any credentials), else ``config`` as given."""
-    live = _LIVE_CONFIGS.get(config_ref or "")
-    return live if live is not None else parse_config(config, config_file)
-
 
 def _uses_llm(cfg: BuildConfig, stages: Sequence[str]) -> bool:
     return "generate" in stages or ("classify" in stages and cfg.classifier.method == "llm")
 
 
-@flow(name="rmb-build")
-async def build_flow(
-    config: dict[str, Any],
-    workdir: str | None = None,
+async def run_pipeline(
+    cfg: BuildConfig,
+    runner: Runner,
+    workdir: str | os.PathLike | None = None,
+    *,
     config_file: str = "<config>",
     max_cost: float | None = None,
     dry_run: bool = False,
-    config_ref: str | None = None,
     min_gold_agreement: float | None = None,
 ) -> dict[str, Any]:
-    """Build the release described by ``config`` (a build config as a mapping, or the one ``run_build``
-    registered under ``config_ref``); returns the run summary.
+    """Build the release ``cfg`` describes, every batch through ``runner``; returns the run summary.
 
     ``dry_run`` stops after selection and returns the estimated LLM cost instead of calling any model:
     the requests the stages plan, sent nowhere (LLM classification answers only from the cache, and
     the embedding classifier stands in for the rest).
     ``min_gold_agreement`` stops before generation when the judge agrees less with ``judge.gold``.
     """
-    cfg = _flow_config(config, config_ref, config_file)
     stages = preflight(cfg, config_file)
     paths = BuildPaths.of(cfg.name, workdir)
     state = RunState(paths.run)
-    log = get_run_logger()
-    record = _Recorder(state, log)
-    tasks = bind_storage(paths.results)
+    log = runner.log
+    record = _Recorder(state, log, runner.run_id)
     log.info("build %r: stages %s; working state in %s", cfg.name, ", ".join(stages), paths.run)
 
-    queries, acc = _gather_and_dedup(cfg, stages, paths, record, tasks)
+    queries, acc = _gather_and_dedup(cfg, stages, paths, record, runner)
     limit = max_cost if max_cost is not None else cfg.run.max_cost
     # One client for every LLM call of the build (classification included): one cache, one budget,
     # one usage total; a dry run's client answers from the cache only and sends nothing.
@@ -164,17 +156,21 @@ async def build_flow(
     del queries
     async with client if client is not None else contextlib.nullcontext():
         return await _from_classify(
-            cfg, stages, paths, state, acc, log, record, tasks, pool, client, dry_run, min_gold_agreement
+            cfg, stages, paths, state, acc, log, record, runner, pool, client, dry_run, min_gold_agreement
         )
 
 
 def _gather_and_dedup(
-    cfg: BuildConfig, stages: list[str], paths: BuildPaths, record: _Recorder, tasks: dict[str, Any]
+    cfg: BuildConfig, stages: list[str], paths: BuildPaths, record: _Recorder, runner: Runner
 ) -> tuple[list[Any], Accounting]:
     """The gathered queries (written to the raw folder), less duplicates; the accounting so far."""
     gathered = record(
         "gather",
-        [tasks["gather"](K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"), cfg.run.max_queries)],
+        [
+            runner.call(
+                "gather", K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"), cfg.run.max_queries
+            )
+        ],
     )[0]
     raw = paths.raw / steps.RAW_QUERIES
     steps.write_queries_file(gathered.queries, raw)
@@ -183,15 +179,15 @@ def _gather_and_dedup(
         return gathered.queries, acc
     texts = [search_text(q.conversation) for q in gathered.queries]
     del gathered  # on disk now: the encoder's pass, the build's peak of memory, runs without the queries
-    _embed_on_runner(cfg, paths, tasks, record, texts)
+    _embed_on_runner(cfg, paths, runner, record, texts)
     del texts
     queries = steps.read_queries_file(raw)
     deduped = record(
         "dedup",
         [
-            tasks["dedup"]
-            .submit(K.dedup_key(cfg, queries), queries, cfg.dedup, cfg.embeddings, str(paths.embeddings))
-            .result()
+            runner.submit(
+                "dedup", K.dedup_key(cfg, queries), queries, cfg.dedup, cfg.embeddings, str(paths.embeddings)
+            ).result()
         ],
     )[0]
     acc.dedup_removed = steps.count_by(deduped.removed, "kind")
@@ -206,7 +202,7 @@ async def _from_classify(
     acc: Accounting,
     log: Any,
     record: _Recorder,
-    tasks: dict[str, Any],
+    runner: Runner,
     pool: list[list[Any]],
     client: Any,
     dry_run: bool,
@@ -220,7 +216,8 @@ async def _from_classify(
     elif cfg.classifier.method == "llm":
         to_classify = queries = pool.pop()
         runs = [
-            tasks["classify_llm"](
+            runner.acall(
+                "classify_llm",
                 K.classify_key(cfg, b, offline=dry_run),
                 b,
                 cfg.classifier,
@@ -232,7 +229,7 @@ async def _from_classify(
         ]
         queries = [q for part in record("classify", await asyncio.gather(*runs)) for q in part]
     else:
-        to_classify, queries = _classify_on_runner(cfg, paths, tasks, record, pool)
+        to_classify, queries = _classify_on_runner(cfg, paths, runner, record, pool)
     queries, harm = _harm_evidence(cfg, stages, paths, queries)
     log.info(
         "harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
@@ -269,9 +266,9 @@ async def _from_classify(
 
         async def chain(index: int, batch: list[Any]) -> tuple[Timed, ...]:
             async with at_once:
-                outcomes = await _llm_chain(tasks, cfg, stages, batch, client, log)
+                outcomes = await _llm_chain(runner, cfg, stages, batch, client, log)
                 if outcomes[1] is not None:
-                    outcomes = (*outcomes, _sets_of_batch(tasks, cfg, acc, sets_dir, index, batch, *outcomes))
+                    outcomes = (*outcomes, _sets_of_batch(runner, cfg, acc, sets_dir, index, batch, *outcomes))
                 kept = tuple(_slim(t) for t in outcomes)  # the batch's records are on disk: drop them here
                 del outcomes
                 give_back()
@@ -309,7 +306,7 @@ async def _from_classify(
 
 
 def _sets_of_batch(
-    tasks: dict[str, Any],
+    runner: Runner,
     cfg: BuildConfig,
     acc: Accounting,
     sets_dir: Path,
@@ -323,8 +320,8 @@ def _sets_of_batch(
     and counted in ``acc``."""
     responses, scores, labels = gen.value.records, judged.value.records, guarded.value.records
     batch = steps.apply_guard_scenarios(batch, labels)
-    built = tasks["build_sets"](
-        K.sets_key(cfg, batch, responses, scores, labels), batch, responses, scores, labels, cfg.sets
+    built = runner.call(
+        "build_sets", K.sets_key(cfg, batch, responses, scores, labels), batch, responses, scores, labels, cfg.sets
     )
     set_parts.write_part(sets_dir, index, built.value)
     acc.add_batch(batch, responses, scores, [*built.value.pairwise, *built.value.bon])
@@ -405,7 +402,7 @@ def _release(
 
 
 def _classify_on_runner(
-    cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder, pool: list[list[Any]]
+    cfg: BuildConfig, paths: BuildPaths, runner: Runner, record: _Recorder, pool: list[list[Any]]
 ) -> tuple[list[Any], list[Any]]:
     """The embedding classifier over batches on the configured task runner: (the queries as given,
     classified). ``pool`` holds the queries; they wait in the run folder while the encoder runs
@@ -416,30 +413,28 @@ def _classify_on_runner(
     steps.write_queries_file(queries, deduped)
     del queries
     _embed_on_runner(
-        cfg, paths, tasks, record, texts + (default_training_set()[0] if not cfg.classifier.train_release else [])
+        cfg, paths, runner, record, texts + (default_training_set()[0] if not cfg.classifier.train_release else [])
     )
     del texts
     queries = steps.read_queries_file(deduped)
     futures = [
-        tasks["classify"].submit(K.classify_key(cfg, b), b, cfg.classifier, cfg.embeddings, str(paths.embeddings))
+        runner.submit("classify", K.classify_key(cfg, b), b, cfg.classifier, cfg.embeddings, str(paths.embeddings))
         for b in batched(queries, cfg.run.batch_size)
     ]
     return queries, [q for part in record("classify", [f.result() for f in futures]) for q in part]
 
 
-def _embed_on_runner(
-    cfg: BuildConfig, paths: BuildPaths, tasks: dict[str, Any], record: _Recorder, texts: list[str]
-) -> None:
-    """Embed ``texts`` into the build's store before the stage's own tasks, which then find every
+def _embed_on_runner(cfg: BuildConfig, paths: BuildPaths, runner: Runner, record: _Recorder, texts: list[str]) -> None:
+    """Embed ``texts`` into the build's store before the stage's own batches, which then find every
     vector there. On a Dask cluster: batch tasks the workers share (each worker would otherwise embed
     what it needs by itself, the classifier's training examples on every worker). On the thread
     runner: one call in this thread, so the stage's concurrent batches never run two encoders at
     once (measured: two encoders in one process peak 100-170 MB higher and are no faster on 2 cores)."""
     distinct = sorted(dict.fromkeys(texts), key=len)  # length-sorted batches pad least
     if cfg.run.task_runner != "dask":
-        record("embed", [tasks["embed"](distinct, cfg.embeddings, str(paths.embeddings))])
+        record("embed", [runner.call("embed", distinct, cfg.embeddings, str(paths.embeddings))])
         return
-    futures = [tasks["embed"].submit(b, cfg.embeddings, str(paths.embeddings)) for b in batched(distinct, EMBED_BATCH)]
+    futures = [runner.submit("embed", b, cfg.embeddings, str(paths.embeddings)) for b in batched(distinct, EMBED_BATCH)]
     record("embed", [f.result() for f in futures])
 
 
@@ -469,8 +464,6 @@ def _harm_evidence(
     """Classified harmlessness labels without measured evidence turned away (``rmb_build.stages.harm_evidence``),
     by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
     classify stage) are the source's, and pass."""
-    from rmb_build.pipeline.tasks import build_classifier
-
     if "classify" not in stages:
         return queries, harm_evidence.unclassified(queries)
     clf = build_classifier(cfg.classifier.train_release, cfg.embeddings, open_store(cfg.embeddings, paths.embeddings))
@@ -511,18 +504,18 @@ async def _dry_run(
 
 
 async def _llm_chain(
-    tasks: dict[str, Any], cfg: BuildConfig, stages: list[str], batch: list[Any], client: Any, log: Any
+    runner: Runner, cfg: BuildConfig, stages: list[str], batch: list[Any], client: Any, log: Any
 ) -> tuple[Timed, Timed | None, Timed | None]:
     """One batch through generate, then judge and guard side by side."""
     log.info("generate: batch of %d queries x %d generators started", len(batch), len(cfg.generators))
-    gen = await tasks["generate"](K.generate_key(cfg, batch), batch, cfg.generators, client)
+    gen = await runner.acall("generate", K.generate_key(cfg, batch), batch, cfg.generators, client)
     log.info("generate: batch of %d queries -> %d answers", len(batch), len(gen.value.records))
     if "judge" not in stages:
         return gen, None, None
     answers = finished(gen.value.records)  # an answer cut at max_tokens never reaches a release: not judged
     log.info("judge + guard: %d answers to %d queries started", len(answers), len(batch))
-    judge_run = tasks["judge"](K.judge_key(cfg, batch, answers), batch, answers, cfg.judge, client)
-    guard_run = tasks["guard"](K.guard_key(cfg, batch, answers), batch, answers, cfg.guard, client)
+    judge_run = runner.acall("judge", K.judge_key(cfg, batch, answers), batch, answers, cfg.judge, client)
+    guard_run = runner.acall("guard", K.guard_key(cfg, batch, answers), batch, answers, cfg.guard, client)
     if _one_slot(cfg, cfg.judge.endpoint, cfg.guard.endpoint):
         # One request at a time on one server: interleaving judge and guard prompts would throw away
         # the server's KV cache of the previous prompt's prefix (shared instructions, criteria, query)
@@ -554,37 +547,3 @@ def _one_slot(cfg: BuildConfig, *endpoint_names: str) -> bool:
     if all(ep.embedded for ep in eps):
         return True  # every embedded model is served by one llama.cpp process
     return len({ep.base_url for ep in eps}) == 1 and all(ep.max_concurrency == 1 for ep in eps)
-
-
-def run_build(
-    cfg: BuildConfig,
-    workdir: str | os.PathLike | None = None,
-    *,
-    config_file: str = "<config>",
-    max_cost: float | None = None,
-    dry_run: bool = False,
-    min_gold_agreement: float | None = None,
-) -> dict[str, Any]:
-    """Run :func:`build_flow` with the task runner the config names (call ``configure_prefect`` first).
-
-    The flow's parameters (which Prefect stores) hold the config without credentials and a
-    reference to ``cfg`` itself, which stays in this process.
-    """
-    runner = make_task_runner(cfg.run, config_file)
-    flow_ = build_flow.with_options(task_runner=runner, flow_run_name=f"build-{cfg.name}")
-    ref = uuid.uuid4().hex
-    _LIVE_CONFIGS[ref] = cfg
-    try:
-        return asyncio.run(
-            flow_(
-                public_config(cfg),
-                str(workdir) if workdir else None,
-                config_file,
-                max_cost,
-                dry_run,
-                ref,
-                min_gold_agreement,
-            )
-        )
-    finally:
-        del _LIVE_CONFIGS[ref]

@@ -47,7 +47,7 @@ async def _guard_and_route(
     cfg: BuildConfig, queries: Sequence[Query], client: Any, store_dir: str | None, not_evidence: str | None
 ) -> tuple[Routing, list[Any]]:
     """The routing of ``queries`` by their prompts' guard verdicts, and the guard's failures."""
-    from rmb_build.pipeline.tasks import build_classifier, open_store
+    from rmb_build.pipeline.batches import build_classifier, open_store
 
     labels = await guard(queries, [], cfg.guard, client, every_prompt=True)
     unsure = needs_alternatives(queries, labels.records, not_evidence)

@@ -203,7 +203,7 @@ class EmbeddingClassifier:
         cls, release: Any, encoder: str = DEFAULT_MODEL, *, backend: str = "torch", embed: Embed | None = None
     ) -> "EmbeddingClassifier":
         """Trained on each distinct conversation of a labelled release, with its file's scenario."""
-        from rmb_build.stages.gather import release_queries
+        from rmb_build.stages.sources.records import release_queries
 
         return cls.from_queries(
             release_queries(release), encoder, f"release {release.name}", backend=backend, embed=embed

@@ -1,0 +1,108 @@
+"""The build as a Prefect flow: every batch a Prefect task (``runner.PrefectRunner``), CPU batches on the
+task runner ``run.task_runner`` names (a thread pool, or Dask), results persisted in the run folder,
+runs visible in Prefect's UI. Call ``env.configure_prefect`` before this module is imported."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
+
+from rmb_build.pipeline.batches import Timed
+from rmb_build.pipeline.build import BuildPaths, run_pipeline
+from rmb_build.pipeline.config import BuildConfig, parse_config
+from rmb_build.pipeline.manifest import public_config
+from rmb_build.pipeline.runners import make_task_runner
+from rmb_build.pipeline.tasks import bind_storage
+
+
+class PrefectRunner:
+    """Runs every batch as a Prefect task of the current flow run, its result persisted in ``storage``."""
+
+    def __init__(self, storage: str | os.PathLike):
+        self.tasks = bind_storage(Path(storage))
+        self.run_id = flow_run.get_id()
+        self.log = get_run_logger()
+
+    def call(self, stage: str, *args: Any) -> Timed:
+        return self.tasks[stage](*args)
+
+    def submit(self, stage: str, *args: Any) -> Any:
+        return self.tasks[stage].submit(*args)
+
+    async def acall(self, stage: str, *args: Any) -> Timed:
+        return await self.tasks[stage](*args)
+
+    def close(self) -> None:
+        pass
+
+
+# Live configs by reference, for this process's flow runs: Prefect stores a flow's parameters in its
+# database, so the flow gets the config without secrets (URL credentials) plus this reference.
+_LIVE_CONFIGS: dict[str, BuildConfig] = {}
+
+
+def _flow_config(config: dict[str, Any], config_ref: str | None, config_file: str) -> BuildConfig:
+    """The config handed over by ``run_with_prefect`` (with any credentials), else ``config`` as given."""
+    live = _LIVE_CONFIGS.get(config_ref or "")
+    return live if live is not None else parse_config(config, config_file)
+
+
+@flow(name="rmb-build")
+async def build_flow(
+    config: dict[str, Any],
+    workdir: str | None = None,
+    config_file: str = "<config>",
+    max_cost: float | None = None,
+    dry_run: bool = False,
+    config_ref: str | None = None,
+    min_gold_agreement: float | None = None,
+) -> dict[str, Any]:
+    """``run_pipeline`` on Prefect: the config as a mapping, or the one registered under ``config_ref``."""
+    cfg = _flow_config(config, config_ref, config_file)
+    runner = PrefectRunner(BuildPaths.of(cfg.name, workdir).results)
+    return await run_pipeline(
+        cfg,
+        runner,
+        workdir,
+        config_file=config_file,
+        max_cost=max_cost,
+        dry_run=dry_run,
+        min_gold_agreement=min_gold_agreement,
+    )
+
+
+def run_with_prefect(
+    cfg: BuildConfig,
+    workdir: str | os.PathLike | None = None,
+    *,
+    config_file: str = "<config>",
+    max_cost: float | None = None,
+    dry_run: bool = False,
+    min_gold_agreement: float | None = None,
+) -> dict[str, Any]:
+    """Run :func:`build_flow` with the task runner the config names. The flow's parameters (which Prefect
+    stores) hold the config without credentials and a reference to ``cfg`` itself, kept in this process."""
+    task_runner = make_task_runner(cfg.run, config_file)
+    flow_ = build_flow.with_options(task_runner=task_runner, flow_run_name=f"build-{cfg.name}")
+    ref = uuid.uuid4().hex
+    _LIVE_CONFIGS[ref] = cfg
+    try:
+        return asyncio.run(
+            flow_(
+                public_config(cfg),
+                str(workdir) if workdir else None,
+                config_file,
+                max_cost,
+                dry_run,
+                ref,
+                min_gold_agreement,
+            )
+        )
+    finally:
+        del _LIVE_CONFIGS[ref]

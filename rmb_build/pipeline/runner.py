@@ -1,0 +1,87 @@
+"""The seam between the build's logic (``build.py``) and what executes its batches.
+
+The build asks a runner for one stage over one batch by name (``batches.BATCHES``), with the batch's
+cache key first; the runner returns the batch's :class:`~rmb_build.pipeline.batches.Timed`, computed
+now or reloaded from an earlier run under the same key (its ``flow_run_id`` then names that run).
+
+- :class:`LocalRunner`: in this process, no server: CPU batches on a thread pool, results pickled
+  under the run folder by cache key (``runs/<name>/batch-results``). Used by tests and by
+  ``rmb build --runner local``.
+- ``prefect_flow.PrefectRunner``: each batch a Prefect task (persisted results, the UI, the Dask task
+  runner); what ``rmb build`` uses by default. Prefect is imported only on that side.
+
+Both run the same batch functions under the same keys, so a build gives the same release on either.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+from rmb_build.core import atomic
+from rmb_build.pipeline.batches import BATCHES, UNCACHED, Timed
+
+
+class Runner(Protocol):
+    run_id: str  # the id stamped on what this run computes
+    log: Any  # a logging.Logger-like object
+
+    def call(self, stage: str, *args: Any) -> Timed: ...
+
+    def submit(self, stage: str, *args: Any) -> Any: ...  # something with .result() -> Timed
+
+    async def acall(self, stage: str, *args: Any) -> Timed: ...
+
+
+class LocalRunner:
+    """Runs every batch in this process; persists each result under its cache key in ``results``."""
+
+    def __init__(self, results: str | os.PathLike, log: Any = None, max_workers: int | None = None):
+        self.results = Path(results)
+        self.run_id = f"local-{uuid.uuid4().hex}"
+        self.log = log or logging.getLogger("rmb_build.build")
+        # CPU batches: torch already uses every core, so more threads than cores only contend
+        self._pool = ThreadPoolExecutor(max_workers or os.cpu_count() or 2, thread_name_prefix="rmb-batch")
+
+    def _path(self, stage: str, key: str) -> Path:
+        return self.results / f"{stage}-{key}.pickle"
+
+    def _load(self, stage: str, args: tuple) -> Timed | None:
+        if stage in UNCACHED:
+            return None
+        path = self._path(stage, args[0])
+        try:
+            with open(path, "rb") as fh:
+                return pickle.load(fh)
+        except FileNotFoundError:
+            return None
+        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            return None  # a result of older code, or cut short: computed again
+
+    def _keep(self, stage: str, args: tuple, timed: Timed) -> Timed:
+        timed.flow_run_id = self.run_id
+        if stage not in UNCACHED:
+            atomic.write_bytes(self._path(stage, args[0]), pickle.dumps(timed, protocol=pickle.HIGHEST_PROTOCOL))
+        return timed
+
+    def call(self, stage: str, *args: Any) -> Timed:
+        hit = self._load(stage, args)
+        return hit if hit is not None else self._keep(stage, args, BATCHES[stage](*args))
+
+    def submit(self, stage: str, *args: Any) -> Future:
+        return self._pool.submit(self.call, stage, *args)
+
+    async def acall(self, stage: str, *args: Any) -> Timed:
+        hit = self._load(stage, args)
+        return hit if hit is not None else self._keep(stage, args, await BATCHES[stage](*args))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+__all__ = ["LocalRunner", "Runner"]
