@@ -181,13 +181,13 @@ def test_cache_keys_follow_the_encoder():
 
 
 @pytest.mark.slow
-def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, prefect_harness):
+def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path):
     """dedup, classify and the release's audit through the run folder's store; the re-run (classify and
     dedup settings changed so that both run again) finds every vector there."""
     from reliability_helpers import build_config, write_queries
     from stub_endpoint import StubEndpoint
 
-    from rmb_build.pipeline.run import run_build
+    from rmb_build.pipeline.run import run_local
 
     source = write_queries(tmp_path / "queries.jsonl")
     work = tmp_path / "work"
@@ -196,7 +196,7 @@ def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, pre
         def build(**over):
             cfg = {**build_config(source, stub.base_url, name="emb"), **over}
             cfg["stages"] = ["gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release"]
-            return run_build(parse_config(cfg), work)
+            return run_local(parse_config(cfg), work)
 
         first = build()
         summary = json.loads((work / "runs" / "emb" / "summary.json").read_text())
@@ -228,13 +228,13 @@ def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path, pre
     assert again["counts"] == first["counts"]
 
 
-def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypatch):
+def test_the_encoder_runs_with_no_query_held(tmp_path, monkeypatch):
     """The encoder's passes are a build's peak of memory: the flow sets the queries down in the raw
     and run folders while dedup's and the classifier's texts are encoded, and reads them back after."""
     import gc
 
     import rmb_build.embed.encoder as emb
-    from rmb_build.pipeline.run import run_build
+    from rmb_build.pipeline.run import run_local
     from rmb_build.stages.gather import read_queries
 
     ids = {f"held-{qid}" for qid, _ in TEXTS}
@@ -269,7 +269,7 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, prefect_harness, monkeypa
         stages=["gather", "dedup", "classify"],
         name="held",
     )
-    out = run_build(parse_config(cfg), tmp_path / "work", runner="local")
+    out = run_local(parse_config(cfg), tmp_path / "work")
 
     assert held_per_pass == [0, 0]  # dedup's texts, then the classifier's: both without a query held
     deduped = read_queries(tmp_path / "work" / "runs" / "held" / "deduped.jsonl")

@@ -16,8 +16,6 @@ from rmb_build.llm import ChatRequest
 from rmb_build.llm.cost import estimate_prompt_tokens
 from rmb_build.pipeline.config import parse_config
 
-pytest.importorskip("prefect")
-
 PROMPTS = [
     "Write a haiku about autumn rain.",
     "Write a Python function that reverses a linked list.",
@@ -152,8 +150,8 @@ def _per_model(stub: StubEndpoint) -> dict[str, int]:
     return dict(Counter(f"stub/{b['model']}" for b in stub.bodies))
 
 
-def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness):
-    from rmb_build.pipeline.run import run_build
+def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path):
+    from rmb_build.pipeline.run import run_local
     from rmb_build.stages.classify import EmbeddingClassifier
 
     predicted = EmbeddingClassifier.default().predict_texts(PROMPTS)
@@ -161,9 +159,9 @@ def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness
     work = tmp_path / "work"
     with StubEndpoint(reply=_realistic(scenarios)) as stub:
         cfg = parse_config(_config_with_checks(tmp_path, stub.base_url))
-        dry = run_build(cfg, work, dry_run=True)["estimate"]
+        dry = run_local(cfg, work, dry_run=True)["estimate"]
         assert stub.bodies == [] and dry["cached"] == 0
-        run_build(cfg, work)
+        run_local(cfg, work)
         received = _per_model(stub)
         assert {m: row["calls"] for m, row in dry["by_model"].items()} == received
         assert dry["calls"] == len(stub.bodies)
@@ -177,7 +175,7 @@ def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path, prefect_harness
         assert dry["estimates"] == {} and dry["exact"]["calls"].startswith("exact for what the cache answers")
 
         # After the build every planned request is in the cache: the plan is made of the real answers.
-        again = run_build(cfg, work, dry_run=True)["estimate"]
+        again = run_local(cfg, work, dry_run=True)["estimate"]
         assert again["calls"] == 0 and again["cached"] == len(stub.bodies) and again["exact"]["calls"] == "exact", str(
             {k: (v["calls"], v["cached"]) for k, v in again["by_phase"].items()}
         )
@@ -189,27 +187,27 @@ def _spent(work: Path) -> float:
     return sum(row["cost_usd"] for models in usage.values() for row in models.values())
 
 
-def test_max_cost_stops_before_crossing_and_a_rerun_repeats_no_paid_call(tmp_path, prefect_harness):
+def test_max_cost_stops_before_crossing_and_a_rerun_repeats_no_paid_call(tmp_path):
     """A priced build's real cost C (measured in a first workdir); in a second, --max-cost C/2 stops with
     at most C/2 spent, and a rerun with room finishes, sending each request once in all."""
     from rmb_build.core.errors import RMBError
-    from rmb_build.pipeline.run import run_build
+    from rmb_build.pipeline.run import run_local
     from rmb_build.stages.classify import EmbeddingClassifier
 
     predicted = EmbeddingClassifier.default().predict_texts(PROMPTS)
     scenarios = {p: pred.scenario_id for p, pred in zip(PROMPTS, predicted)}
     with StubEndpoint(reply=_realistic(scenarios)) as stub:
         cfg = parse_config(_config_with_checks(tmp_path, stub.base_url))
-        run_build(cfg, tmp_path / "reference")
+        run_local(cfg, tmp_path / "reference")
         cost, calls = _spent(tmp_path / "reference"), len(stub.bodies)
         stub.reset()
         work = tmp_path / "work"
         with pytest.raises(RMBError, match="max_cost"):
-            run_build(cfg, work, max_cost=cost / 2)
+            run_local(cfg, work, max_cost=cost / 2)
         paid = len(stub.bodies)
         assert 0 < paid < calls and _spent(work) <= cost / 2
-        rest = run_build(cfg, work, dry_run=True)["estimate"]
+        rest = run_local(cfg, work, dry_run=True)["estimate"]
         assert rest["cached"] == paid and rest["calls"] == calls - paid
-        run_build(cfg, work, max_cost=cost * 2)
+        run_local(cfg, work, max_cost=cost * 2)
         bodies = [json.dumps(b, sort_keys=True) for b in stub.bodies]
         assert len(bodies) == len(set(bodies)) == calls  # every request sent once over both runs

@@ -151,15 +151,15 @@ def _annotations(release: Path) -> list[dict]:
     return [json.loads(line) for line in (release / "annotations.jsonl").read_text().splitlines()]
 
 
-def test_build_routes_goals_by_the_guard(tmp_path, prefect_harness):
-    from rmb_build.pipeline.run import run_build
+def test_build_routes_goals_by_the_guard(tmp_path):
+    from rmb_build.pipeline.run import run_local
 
     queries = [HARMFUL_AS_HELPFUL, HARMLESS_AS_HARMFUL, UNREADABLE, PLAIN]
     gold = _write_gold(tmp_path / "gold", 9, 3)  # measures the guard's prompt-level precision (4 of 4 unsafe right)
     with StubEndpoint(reply=_unreadable_poem_guard) as stub:
         cfg = _config(tmp_path, stub.base_url, queries)
         cfg["judge"]["gold"] = {"release": str(gold), "items": 8}
-        out = run_build(parse_config(cfg), tmp_path / "work")
+        out = run_local(parse_config(cfg), tmp_path / "work")
         assert stub.count("guard") >= 4  # every selected prompt was guarded, not only harmlessness ones
     release = read_release(out["release"])
     scenario_of = {it.conversation[-1].content: it.scenario_id for it in release.items()}
@@ -198,13 +198,13 @@ def test_build_routes_goals_by_the_guard(tmp_path, prefect_harness):
     assert release.manifest["accounting"]["balanced"] is True
 
 
-def test_an_unmeasured_guard_makes_no_query_harmlessness(tmp_path, prefect_harness):
+def test_an_unmeasured_guard_makes_no_query_harmlessness(tmp_path):
     """Without gold prompts to measure its precision, the guard's 'unsafe' is not evidence of harm: the
     classifier's label stands and the verdicts set aside are counted with their reason."""
-    from rmb_build.pipeline.run import run_build
+    from rmb_build.pipeline.run import run_local
 
     with StubEndpoint() as stub:
-        out = run_build(parse_config(_config(tmp_path, stub.base_url, [HARMFUL_AS_HELPFUL, PLAIN])), tmp_path / "work")
+        out = run_local(parse_config(_config(tmp_path, stub.base_url, [HARMFUL_AS_HELPFUL, PLAIN])), tmp_path / "work")
     release = read_release(out["release"])
     assert {it.scenario_id for it in release.items() if HARMFUL_AS_HELPFUL[1] in it.conversation[-1].content} == {
         HARMFUL_AS_HELPFUL[2]
@@ -241,13 +241,13 @@ def test_guard_precision_counts_readable_verdicts_and_refuses_below_the_bar():
     assert "no judge.gold" in guard_evidence(None, 0.9)
 
 
-def test_a_safe_verdict_can_drop_a_classifier_harmful_query_with_its_reason(tmp_path, prefect_harness):
-    from rmb_build.pipeline.run import run_build
+def test_a_safe_verdict_can_drop_a_classifier_harmful_query_with_its_reason(tmp_path):
+    from rmb_build.pipeline.run import run_local
 
     queries = [HARMLESS_AS_HARMFUL, PLAIN, HARMFUL_AS_HELPFUL]
     with StubEndpoint() as stub:
         cfg = _config(tmp_path, stub.base_url, queries, route={"safe_harmful": "drop"})
-        out = run_build(parse_config(cfg), tmp_path / "work")
+        out = run_local(parse_config(cfg), tmp_path / "work")
     manifest = read_release(out["release"]).manifest
     dropped = manifest["accounting"]["queries"]["not_selected"]
     assert dropped == {"routing: guard: 'safe' prompt the classifier called harmful (dropped: route.safe_harmful)": 1}
@@ -270,14 +270,14 @@ def _gold_requests(stub: StubEndpoint) -> int:
     return sum(1 for r in stub.requests if "gold question" in json.dumps(r.body))
 
 
-def test_gold_agreement_is_measured_and_recorded(tmp_path, prefect_harness):
-    from rmb_build.pipeline.run import run_build
+def test_gold_agreement_is_measured_and_recorded(tmp_path):
+    from rmb_build.pipeline.run import run_local
 
     gold = _write_gold(tmp_path / "gold", 9, 3)
     with StubEndpoint() as stub:
         cfg = _config(tmp_path, stub.base_url, [PLAIN, HARMFUL_AS_HELPFUL])
         cfg["judge"]["gold"] = {"release": str(gold), "items": 8}
-        out = run_build(parse_config(cfg), tmp_path / "work", min_gold_agreement=0.9)
+        out = run_local(parse_config(cfg), tmp_path / "work", min_gold_agreement=0.9)
     section = read_release(out["release"]).manifest["gold"]
     assert section["release"] == str(gold) and section["items"] == 8
     for goal in ("Helpfulness", "Harmlessness"):
@@ -293,15 +293,15 @@ def test_gold_agreement_is_measured_and_recorded(tmp_path, prefect_harness):
     assert section["guard_prompt_unsafe"]["n"] == 4
 
 
-def test_low_gold_agreement_stops_before_generation_and_a_rerun_resumes(tmp_path, prefect_harness):
-    from rmb_build.pipeline.run import run_build
+def test_low_gold_agreement_stops_before_generation_and_a_rerun_resumes(tmp_path):
+    from rmb_build.pipeline.run import run_local
 
     gold = _write_gold(tmp_path / "gold", 2, 8)  # the judge prefers every rejected answer
     with StubEndpoint() as stub:
         cfg = _config(tmp_path, stub.base_url, [PLAIN, HARMFUL_AS_HELPFUL])
         cfg["judge"]["gold"] = {"release": str(gold), "items": 8}
         with pytest.raises(RMBError) as err:
-            run_build(parse_config(cfg), tmp_path / "work", min_gold_agreement=0.5)
+            run_local(parse_config(cfg), tmp_path / "work", min_gold_agreement=0.5)
         line = str(err.value)
         assert "\n" not in line and "below --min-gold-agreement 0.5" in line and "Helpfulness 0.000 (n=4" in line
         assert stub.count("generate") == 0
@@ -309,22 +309,22 @@ def test_low_gold_agreement_stops_before_generation_and_a_rerun_resumes(tmp_path
         assert (
             gold_calls == 8 * 2 + 8 + 4 * 2
         )  # 2 judge calls a pair; guard: every prompt, both answers of harmlessness
-        out = run_build(parse_config(cfg), tmp_path / "work", min_gold_agreement=0.0)
+        out = run_local(parse_config(cfg), tmp_path / "work", min_gold_agreement=0.0)
         assert _gold_requests(stub) == gold_calls  # every gold call came from the cache
         assert stub.count("generate") > 0
     assert read_release(out["release"]).manifest["gold"]["agreement"]["Harmlessness"]["value"] == 0.0
 
 
-def test_missing_optional_gold_release_is_recorded_not_fatal(tmp_path, prefect_harness):
-    from rmb_build.pipeline.run import run_build
+def test_missing_optional_gold_release_is_recorded_not_fatal(tmp_path):
+    from rmb_build.pipeline.run import run_local
 
     with StubEndpoint() as stub:
         cfg = _config(tmp_path, stub.base_url, [PLAIN, HARMFUL_AS_HELPFUL])
         cfg["judge"]["gold"] = {"release": str(tmp_path / "absent"), "items": 8, "required": False}
-        out = run_build(parse_config(cfg), tmp_path / "work")
+        out = run_local(parse_config(cfg), tmp_path / "work")
         cfg["judge"]["gold"]["required"] = True
         with pytest.raises(RMBError, match="judge.gold.release"):
-            run_build(parse_config({**cfg, "name": "labels2"}), tmp_path / "work")
+            run_local(parse_config({**cfg, "name": "labels2"}), tmp_path / "work")
     manifest = read_release(out["release"]).manifest
     assert manifest["gold"]["status"] == "gold release not found"
     from rmb_build.release.card import render_card

@@ -97,8 +97,8 @@ def test_cut_off_sharegpt_is_read_to_its_last_whole_record(tmp_path):
         assert SHAREGPT_QUARANTINED[e["where"]] in e["reason"]
 
 
-def test_build_counts_quarantined_records_in_its_summary(tmp_path, prefect_harness):
-    from rmb_build.pipeline.run import run_build
+def test_build_counts_quarantined_records_in_its_summary(tmp_path):
+    from rmb_build.pipeline.run import run_local
 
     cfg = parse_config(
         {
@@ -114,7 +114,7 @@ def test_build_counts_quarantined_records_in_its_summary(tmp_path, prefect_harne
             "stages": ["gather"],
         }
     )
-    run_build(cfg, tmp_path)
+    run_local(cfg, tmp_path)
     summary = json.loads((tmp_path / "runs" / "messy" / "summary.json").read_text())
     gathered = next(s for s in summary["stages"] if s["stage"] == "gather")["stats"]
     assert sum(s["quarantined"] for s in gathered.values()) == len(MESSY_QUARANTINED) + len(SHAREGPT_QUARANTINED)

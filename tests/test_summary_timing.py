@@ -45,14 +45,14 @@ def test_timed_block_counts_even_when_it_fails(tmp_path):
     assert len(state.stage("gold").spans) == 1 and len(state.spans) == 1
 
 
-def test_build_times_gold_and_route_and_its_timing_adds_up(tmp_path, prefect_harness):
-    from rmb_build.pipeline.run import run_build
+def test_build_times_gold_and_route_and_its_timing_adds_up(tmp_path):
+    from rmb_build.pipeline.run import run_local
 
     gold = _write_gold(tmp_path / "gold", 9, 3)
     with StubEndpoint() as stub:
         cfg = _config(tmp_path, stub.base_url, [PLAIN, HARMFUL_AS_HELPFUL])
         cfg["judge"]["gold"] = {"release": str(gold), "items": 8}
-        out = run_build(parse_config(cfg), tmp_path / "work")
+        out = run_local(parse_config(cfg), tmp_path / "work")
     summary = json.loads((Path(out["run"]) / "summary.json").read_text())
     stages = {s["stage"]: s for s in summary["stages"]}
     for name in ("gold", "route"):  # timed where they run, outside any task batch
