@@ -4,74 +4,14 @@ cache, its checksum recorded and checked, then read offline; failures leave noth
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import json
-import threading
 import zipfile
-from pathlib import Path
 
 import pytest
-from formats_helpers import evaluate, evaluate_error
+from formats_helpers import TOP, Server, archive_bytes, evaluate, evaluate_error
 
 from rmb_build.benchmarks.fetch import URL_ENV, cache_dir
-from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
-from rmb_build.release import write_release
-from rmb_build.release.read import Release
-
-TOP = "RMB-Reward-Model-Benchmark-main"
-
-
-def archive_bytes(tmp_path: Path) -> bytes:
-    """A zip laid out as the repository's archive: RMB_dataset/ one folder down, beside other files."""
-    rel = Release(name="tiny", root=None)
-    q = (Turn("user", "Hi", "en"),)
-    rel.add(PairwiseItem("0", q, Answer("m1", "2|hello there"), Answer("m2", "1|hi"), "Helpfulness/Chat/Discussion"))
-    rel.add(PairwiseItem("1", q, Answer("m1", "1|short"), Answer("m2", "3|longer"), "Harmlessness/S6"))
-    rel.add(
-        BonItem("0", q, Answer("m1", "2|hello there"), (Answer("m2", "1|hi"), Answer("m3", "0|hey")), "Harmlessness/S6")
-    )
-    write_release(rel, tmp_path / "src")
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr(f"{TOP}/README.md", "the repository's readme")
-        for file in sorted((tmp_path / "src").rglob("*.json")):
-            zf.write(file, f"{TOP}/RMB_dataset/{file.relative_to(tmp_path / 'src').as_posix()}")
-    return buf.getvalue()
-
-
-class Server:
-    """A local HTTP server in a thread serving ``body`` at /archive.zip and counting requests."""
-
-    def __init__(self, body: bytes, declared_length: int | None = None):
-        self.body, self.requests = body, 0
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.requests += 1
-                self.send_response(200)
-                self.send_header("Content-Length", str(declared_length or len(outer.body)))
-                self.end_headers()
-                self.wfile.write(outer.body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/archive.zip"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

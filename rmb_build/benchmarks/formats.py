@@ -190,6 +190,14 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
     return release
 
 
+def open_rmb(source: str | Path, strict: bool = True) -> Release:
+    """An RMB release, however it is given: its folder, its Hugging Face form (a folder or a Hub id), or
+    ``rmb``, the official release (downloaded once, then read from the user cache). What every command
+    that works on RMB's own layout opens (audit, publish, contamination, the classifier's training
+    release, the build's gold check and release sources), as ``rmb evaluate --release`` does."""
+    return open_release(source, RMB, strict)
+
+
 def _is_hf_form(path: Path) -> bool:
     """Whether a local folder is RMB's Hugging Face form (Parquet files under ``pairwise/`` or ``bon/``)."""
     from rmb_build.release.hf import CONFIGS

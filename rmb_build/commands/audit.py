@@ -11,7 +11,10 @@ from rmb_build.commands._embedding_option import add_embedding_options, embeddin
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("release", help="an RMB-layout release folder, a local Hugging Face form, or a Hub id")
+    parser.add_argument(
+        "release",
+        help="an RMB release: its folder, its Hugging Face form (a folder or Hub id), or rmb (the official release)",
+    )
     parser.add_argument(
         "--json", metavar="OUT", help="write the audit JSON (counts of every defect kind, and the defects) to OUT"
     )
@@ -71,14 +74,15 @@ def _check_fix_target(out: Path, release) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmb_build.benchmarks.formats import open_rmb
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
-    from rmb_build.release import read_release, write_release
+    from rmb_build.release import write_release
     from rmb_build.release.audit import audit_release, fix_release
 
     if not 0.0 < args.threshold <= 1.0:
         raise RMBError(f"--threshold {args.threshold}: must be in (0, 1]")
-    release = read_release(args.release, strict=False)
+    release = open_rmb(args.release, strict=False)
     if args.fix:
         _check_fix_target(Path(args.fix), release)  # before the slow part: fail early
     store = None if args.no_embeddings else embedding_store(args)

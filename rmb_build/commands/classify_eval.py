@@ -6,7 +6,10 @@ import argparse
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("release", help="a labelled release: RMB folder, local Hugging Face folder or Hub id")
+    p.add_argument(
+        "release",
+        help="a labelled RMB release: its folder, its Hugging Face form (a folder or Hub id), or rmb (the official release)",
+    )
     p.add_argument("--json", metavar="OUT", default=None, help="write the full report (with confusion matrices) here")
 
 
@@ -16,10 +19,10 @@ def _fmt(x: float | None, width: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rmb_build.analysis.classify_eval import evaluate_classifier
+    from rmb_build.benchmarks.formats import open_rmb
     from rmb_build.core import atomic
-    from rmb_build.release import read_release
 
-    report = evaluate_classifier(read_release(args.release))
+    report = evaluate_classifier(open_rmb(args.release))
     print(f"{'scenario':<58}{'n':>6}{'abstained':>10}{'scenario':>10}{'task':>8}{'goal':>8}")
     for sid, row in report["per_scenario"].items():
         print(

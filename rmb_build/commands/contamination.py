@@ -8,7 +8,10 @@ from rmb_build.commands._embedding_option import add_embedding_options, embeddin
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("release", help="an RMB release folder, a local Hugging Face folder or a Hub id")
+    p.add_argument(
+        "release",
+        help="an RMB release: its folder, its Hugging Face form (a folder or Hub id), or rmb (the official release)",
+    )
     p.add_argument(
         "train",
         metavar="TRAIN_FILE",
@@ -54,15 +57,15 @@ def _kind(path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rmb_build.analysis.contamination import find_contamination
+    from rmb_build.benchmarks.formats import open_rmb
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
-    from rmb_build.release import read_release
     from rmb_build.stages.gather import gather
     from rmb_build.stages.options import source_config
 
     if not 0 < args.threshold <= 1:
         raise RMBError("--threshold must be in (0, 1]")
-    release = read_release(args.release)
+    release = open_rmb(args.release)
     kind = args.kind or _kind(args.train)
     fields = {}
     if args.field:

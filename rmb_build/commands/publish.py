@@ -16,7 +16,10 @@ OWN_ENTRIES = {"README.md", "manifest.json", "pairwise", "bon"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("release", help="an RMB-layout release folder (or a local Hugging Face form)")
+    parser.add_argument(
+        "release",
+        help="an RMB release: its folder, its Hugging Face form (a folder or Hub id), or rmb (the official release)",
+    )
     parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset to create or update")
     parser.add_argument(
         "--license",
@@ -50,8 +53,8 @@ def _check_out(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmb_build.benchmarks.formats import open_rmb
     from rmb_build.core.errors import RMBError
-    from rmb_build.release import read_release
     from rmb_build.release.audit import audit_release
     from rmb_build.release.card import card_license, check_card_license, render_card
     from rmb_build.release.hf import push_release, write_hf_release
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
     if args.out:
         _check_out(Path(args.out))
-    release = read_release(args.release)
+    release = open_rmb(args.release)
     check_card_license(card_license(release.manifest, args.license).header())  # refuse before the slow audit
     annotations = release.annotations()
     report = audit_release(release, near_duplicates=not args.no_embeddings)

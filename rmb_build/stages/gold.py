@@ -115,11 +115,11 @@ def not_found(release: str, items: int) -> dict[str, Any]:
 
 def _gold_inputs(cfg: Any) -> tuple[list[Query], list[Response]] | None:
     """The gold pairs as queries and answers (None when an optional gold release is missing)."""
-    from rmb_build.release.load import read_release
+    from rmb_build.benchmarks.formats import open_rmb
 
     gold = cfg.judge.gold
     try:
-        release = read_release(gold.release)
+        release = open_rmb(gold.release)
     except (RMBError, OSError) as exc:
         if gold.required:
             raise RMBError(f"judge.gold.release: {exc}") from None
