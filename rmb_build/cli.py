@@ -24,7 +24,7 @@ from rmb_build.commands import debugging
 from rmb_build.core.errors import RMBError
 
 COMMANDS = {
-    "build": "build and write a benchmark release with Prefect flows",
+    "build": "build and write a benchmark release (on Prefect, or in this process with --runner local)",
     "evaluate": "score a reward model against a release",
     "compare": "does reward model A beat B? a paired test over two evaluations of one release",
     "leaderboard": "a static leaderboard site from evaluation results",

@@ -2,13 +2,13 @@
 
 ``hf:<model>`` tokenizes each text with the model's chat template and hands batches of token ids to
 its family. A family is one module of this package defining ``FAMILY``; adding one is adding a file.
-Every family loads through ``_transformers.load_checked`` (or checks its own head the same way), so a
+Every family loads through ``loading.load_checked`` (or checks its own head the same way), so a
 parameter the checkpoint lacks stops the run instead of being scored at random.
 
 A family gives:
 - ``load(ref, options, device, dtype)``: the model, in eval mode on ``device``;
 - ``score(model, input_ids, attention_mask)``: one float reward per row (a 1-D tensor), right-padded
-  batches as ``_transformers.pad`` makes them;
+  batches as ``loading.pad`` makes them;
 - ``finish_ids(model, tokenizer, ids)`` (optional): a text's token ids as the family reads them (e.g.
   a reward token appended), before batching.
 """
