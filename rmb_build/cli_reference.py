@@ -35,7 +35,7 @@ def markdown() -> str:
             os.environ["XDG_CACHE_HOME"] = saved
     out = [HEADER]
     for name, sub in _subparsers(parser).items():
-        sub.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=100, max_help_position=36)
+        sub.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=84, max_help_position=30)
         out += [f"## `rmb {name}`", "", COMMANDS.get(name, ""), "", "```text", sub.format_help().rstrip(), "```", ""]
     return "\n".join(out)
 
