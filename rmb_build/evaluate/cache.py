@@ -8,16 +8,16 @@ JSON writes floats with repr, so a cached score reads back bit for bit.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from rmb_build.core import sqlite_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS scores (fp TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
                                    PRIMARY KEY (fp, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS models (fp TEXT PRIMARY KEY, spec TEXT NOT NULL, describe TEXT NOT NULL);
 """
-_CHUNK = 500
 DEFAULT_CACHE_HELP = "$XDG_CACHE_HOME/rmb/score_cache, or ~/.cache/rmb/score_cache"
 
 
@@ -28,9 +28,6 @@ def default_cache_dir() -> Path:
     return user_cache_dir() / "score_cache"
 
 
-# SQLite's bound-parameter limit is far above this; keeps each query small
-
-
 class ScoreCache:
     """``get_many``/``put_many`` for one folder's ``scores.sqlite``; usable as a context manager."""
 
@@ -38,33 +35,23 @@ class ScoreCache:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / "scores.sqlite"
-        self.db = sqlite3.connect(self.path, timeout=60)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(SCHEMA)
+        self.db = sqlite_db.connect(self.path, SCHEMA)
 
     def register(self, fp: str, spec: str, describe: Mapping[str, Any]) -> None:
         """Remember which RM a fingerprint stands for (for people inspecting the cache)."""
-        with self.db:
+        with sqlite_db.transaction(self.db):
             self.db.execute(
                 "INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
                 (fp, spec, json.dumps(describe, sort_keys=True, ensure_ascii=False)),
             )
 
     def get_many(self, fp: str, keys: Iterable[str]) -> dict[str, Any]:
-        keys = list(keys)
-        found: dict[str, Any] = {}
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for key, value in self.db.execute(
-                f"SELECT key, value FROM scores WHERE fp = ? AND key IN ({marks})", (fp, *chunk)
-            ):
-                found[key] = json.loads(value)
-        return found
+        sql = "SELECT key, value FROM scores WHERE fp = ? AND key IN ({marks})"
+        return {key: json.loads(value) for key, value in sqlite_db.select_in(self.db, sql, list(keys), (fp,))}
 
     def put_many(self, fp: str, values: Mapping[str, Any]) -> None:
         """Store and commit: what is written here survives an interrupted run."""
-        with self.db:
+        with sqlite_db.transaction(self.db):
             self.db.executemany(
                 "INSERT OR REPLACE INTO scores VALUES (?, ?, ?)", [(fp, k, json.dumps(v)) for k, v in values.items()]
             )

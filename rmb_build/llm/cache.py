@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from rmb_build.core import sqlite_db
 from rmb_build.llm.types import ChatRequest
 
 DB_NAME = "responses.sqlite"
@@ -84,13 +84,7 @@ class ResponseCache:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-        if not in_memory:
-            self._db.execute("PRAGMA busy_timeout = 60000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            # NORMAL in WAL mode survives a killed process; only a power cut can lose the last commits.
-            self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._db = sqlite_db.connect(path, _SCHEMA)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -102,11 +96,10 @@ class ResponseCache:
         keys = list(dict.fromkeys(keys))
         out: dict[str, dict[str, Any]] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):  # stay below SQLite's host-parameter limit
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                for key, resp in self._db.execute(f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk):
-                    out[key] = json.loads(resp)
+            for key, resp in sqlite_db.select_in(
+                self._db, "SELECT key, response FROM responses WHERE key IN ({marks})", keys
+            ):
+                out[key] = json.loads(resp)
         return out
 
     def put(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
+from rmb_build.core.jsonable import jsonable
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import raw_dir, release_dir, run_dir
 from rmb_build.core.text import search_text
@@ -276,7 +277,7 @@ async def _from_classify(
 
         chains = await asyncio.gather(*(chain(i, b) for i, b in enumerate(batches)))
     finally:
-        state.usage_run = steps.jsonable(client.usage())
+        state.usage_run = jsonable(client.usage())
         state.flush()
     responses = sum(part.count for part in record("generate", [c[0] for c in chains]))
     if "judge" not in stages:

@@ -2,60 +2,70 @@
 
 Prefect's ``TASK_SOURCE`` policy hashes only the task function's own source and misses edits in
 the helpers it calls, so each stage key hashes every ``rmb_build`` module the stage module reaches
-through its globals (imports done inside functions are not followed).
+through its imports, at the top of a module or inside its functions (read from the source, not
+imported).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import ast
 import hashlib
 import importlib
-import inspect
+import importlib.util
 import json
 from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from rmb_build import __version__
-
-
-def _jsonable(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj, key=repr)
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"cannot fingerprint a {type(obj).__name__}")
+from rmb_build.core.jsonable import jsonable
 
 
 def fingerprint(*parts: Any) -> str:
     """A 32-hex-digit hash of JSON-able parts (dataclasses and pydantic models included)."""
-    payload = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=_jsonable)
+    payload = json.dumps(jsonable(parts, strict=True), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 
-def _deps(module: ModuleType) -> set[str]:
-    out = set()
-    for value in vars(module).values():
-        name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
-        if isinstance(name, str) and name.startswith("rmb_build") and not name.startswith("rmb_build.pipeline"):
-            out.add(name)
-    return out
+def _source_file(name: str) -> Path | None:
+    """The file of module ``name`` (found, not imported; a package's parents are), or None."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, AttributeError, ValueError):  # a name inside a module, not a module
+        return None
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def _imports(name: str) -> set[str]:
+    """The rmb_build modules (outside the pipeline) that module ``name`` imports anywhere: at its top
+    and inside its functions, so that editing a helper imported where it is used changes the key too."""
+    path = _source_file(name)
+    if path is None:
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)  # ``from package import module``
+    return {
+        m
+        for m in found
+        if m.startswith("rmb_build.") and not m.startswith("rmb_build.pipeline") and _source_file(m) is not None
+    }
 
 
 def reached_modules(module_name: str) -> set[str]:
-    """``module_name`` and every rmb_build module (outside the pipeline) reachable through module globals."""
+    """``module_name`` and every rmb_build module (outside the pipeline) it reaches through its imports."""
     seen: set[str] = set()
     stack = [module_name]
     while stack:
         name = stack.pop()
         if name not in seen:
             seen.add(name)
-            stack.extend(_deps(importlib.import_module(name)) - seen)
+            stack.extend(_imports(name) - seen)
     return seen
 
 
@@ -64,10 +74,8 @@ def code_version(module_name: str) -> str:
     """Hash of the source of ``module_name`` and every rmb_build module it reaches."""
     h = hashlib.sha256(__version__.encode())
     for name in sorted(reached_modules(module_name)):
-        try:
-            source = inspect.getsource(importlib.import_module(name))
-        except (OSError, TypeError):  # a namespace package or a module without a file
-            source = ""
+        path = _source_file(name)
+        source = path.read_text(encoding="utf-8") if path is not None else ""
         h.update(name.encode() + b"\0" + source.encode("utf-8") + b"\0")
     return h.hexdigest()[:16]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -68,23 +67,6 @@ def apply_guard_scenarios(queries: Sequence[Query], labels: Sequence[Any]) -> li
     from rmb_build.stages.guard import apply_prompt_scenarios
 
     return apply_prompt_scenarios(queries, labels)
-
-
-def jsonable(value: Any) -> Any:
-    """The LLM client's usage (or any stats object) as JSON."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if hasattr(value, "to_json"):
-        return value.to_json()
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return jsonable(dataclasses.asdict(value))
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [jsonable(v) for v in value]
-    return str(value)
 
 
 async def plan_build(
