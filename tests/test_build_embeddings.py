@@ -228,6 +228,7 @@ def test_a_build_embeds_each_text_once_and_a_rerun_encodes_nothing(tmp_path):
     assert again["counts"] == first["counts"]
 
 
+@pytest.mark.slow
 def test_the_encoder_runs_with_no_query_held(tmp_path, monkeypatch):
     """The encoder's passes are a build's peak of memory: the flow sets the queries down in the raw
     and run folders while dedup's and the classifier's texts are encoded, and reads them back after."""

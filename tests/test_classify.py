@@ -131,6 +131,7 @@ def test_default_classifier_on_held_out_queries():
     assert all(q.scenario_id is None and q.confidence is not None for q in strict)
 
 
+@pytest.mark.slow
 def test_classifier_trained_on_a_release(rmb_sample):
     from rmb_build.release import read_release
 
@@ -197,6 +198,7 @@ def test_llm_classifier_on_the_embedded_model(embedded_server, tmp_path):
     assert again == preds
 
 
+@pytest.mark.slow
 def test_classify_eval_on_the_sample(rmb_sample, tmp_path, capsys):
     out = tmp_path / "eval.json"
     assert main(["classify-eval", str(rmb_sample), "--json", str(out)]) == 0

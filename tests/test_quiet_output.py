@@ -24,7 +24,10 @@ def _rmb(*argv: str, cwd) -> str:
     return proc.stderr
 
 
-@pytest.mark.parametrize("command", ["audit", "publish", "classify-eval"])
+@pytest.mark.parametrize(
+    "command",
+    ["audit", pytest.param("publish", marks=pytest.mark.slow), pytest.param("classify-eval", marks=pytest.mark.slow)],
+)
 def test_commands_print_no_third_party_chatter(rmb_sample, tmp_path, command):
     argv = {
         "audit": ["audit", str(rmb_sample)],
@@ -46,6 +49,7 @@ def test_commands_print_no_third_party_chatter(rmb_sample, tmp_path, command):
     assert "Loading weights" not in err and "it/s]" not in err and "ba/s]" not in err, err[-4000:]
 
 
+@pytest.mark.slow
 def test_verbose_shows_them(rmb_sample, tmp_path):
     err = _rmb("-v", "audit", str(rmb_sample), cwd=tmp_path)
     assert "INFO sentence_transformers" in err and "Loading weights" in err

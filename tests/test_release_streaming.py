@@ -185,6 +185,7 @@ def _peak_bytes(tmp_path, n: int, text_chars: int = 20000) -> int:
     return peak
 
 
+@pytest.mark.slow
 def test_release_stage_memory_does_not_grow_with_the_release_texts(tmp_path):
     # 10x the items, each with about 40 KB of its own text (4 MB vs 40 MB written, read back and
     # audited): a stage holding the items or their texts peaks over 3x higher (measured: 17 -> 61 MB
