@@ -107,14 +107,6 @@ def set_file(set_name: str, scenario_id: str) -> str:
     return f"{default_category_path(set_name, scenario_id)}.json"
 
 
-def prompt_text(conversation: Sequence[Turn]) -> str:
-    """The last user turn: what a classifier or dedup step looks at."""
-    for turn in reversed(conversation):
-        if turn.role == "user":
-            return turn.content
-    return conversation[-1].content if conversation else ""
-
-
 def conversation_key(conversation: Sequence[Turn]) -> str:
     """Identity of a conversation: its turns' role and content (``language`` does not count)."""
     payload = json.dumps([[t.role, t.content] for t in conversation], ensure_ascii=False)

@@ -7,7 +7,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from rmb_build.core.items import Conversation, Turn, prompt_text
+from rmb_build.core.items import Conversation, Turn
+from rmb_build.core.text import last_user_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,7 @@ class Query:
 
     @property
     def prompt(self) -> str:
-        return prompt_text(self.conversation)
+        return last_user_turn(self.conversation)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -52,8 +52,17 @@ def unfinished_text(text: str) -> str | None:
 
 
 def search_text(conversation: Sequence[Turn]) -> str:
-    """The text a query is searched and embedded by: its user turns, in order."""
+    """The text a query is searched and embedded by (dedup, contamination): its user turns, in order."""
     return "\n\n".join(t.content for t in conversation if t.role == "user")
+
+
+def last_user_turn(conversation: Sequence[Turn]) -> str:
+    """What a query asks now (the classifier's text, the language filter's): its last user turn;
+    earlier turns only set the scene."""
+    for turn in reversed(conversation):
+        if turn.role == "user":
+            return turn.content
+    return conversation[-1].content if conversation else ""
 
 
 def display(text: str, max_chars: int = 200) -> str:

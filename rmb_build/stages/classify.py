@@ -25,10 +25,11 @@ import numpy as np
 import yaml
 
 from rmb_build.core.errors import InputError
-from rmb_build.core.items import Turn, prompt_text
+from rmb_build.core.items import Turn
 from rmb_build.core.prompting import load_prompt, prompt_hash
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
+from rmb_build.core.text import last_user_turn
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 
 TAXONOMY_FILE = "taxonomy.yaml"
@@ -51,7 +52,7 @@ class Classifier(Protocol):
 
 def classifier_text(conversation: Sequence[Turn]) -> str:
     """What a classifier reads: the final user turn (earlier turns only set the scene)."""
-    return prompt_text(conversation)
+    return last_user_turn(conversation)
 
 
 def example_conversation(example: str | Sequence[Mapping[str, str]]) -> tuple[Turn, ...]:
