@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from rmb_build.core import paths as P
 from rmb_build.core.errors import RMBError
 from rmb_build.core.jsonable import jsonable
 from rmb_build.core.memory import give_back
-from rmb_build.core.paths import raw_dir, release_dir, run_dir
+from rmb_build.core.paths import BuildPaths
 from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
 from rmb_build.pipeline import keys as K
@@ -45,40 +46,6 @@ from rmb_build.stages import harm_evidence, route
 from rmb_build.stages.classify import classifier_text, default_training_set
 from rmb_build.stages.select import select
 from rmb_build.stages.sets import finished
-
-
-@dataclass(frozen=True)
-class BuildPaths:
-    raw: Path
-    release: Path
-    run: Path
-
-    @property
-    def results(self) -> Path:
-        return self.run / "prefect-results"
-
-    @property
-    def batch_results(self) -> Path:
-        """Where the in-process runner keeps each batch's result (``runner.LocalRunner``)."""
-        return self.run / "batch-results"
-
-    @property
-    def llm_cache(self) -> Path:
-        return self.run / "llm_cache"
-
-    @property
-    def embeddings(self) -> Path:
-        """The build's embedding store (``rmb_build.embed.store``): each text embedded once per encoder."""
-        return self.run / "embeddings"
-
-    @property
-    def sets(self) -> Path:
-        """Each batch's pairwise and BoN items, until the release is written (``rmb_build.pipeline.set_parts``)."""
-        return self.run / "sets"
-
-    @staticmethod
-    def of(name: str, workdir: str | os.PathLike | None) -> "BuildPaths":
-        return BuildPaths(raw_dir(name, workdir), release_dir(name, workdir), run_dir(name, workdir))
 
 
 def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -167,13 +134,9 @@ def _gather_and_dedup(
     """The gathered queries (written to the raw folder), less duplicates; the accounting so far."""
     gathered = record(
         "gather",
-        [
-            runner.call(
-                "gather", K.gather_key(cfg), cfg.sources, str(paths.raw / "quarantine.jsonl"), cfg.run.max_queries
-            )
-        ],
+        [runner.call("gather", K.gather_key(cfg), cfg.sources, str(paths.raw / P.QUARANTINE), cfg.run.max_queries)],
     )[0]
-    raw = paths.raw / steps.RAW_QUERIES
+    raw = paths.raw / P.RAW_QUERIES
     steps.write_queries_file(gathered.queries, raw)
     acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
     if "dedup" not in stages:
@@ -258,7 +221,7 @@ async def _from_classify(
                 cfg, queries, selected, acc.not_selected, client, state, log, str(paths.embeddings), checks["gold"]
             )
             acc.selected = len(selected)
-            steps.write_queries_file(selected, paths.run / steps.SELECTED_QUERIES)
+            steps.write_queries_file(selected, paths.run / P.SELECTED_QUERIES)
         # --- end of label checks ---
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, size)
@@ -410,7 +373,7 @@ def _classify_on_runner(
     (its pass is the build's peak of memory) and are read back for the batches."""
     queries = pool.pop()
     texts = [classifier_text(q.conversation) for q in queries]
-    deduped = paths.run / steps.DEDUPED_QUERIES
+    deduped = paths.run / P.DEDUPED_QUERIES
     steps.write_queries_file(queries, deduped)
     del queries
     _embed_on_runner(
@@ -474,7 +437,7 @@ def _harm_evidence(
 def _select(cfg: BuildConfig, paths: BuildPaths, acc: Accounting, log: Any, queries: list[Any]) -> list[Any]:
     selected, acc.not_selected = select(queries, cfg.select, cfg.scenarios)
     acc.selected = len(selected)
-    steps.write_queries_file(selected, paths.run / steps.SELECTED_QUERIES)
+    steps.write_queries_file(selected, paths.run / P.SELECTED_QUERIES)
     log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
     return selected
 

@@ -13,8 +13,9 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
+from rmb_build.core.paths import BuildPaths
 from rmb_build.pipeline.batches import Timed
-from rmb_build.pipeline.build import BuildPaths, run_pipeline
+from rmb_build.pipeline.build import run_pipeline
 from rmb_build.pipeline.config import BuildConfig, parse_config
 from rmb_build.pipeline.manifest import public_config
 from rmb_build.pipeline.runners import make_task_runner

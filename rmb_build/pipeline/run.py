@@ -8,7 +8,8 @@ import asyncio
 import os
 from typing import Any, Literal
 
-from rmb_build.pipeline.build import BuildPaths, run_pipeline
+from rmb_build.core.paths import BuildPaths
+from rmb_build.pipeline.build import run_pipeline
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.runner import LocalRunner
 

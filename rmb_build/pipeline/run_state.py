@@ -16,11 +16,9 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from rmb_build.core import atomic
 from rmb_build.core.jsonl import read_jsonl_objects
+from rmb_build.core.paths import FAILURES_FILE, SUMMARY_FILE, USAGE_FILE
 from rmb_build.core.records import Failure
 
-FAILURES_FILE = "failures.jsonl"
-SUMMARY_FILE = "summary.json"
-USAGE_FILE = "usage.json"  # LLM tokens and cost spent by every run of this build, summed
 TIMING_NOTE = (
     "elapsed_s = work_s + release_s + orchestration_s. work_s: wall time during which some stage "
     "worked (the union of the stages' spans, this run's work only: cached batches cost none); "

@@ -11,10 +11,6 @@ from rmb_build.core.taxonomy import parse_scenario_id
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.run_state import merge_stats
 
-RAW_QUERIES = "queries.jsonl"
-DEDUPED_QUERIES = "deduped.jsonl"
-SELECTED_QUERIES = "selected.jsonl"
-
 
 def stats_of(value: Any) -> dict[str, Any]:
     """A stage result's stats; counts for results that carry none."""
