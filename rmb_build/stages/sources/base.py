@@ -11,30 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from rmb_build.core.errors import InputError
 from rmb_build.core.json_array import ArrayTail
+from rmb_build.stages.sources.options import SourceOptions
 
 RawRecord = tuple[int, Any]  # (line or element index, decoded record or jsonl.BadLine)
 MAX_IDENTITY_FILES = 10_000
-
-
-class SourceOptions(BaseModel):
-    """The keys every source kind takes (``kind`` decides which other keys exist)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: str
-    path: str | None = None  # a file or a folder (a Hub dataset name for kind 'hf')
-    fields: dict[str, str] = Field(default_factory=dict, description="our field -> the source's field")
-    languages: list[str] | None = None
-    max_turns: int | None = Field(default=None, ge=1)
-    min_chars: int = Field(default=1, ge=0)
-    max_chars: int | None = Field(default=None, ge=1)
-    limit: int | None = Field(default=None, ge=1)
-    skip: int = Field(default=0, ge=0)
-    license: str | None = None
 
 
 class SourceError(ValueError):

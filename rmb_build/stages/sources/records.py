@@ -4,17 +4,14 @@ the filters (``min_chars``, ``max_chars``, ``languages``); and an RMB release's 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from rmb_build.core.items import Turn
 from rmb_build.core.jsonl import BadLine
 from rmb_build.core.records import Query, query_id
 from rmb_build.core.taxonomy import is_known
 from rmb_build.stages.language import detect_language
-
-if TYPE_CHECKING:
-    from rmb_build.stages.sources.base import SourceOptions as SourceConfig
-
+from rmb_build.stages.sources.options import SourceOptions as SourceConfig
 
 ROLES = {
     "human": "user",

@@ -1,0 +1,22 @@
+"""The keys every query-source kind takes; each kind's options class adds its own (``base.source``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SourceOptions(BaseModel):
+    """The keys every source kind takes (``kind`` decides which other keys exist)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    path: str | None = None  # a file or a folder (a Hub dataset name for kind 'hf')
+    fields: dict[str, str] = Field(default_factory=dict, description="our field -> the source's field")
+    languages: list[str] | None = None
+    max_turns: int | None = Field(default=None, ge=1)
+    min_chars: int = Field(default=1, ge=0)
+    max_chars: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    skip: int = Field(default=0, ge=0)
+    license: str | None = None
