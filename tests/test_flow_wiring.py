@@ -44,6 +44,7 @@ def _summary(work: Path) -> dict:
     return {s["stage"]: s for s in json.loads((work / "runs" / "wiring" / "summary.json").read_text())["stages"]}
 
 
+@pytest.mark.slow  # starts Prefect's temporary server (about 25 s under load)
 def test_flow_writes_run_state_and_resumes_from_cache(tmp_path, prefect_harness):
     from rmb_build.pipeline.run import run_build
 
@@ -92,6 +93,7 @@ def test_flow_writes_run_state_and_resumes_from_cache(tmp_path, prefect_harness)
     assert _summary(work)["gather"]["cached_batches"] == 0
 
 
+@pytest.mark.slow  # starts Prefect's temporary server (about 25 s under load)
 def test_dry_run_estimates_without_calling_a_model(tmp_path, prefect_harness):
     from rmb_build.pipeline.run import run_build
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from reliability_helpers import build_config, write_queries
 from stub_endpoint import StubEndpoint
 
@@ -34,6 +35,7 @@ def _config(tmp_path: Path, url: str) -> dict:
     return build_config(src, url, name="runners")
 
 
+@pytest.mark.slow  # starts Prefect's temporary server (about 25 s under load)
 def test_local_and_prefect_runners_write_the_same_release(tmp_path, prefect_harness):
     from rmb_build.pipeline.run import run_build
 
@@ -68,6 +70,8 @@ from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.run import run_build
 from test_runners import QUERIES
 from pathlib import Path
+
+import pytest
 tmp = Path(sys.argv[1])
 write_queries(tmp / "q.jsonl", QUERIES)
 with StubEndpoint() as stub:
