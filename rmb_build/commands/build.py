@@ -102,19 +102,6 @@ def _print_summary(summary: dict) -> None:
     )
 
 
-def _progress_to_stderr() -> None:
-    """The in-process runner's progress lines (logger ``rmb_build.build``) on stderr, as Prefect shows its own."""
-    import logging
-
-    logger = logging.getLogger("rmb_build.build")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-        logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-
-
 def run(args: argparse.Namespace) -> int:
     from rmb_build.commands import debugging
     from rmb_build.core.paths import workdir
@@ -134,8 +121,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.runner == "prefect":
         quiet_prefect(debugging(args))
-    else:
-        _progress_to_stderr()
     _print_summary(
         run_build(
             cfg,
