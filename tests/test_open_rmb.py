@@ -4,12 +4,14 @@ read the official release, downloaded once (here from a local archive at RMB_REL
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from formats_helpers import Server, archive_bytes
 
 from rmb_build.benchmarks.fetch import URL_ENV
 from rmb_build.cli import main
+from rmb_build.llm.planning import PlanningClient
 from rmb_build.pipeline.config import parse_config
 from rmb_build.stages import gold
 
@@ -46,6 +48,8 @@ def test_rmb_by_name_opens_the_official_release_everywhere(tmp_path, monkeypatch
                 "guard": {"endpoint": "e", "model": "g"},
             }
         )
-        planned = gold.plan(cfg)  # the requests the gold check sends, on the official release's pairs
+        planner = PlanningClient(cfg.endpoints)  # records the gold check's requests, sends nothing (as --dry-run)
+        asyncio.run(gold.gold_check(cfg, planner))
+        planned = [call.request for call in planner.calls.values()]
         assert server.requests == 1  # downloaded once, then read from the user cache
     assert planned and any("hello there" in json.dumps(r.messages) for r in planned)

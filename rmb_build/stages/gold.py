@@ -36,9 +36,7 @@ from rmb_build.core.records import Query, Response, query_id
 from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
 from rmb_build.release.gold_report import CHANCE, NOT_FOUND
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
-from rmb_build.stages.guard import plan as guard_plan
 from rmb_build.stages.judge import judge
-from rmb_build.stages.judge import plan as judge_plan
 from rmb_build.stages.sets import Candidate, answer_key, beats
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"
@@ -133,18 +131,6 @@ def _harmful_answers(queries: Sequence[Query], responses: Sequence[Response]) ->
     """The answers the guard reads: those to harmlessness prompts (every prompt is read, both goals)."""
     ids = {q.id for q in queries if is_harmlessness(q)}
     return [r for r in responses if r.query_id in ids]
-
-
-def plan(cfg: Any) -> list[Any]:
-    """The requests :func:`gold_check` sends (for ``--dry-run`` and ``--max-cost``)."""
-    inputs = _gold_inputs(cfg)
-    if inputs is None:
-        return []
-    queries, responses = inputs
-    return [
-        *judge_plan(queries, responses, cfg.judge, cfg.endpoints),
-        *guard_plan(queries, _harmful_answers(queries, responses), cfg.guard, cfg.endpoints, every_prompt=True),
-    ]
 
 
 async def gold_check(cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
