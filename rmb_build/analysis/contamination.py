@@ -93,3 +93,45 @@ def find_contamination(
             )
     hits.sort(key=lambda h: (-h.similarity, h.set, h.scenario, h.uid))
     return hits
+
+
+def held_out(
+    queries: Sequence[Query],
+    release: Any,
+    threshold: float = 0.9,
+    model: str = DEFAULT_MODEL,
+    block_size: int = BLOCK_SIZE,
+    embed: Embed | None = None,
+) -> tuple[list[Query], list[dict[str, Any]]]:
+    """``queries`` without those whose user turns match a conversation of ``release``: exactly (normalised
+    text) or nearly (cosine of the same sentence embeddings >= ``threshold``). Returns (the kept queries,
+    one record per dropped query: its id, the release item's ``set:uid``, the similarity and the kind)."""
+    convs = release_queries(release)
+    if not convs or not queries:
+        return list(queries), []
+    exact = {}
+    for c in convs:
+        exact.setdefault(normalized_text(c.conversation), c)
+    found: dict[int, tuple[float, str, Query]] = {}
+    rest = []
+    for i, q in enumerate(queries):
+        c = exact.get(normalized_text(q.conversation))
+        if c is not None:
+            found[i] = (1.0, "exact", c)
+        else:
+            rest.append(i)
+    if rest:
+        j, s = best_match(
+            embed_queries([queries[i] for i in rest], model, embed=embed),
+            embed_queries(convs, model, embed=embed),
+            block_size,
+        )
+        for i, jj, ss in zip(rest, j.tolist(), s.tolist()):
+            if ss >= threshold:
+                found[i] = (min(float(ss), 1.0), "near", convs[jj])
+    kept = [q for i, q in enumerate(queries) if i not in found]
+    dropped = [
+        {"query": queries[i].id, "release_item": c.source_id, "similarity": round(sim, 4), "kind": kind}
+        for i, (sim, kind, c) in sorted(found.items())
+    ]
+    return kept, dropped
