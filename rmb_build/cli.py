@@ -28,6 +28,7 @@ COMMANDS = {
     "evaluate": "score a reward model against a release",
     "compare": "does reward model A beat B? a paired test over two evaluations of one release",
     "leaderboard": "a static leaderboard site from evaluation results",
+    "downstream": "does the benchmark predict alignment? best-of-N picks of each RM graded, correlated with accuracy",
     "models": "the reward models known by Hub id: family, dtype, attention, maximum length, remote code",
     "audit": "find defects in a release (duplicates, contradictions, leaks, ...)",
     "publish": "write a release as a Hugging Face dataset and push it to the Hub",

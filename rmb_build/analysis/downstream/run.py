@@ -1,0 +1,558 @@
+"""The downstream check's pipeline: prompts held out from the benchmark, n policy samples per prompt, a grade
+per sample (shared by every RM), each RM's score of every sample, then ``best_of_k`` and the correlations.
+
+Every policy sample and LLM grade goes through the LLM layer's on-disk cache (``llm/cache.py``) and every RM
+score and ``python:`` grade through ``rmb evaluate``'s score cache (``evaluate/cache.py``), so a second run
+sends no request and scores no text; ``calls`` and ``scoring`` in downstream.json count what a run did. A
+dry run runs the same steps against ``llm.planning.PlanningClient`` and the score cache's lookups: what it
+counts is what the run then sends and scores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from rmb_build.analysis.downstream import best_of_k as bok
+from rmb_build.analysis.downstream.config import DownstreamConfig, GraderConfig, RewardModelConfig
+from rmb_build.core.errors import RMBError
+from rmb_build.core.items import Answer, BonItem
+from rmb_build.core.records import Query, Response
+from rmb_build.evaluate.adapters import RewardModel
+from rmb_build.evaluate.cache import ScoreCache
+from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.stages.options import GeneratorConfig, JudgeConfig
+
+PAIRWISE_PROMPT, JUDGE_SYSTEM = "rm_judge/pairwise.md", "rm_judge/system.md"
+PHASES = ("policy", "reference", "grader", "reward_models")
+
+
+@dataclass
+class Prompts:
+    queries: list[Query]
+    read: int
+    dropped: list[dict[str, Any]] = field(default_factory=list)  # near-duplicates of a benchmark's prompts
+    holdout_releases: list[str] = field(default_factory=list)
+    not_drawn: int = 0
+
+
+def _sample_name(i: int) -> str:
+    return f"sample{i:03d}"
+
+
+# ---- prompts ------------------------------------------------------------------------------------------
+
+
+def benchmark_results(folders: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(folder, results.json) of each ``rmb evaluate`` output folder; RMBError naming a folder without one."""
+    out = []
+    for folder in folders:
+        path = Path(folder) / "results.json"
+        try:
+            out.append((str(folder), json.loads(path.read_text(encoding="utf-8"))))
+        except FileNotFoundError:
+            raise RMBError(f"benchmarks: {folder}: no results.json (expected an 'rmb evaluate --out' folder)") from None
+        except json.JSONDecodeError as exc:
+            raise RMBError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    return out
+
+
+def load_prompts(cfg: DownstreamConfig, benchmarks: Sequence[tuple[str, dict[str, Any]]]) -> Prompts:
+    """The configured sources' prompts, less those that are (near-)duplicates of a benchmark release's,
+    then ``max_prompts`` of them drawn with the seed."""
+    from rmb_build.stages.gather import gather
+
+    got = gather(cfg.prompts.sources)
+    queries = []
+    for q in got.queries:
+        if q.scenario_id is None and cfg.prompts.default_scenario:
+            q = Query(q.id, q.conversation, q.source, q.source_id, q.language, cfg.prompts.default_scenario)
+        queries.append(q)
+    if not queries:
+        raise RMBError(f"prompts.sources: no usable prompts ({got.stats})")
+    if cfg.grader.kind == "pointwise":
+        missing = [q for q in queries if not q.scenario_id]
+        if missing:
+            raise RMBError(
+                f"prompts: {len(missing)} prompts (first {missing[0].source_id!r}) have no scenario, whose criteria "
+                "the pointwise grader needs; set prompts.default_scenario (e.g. Helpfulness/Chat/Discussion)"
+            )
+    out = Prompts(queries, len(queries))
+    releases = cfg.prompts.holdout.releases
+    if releases is None:  # the releases the benchmarks were scored on, where they are folders here
+        releases = list(dict.fromkeys(r["release"] for _, r in benchmarks if Path(str(r.get("release"))).is_dir()))
+    if releases:
+        from rmb_build.analysis.contamination import held_out
+        from rmb_build.benchmarks.formats import open_rmb
+
+        for rel in releases:
+            queries, dropped = held_out(
+                queries, open_rmb(rel), cfg.prompts.holdout.threshold, cfg.prompts.holdout.model
+            )
+            out.dropped += [{**d, "release": rel} for d in dropped]
+        out.holdout_releases = list(releases)
+    if cfg.prompts.max_prompts is not None and len(queries) > cfg.prompts.max_prompts:
+        drawn = set(random.Random(cfg.prompts.seed).sample(range(len(queries)), cfg.prompts.max_prompts))
+        out.not_drawn = len(queries) - len(drawn)
+        queries = [q for i, q in enumerate(queries) if i in drawn]
+    out.queries = queries
+    return out
+
+
+# ---- policy samples and grades ------------------------------------------------------------------------
+
+
+def policy_generators(cfg: DownstreamConfig) -> list[GeneratorConfig]:
+    """The policy as n generators that differ only by seed (and name): n samples per prompt."""
+    p = cfg.policy
+    return [
+        GeneratorConfig(
+            endpoint=p.endpoint,
+            model=p.model,
+            name=_sample_name(i),
+            temperature=p.temperature,
+            top_p=p.top_p,
+            max_tokens=p.max_tokens,
+            system_prompt=p.system_prompt,
+            seed=i,
+        )
+        for i in range(p.n)
+    ]
+
+
+async def sample(cfg: DownstreamConfig, queries: Sequence[Query], client: Any) -> dict[str, list[Response]]:
+    """Each prompt's samples that came back non-empty, in sample order."""
+    from rmb_build.stages.generate import generate
+
+    got = await generate(queries, policy_generators(cfg), client)
+    out: dict[str, list[Response]] = {}
+    for r in got.records:
+        out.setdefault(r.query_id, []).append(r)
+    return out
+
+
+def _judge_config(g: GraderConfig) -> JudgeConfig:
+    return JudgeConfig(
+        endpoint=g.endpoint,
+        model=g.model,
+        samples=g.samples,
+        temperature=g.temperature,
+        max_tokens=g.max_tokens,
+        max_reasks=g.max_reasks,
+        rationale_chars=g.rationale_chars,
+    )
+
+
+def _pair_requests(g: GraderConfig, q: Query, first: str, second: str, tag: str) -> ChatRequest:
+    from rmb_build.core.prompting import load_prompt
+    from rmb_build.core.text import fill, render_conversation
+    from rmb_build.evaluate.adapters.openai import PAIRWISE_SCHEMA
+
+    prompt = fill(
+        load_prompt(PAIRWISE_PROMPT),
+        criteria="",
+        conversation=render_conversation([(t.role, t.content) for t in q.conversation]),
+        answer_a=first,
+        answer_b=second,
+    )
+    return ChatRequest(
+        g.endpoint,
+        g.model,
+        (("system", load_prompt(JUDGE_SYSTEM).strip()), ("user", prompt)),
+        temperature=g.temperature,
+        max_tokens=g.max_tokens,
+        response_schema=PAIRWISE_SCHEMA,
+        schema_name="verdict",
+        max_reasks=g.max_reasks,
+        stage="grader",
+        tag=tag,
+    )
+
+
+async def grade_llm(
+    cfg: DownstreamConfig, queries: Sequence[Query], samples: dict[str, list[Response]], client: Any, phase
+) -> dict[tuple[str, str], float]:
+    """(query id, sample name) -> grade: the pointwise judge's mean 1-10 score, or the reference grade
+    (1 a win in both orders, 0.5 a split, 0 a loss in both; a failed verdict leaves the sample ungraded)."""
+    g = cfg.grader
+    responses = [r for rs in samples.values() for r in rs]
+    if g.kind == "pointwise":
+        from rmb_build.stages.judge import judge
+
+        with phase("grader"):
+            got = await judge(queries, responses, _judge_config(g), client)
+        return {(s.query_id, s.generator): s.mean for s in got.records}
+    from rmb_build.stages.generate import generate
+
+    ref = g.reference
+    reference = GeneratorConfig(endpoint=ref.endpoint, model=ref.model, name="reference", temperature=0.0,
+                                top_p=ref.top_p, max_tokens=ref.max_tokens)  # fmt: skip
+    with phase("reference"):
+        refs = {r.query_id: r.text for r in (await generate(queries, [reference], client)).records}
+    by_id = {q.id: q for q in queries}
+    reqs, targets = [], []
+    for r in responses:
+        if r.query_id in refs:
+            q = by_id[r.query_id]
+            tag = f"{r.query_id}:{r.generator}"
+            reqs += [
+                _pair_requests(g, q, r.text, refs[r.query_id], tag),
+                _pair_requests(g, q, refs[r.query_id], r.text, tag),
+            ]
+            targets.append((r.query_id, r.generator))
+    with phase("grader"):
+        results: list[ChatResult] = await client.chat_many(reqs, desc="grader") if reqs else []
+    out = {}
+    for n, key in enumerate(targets):
+        ab, ba = results[2 * n], results[2 * n + 1]
+        if ab.ok and ba.ok and isinstance(ab.parsed, dict) and isinstance(ba.parsed, dict):
+            out[key] = ((ab.parsed.get("winner") == "A") + (ba.parsed.get("winner") == "B")) / 2
+    return out
+
+
+def bon_items(queries: Sequence[Query], samples: dict[str, list[Response]]) -> list[BonItem]:
+    """Each prompt's samples as one Best-of-N item (the RM scoring path of ``rmb evaluate``); the first
+    sample stands as ``best`` only because an item needs one."""
+    items = []
+    for q in queries:
+        rs = samples.get(q.id, [])
+        if len(rs) >= 2:
+            answers = [Answer(r.generator, r.text) for r in rs]
+            items.append(BonItem(q.id, q.conversation, answers[0], tuple(answers[1:]), q.scenario_id or ""))
+    return items
+
+
+# ---- reward models ------------------------------------------------------------------------------------
+
+
+class _PlanShim:
+    """What a generative RM calls ``client.run`` on, recording its requests into the dry run's planner."""
+
+    def __init__(self, planner: Any):
+        self.planner = planner
+
+    def run(self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None) -> list[ChatResult]:
+        with self.planner.phase("reward_models"):
+            return self.planner.plan(reqs, desc)
+
+    def close(self) -> None:
+        pass
+
+
+def load_reward_model(r: RewardModelConfig, cfg: DownstreamConfig, llm_cache: Path) -> RewardModel:
+    from rmb_build.evaluate.adapters import RMOptions, load_rm
+
+    options = RMOptions(
+        batch_size=r.batch_size,
+        dtype=r.dtype,
+        max_length=r.max_length,
+        chat_template=r.chat_template,
+        device=r.device,
+        seed=r.seed,
+        votes=r.votes,
+        judge_mode=r.judge_mode,
+        with_criteria=r.with_criteria,
+        config=cfg,
+        trust_remote_code=r.trust_remote_code,
+        revision=r.revision,
+        family=r.family,
+        llm_cache_dir=str(llm_cache),
+    )
+    rm = load_rm(r.rm, options)
+    if rm.compares_pairs:
+        raise RMBError(f"reward_models: {r.rm}: compares pairs; a best-of-n pick needs a score per answer")
+    return rm
+
+
+def score_with(rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, client: Any, progress: bool):
+    """(text key -> score, scoring stats) through the score cache; a generative RM asks through ``client``
+    (the run's: one budget, one accounting)."""
+    from rmb_build.evaluate.scoring import score_items
+
+    if hasattr(rm, "client") and client is not None:
+        rm.client = client
+    try:
+        values, _, stats = score_items(items, rm, cache, progress=progress)
+    finally:
+        if hasattr(rm, "client"):
+            rm.client = None  # the run's client outlives this RM
+        rm.close()
+    return values, stats
+
+
+def plan_scoring(rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, planner: Any) -> dict[str, int]:
+    """What scoring ``items`` would do: texts not in the score cache, and a generative RM's requests."""
+    from rmb_build.evaluate.scoring import collect_texts
+
+    texts = collect_texts(items, per_scenario=rm.per_scenario)
+    cached = cache.get_many(rm.fingerprint(), (t.key for t in texts))
+    missing = [t for t in texts if t.key not in cached]
+    if missing and hasattr(rm, "client"):
+        rm.client = _PlanShim(planner)
+        for _ in rm.score_stream(missing):
+            pass
+        rm.client = None
+    return {"texts": len(texts), "to_score": len(missing), "cached": len(texts) - len(missing)}
+
+
+def _scores_of(rm: RewardModel, item: BonItem, values: dict[str, Any]) -> list[float | None]:
+    from rmb_build.evaluate.scoring import item_keys
+
+    return [values.get(k) for k in item_keys([item], rm.per_scenario)[0]]
+
+
+def is_grader(rm: RewardModel, grader: GraderConfig, grader_rm: RewardModel | None, scores, grades) -> bool:
+    """The grader itself: the same ``python:`` function, or scores equal to the grades on every sample."""
+    if grader_rm is not None and rm.kind == grader_rm.kind and rm.fingerprint() == grader_rm.fingerprint():
+        return True
+    return bool(np.array_equal(np.asarray(scores, dtype=float), np.asarray(grades, dtype=float)))
+
+
+def shares_grader_model(rm: RewardModel, grader: GraderConfig, cfg: DownstreamConfig) -> bool:
+    """A generative RM on the grader's endpoint and model: it grades with a different prompt, but favours what
+    its own model likes (flagged in the report)."""
+    if rm.kind != "openai" or grader.kind == "python":
+        return False
+    from rmb_build.llm import endpoint_identity
+
+    same_ep = endpoint_identity(rm.endpoints[rm.endpoint]) == endpoint_identity(cfg.endpoints[grader.endpoint])
+    return same_ep and rm.model == grader.model
+
+
+# ---- benchmark figures ----------------------------------------------------------------------------------
+
+
+def figure_value(results: dict[str, Any], figure: str) -> float | None:
+    """``rmb_overall`` (its mean), ``rmb_overall/<set>/<goal>`` (a cell), or a dotted path to a number."""
+    if figure == "rmb_overall":
+        value = (results.get("rmb_overall") or {}).get("mean")
+    elif figure.startswith("rmb_overall/"):
+        value = ((results.get("rmb_overall") or {}).get("cells") or {}).get(figure.removeprefix("rmb_overall/"))
+    else:
+        value: Any = results
+        for part in figure.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def match_benchmarks(rms: dict[str, RewardModel], benchmarks: Sequence[tuple[str, dict[str, Any]]]) -> dict:
+    """Per RM key: its benchmark folder (same spec and fingerprint in results.json), or why it has none."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, rm in rms.items():
+        fp = rm.fingerprint()
+        same_spec = [(f, r) for f, r in benchmarks if r.get("rm") == rm.spec]
+        found = [(f, r) for f, r in same_spec if r.get("fingerprint") == fp]
+        if found:
+            out[key] = {"folder": found[0][0], "results": found[0][1]}
+        elif same_spec:
+            out[key] = {"missing": f"{same_spec[0][0]} scored {rm.spec} with other settings (its fingerprint differs)"}
+        else:
+            out[key] = {"missing": "no benchmark folder scored this RM"}
+    return out
+
+
+# ---- the whole check ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _no_phase(name: str):
+    yield
+
+
+def _usage_calls(client: Any) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for stage, models in client.usage().items():
+        row = out.setdefault(stage, {"requests": 0, "cached": 0, "failed": 0})
+        for m in models.values():
+            for k in row:
+                row[k] += int(m.get(k, 0))
+    return out
+
+
+def run_downstream(
+    cfg: DownstreamConfig,
+    run_dir: str | Path,
+    *,
+    dry_run: bool = False,
+    max_cost: float | None = None,
+    progress: bool = False,
+    score_cache: str | Path | None = None,
+    log=print,
+) -> dict[str, Any]:
+    """The check; returns downstream.json's object (``dry_run``: the plan instead)."""
+    from rmb_build.llm import LLMClient
+
+    run_dir = Path(run_dir)
+    llm_cache = run_dir / "llm_cache"
+    score_dir = Path(score_cache) if score_cache else run_dir / "score_cache"
+    benchmarks = benchmark_results(cfg.benchmarks)
+    prompts = load_prompts(cfg, benchmarks)
+    log(
+        f"prompts: {len(prompts.queries)} ({prompts.read} read, {len(prompts.dropped)} dropped as near-duplicates "
+        f"of the benchmark, {prompts.not_drawn} not drawn)"
+    )
+    rms = {r.key: load_reward_model(r, cfg, llm_cache) for r in cfg.reward_models}
+    grader_rm = None
+    if cfg.grader.kind == "python":
+        from rmb_build.evaluate.adapters import RMOptions, load_rm
+
+        grader_rm = load_rm(f"python:{cfg.grader.function}", RMOptions())
+    if dry_run:
+        return _plan(cfg, prompts, rms, grader_rm, llm_cache, score_dir)
+
+    limit = max_cost if max_cost is not None else cfg.max_cost
+    with (
+        LLMClient(cfg.endpoints, llm_cache, max_cost=limit, progress=progress) as client,
+        ScoreCache(score_dir) as cache,
+    ):
+
+        async def llm_part():
+            s = await sample(cfg, prompts.queries, client)
+            grades = {} if grader_rm else await grade_llm(cfg, prompts.queries, s, client, _no_phase)
+            return s, grades
+
+        samples, grades = asyncio.run(llm_part())
+        items = bon_items(prompts.queries, samples)
+        scoring: dict[str, Any] = {}
+        if grader_rm is not None:
+            values, stats = score_with(grader_rm, items, cache, None, progress)
+            for item in items:
+                for a, v in zip(item.answers(), _scores_of(grader_rm, item, values)):
+                    if v is not None:
+                        grades[(item.uid, a.llm_name)] = float(v)
+            scoring["grader"] = stats.to_json()
+        rm_scores = {}
+        for key, rm in rms.items():
+            values, stats = score_with(rm, items, cache, client, progress)
+            rm_scores[key] = {item.uid: _scores_of(rm, item, values) for item in items}
+            scoring[key] = stats.to_json()
+        calls = _usage_calls(client)
+    return _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks, calls, scoring)
+
+
+def _plan(cfg, prompts: Prompts, rms, grader_rm, llm_cache: Path, score_dir: Path) -> dict[str, Any]:
+    """The dry run: the run's steps against a PlanningClient (cached replies real, the rest stand-ins) and
+    the score cache's lookups. Policy, reference and grader calls are exact; RM texts are counted on the
+    stand-in samples (one distinct text each), so they are exact when every real sample is distinct."""
+    from rmb_build.llm.cache import ResponseCache
+    from rmb_build.llm.planning import PlanningClient
+
+    llm = ResponseCache(llm_cache, create=False) if (llm_cache / "responses.sqlite").exists() else None
+    planner = PlanningClient(cfg.endpoints, llm)
+    try:
+
+        async def llm_part():
+            with planner.phase("policy"):
+                s = await sample(cfg, prompts.queries, planner)
+            if grader_rm is None:
+                await grade_llm(cfg, prompts.queries, s, planner, planner.phase)
+            return s
+
+        samples = asyncio.run(llm_part())
+        items = bon_items(prompts.queries, samples)
+        texts: dict[str, Any] = {}
+        with ScoreCache(score_dir) as cache:
+            if grader_rm is not None:
+                texts["grader"] = plan_scoring(grader_rm, items, cache, planner)
+            for key, rm in rms.items():
+                texts[key] = plan_scoring(rm, items, cache, planner)
+                rm.close()
+    finally:
+        if llm is not None:
+            llm.close()
+    report = planner.report()
+    return {
+        "dry_run": True,
+        "n_prompts": len(prompts.queries),
+        "n_samples": cfg.policy.n,
+        "prompts": _prompts_json(prompts),
+        "estimate": report,
+        "texts_to_score": texts,
+    }
+
+
+def _prompts_json(prompts: Prompts) -> dict[str, Any]:
+    return {
+        "read": prompts.read,
+        "used": len(prompts.queries),
+        "dropped_near_duplicates": len(prompts.dropped),
+        "holdout_releases": prompts.holdout_releases,
+        "dropped": prompts.dropped,
+        "not_drawn": prompts.not_drawn,
+    }
+
+
+def _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks, calls, scoring) -> dict[str, Any]:
+    """downstream.json's object from the grades and every RM's scores."""
+    n = cfg.policy.n
+    names = [_sample_name(i) for i in range(n)]
+    complete = [
+        it
+        for it in items
+        if len(it.answers()) == n
+        and all((it.uid, a) in grades for a in names)
+        and all(None not in rm_scores[k][it.uid] for k in rms)
+    ]
+    if not complete:
+        raise RMBError("no prompt has all its samples generated, graded and scored; see the counts above")
+    g = [[grades[(it.uid, a)] for a in names] for it in complete]
+    res, seed = cfg.bootstrap.resamples, cfg.bootstrap.seed
+    oracle = bok.summarize(g, g, resamples=res, seed=seed)
+    ks = bok.ks_for(n)
+    random_pick = {"score": oracle["best_of_k"]["1"], "best_of_k": {str(k): oracle["best_of_k"]["1"] for k in ks}}
+    random_pick["ci95"] = bok.bootstrap_mean(np.mean(g, axis=1), res, seed)
+    matched = match_benchmarks(rms, benchmarks)
+    out_rms: dict[str, Any] = {}
+    per_prompt: dict[str, np.ndarray] = {}
+    for key, rm in rms.items():
+        s = [rm_scores[key][it.uid] for it in complete]
+        summary = bok.summarize(s, g, resamples=res, seed=seed)
+        per_prompt[key] = summary.pop("per_prompt")
+        bench = matched[key]
+        out_rms[key] = {
+            **summary,
+            "spec": rm.spec,
+            "fingerprint": rm.fingerprint(),
+            "is_grader": is_grader(rm, cfg.grader, grader_rm, s, g),
+            "shares_grader_model": shares_grader_model(rm, cfg.grader, cfg),
+            "benchmark": bench.get("folder"),
+            "benchmark_missing": bench.get("missing"),
+            "figures": {f: figure_value(bench["results"], f) for f in cfg.figures} if "results" in bench else {},
+        }
+    correlations = []
+    for figure in cfg.figures:
+        keys = [k for k, v in out_rms.items() if not v["is_grader"] and v["figures"].get(figure) is not None]
+        x = np.array([out_rms[k]["figures"][figure] for k in keys])
+        pp = np.array([per_prompt[k] for k in keys]) if keys else np.zeros((0, len(complete)))
+        c = bok.correlate(x, pp, resamples=res, seed=seed)
+        correlations.append({"benchmark_figure": figure, **c, "rms": keys})
+    oracle.pop("per_prompt")
+    oracle.pop("oracle_agreement")
+    return {
+        "schema_version": 1,
+        "name": cfg.name,
+        "n_prompts": len(complete),
+        "n_samples": n,
+        "rms": out_rms,
+        "oracle": oracle,
+        "random": random_pick,
+        "correlations": correlations,
+        "without_benchmark": {k: v["benchmark_missing"] for k, v in out_rms.items() if v["benchmark"] is None},
+        "grader": cfg.grader.model_dump(mode="json", exclude_none=True),
+        "policy": cfg.policy.model_dump(mode="json", exclude_none=True),
+        "prompts": {
+            **_prompts_json(prompts),
+            "incomplete": len(items) - len(complete) + (len(prompts.queries) - len(items)),
+        },
+        "calls": calls,
+        "scoring": scoring,
+        "bootstrap": {"resamples": res, "seed": seed},
+        "interval_method": "bootstrap percentile over prompts (null where every draw gave one value)",
+    }

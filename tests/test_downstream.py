@@ -1,0 +1,134 @@
+"""``rmb downstream`` end to end on a scripted endpoint: grades are a known function of an answer's length, three
+RMs with known rankings (longest, random, shortest), benchmark figures from the real ``rmb evaluate``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from leaderboard_helpers import SCORER, evaluate_all, small_release
+from stub_endpoint import StubEndpoint, request_stage
+
+from rmb_build.cli import main
+from rmb_build.core.errors import ConfigError
+
+N, PROMPTS = 8, 5
+
+
+def policy_reply(body: dict):
+    """A policy sample: quality 1-10 from the seed and the prompt, and a length that grows with it."""
+    if request_stage(body) != "generate":
+        return None
+    seed = int(body.get("seed") or 0)
+    prompt = body["messages"][-1]["content"]
+    q = 1 + (seed * 7 + len(prompt)) % 10
+    return f"(quality {q}) sample {seed} " + "x" * (10 * q)
+
+
+def write_config(tmp: Path, stub: StubEndpoint, benchmarks: list[Path], **extra) -> Path:
+    prompts = tmp / "prompts.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps({"id": str(i), "prompt": f"Question number {i}: " + "why? " * i}) + "\n" for i in range(PROMPTS)
+        ),
+        encoding="utf-8",
+    )
+    scorer = tmp / "scorer.py"
+    cfg = {
+        "name": "stubcheck",
+        "endpoints": {"stub": {"base_url": stub.base_url, "api_key_env": "RMB_TEST_NO_KEY"}},
+        "prompts": {
+            "sources": [{"kind": "jsonl", "path": str(prompts)}],
+            "default_scenario": "Helpfulness/Chat/Discussion",
+            "holdout": {"releases": []},
+        },
+        "policy": {"endpoint": "stub", "model": "policy", "n": N, "temperature": 0.8, "max_tokens": 64},
+        "grader": {"kind": "pointwise", "endpoint": "stub", "model": "grader"},
+        "reward_models": [f"python:{scorer}:longest", "baseline:random", f"python:{scorer}:shortest"],
+        "benchmarks": [str(b) for b in benchmarks],
+        "bootstrap": {"resamples": 200},
+        **extra,
+    }
+    path = tmp / "downstream.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bench")
+    (tmp / "scorer.py").write_text(SCORER, encoding="utf-8")
+    release = small_release(tmp / "release")
+    specs = [f"python:{tmp / 'scorer.py'}:longest", "baseline:random", f"python:{tmp / 'scorer.py'}:shortest"]
+    return tmp, evaluate_all(release, tmp, specs)
+
+
+def test_downstream_recovers_known_order_and_caches_everything(evaluated, capsys, keep=None):
+    tmp, folders = evaluated
+    tmp = keep or tmp
+    with StubEndpoint(reply=policy_reply) as stub:
+        config = write_config(tmp, stub, folders)
+        args = ["downstream", "--config", str(config), "--workdir", str(tmp / "work"), "--no-progress"]
+
+        assert main([*args, "--dry-run"]) == 0
+        plan = capsys.readouterr().out
+        assert stub.count("generate") == 0 and stub.count("judge") == 0  # a dry run sends nothing
+        assert f"would send {2 * N * PROMPTS} calls" in plan  # N samples and N grades per prompt
+        for key in ("longest", "baseline:random", "shortest"):
+            assert any(key in line and f"{N * PROMPTS} texts to score" in line for line in plan.splitlines())
+
+        assert main([*args, "--out", str(tmp / "out")]) == 0
+        first = json.loads((tmp / "out" / "downstream.json").read_text())
+        assert stub.count("generate") == N * PROMPTS and stub.count("judge") == N * PROMPTS  # as the dry run said
+        assert sum(c["requests"] for c in first["calls"].values()) == 2 * N * PROMPTS
+        assert {k: s["scored"] for k, s in first["scoring"].items()} == dict.fromkeys(first["rms"], N * PROMPTS)
+
+        stub.reset()
+        assert main([*args, "--out", str(tmp / "out2")]) == 0
+        again = json.loads((tmp / "out2" / "downstream.json").read_text())
+        assert stub.count("generate") == 0 and stub.count("judge") == 0  # the re-run asks nothing
+        assert sum(c["requests"] for c in again["calls"].values()) == 0
+        assert all(s["scored"] == 0 and s["cached"] == N * PROMPTS for s in again["scoring"].values())
+        assert "sent 0 LLM requests, scored 0 texts" in capsys.readouterr().out
+
+    assert first["n_prompts"] == PROMPTS and first["n_samples"] == N
+    rms = first["rms"]
+    longest, rnd, shortest = (rms[k] for k in (f"python:{tmp / 'scorer.py'}:longest", "baseline:random",
+                                               f"python:{tmp / 'scorer.py'}:shortest"))  # fmt: skip
+    assert longest["score"] == pytest.approx(first["oracle"]["score"])  # longest = best grade
+    assert longest["oracle_agreement"] == 1.0
+    assert longest["score"] > rnd["score"] > shortest["score"]
+    assert first["random"]["score"] == pytest.approx(longest["best_of_k"]["1"])  # E_1: the same for every RM
+    assert list(longest["best_of_k"]) == ["1", "2", "4", "8"]
+    assert not any(r["is_grader"] for r in rms.values()) and not first["without_benchmark"]
+    overall = next(c for c in first["correlations"] if c["benchmark_figure"] == "rmb_overall")
+    figs = [r["figures"]["rmb_overall"] for r in (longest, rnd, shortest)]
+    assert figs[0] > figs[1] > figs[2]  # the release where the same order holds
+    assert overall["n_rms"] == 3
+    assert overall["spearman"]["value"] == pytest.approx(1.0) and overall["kendall"]["value"] == pytest.approx(1.0)
+    assert overall["spearman"]["p_value"] == pytest.approx(1 / 3) and overall["spearman"]["ci95"] is None
+    assert set(first) >= {"schema_version", "n_prompts", "n_samples", "rms", "oracle", "random", "correlations"}
+    for name in ("report.md", "scatter.png", "best_of_k.png"):
+        assert (tmp / "out" / name).stat().st_size > 0
+    assert "Spearman 1.00" in (tmp / "out" / "report.md").read_text()
+
+
+def test_config_errors_are_one_line(tmp_path):
+    with StubEndpoint() as stub:
+        path = write_config(tmp_path, stub, [], polcy={"n": 3})
+        with pytest.raises(ConfigError, match="unknown key 'polcy'"):
+            _load(path)
+        data = yaml.safe_load(path.read_text())
+        data.pop("polcy")
+        data["policy"]["temperature"] = 0
+        path.write_text(yaml.safe_dump(data))
+        with pytest.raises(ConfigError, match="policy.temperature"):
+            _load(path)
+
+
+def _load(path):
+    from rmb_build.analysis.downstream.config import load_downstream_config
+
+    return load_downstream_config(path)
