@@ -114,6 +114,30 @@ def test_downstream_recovers_known_order_and_caches_everything(evaluated, capsys
         assert (tmp / "out" / name).stat().st_size > 0
     assert "Spearman 1.00" in (tmp / "out" / "report.md").read_text()
 
+    # rmb leaderboard --downstream: the score as a column, the correlation above the table
+    site = tmp / "site"
+    assert main(["leaderboard", *map(str, folders), "--out", str(site), "--downstream", str(tmp / "out")]) == 0
+    html = (site / "index.html").read_text()
+    assert 'id="downstream"' in html and "rmb_overall: Pearson r = " in html and "Spearman 1.00" in html
+    assert html.count('data-col="downstream" data-value="') == 3
+    assert f'data-value="{longest["score"]}"' in html
+
+
+def test_prompts_that_are_benchmark_prompts_are_dropped_and_counted(tmp_path):
+    """Exact copies of a release's conversations are held out (near-duplicates go through the contamination
+    check's embeddings, which the slow demo exercises)."""
+    from leaderboard_helpers import small_release
+
+    from rmb_build.analysis.contamination import held_out
+    from rmb_build.release.read import read_rmb_release
+    from rmb_build.stages.sources.records import release_queries
+
+    release = read_rmb_release(small_release(tmp_path / "release"), strict=False)
+    copies = release_queries(release)[:4]
+    kept, dropped = held_out(copies, release)
+    assert kept == [] and len(dropped) == 4
+    assert {d["kind"] for d in dropped} == {"exact"} and all(d["similarity"] == 1.0 for d in dropped)
+
 
 def test_config_errors_are_one_line(tmp_path):
     with StubEndpoint() as stub:

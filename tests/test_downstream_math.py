@@ -64,6 +64,8 @@ def test_summary_interval_and_curve():
     assert values == sorted(values)  # the oracle's curve rises with k
     flat = summarize([[1, 2]] * 5, [[4, 4]] * 5, resamples=200)
     assert flat["ci95"] is None  # every prompt the same: no zero-width interval
+    lo, hi = summarize([[1, 2]] * 5, [[10, 10]] * 5, resamples=200, scale=(1, 10))["ci95"]
+    assert lo < 10 and hi == 10  # with the grades' scale known: the Clopper-Pearson interval of the mean
 
 
 def test_correlations_small_and_large():

@@ -30,6 +30,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="Monte Carlo draws of the paired test between neighbouring RMs (default: rmb compare's)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--downstream",
+        default=None,
+        metavar="DIR",
+        help="an 'rmb downstream --out' folder: each RM's best-of-N downstream score as a column, and its "
+        "correlation with the benchmark above the table",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +47,13 @@ def run(args: argparse.Namespace) -> int:
         raise RMBError("--resamples must be at least 1")
     extra = {} if args.resamples is None else {"resamples": args.resamples}
     index = build_site(
-        args.results, args.out, seed=args.seed, title=args.title, group_by_release=args.group_by_release, **extra
+        args.results,
+        args.out,
+        seed=args.seed,
+        title=args.title,
+        group_by_release=args.group_by_release,
+        downstream=args.downstream,
+        **extra,
     )
     print(f"wrote {index} ({len(args.results)} reward models); open it in a browser")
     return 0

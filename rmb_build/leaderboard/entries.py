@@ -28,6 +28,7 @@ class Entry:
     n: dict[str, int | None]  # cell -> items
     slug: str = ""
     vs_next: dict[str, Any] | None = field(default=None)  # paired test against the next entry by mean
+    downstream: dict[str, Any] | None = field(default=None)  # its row of an ``rmb downstream`` result
 
     @property
     def rm(self) -> str:

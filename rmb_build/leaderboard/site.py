@@ -146,10 +146,13 @@ def build_site(
     seed: int = 0,
     title: str = "Reward model leaderboard",
     group_by_release: bool = False,
+    downstream: str | Path | None = None,
 ) -> Path:
     """Write the site for the evaluation ``folders`` into ``out``; returns the index's path.
 
     Folders of different releases: RMBError, unless ``group_by_release`` (one table per release).
+    ``downstream``: an ``rmb downstream --out`` folder; each RM it scored (same spec and fingerprint) gets its
+    downstream score as a column, and its correlations with the benchmark are shown above the table.
     """
     if not folders:
         raise RMBError("no results folders given")
@@ -157,6 +160,7 @@ def build_site(
     assign_slugs(entries)
     groups = rank_groups(release_groups(entries, allow_mixed=group_by_release), resamples=resamples, seed=seed)
     entries = [e for g in groups for e in g.entries]
+    check = attach_downstream(entries, downstream) if downstream is not None else None
     out = Path(out)
     env = environment()
     page = env.get_template("rm.html")
@@ -191,6 +195,26 @@ def build_site(
             kinds=sorted({e.kind for e in entries}),
             resamples=resamples,
             seed=seed,
+            downstream=check,
         ),
     )
     return index
+
+
+def attach_downstream(entries: Sequence[Entry], folder: str | Path) -> dict[str, Any]:
+    """Give each entry its row of the downstream result in ``folder`` (matched by RM spec and fingerprint);
+    returns what the index shows above the table: the correlations' headlines and the counts."""
+    from rmb_build.analysis.downstream.outputs import headline, read_downstream
+
+    result = read_downstream(folder)
+    rows = {(r.get("spec", key), r.get("fingerprint")): r for key, r in result.get("rms", {}).items()}
+    for e in entries:
+        e.downstream = rows.get((e.rm, e.results.get("fingerprint")))
+    return {
+        "folder": str(folder),
+        "name": result.get("name", ""),
+        "n_prompts": result.get("n_prompts"),
+        "n_samples": result.get("n_samples"),
+        "headlines": [headline(c) for c in result.get("correlations", [])],
+        "matched": sum(e.downstream is not None for e in entries),
+    }

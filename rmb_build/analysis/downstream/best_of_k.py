@@ -96,11 +96,26 @@ def percentile_interval(values: np.ndarray, alpha: float = ALPHA) -> list[float]
     return [lo, hi] if hi > lo else None
 
 
-def bootstrap_mean(per_prompt: np.ndarray, resamples: int, seed: int) -> list[float] | None:
-    """95% percentile interval of the mean over prompts, prompts resampled with replacement."""
+def bootstrap_mean(
+    per_prompt: np.ndarray, resamples: int, seed: int, scale: tuple[float, float] | None = None
+) -> list[float] | None:
+    """95% percentile interval of the mean over prompts, prompts resampled with replacement.
+
+    Where every draw gives one value (every prompt the same, e.g. an RM that always picks the best grade)
+    the bootstrap says nothing; with the grades' ``scale`` known (1-10, 0-1) the interval is then the
+    toolkit's interval of a mean of outcomes in [0, 1] (``core.intervals.mean_interval``: Clopper-Pearson
+    carried through the mean) on the rescaled values, which is never of zero width; else None."""
+    per_prompt = np.asarray(per_prompt, dtype=float)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(per_prompt), size=(resamples, len(per_prompt)))
-    return percentile_interval(per_prompt[idx].mean(axis=1))
+    ci = percentile_interval(per_prompt[idx].mean(axis=1))
+    if ci is None and scale is not None and scale[1] > scale[0]:
+        from rmb_build.core.intervals import mean_interval
+
+        lo, hi = scale
+        unit = np.clip((per_prompt - lo) / (hi - lo), 0.0, 1.0)
+        ci = [lo + (hi - lo) * v for v in mean_interval(unit, seed=seed, stratum="downstream")]
+    return ci
 
 
 # ---- correlations across RMs -----------------------------------------------------------------------
@@ -215,6 +230,7 @@ def summarize(
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    scale: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """One RM over the prompts (each a row of n samples' scores and grades): its downstream score (E_n
     averaged over prompts) with a bootstrap 95% interval over prompts, its best-of-k curve, and how often its
@@ -225,7 +241,7 @@ def summarize(
     per_prompt = per_k[:, -1]
     return {
         "score": float(per_prompt.mean()),
-        "ci95": bootstrap_mean(per_prompt, resamples, seed),
+        "ci95": bootstrap_mean(per_prompt, resamples, seed, scale),
         "best_of_k": {str(k): float(v) for k, v in zip(ks, per_k.mean(axis=0))},
         "oracle_agreement": float(np.mean([oracle_agreement(s, g) for s, g in zip(scores, grades)])),
         "per_prompt": per_prompt,

@@ -140,7 +140,10 @@ def write_scatter(result: Mapping[str, Any], path: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
     for key, x, y, grader in points:
-        ax.scatter([x], [y], color="#999999" if grader else "#1f77b4", zorder=3)
+        ci = result["rms"][key].get("ci95")
+        yerr = [[y - ci[0]], [ci[1] - y]] if ci else None
+        colour = "#999999" if grader else "#1f77b4"
+        ax.errorbar([x], [y], yerr=yerr, fmt="o", color=colour, ecolor=colour, elinewidth=0.8, capsize=3, zorder=3)
         ax.annotate(
             key + (" (grader)" if grader else ""), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7
         )
@@ -154,7 +157,7 @@ def write_scatter(result: Mapping[str, Any], path: Path) -> Path | None:
     for label, colour in (("random", "#2ca02c"), ("oracle", "#ff7f0e")):
         ax.axhline(result[label]["score"], color=colour, linestyle=":", linewidth=1)
         ax.text(ax.get_xlim()[0], result[label]["score"], f" {label} pick", color=colour, fontsize=7, va="bottom")
-    ax.set_xlabel(f"benchmark: {figure}")
+    ax.set_xlabel(f"benchmark: {figure}  (bars: 95% interval over prompts)")
     ax.set_ylabel(f"downstream: expected grade of best-of-{result['n_samples']} pick")
     p = corr["pearson"]
     stat = (

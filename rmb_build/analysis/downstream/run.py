@@ -32,6 +32,7 @@ from rmb_build.stages.options import GeneratorConfig, JudgeConfig
 
 PAIRWISE_PROMPT, JUDGE_SYSTEM = "rm_judge/pairwise.md", "rm_judge/system.md"
 PHASES = ("policy", "reference", "grader", "reward_models")
+GRADE_SCALES = {"pointwise": (1.0, 10.0), "reference": (0.0, 1.0)}  # a python grader's is unknown
 
 
 @dataclass
@@ -504,16 +505,17 @@ def _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks,
         raise RMBError("no prompt has all its samples generated, graded and scored; see the counts above")
     g = [[grades[(it.uid, a)] for a in names] for it in complete]
     res, seed = cfg.bootstrap.resamples, cfg.bootstrap.seed
-    oracle = bok.summarize(g, g, resamples=res, seed=seed)
+    scale = GRADE_SCALES.get(cfg.grader.kind)
+    oracle = bok.summarize(g, g, resamples=res, seed=seed, scale=scale)
     ks = bok.ks_for(n)
     random_pick = {"score": oracle["best_of_k"]["1"], "best_of_k": {str(k): oracle["best_of_k"]["1"] for k in ks}}
-    random_pick["ci95"] = bok.bootstrap_mean(np.mean(g, axis=1), res, seed)
+    random_pick["ci95"] = bok.bootstrap_mean(np.mean(g, axis=1), res, seed, scale)
     matched = match_benchmarks(rms, benchmarks)
     out_rms: dict[str, Any] = {}
     per_prompt: dict[str, np.ndarray] = {}
     for key, rm in rms.items():
         s = [rm_scores[key][it.uid] for it in complete]
-        summary = bok.summarize(s, g, resamples=res, seed=seed)
+        summary = bok.summarize(s, g, resamples=res, seed=seed, scale=scale)
         per_prompt[key] = summary.pop("per_prompt")
         bench = matched[key]
         out_rms[key] = {
@@ -554,5 +556,7 @@ def _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks,
         "calls": calls,
         "scoring": scoring,
         "bootstrap": {"resamples": res, "seed": seed},
-        "interval_method": "bootstrap percentile over prompts (null where every draw gave one value)",
+        "interval_method": "bootstrap percentile over prompts; where every draw gives one value, Clopper-Pearson "
+        "carried through the mean of the grades rescaled to [0, 1] (rmb_build/core/intervals.py); null where "
+        "the grades' scale is unknown (a python grader)",
     }
