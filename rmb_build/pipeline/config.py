@@ -42,6 +42,13 @@ from rmb_build.stages.options import (
 STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
 
 
+def folder_name(v: str) -> str:
+    """A config's ``name``, which names folders: letters, digits, '.', '_' and '-' (ValueError otherwise)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v):
+        raise ValueError(f"{v!r}: use letters, digits, '.', '_' and '-' (it names folders)")
+    return v
+
+
 class RunConfig(StrictModel):
     task_runner: Literal["thread", "dask"] = "thread"
     dask_address: str | None = None
@@ -118,9 +125,7 @@ class BuildConfig(StrictModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v):
-            raise ValueError(f"{v!r}: use letters, digits, '.', '_' and '-' (it names folders)")
-        return v
+        return folder_name(v)
 
     @field_validator("stages")
     @classmethod
@@ -195,13 +200,14 @@ def _loc(parts) -> str:
     return out
 
 
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The config model that holds the keys at ``loc`` (a pydantic error location), if any."""
+def _model_at(loc: tuple, root: type[BaseModel] | None = None) -> type[BaseModel] | None:
+    """The config model (below ``root``, default BuildConfig) that holds the keys at ``loc`` (a pydantic
+    error location), if any."""
     rest, source_options = _source_kind_tag(loc)
     if source_options is not None:  # inside one source: its kind's options
         model, loc = source_options, tuple(rest[2:])
     else:
-        model = BuildConfig
+        model = root or BuildConfig
     for part in loc:
         if get_origin(model) in (list, dict):  # ``part`` is an index or a key: step into the element type
             model = get_args(model)[-1]
@@ -215,31 +221,36 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
-def _unknown_key(loc: tuple) -> str:
+def _unknown_key(loc: tuple, root: type[BaseModel] | None = None) -> str:
     """ "unknown key 'x'", with the closest valid key at that level when one is close."""
-    key, model = loc[-1], _model_at(loc[:-1])
+    key, model = loc[-1], _model_at(loc[:-1], root)
     close = get_close_matches(str(key), list(model.model_fields), n=1) if model else []
     return f"unknown key {str(key)!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
-def parse_config(data: Any, file: str = "<config>") -> BuildConfig:
-    """Validate a config mapping; raises ConfigError naming the first bad field (unknown keys first:
-    a misspelt key also makes its intended field look missing)."""
+def validate_config(model: type[BaseModel], data: Any, file: str = "<config>") -> Any:
+    """Validate a config mapping against ``model``; raises ConfigError naming the first bad field (unknown
+    keys first: a misspelt key also makes its intended field look missing)."""
     if not isinstance(data, dict):
         raise ConfigError(file, None, f"expected a mapping at the top level, got {type(data).__name__}")
     try:
-        return BuildConfig.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
         err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         loc = tuple(err.get("loc", ()))
         if err["type"] == "extra_forbidden":
-            raise ConfigError(file, _loc(loc[:-1]) or None, _unknown_key(loc)) from None
+            raise ConfigError(file, _loc(loc[:-1]) or None, _unknown_key(loc, model)) from None
         raise ConfigError(file, _loc(loc) or None, err["msg"].removeprefix("Value error, ")) from None
 
 
-def load_config(path: str | os.PathLike) -> BuildConfig:
-    """Read and validate a YAML build config."""
+def parse_config(data: Any, file: str = "<config>") -> BuildConfig:
+    """Validate a build config mapping (see :func:`validate_config`)."""
+    return validate_config(BuildConfig, data, file)
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    """A YAML file's data; ConfigError naming the file (and the line) when it cannot be read."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -248,9 +259,13 @@ def load_config(path: str | os.PathLike) -> BuildConfig:
     except UnicodeDecodeError as exc:
         raise ConfigError(str(path), None, f"invalid UTF-8 at byte {exc.start}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ConfigError(str(path), None, f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    return parse_config(data, str(path))
+
+
+def load_config(path: str | os.PathLike) -> BuildConfig:
+    """Read and validate a YAML build config."""
+    return parse_config(read_yaml(path), str(path))

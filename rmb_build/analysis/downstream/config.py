@@ -12,14 +12,11 @@ in one line naming the file and the field (``rmb_build.pipeline.config.parse_con
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
 from rmb_build.llm.config import EndpointConfig, ModelRef
 from rmb_build.stages.options import SourceConfig
@@ -152,9 +149,9 @@ class DownstreamConfig(StrictModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v):
-            raise ValueError(f"{v!r}: use letters, digits, '.', '_' and '-' (it names folders)")
-        return v
+        from rmb_build.pipeline.config import folder_name
+
+        return folder_name(v)
 
     @field_validator("reward_models", mode="before")
     @classmethod
@@ -186,28 +183,12 @@ class DownstreamConfig(StrictModel):
 
 def parse_downstream_config(data: Any, file: str = "<config>") -> DownstreamConfig:
     """Validate a config mapping; ConfigError naming the first bad field (an unknown key first)."""
-    from rmb_build.pipeline.config import _loc
+    from rmb_build.pipeline.config import validate_config
 
-    if not isinstance(data, dict):
-        raise ConfigError(file, None, f"expected a mapping at the top level, got {type(data).__name__}")
-    try:
-        return DownstreamConfig.model_validate(data)
-    except ValidationError as exc:
-        errors = exc.errors()
-        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-        loc = tuple(err.get("loc", ()))
-        if err["type"] == "extra_forbidden":
-            raise ConfigError(file, _loc(loc[:-1]) or None, f"unknown key {str(loc[-1])!r}") from None
-        raise ConfigError(file, _loc(loc) or None, err["msg"].removeprefix("Value error, ")) from None
+    return validate_config(DownstreamConfig, data, file)
 
 
 def load_downstream_config(path: str | Path) -> DownstreamConfig:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(str(path), None, "no such file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(str(path), None, f"invalid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
-    return parse_downstream_config(data, str(path))
+    from rmb_build.pipeline.config import read_yaml
+
+    return parse_downstream_config(read_yaml(path), str(path))

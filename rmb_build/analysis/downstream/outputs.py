@@ -42,7 +42,9 @@ def primary(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((c for c in cs if c["pearson"]["value"] is not None), cs[0] if cs else None)
 
 
-def write_report(result: Mapping[str, Any], out: Path, note: str | None = None) -> Path:
+def write_report(
+    result: Mapping[str, Any], out: Path, note: str | None = None, plots: Mapping[str, Any] | None = None
+) -> Path:
     n = result["n_samples"]
     lines = [
         f"# Downstream check: {result['name']}",
@@ -93,20 +95,33 @@ def write_report(result: Mapping[str, Any], out: Path, note: str | None = None) 
         "",
         "## What this run did",
         "",
-        "LLM requests sent (cached answers reused): "
+        "LLM requests sent per stage, re-asks of replies that did not fit the schema included (cached answers reused): "
         + (", ".join(f"{s} {c['requests']} ({c['cached']} cached)" for s, c in calls.items()) or "none")
         + ".",
         "",
         "Texts scored (from the score cache): "
-        + ", ".join(f"{k} {s['scored']} ({s['cached']} cached)" for k, s in result.get("scoring", {}).items())
+        + ", ".join(
+            f"{k} {s['scored']} ({s['cached']} cached"
+            + (f", {s['failed']} failed: asked again next run)" if s.get("failed") else ")")
+            for k, s in result.get("scoring", {}).items()
+        )
         + ".",
         "",
-        "Files: `scatter.png` (benchmark figure vs downstream score), `best_of_k.png` (curves).",
+    ]
+    drawn = [name for name, path in (plots or {}).items() if path]
+    lines += [
+        "Plots: "
+        + (", ".join(f"`{name}` ({PLOT_TITLES[name]})" for name in drawn) or "none")
+        + ("" if "scatter.png" in drawn else " (no scatter: no RM has a benchmark figure)")
+        + ".",
         "",
     ]
     path = out / "report.md"
     write_text(path, "\n".join(lines))
     return path
+
+
+PLOT_TITLES = {"scatter.png": "benchmark figure vs downstream score", "best_of_k.png": "best-of-k curves"}
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -197,12 +212,11 @@ def write_outputs(result: Mapping[str, Any], out: str | Path, note: str | None =
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "downstream.json", result)
-    return {
-        "downstream.json": out / "downstream.json",
-        "report.md": write_report(result, out, note),
+    plots = {
         "scatter.png": write_scatter(result, out / "scatter.png"),
         "best_of_k.png": write_curves(result, out / "best_of_k.png"),
     }
+    return {"downstream.json": out / "downstream.json", "report.md": write_report(result, out, note, plots), **plots}
 
 
 def read_downstream(folder: str | Path) -> dict[str, Any]:
