@@ -24,10 +24,12 @@ def policy_reply(body: dict):
     seed = int(body.get("seed") or 0)
     prompt = body["messages"][-1]["content"]
     q = 1 + (seed * 7 + len(prompt)) % 10
-    return f"(quality {q}) sample {seed} " + "x" * (10 * q)
+    return f"{body['model']} (quality {q}) sample {seed} " + "x" * (10 * q)
 
 
-def write_config(tmp: Path, stub: StubEndpoint, benchmarks: list[Path], **extra) -> Path:
+def write_config(
+    tmp: Path, stub: StubEndpoint, benchmarks: list[Path], scorer_dir: Path | None = None, **extra
+) -> Path:
     prompts = tmp / "prompts.jsonl"
     prompts.write_text(
         "".join(
@@ -35,7 +37,9 @@ def write_config(tmp: Path, stub: StubEndpoint, benchmarks: list[Path], **extra)
         ),
         encoding="utf-8",
     )
-    scorer = tmp / "scorer.py"
+    scorer = (scorer_dir or tmp) / "scorer.py"
+    if not scorer.exists():
+        scorer.write_text(SCORER, encoding="utf-8")
     cfg = {
         "name": "stubcheck",
         "endpoints": {"stub": {"base_url": stub.base_url, "api_key_env": "RMB_TEST_NO_KEY"}},
@@ -156,3 +160,61 @@ def _load(path):
     from rmb_build.analysis.downstream.config import load_downstream_config
 
     return load_downstream_config(path)
+
+
+def _run(tmp: Path, config: Path, out: str, *extra: str) -> dict:
+    args = ["downstream", "--config", str(config), "--workdir", str(tmp / "work"), "--no-progress", "--out"]
+    assert main([*args, str(tmp / out), *extra]) == 0
+    return json.loads((tmp / out / "downstream.json").read_text())
+
+
+def test_a_python_grader_and_the_rm_that_is_the_grader(evaluated, tmp_path):
+    """A ``python:`` grader goes through the score cache; the RM that is the same function is the oracle by
+    construction: flagged and left out of the correlations (which then have too few RMs)."""
+    bench, folders = evaluated
+    scorer = bench / "scorer.py"  # the file the benchmark folders scored with
+    with StubEndpoint(reply=policy_reply) as stub:
+        grader = {"kind": "python", "function": f"{scorer}:longest"}
+        config = write_config(tmp_path, stub, folders, scorer_dir=bench, grader=grader)
+        result = _run(tmp_path, config, "out")
+        assert stub.count("judge") == 0
+    longest = result["rms"][f"python:{scorer}:longest"]
+    assert longest["is_grader"] and not result["rms"]["baseline:random"]["is_grader"]
+    assert longest["score"] == result["oracle"]["score"]
+    assert result["scoring"]["grader"]["scored"] == N * PROMPTS
+    overall = result["correlations"][0]
+    assert not result["without_benchmark"]  # all three have a benchmark folder, but the grader is left out
+    assert overall["n_rms"] == 2 and f"python:{scorer}:longest" not in overall["rms"]
+    assert overall["pearson"]["value"] is None and "at least 3" in overall["note"]
+
+
+def test_a_reference_grader_asks_both_orders(tmp_path):
+    """Win/tie/loss against a reference answer, judged in both orders: the stub always says "A", so every
+    sample wins once and loses once: 0.5."""
+    with StubEndpoint(reply=policy_reply) as stub:
+        ref = {"endpoint": "stub", "model": "reference"}
+        config = write_config(
+            tmp_path, stub, [], grader={"kind": "reference", "endpoint": "stub", "model": "g", "reference": ref}
+        )
+        result = _run(tmp_path, config, "out")
+        assert stub.count("judge") == 2 * N * PROMPTS and stub.count("generate") == N * PROMPTS + PROMPTS
+    assert result["oracle"]["score"] == 0.5 and result["random"]["score"] == 0.5
+    assert result["without_benchmark"] and result["correlations"][0]["n_rms"] == 0
+
+
+def test_max_cost_stops_cleanly_and_a_rerun_resumes(tmp_path, capsys):
+    with StubEndpoint(reply=policy_reply) as stub:
+        config = write_config(tmp_path, stub, [])
+        data = yaml.safe_load(config.read_text())
+        data["endpoints"]["stub"]["price_per_mtok"] = {"input": 1000.0, "output": 1000.0}
+        data["endpoints"]["stub"]["max_concurrency"] = 1
+        config.write_text(yaml.safe_dump(data))
+        args = ["downstream", "--config", str(config), "--workdir", str(tmp_path / "work"), "--no-progress"]
+        assert main([*args, "--out", str(tmp_path / "out"), "--max-cost", "0.5"]) == 2
+        assert "stopped before passing max_cost $0.5" in capsys.readouterr().err
+        sent = stub.count("generate") + stub.count("judge")
+        assert 0 < sent < 2 * N * PROMPTS and not (tmp_path / "out").exists()
+        assert main([*args, "--out", str(tmp_path / "out")]) == 0
+        result = json.loads((tmp_path / "out" / "downstream.json").read_text())
+        assert stub.count("generate") + stub.count("judge") == 2 * N * PROMPTS  # nothing asked twice
+        assert sum(c["requests"] for c in result["calls"].values()) == 2 * N * PROMPTS - sent
