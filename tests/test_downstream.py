@@ -218,3 +218,46 @@ def test_max_cost_stops_cleanly_and_a_rerun_resumes(tmp_path, capsys):
         result = json.loads((tmp_path / "out" / "downstream.json").read_text())
         assert stub.count("generate") + stub.count("judge") == 2 * N * PROMPTS  # nothing asked twice
         assert sum(c["requests"] for c in result["calls"].values()) == 2 * N * PROMPTS - sent
+
+
+@pytest.mark.slow
+def test_near_duplicates_of_benchmark_prompts_are_held_out_by_embeddings():
+    """A prompt that differs from a release's only in case and punctuation is caught by the contamination
+    check's sentence embeddings (the real all-MiniLM-L6-v2); an unrelated prompt is kept."""
+    from rmb_build.analysis.contamination import held_out
+    from rmb_build.core.items import Answer, PairwiseItem, Turn
+    from rmb_build.core.records import Query
+    from rmb_build.release.read import Release
+
+    release = Release(name="r", root=None)
+    conv = (Turn("user", "What is the capital city of France?", "en"),)
+    release.add(PairwiseItem("0", conv, Answer("a", "Paris."), Answer("b", "Lyon."), "Helpfulness/Chat/Discussion"))
+    near = Query("q1", (Turn("user", "what is the capital city of France"),), "s", "1")
+    other = Query("q2", (Turn("user", "Write a poem about the sea and the moon."),), "s", "2")
+    kept, dropped = held_out([near, other], release)
+    assert kept == [other]
+    assert dropped == [
+        {"query": "q1", "release_item": "pairwise:0", "similarity": pytest.approx(0.91, abs=0.02), "kind": "near"}
+    ]
+
+
+@pytest.mark.slow
+def test_the_embedded_demo_runs_and_says_its_figures_are_noise(tmp_path, capsys):
+    """The demo's config, cut to 2 prompts x 2 samples: SmolLM2 on llama.cpp as policy, grader and generative RM."""
+    from importlib import resources
+
+    with resources.as_file(resources.files("rmb_build.analysis.downstream") / "demo.yaml") as demo:
+        data = yaml.safe_load(demo.read_text())
+    data["prompts"]["max_prompts"], data["policy"]["n"] = 2, 2
+    config = tmp_path / "demo.yaml"
+    config.write_text(yaml.safe_dump(data))
+    args = ["downstream", "--config", str(config), "--workdir", str(tmp_path), "--no-progress", "--out"]
+    assert main([*args, str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "far too small to grade answers" in out and "noise" in out
+    result = json.loads((tmp_path / "out" / "downstream.json").read_text())
+    assert set(result["rms"]) == {"baseline:length", "baseline:random", "openai:smollm2@local"}
+    assert result["rms"]["openai:smollm2@local"]["shares_grader_model"]
+    assert (tmp_path / "out" / "best_of_k.png").is_file()
+    assert main([*args, str(tmp_path / "again")]) == 0
+    assert "sent 0 LLM requests, scored 0 texts" in capsys.readouterr().out
