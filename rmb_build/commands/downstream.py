@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         with resources.as_file(resources.files("rmb_build.analysis.downstream") / DEMO_CONFIG) as demo:
             cfg = load_downstream_config(demo)
-        print(SMALL_GRADER_NOTE)
+        print(
+            "no --config: running the embedded demo (SmolLM2-135M as policy, grader and generative RM; minutes on a CPU)"
+        )
     embedded_grader = cfg.grader.endpoint is not None and cfg.endpoints[cfg.grader.endpoint].embedded is not None
     note = SMALL_GRADER_NOTE if embedded_grader else None
     run_dir = workdir(args.workdir) / "runs" / "downstream" / cfg.name

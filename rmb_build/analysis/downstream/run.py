@@ -367,10 +367,20 @@ def _no_phase(name: str):
     yield
 
 
+# the LLM layer's stage names, as this check calls them
+STAGE_NAMES = {
+    "generate": "policy and reference answers",
+    "judge": "grader",
+    "grader": "grader",
+    "evaluate": "reward_models",
+}
+
+
 def _usage_calls(client: Any) -> dict[str, dict[str, int]]:
+    """Requests sent (re-asks included), answered from the cache, and failed, per step of the check."""
     out: dict[str, dict[str, int]] = {}
     for stage, models in client.usage().items():
-        row = out.setdefault(stage, {"requests": 0, "cached": 0, "failed": 0})
+        row = out.setdefault(STAGE_NAMES.get(stage, stage), {"requests": 0, "cached": 0, "failed": 0})
         for m in models.values():
             for k in row:
                 row[k] += int(m.get(k, 0))
