@@ -136,11 +136,34 @@ def test_prompts_that_are_benchmark_prompts_are_dropped_and_counted(tmp_path):
     from rmb_build.release.read import read_rmb_release
     from rmb_build.stages.sources.records import release_queries
 
-    release = read_rmb_release(small_release(tmp_path / "release"), strict=False)
+    root = small_release(tmp_path / "release")
+    release = read_rmb_release(root, strict=False)
     copies = release_queries(release)[:4]
     kept, dropped = held_out(copies, release)
     assert kept == [] and len(dropped) == 4
     assert {d["kind"] for d in dropped} == {"exact"} and all(d["similarity"] == 1.0 for d in dropped)
+
+    # by default, against the release each benchmark folder scored
+    from rmb_build.analysis.downstream.config import parse_downstream_config
+    from rmb_build.analysis.downstream.run import load_prompts
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": q.conversation[-1].content}) + "\n" for q in copies[:3]))
+    cfg = parse_downstream_config(
+        {
+            "name": "x",
+            "endpoints": {"e": {"base_url": "http://127.0.0.1:9/v1"}},
+            "prompts": {
+                "sources": [{"kind": "jsonl", "path": str(prompts)}],
+                "default_scenario": copies[0].scenario_id,
+            },
+            "policy": {"endpoint": "e", "model": "m"},
+            "grader": {"kind": "pointwise", "endpoint": "e", "model": "g"},
+            "reward_models": ["baseline:length"],
+        }
+    )
+    got = load_prompts(cfg, [("eval", {"release": str(root)})])
+    assert got.read == 3 and got.queries == [] and len(got.dropped) == 3 and got.holdout_releases == [str(root)]
 
 
 def test_config_errors_are_one_line(tmp_path):

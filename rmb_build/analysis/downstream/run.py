@@ -91,11 +91,11 @@ def load_prompts(cfg: DownstreamConfig, benchmarks: Sequence[tuple[str, dict[str
         releases = list(dict.fromkeys(r["release"] for _, r in benchmarks if Path(str(r.get("release"))).is_dir()))
     if releases:
         from rmb_build.analysis.contamination import held_out
-        from rmb_build.benchmarks.formats import open_rmb
+        from rmb_build.benchmarks.formats import open_release
 
         for rel in releases:
             queries, dropped = held_out(
-                queries, open_rmb(rel), cfg.prompts.holdout.threshold, cfg.prompts.holdout.model
+                queries, open_release(rel), cfg.prompts.holdout.threshold, cfg.prompts.holdout.model
             )
             out.dropped += [{**d, "release": rel} for d in dropped]
         out.holdout_releases = list(releases)
