@@ -403,13 +403,18 @@ def run_downstream(
     run_dir = Path(run_dir)
     llm_cache = run_dir / "llm_cache"
     score_dir = Path(score_cache) if score_cache else run_dir / "score_cache"
+    rms = {}
+    for i, r in enumerate(cfg.reward_models):  # a wrong spec stops the check before any work
+        try:
+            rms[r.key] = load_reward_model(r, cfg, llm_cache)
+        except RMBError as exc:
+            raise RMBError(f"reward_models[{i}] ({r.rm}): {exc}") from None
     benchmarks = benchmark_results(cfg.benchmarks)
     prompts = load_prompts(cfg, benchmarks)
     log(
         f"prompts: {len(prompts.queries)} ({prompts.read} read, {len(prompts.dropped)} dropped as near-duplicates "
         f"of the benchmark, {prompts.not_drawn} not drawn)"
     )
-    rms = {r.key: load_reward_model(r, cfg, llm_cache) for r in cfg.reward_models}
     grader_rm = None
     if cfg.grader.kind == "python":
         from rmb_build.evaluate.adapters import RMOptions, load_rm
