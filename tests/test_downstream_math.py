@@ -98,3 +98,12 @@ def test_permutation_p_matches_scipy_exact():
 
     p = permutation_p(x, y, STATISTICS["kendall"])
     assert p == pytest.approx(stats.kendalltau(x, y, method="exact").pvalue)
+
+
+def test_no_sliver_of_an_interval_when_every_draw_misses_the_observed_value():
+    from rmb_build.analysis.downstream.best_of_k import bias_corrected_interval
+
+    draws = np.linspace(0.90, 0.95, 500)
+    assert bias_corrected_interval(draws, 0.99) is None  # all below: the bootstrap cannot place 0.99
+    lo, hi = bias_corrected_interval(draws, 0.93)
+    assert lo < 0.93 < hi

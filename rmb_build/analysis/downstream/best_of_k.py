@@ -96,6 +96,28 @@ def percentile_interval(values: np.ndarray, alpha: float = ALPHA) -> list[float]
     return [lo, hi] if hi > lo else None
 
 
+def bias_corrected_interval(values: np.ndarray, observed: float, alpha: float = ALPHA) -> list[float] | None:
+    """The bias-corrected percentile interval (Efron's BC): the percentiles are shifted by how far the draws
+    sit below or above the observed value. Resampling RMs with replacement (ties) and prompts (extra noise in
+    each RM's mean) pulls a correlation's draws towards 0, so a plain percentile interval can miss the
+    observed value altogether; BC corrects that median bias. None as ``percentile_interval``, and when every
+    draw falls on one side of the observed value (then no percentile of them is an interval around it)."""
+    from scipy.stats import norm
+
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return None
+    below = (np.sum(values < observed) + 0.5 * np.sum(values == observed)) / len(values)
+    if below in (0.0, 1.0):  # every draw on one side: the bootstrap cannot place the observed value
+        return None
+    z0, z = norm.ppf(below), norm.ppf(1 - alpha / 2)
+    levels = norm.cdf(2 * z0 - z), norm.cdf(2 * z0 + z)
+    if levels[0] > 1 - 1 / len(values) or levels[1] < 1 / len(values):  # both ends past the last draw
+        return None
+    lo, hi = (float(np.quantile(values, q)) for q in levels)
+    return [lo, hi] if hi > lo else None
+
+
 def bootstrap_mean(
     per_prompt: np.ndarray, resamples: int, seed: int, scale: tuple[float, float] | None = None
 ) -> list[float] | None:
@@ -139,23 +161,11 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 def _kendall(x: np.ndarray, y: np.ndarray) -> float:
     """Kendall's tau-b (ties in either variable accounted for)."""
-    n = len(x)
-    concordant = discordant = tx = ty = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                tx += 1
-            elif dy == 0:
-                ty += 1
-            elif dx == dy:
-                concordant += 1
-            else:
-                discordant += 1
-    denom = math.sqrt((concordant + discordant + tx) * (concordant + discordant + ty))
-    return (concordant - discordant) / denom if denom > 0 else math.nan
+    from scipy.stats import kendalltau
+
+    if len(set(x.tolist())) < 2 or len(set(y.tolist())) < 2:
+        return math.nan
+    return float(kendalltau(x, y).statistic)
 
 
 STATISTICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
@@ -189,8 +199,8 @@ def correlate(
     downstream score (the mean over prompts of ``per_prompt``, shape (m, prompts)).
 
     Fewer than ``MIN_RMS`` RMs: values None with the reason. Fewer than ``MIN_RMS_FOR_INTERVAL``: each
-    statistic with its exact permutation p-value and no interval. From there: a 95% bootstrap interval,
-    prompts and RMs resampled together (draws where a statistic is undefined, e.g. one RM drawn every
+    statistic with its exact permutation p-value and no interval. From there: a 95% bias-corrected bootstrap
+    interval, prompts and RMs resampled together (draws where a statistic is undefined, e.g. one RM drawn every
     time, are left out), and no p-value.
     """
     m = len(figure)
@@ -217,9 +227,9 @@ def correlate(
             entry["method"] = "exact permutation test over all orderings of the RMs"
         else:
             values = np.array([stat(figure[r], per_prompt[np.ix_(r, p)].mean(axis=1)) for r, p in draws])
-            entry["ci95"] = percentile_interval(values)
+            entry["ci95"] = bias_corrected_interval(values, value) if entry["value"] is not None else None
             entry["p_value"] = None
-            entry["method"] = f"bootstrap percentile, {resamples} draws resampling prompts and RMs"
+            entry["method"] = f"bias-corrected bootstrap percentile, {resamples} draws resampling prompts and RMs"
         out[name] = entry
     return out
 
@@ -252,6 +262,7 @@ __all__ = [
     "METHODS",
     "MIN_RMS",
     "MIN_RMS_FOR_INTERVAL",
+    "bias_corrected_interval",
     "bootstrap_mean",
     "correlate",
     "curve",
