@@ -175,7 +175,7 @@ def test_config_errors_are_one_line(tmp_path):
         data.pop("polcy")
         data["policy"]["temperature"] = 0
         path.write_text(yaml.safe_dump(data))
-        with pytest.raises(ConfigError, match="policy.temperature"):
+        with pytest.raises(ConfigError, match="policy.temperature.*must be above 0"):
             _load(path)
 
 

@@ -62,7 +62,7 @@ class PromptsConfig(StrictModel):
 
 class PolicyConfig(ModelRef):
     n: int = Field(default=16, ge=2, le=256, description="samples per prompt")
-    temperature: float = Field(default=0.7, gt=0, le=2, description="above 0: the n samples must differ")
+    temperature: float = Field(default=0.7, ge=0, le=2, description="above 0: the n samples must differ")
     system_prompt: str | None = None
 
     @field_validator("temperature")
