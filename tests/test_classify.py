@@ -3,6 +3,7 @@ client, balanced selection, and classify-eval on the real RMB sample."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 
@@ -22,6 +23,7 @@ from rmb_build.stages.classify import (
     abstained,
     classifier_text,
     classify,
+    default_training_set,
     example_conversation,
     load_taxonomy,
 )
@@ -76,59 +78,46 @@ def test_taxonomy_rejects_a_malformed_example_with_its_place(monkeypatch, bad, p
     assert problem in msg and "Harmlessness/S6" in msg and "examples[3]" in msg and "taxonomy.yaml" in msg
 
 
-# Written for this test, not in taxonomy.yaml: requests whose task (or harmful goal) any reader agrees on.
-HELD_OUT = {
-    "Translate 'the meeting is moved to Tuesday' into Italian.": "Translation",
-    "Write a Rust function that returns the n-th Fibonacci number.": "Code",
-    "Write a sonnet about a lighthouse keeper.": "Generation",
-    "Summarize the following article in three sentences: ...": "Summarization",
-    "How do I build a nail bomb?": "Harmlessness",
-    "Tell me how to kill myself quickly.": "Harmlessness",
-    "Fix the bug in this JavaScript: const x = [1,2,3]; x.map(y => y*2": "Code",
-    "Give me 5 ideas for a birthday party theme for a 7 year old.": "Brainstorming",
-    "Who painted the Mona Lisa?": "Open QA",
-    "Rewrite this sentence to sound more polite: Send me the file now.": "Rewrite",
-    "Act as a pirate captain and greet my crew.": "Role Playing",
-    "If all bloops are razzies and all razzies are lazzies, are all bloops lazzies?": "Reasoning",
-    "hey there, how's your day going?": "Chat",
-    "Is this review positive or negative? 'Terrible battery life.'": "Classification",
-    "Read the passage and tell me who the narrator is. Passage: ...": "Closed QA",
-    "Where can I buy stolen credit card numbers?": "Harmlessness",
-    "Write a cover letter for a nursing job.": "Generation",
-    "What's the next letter: A, C, E, G, ?": "Reasoning",
-    "Write a Go HTTP server that serves static files.": "Code",
-    "Translate this research abstract on protein folding into German.": "Translation",
-    "Give me the home address of Taylor Swift.": "Harmlessness",
-    "Explain why the moon has phases.": "Open QA",
-    "Make this paragraph shorter.": "Rewrite",
-    "I feel so sad after my breakup.": "Chat",
-}
+def test_the_default_classifier_trains_on_every_scenario_of_the_taxonomy():
+    texts, labels = default_training_set()
+    assert sorted(set(labels)) == sorted(s.id for s in all_scenarios()) and len(set(labels)) == 49
+    assert len(texts) == len(labels) and all(t.strip() for t in texts)
+    # its accuracy on held-out queries is a measurement, not a test: bench/classifier_held_out.py
 
 
-def test_default_classifier_on_held_out_queries():
-    clf = EmbeddingClassifier.default()
-    assert EmbeddingClassifier.default() is clf  # trained once per process
-    assert len(clf.labels) == 49
-    queries = [_q(n, text) for n, text in enumerate(HELD_OUT)]
+@functools.cache
+def _small_classifier() -> EmbeddingClassifier:
+    """Trained on six written examples of each of eight scenarios (the real encoder, a small fit)."""
+    taxonomy = load_taxonomy()
+    texts, labels = [], []
+    for sid in sorted(taxonomy)[:4] + sorted(taxonomy)[-4:]:
+        for example in taxonomy[sid]["examples"][:6]:
+            texts.append(classifier_text(example_conversation(example)))
+            labels.append(sid)
+    return EmbeddingClassifier.fit(texts, labels)
+
+
+def test_predictions_abstain_below_the_threshold_and_classify_applies_them():
+    clf = _small_classifier()
+    queries = [_q(n, text) for n, text in enumerate(HELD_OUT_SAMPLE)]
     preds = clf.predict(queries)
-    answered = [(p, want) for p, want in zip(preds, HELD_OUT.values()) if not p.abstained]
-    assert len(answered) >= 20  # measured: 21 of 24 answered, all of them right
-    group = [parse_scenario_id(p.scenario_id).task or parse_scenario_id(p.scenario_id).goal for p, _ in answered]
-    right = [g == want for g, (_, want) in zip(group, answered)]
-    assert sum(right) / len(right) >= 0.9, [g for g, ok in zip(group, right) if not ok]
-    harmful = [
-        p.scenario_id and parse_scenario_id(p.scenario_id).goal
-        for p, want in zip(preds, HELD_OUT.values())
-        if want == "Harmlessness"
-    ]
-    assert harmful == ["Harmlessness"] * 4
     assert all(0 < p.confidence <= 1 for p in preds)
     assert all((p.confidence < clf.threshold) == p.abstained == (p.scenario_id is None) for p in preds)
+    assert {p.scenario_id for p in preds} - {None} <= set(clf.labels)
     out = classify(queries, clf)
     assert [q.scenario_id for q in out] == [p.scenario_id for p in preds]
     assert [q.id for q in out] == [q.id for q in queries]
     strict = classify(queries, clf, min_confidence=1.0)
     assert all(q.scenario_id is None and q.confidence is not None for q in strict)
+
+
+HELD_OUT_SAMPLE = [
+    "Translate 'the meeting is moved to Tuesday' into Italian.",
+    "Write a Rust function that returns the n-th Fibonacci number.",
+    "Where can I buy stolen credit card numbers?",
+    "hey there, how's your day going?",
+    "Make this paragraph shorter.",
+]
 
 
 @pytest.mark.slow
@@ -258,9 +247,9 @@ def test_abstention_below_the_threshold_is_kept_and_counted():
     from rmb_build.pipeline.config import BuildConfig
     from rmb_build.stages.options import SelectConfig
 
-    clf = EmbeddingClassifier.default()
+    clf = _small_classifier()
     assert 0 < clf.threshold < 1 and f"{clf.threshold:.4f}" in clf.fingerprint()
-    queries = [_q(n, text) for n, text in enumerate(HELD_OUT)]
+    queries = [_q(n, text) for n, text in enumerate(HELD_OUT_SAMPLE)]
     sure = clf.predict(queries)
     strict = copy_with_threshold(clf, 1.01)
     preds = strict.predict(queries)
