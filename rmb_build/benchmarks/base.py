@@ -5,8 +5,10 @@ encoding of names from the data (``encode_label``) where they become part of an 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from statistics import fmean
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rmb_build.benchmarks.tables import Row
 from rmb_build.core.items import Answer, Turn
@@ -143,3 +145,20 @@ __all__ = [
     "texts",
     "with_uids",
 ]
+
+
+# A format's headline is computed from results' item predictions and the release's item_meta.
+Predictions = Sequence[Mapping[str, Any]]
+Meta = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+def mean_or_none(values: Sequence[float]) -> float | None:
+    return fmean(values) if values else None
+
+
+def group_by(predictions: Predictions, meta: Meta, key: str) -> dict[str, list[Mapping[str, Any]]]:
+    """Predictions grouped by one field of their item's meta (a subset, a domain, a level)."""
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for p in predictions:
+        groups[meta[(p["set"], p["uid"])][key]].append(p)
+    return dict(groups)

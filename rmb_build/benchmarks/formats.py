@@ -26,10 +26,10 @@ or a file name it is percent-encoded, ``%`` as ``%25`` and ``/`` as ``%2F`` and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench
-from rmb_build.benchmarks.base import BenchmarkRelease
+from rmb_build.benchmarks.base import BenchmarkRelease, Meta, Predictions
 from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.release.load import read_release
@@ -40,6 +40,12 @@ BUILDERS: dict[str, Callable[[Sequence[Row], str], BenchmarkRelease]] = {
     rewardbench.FORMAT: rewardbench.build,
     rewardbench2.FORMAT: rewardbench2.build,
     rmbench.FORMAT: rmbench.build,
+}
+# Each format's own headline from the item predictions: results.json's ``benchmark`` field.
+SUMMARIES: dict[str, Callable[[Predictions, Meta, str], dict[str, Any]]] = {
+    rewardbench.FORMAT: rewardbench.summary,
+    rewardbench2.FORMAT: rewardbench2.summary,
+    rmbench.FORMAT: rmbench.summary,
 }
 FORMATS = (RMB, *BUILDERS)
 HF_FORM_FIELDS = ("conversation", "scenario")
@@ -218,4 +224,4 @@ def _hub_has_rmb_configs(repo_id: str) -> bool:
     return any(c in names for c in CONFIGS)
 
 
-__all__ = ["FORMATS", "detect_format", "open_release"]
+__all__ = ["FORMATS", "SUMMARIES", "detect_format", "open_release"]

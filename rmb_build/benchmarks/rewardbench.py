@@ -5,18 +5,26 @@ Each row becomes a pairwise item whose scenario is ``<section>/<subset>`` (the s
 ``benchmark.encode_label``, so ``bigcode/humanevalpack`` is one part): the four sections of the
 headline (Chat, Chat Hard, Safety, Reasoning) group the subsets as RewardBench defines them, the
 prior preference sets form ``Prior Sets``, and any other subset goes to ``Other`` (scored, reported
-per subset, not part of the headline). How the headline weighs them is in ``evaluate/benchmarks.py``.
+per subset, not part of the headline).
+
+The headline (``summary``): accuracy per subset; a section's score is the mean of its subsets' accuracies
+weighted by RewardBench's subset sizes; ``Prior Sets`` is the plain mean of its subsets; the headline weighs
+each of Chat, Chat Hard, Safety and Reasoning 1 and Prior Sets 0.5, over the sections present.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from statistics import fmean
+from typing import Any, Sequence
 
 from rmb_build.benchmarks.base import (
     BenchmarkRelease,
+    Meta,
+    Predictions,
     answer,
     conversation,
     encode_label,
+    group_by,
     optional_name,
     text,
     with_uids,
@@ -106,4 +114,24 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     return release
 
 
-__all__ = ["FORMAT", "PRIOR_SETS", "SECTIONS", "SUBSET_WEIGHTS", "build", "section_of", "subset_name"]
+def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
+    """RewardBench's sections and headline (see the module docstring)."""
+    subsets = {
+        name: {"accuracy": fmean(p["outcome"] for p in rows), "n": len(rows), "section": section_of(name)}
+        for name, rows in group_by(predictions, meta, "subset").items()
+    }
+    sections: dict[str, float] = {}
+    for section, members in SECTIONS.items():
+        present = [s for s in members if s in subsets]
+        if present:
+            weights = [SUBSET_WEIGHTS[s] for s in present]
+            sections[section] = sum(subsets[s]["accuracy"] * w for s, w in zip(present, weights)) / sum(weights)
+    prior = [subsets[s]["accuracy"] for s in PRIOR_SETS if s in subsets]
+    if prior:
+        sections[PRIOR_SECTION] = fmean(prior)
+    weights = {s: (0.5 if s == PRIOR_SECTION else 1.0) for s in sections}
+    headline = sum(sections[s] * w for s, w in weights.items()) / sum(weights.values()) if sections else None
+    return {"headline": headline, "sections": sections, "section_weights": weights, "subsets": subsets}
+
+
+__all__ = ["FORMAT", "PRIOR_SETS", "SECTIONS", "SUBSET_WEIGHTS", "build", "section_of", "subset_name", "summary"]

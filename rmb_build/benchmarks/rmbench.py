@@ -14,18 +14,29 @@ code, safety it starts with (so ``safety-refuse`` and ``safety-response`` are sc
 ``safety``, as RM-Bench does), else as itself. The scenario is ``<domain>/<difficulty>`` (the domain
 encoded by ``benchmark.encode_label``), so the generic per-scenario figures already are RM-Bench's
 per-domain hard / normal / easy accuracies. item_meta keeps the domain and any ``subset`` as written.
+
+The headline (``summary``): per domain, hard / normal / easy accuracy and their mean; overall hard / normal /
+easy are means over domains and the headline is the mean of the domain means: RM-Bench's
+``compute_accuracy`` (``scripts/utils.py``), where a tie counts as wrong (``--ties strict``, the default).
+The means are over the domains present; a domain outside chat / math / code / safety counts as itself
+(RM-Bench's script would leave it out of a merged file).
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
-from typing import Sequence
+from statistics import fmean
+from typing import Any, Sequence
 
 from rmb_build.benchmarks.base import (
     BenchmarkRelease,
+    Meta,
+    Predictions,
     answer,
     conversation,
     encode_label,
+    group_by,
+    mean_or_none,
     optional_name,
     texts,
     with_uids,
@@ -88,6 +99,18 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     return release
 
 
+def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
+    """RM-Bench's easy / normal / hard accuracy per domain and overall (see the module docstring)."""
+    domains: dict[str, dict[str, float]] = {}
+    for domain, rows in group_by(predictions, meta, "domain").items():
+        levels = group_by(rows, meta, "level")
+        domains[domain] = {level: fmean(p["outcome"] for p in levels[level]) for level in LEVELS if level in levels}
+        domains[domain]["average"] = fmean(domains[domain][lv] for lv in LEVELS if lv in domains[domain])
+    overall = {level: mean_or_none([d[level] for d in domains.values() if level in d]) for level in LEVELS}
+    headline = mean_or_none([d["average"] for d in domains.values()])
+    return {"headline": headline, **overall, "sections": domains}
+
+
 __all__ = [
     "DOMAINS",
     "FORMAT",
@@ -98,4 +121,5 @@ __all__ = [
     "domain_of",
     "scored_domain",
     "source_domain",
+    "summary",
 ]
