@@ -43,7 +43,7 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # "no-referrer" would make browsers send "Origin: null" with our own POSTs
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
@@ -236,8 +236,12 @@ def create_app(page: ReviewPage) -> Starlette:
 
         return serve
 
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204, headers=HEADERS)
+
     routes = [
         Route("/", index),
+        Route("/favicon.ico", no_icon),
         Route("/a/{name}", show),
         Route("/a/{name}/label", label, methods=["POST"]),
         Route("/a/{name}/undo", undo, methods=["POST"]),
