@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,43 +21,13 @@ import urllib.request
 from collections import defaultdict
 
 import pytest
+from browser_helpers import browser  # noqa: F401 (a fixture)
 from review_helpers import alpha_by_pairs, kappa_by_table, small_release
 
 from rmb_build.cli import main
 from rmb_build.release.read import read_rmb_release
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1300,1000",
-)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.skip("Chromium or chromedriver not installed (.ci/run installs Debian's chromium and chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (pip install -e '.[test]')")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    yield driver
-    driver.quit()
 
 
 def _free_port() -> int:
