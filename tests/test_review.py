@@ -232,6 +232,9 @@ def test_export_writes_labels_figures_and_a_gold_release_audit_finds_the_overrul
     # ann on pairwise: chosen 1, rejected 0, chosen 1, rejected 0, tie .5, chosen 1; skip left out
     assert ann["overall"]["value"] == pytest.approx(3.5 / 6) and ann["overall"]["n"] == 6
     assert ann["excluded"] == {"skip": 1}
+    assert ann["goals"]["Helpfulness"]["value"] == pytest.approx(3.5 / 6) and "Harmlessness" not in ann["goals"]
+    assert ann["scenarios"]["Helpfulness/Chat/Discussion"]["value"] == pytest.approx(2 / 3)  # uids 1, 2, 3
+    assert ann["scenarios"]["Helpfulness/Code/Documentation"]["value"] == pytest.approx(1.5 / 3)  # uids 4, 5, 6
     lo, hi = ann["overall"]["ci95"]
     assert lo < 3.5 / 6 < hi and ann["overall"]["few_items"]
     majority = report["majority"]["pairwise"]
@@ -284,6 +287,10 @@ def test_export_writes_labels_figures_and_a_gold_release_audit_finds_the_overrul
     assert main(["audit", str(rel_dir), "--no-embeddings", "--json", str(tmp_path / "plain.json")]) == 0
     assert json.loads((tmp_path / "plain.json").read_text())["counts"]["human_disagrees"] == 0
     assert len(read_labels(out / "labels.jsonl")) == len(rows)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**rows[0], "choice": "loser:0"}) + "\n")
+    with pytest.raises(Exception, match="bad.jsonl: line 1: field 'choice': 'loser:0' is not a pairwise label"):
+        read_labels(bad)
 
     hf = tmp_path / "hf"
     publish = ["publish", str(rel_dir), "--repo-id", "x/y", "--license", "cc-by-4.0", "--dry-run", "--no-embeddings"]

@@ -15,7 +15,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument("release", help="the release to review: its folder (RMB layout) or its Hugging Face form")
     s.add_argument("--db", required=True, help="the review's SQLite file (made on the first start)")
-    s.add_argument("--annotator", action="append", default=[], metavar="NAME", help="a person who labels (repeatable)")
+    s.add_argument(
+        "--annotator",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a person who labels (repeatable; needed on the first start, which plans the review)",
+    )
     s.add_argument("--sample", type=int, default=None, metavar="N", help="items in all (default: every item)")
     s.add_argument(
         "--overlap",
@@ -63,6 +69,9 @@ def _release(path: str):
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+    from urllib.parse import quote
+
     import uvicorn
 
     from rmb_build.review.app import create_app
@@ -70,19 +79,20 @@ def _serve(args: argparse.Namespace) -> int:
 
     release = _release(args.release)
     loopback = is_loopback(args.host)
+    source = str(Path(args.release).resolve()) if Path(args.release).exists() else args.release
     page, tokens = open_session(
         args.db,
         release,
-        args.release,
+        source,
         Settings(args.annotator, args.sample, args.overlap, args.seed),
         require_token=not loopback,
         new_tokens=args.new_tokens,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"review of {page.release_name}: labels go to {args.db}")
-    for name in args.annotator:
+    for name in page.store.annotators():
         done, total = page.store.progress(name)
-        url = f"http://{host}:{args.port}/a/{name}"
+        url = f"http://{host}:{args.port}/a/{quote(name, safe='')}"
         if loopback:
             print(f"  {name}: {url}  ({done} of {total} labelled)")
         elif tokens.get(name):

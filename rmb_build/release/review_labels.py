@@ -137,35 +137,26 @@ def human_verdicts(labels: Iterable[Label]) -> dict[tuple[str, str], dict]:
     return out
 
 
-def _str_field(path: str, n: int, row: dict, name: str) -> str:
-    value = row.get(name)
-    if not isinstance(value, str) or (name != "note" and name != "time" and not value):
-        raise InputError(
-            path, f"expected a {'non-empty ' if name not in ('note', 'time') else ''}string", line=n, field=name
-        )
+def _text(path: str, n: int, row: Mapping, name: str, required: bool = True) -> str:
+    value = row.get(name, None if required else "")
+    if isinstance(value, int) and not isinstance(value, bool) and name == "uid":
+        value = str(value)  # a uid written as a number
+    if not isinstance(value, str) or (required and not value):
+        raise InputError(path, f"expected a {'non-empty ' if required else ''}string", line=n, field=name)
     return value
 
 
-def label_from_json(row: Mapping, path: str = "labels.jsonl", n: int = 0) -> Label:
+def label_from_json(row: Mapping, path: str = LABELS_FILE, n: int = 0) -> Label:
     """One ``labels.jsonl`` line as a ``Label``; InputError names the file, line and field."""
-    row = dict(row)
-    set_name = _str_field(path, n, row, "set")
+    set_name = _text(path, n, row, "set")
     if set_name not in SETS:
         raise InputError(path, f"unknown set {set_name!r} (expected {' or '.join(SETS)})", line=n, field="set")
-    uid = row.get("uid")
-    if isinstance(uid, int) and not isinstance(uid, bool):
-        uid = str(uid)
-    row["uid"] = uid
-    uid = _str_field(path, n, row, "uid")
-    annotator = _str_field(path, n, row, "annotator")
-    choice = _str_field(path, n, row, "choice")
+    uid, annotator, choice = (_text(path, n, row, k) for k in ("uid", "annotator", "choice"))
     if not valid_choice(set_name, choice):
         raise InputError(path, f"{choice!r} is not a {set_name} label", line=n, field="choice")
     flags = row.get("flags", [])
     if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
         raise InputError(path, "expected a list of strings", line=n, field="flags")
-    note = _str_field(path, n, {"note": row.get("note", "")}, "note")
-    time = _str_field(path, n, {"time": row.get("time", "")}, "time")
     seconds = row.get("seconds")
     known = {"set", "uid", "annotator", "choice", "flags", "note", "time", "seconds"}
     return Label(
@@ -174,9 +165,9 @@ def label_from_json(row: Mapping, path: str = "labels.jsonl", n: int = 0) -> Lab
         annotator,
         choice,
         tuple(flags),
-        note,
-        time,
-        float(seconds) if isinstance(seconds, (int, float)) else None,
+        _text(path, n, row, "note", required=False),
+        _text(path, n, row, "time", required=False),
+        float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None,
         {k: v for k, v in row.items() if k not in known},
     )
 

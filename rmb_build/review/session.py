@@ -50,6 +50,16 @@ class Settings:
     seed: int | None
 
 
+def _check_names(annotators: Sequence[str]) -> None:
+    if not annotators:
+        raise RMBError("give at least one --annotator NAME")
+    if len(set(annotators)) != len(annotators):
+        raise RMBError("--annotator: each name once")
+    for name in annotators:
+        if not name.strip() or len(name) > 64 or any(c in name for c in "/?#\\%") or not name.isprintable():
+            raise RMBError(f"--annotator {name!r}: 1 to 64 printable characters, none of / ? # \\ %")
+
+
 def _check_same(meta: dict[str, str], db: str, settings: Settings, stored_people: list[str]) -> None:
     given = {"sample": settings.sample, "overlap": settings.overlap, "seed": settings.seed}
     for key, value in given.items():
@@ -68,14 +78,10 @@ def _check_same(meta: dict[str, str], db: str, settings: Settings, stored_people
 def open_session(
     db: str, release: Release, source: str, settings: Settings, *, require_token: bool, new_tokens: bool = False
 ) -> tuple[ReviewPage, dict[str, str | None]]:
-    """The page to serve and each annotator's new token (None: no token needed, or one made earlier)."""
-    if not settings.annotators:
-        raise RMBError("give at least one --annotator NAME")
-    if len(set(settings.annotators)) != len(settings.annotators):
-        raise RMBError("--annotator: each name once")
-    for name in settings.annotators:
-        if not name.strip() or len(name) > 64 or any(c in name for c in "/?#\\%") or not name.isprintable():
-            raise RMBError(f"--annotator {name!r}: 1 to 64 printable characters, none of / ? # \\ %")
+    """The page to serve and each annotator's new token (None: no token needed, or one made earlier).
+
+    The first start plans the review for ``settings.annotators``; a later one may name none of them
+    (every planned annotator is served in any case) and refuses names that were not planned."""
     if settings.overlap is not None and not 0.0 <= settings.overlap <= 1.0:
         raise RMBError(f"--overlap {settings.overlap}: must be between 0 and 1")
     if settings.sample is not None and settings.sample < 1:
@@ -87,6 +93,7 @@ def open_session(
     if store.planned():
         _check_same(meta, db, settings, store.annotators())
     else:
+        _check_names(settings.annotators)
         seed = DEFAULT_SEED if settings.seed is None else settings.seed
         overlap = DEFAULT_OVERLAP if settings.overlap is None else settings.overlap
         keys = [ItemKey(s, u, item.scenario_id) for (s, u), item in items.items()]
