@@ -55,6 +55,9 @@ def test_sample_is_spread_over_goals_and_cells_seeded_and_shared_by_overlap():
     assert [len(q) for q in queues.values()] == [6, 6, 6]
     assert [k for k, _ in queues["ann"]] != [k for k, _ in queues["bob"]]  # own order each
     assert [s for _, s in assign(sample, ["solo"], 0.25, 3)["solo"]].count(True) == 0
+    # the sample alternates goals: dealing the rest in turn would give one person one goal
+    for queue in assign(stratified_sample(keys, 20, 0), ["ann", "bob"], 0.0, 0).values():
+        assert Counter(k.goal for k, _ in queue) == {"Helpfulness": 5, "Harmlessness": 5}
 
 
 def test_the_shown_order_maps_back_to_the_release_terms():
@@ -85,7 +88,7 @@ def test_store_resumes_after_reopen_replaces_changed_labels_and_undoes(tmp_path)
 
     reopened, _ = open_session(str(db), rel, "rel", Settings(["ann"], None, None, None), require_token=False)
     store = reopened.store
-    assert store.progress("ann") == (2, 5) and store.progress("bob") == (0, 4)  # 3 shared, the rest 2 and 1
+    assert store.progress("ann") == (2, 4) and store.progress("bob") == (0, 5)  # 3 shared, the rest 1 and 2
     assert store.current("ann").pos == first.pos + 2
     assert [lb.choice for lb in store.labels()] == ["tie", "skip"]
     assert store.labels()[0].seconds is not None and store.labels()[0].time.endswith("+00:00")

@@ -6,8 +6,9 @@ seeded random order; a cell or goal that runs out leaves its turn to the others.
 the draw order, so any prefix of it is spread as evenly as the whole.
 
 ``assign``: the first ``round(overlap * n)`` items of the sample go to every annotator (so agreement
-between people can be measured); the rest are dealt out in turn. Each annotator sees their items in
-their own seeded random order.
+between people can be measured); each of the rest goes to the annotator who has fewest items in all,
+then of its goal, then of its cell, so shares differ by one item at most and each is spread over goals
+and cells as the sample is. Each annotator sees their items in their own seeded random order.
 """
 
 from __future__ import annotations
@@ -74,9 +75,20 @@ def assign(
     """Each annotator's items in the order they will see them, each with whether it is shared."""
     shared_n = 0 if len(annotators) == 1 else round(overlap * len(sample))
     shared, rest = sample[:shared_n], sample[shared_n:]
+    dealt: dict[str, list[ItemKey]] = {name: [] for name in annotators}
+    in_cell: dict[tuple[str, str, str], int] = defaultdict(int)
+    in_goal: dict[tuple[str, str], int] = defaultdict(int)
+    for item in rest:  # to whoever has fewest in all, then of its goal, then of its cell
+        name = min(
+            annotators,
+            key=lambda a: (len(dealt[a]), in_goal[(a, item.goal)], in_cell[(a, item.set, item.scenario)]),
+        )
+        dealt[name].append(item)
+        in_cell[(name, item.set, item.scenario)] += 1
+        in_goal[(name, item.goal)] += 1
     out: dict[str, list[tuple[ItemKey, bool]]] = {}
-    for k, name in enumerate(annotators):
-        mine = [(it, True) for it in shared] + [(it, False) for it in rest[k :: len(annotators)]]
+    for name in annotators:
+        mine = [(it, True) for it in shared] + [(it, False) for it in dealt[name]]
         random.Random(f"{seed}:order:{name}").shuffle(mine)
         out[name] = mine
     return out
