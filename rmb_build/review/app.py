@@ -7,7 +7,8 @@ served, then redirects to it.
 
 Who may in: the annotator's name must be planned in ``review.db``; when the server listens beyond
 loopback every request also needs the annotator's token (``?t=``; only its sha256 is stored), else
-403. POSTs carry a per-annotator form token (an HMAC of the name under a secret kept in ``review.db``)
+403; on loopback the ``Host`` must be a loopback name (a site rebound to 127.0.0.1 gets 400). POSTs
+carry a per-annotator form token (an HMAC of the name under a secret kept in ``review.db``)
 and are refused when the browser says they come from another site (``Origin``, ``Sec-Fetch-Site``).
 The item a POST names is its position in the annotator's own queue, looked up in the database; nothing
 from a request becomes a path. Every page is served with a Content-Security-Policy that allows only this
@@ -24,6 +25,7 @@ from urllib.parse import parse_qs, quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -48,6 +50,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
 }
 STATIC = {"review.css": "text/css", "review.js": "text/javascript"}
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def token_hash(token: str) -> str:
@@ -247,7 +250,10 @@ def create_app(page: ReviewPage) -> Starlette:
         Route("/a/{name}/undo", undo, methods=["POST"]),
         *(Route(f"/static/{file}", static(file)) for file in STATIC),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+    if not page.require_token:  # on loopback, no other Host: a page of another site rebound to 127.0.0.1 gets 400
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_NAMES))
+    return app
 
 
 __all__ = ["ReviewPage", "create_app", "token_hash"]
