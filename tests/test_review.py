@@ -171,6 +171,10 @@ def test_page_shows_item_html_as_text_and_hides_who_wrote_what(tmp_path):
 
 
 def test_non_loopback_needs_the_token_and_posts_need_the_form_token(tmp_path):
+    from starlette.testclient import TestClient
+
+    from rmb_build.review.app import create_app
+
     page, tokens, client = _page(tmp_path, require_token=True)
     assert client.get("/a/ann").status_code == 403
     assert client.get("/a/ann", params={"t": tokens["bob"]}).status_code == 403
@@ -196,6 +200,16 @@ def test_non_loopback_needs_the_token_and_posts_need_the_form_token(tmp_path):
     assert len(page.store.labels()) == 1
     stored = page.store.token_hashes()
     assert tokens["ann"] not in json.dumps(stored) and all(len(h) == 64 for h in stored.values())
+    rel = read_rmb_release(tmp_path / "rel")
+    again = Settings([], None, None, None)
+    assert open_session(str(tmp_path / "review.db"), rel, "rel", again, require_token=True)[1] == {
+        "ann": None,
+        "bob": None,
+    }  # a token is printed once: a restart keeps the links and shows none
+    fresh, new = open_session(str(tmp_path / "review.db"), rel, "rel", again, require_token=True, new_tokens=True)
+    renewed = TestClient(create_app(fresh), base_url="http://10.1.2.3:8765")
+    assert renewed.get("/a/ann", params={"t": tokens["ann"]}).status_code == 403
+    assert renewed.get("/a/ann", params={"t": new["ann"]}).status_code == 200
 
 
 def _labels(store, rel, votes):
