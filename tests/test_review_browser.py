@@ -224,6 +224,10 @@ def test_two_annotators_label_by_keyboard_through_a_kill_and_the_export_matches(
     for key, choice in agreed.items():
         if choice in ("chosen", "best"):
             assert gold[key] == original[key]
+        elif choice == "rejected":
+            assert (gold[key].chosen, gold[key].rejected) == (original[key].rejected, original[key].chosen)
+        else:
+            assert gold[key].best == original[key].losers[int(choice.split(":")[1])]
 
     import yaml
     from reliability_helpers import build_config, write_queries
