@@ -35,6 +35,7 @@ COMMANDS = {
     "classify-eval": "accuracy of the offline scenario classifier on a labelled release",
     "contamination": "release prompts that are near-duplicates of a training set's",
     "judge-check": "agreement of a build's judge (and guard) with a labelled release's pairs",
+    "review": "people label a release's items on a local page; their labels become agreement figures and gold",
     "cache": "inspect and prune the LLM response cache",
     "serve": "run the embedded local model server in the foreground",
 }

@@ -35,9 +35,17 @@ def markdown() -> str:
             os.environ["XDG_CACHE_HOME"] = saved
     out = [HEADER]
     for name, sub in _subparsers(parser).items():
-        sub.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=84, max_help_position=30)
-        out += [f"## `rmb {name}`", "", COMMANDS.get(name, ""), "", "```text", sub.format_help().rstrip(), "```", ""]
+        out += _section(f"rmb {name}", sub, "##", COMMANDS.get(name, ""))
     return "\n".join(out)
+
+
+def _section(title: str, parser: argparse.ArgumentParser, level: str, help_text: str) -> list[str]:
+    """A command's help, then each of its actions' (``rmb cache stats``, ``rmb review serve``) one level down."""
+    parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=84, max_help_position=30)
+    out = [f"{level} `{title}`", "", help_text, "", "```text", parser.format_help().rstrip(), "```", ""]
+    for action, sub in _subparsers(parser).items():
+        out += _section(f"{title} {action}", sub, level + "#", sub.description or "")
+    return out
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ EXPECTED = {
     "unknown_scenario": [("pairwise", "12")],
     "bad_turns": [("pairwise", "9")],
     "near_duplicate_prompt": [("pairwise", "11")],
+    "human_disagrees": [],  # only from people's labels (--review): tests/test_review.py
 }
 
 

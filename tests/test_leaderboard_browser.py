@@ -7,46 +7,13 @@ the official sample (skipped where ../shared is absent). Screenshots go to each 
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+from browser_helpers import browser  # noqa: F401 (a fixture)
 from leaderboard_helpers import load_results, own_site, sample_site
 
 from rmb_build.evaluate.compare import compare
 from rmb_build.leaderboard.entries import CELLS, MEAN, cells
 from rmb_build.leaderboard.ranking import ALPHA
-
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.skip("Chromium or chromedriver not installed (.ci/run installs Debian's chromium and chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (pip install -e '.[test]')")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture(scope="module", params=["own", "sample"])

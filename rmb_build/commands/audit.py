@@ -1,5 +1,5 @@
-"""``rmb audit RELEASE [--json OUT] [--strict] [--fix OUT_DIR] [--no-embeddings | --embeddings DIR]``: find a
-release's defects."""
+"""``rmb audit RELEASE [--json OUT] [--strict] [--fix OUT_DIR] [--review LABELS] [--no-embeddings | --embeddings DIR]``:
+find a release's defects."""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=0.95,
         metavar="COS",
         help="cosine at or above which two prompts are near-duplicates (default 0.95)",
+    )
+    parser.add_argument(
+        "--review",
+        metavar="LABELS",
+        help="people's labels of the release (labels.jsonl from 'rmb review export'): items they overruled "
+        "or flagged are human_disagrees defects (which --fix removes)",
     )
     add_embedding_options(parser)
 
@@ -85,8 +91,20 @@ def run(args: argparse.Namespace) -> int:
     release = open_rmb(args.release, strict=False)
     if args.fix:
         _check_fix_target(Path(args.fix), release)  # before the slow part: fail early
+    review = None
+    if args.review:
+        from rmb_build.release.review_labels import human_verdicts, read_labels
+
+        review = human_verdicts(read_labels(args.review))
     store = None if args.no_embeddings else embedding_store(args)
-    report = audit_release(release, near_duplicates=not args.no_embeddings, near_threshold=args.threshold, embed=store)
+    report = audit_release(
+        release, near_duplicates=not args.no_embeddings, near_threshold=args.threshold, embed=store, review=review
+    )
+    if review is not None:
+        known = {(it.set_name, str(it.uid)) for it in release.items()}
+        missing = [f"{s}/{u}" for s, u in review if (s, u) not in known]
+        if missing:
+            print(f"note: {len(missing)} overruled or flagged items of {args.review} are not in this release")
     print(format_table(report))
     report_store(store)
     if args.json:

@@ -1,4 +1,4 @@
-"""``rmb publish RELEASE --repo-id ORG/NAME [--license ID] [--private] [--dry-run --out DIR]``.
+"""``rmb publish RELEASE --repo-id ORG/NAME [--license ID] [--private] [--review AGREEMENT] [--dry-run --out DIR]``.
 
 Writes the release's Hugging Face form (Parquet per configuration + dataset card) and pushes it.
 The Hugging Face token comes from ``HF_TOKEN`` or the Hugging Face login and is never written.
@@ -32,6 +32,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="write what would be pushed to --out, push nothing")
     parser.add_argument("--out", metavar="DIR", help="where to write the Hugging Face form (required with --dry-run)")
     parser.add_argument(
+        "--review",
+        metavar="AGREEMENT",
+        help="people's agreement with the release's labels (agreement.json from 'rmb review export') for the card",
+    )
+    parser.add_argument(
         "--no-embeddings",
         action="store_true",
         help="audit without the embedding model (near-duplicates only when equal)",
@@ -52,6 +57,23 @@ def _check_out(out: Path) -> None:
             )
 
 
+def _review(path: str, release) -> dict:
+    """agreement.json, refused unless it is of this very release (its sha256)."""
+    from rmb_build.core.errors import InputError
+    from rmb_build.release.provenance import release_sha256
+    from rmb_build.release.rmb_format import load_json_file
+
+    if not Path(path).is_file():
+        raise InputError(path, "no such file")
+    review = load_json_file(Path(path), path)
+    recorded = (review.get("release") or {}).get("sha256") if isinstance(review, dict) else None
+    if not recorded:
+        raise InputError(path, "not an agreement.json of 'rmb review export' (no release sha256)", field="release")
+    if recorded != release_sha256(release):
+        raise InputError(path, f"its labels are of another release (sha256 {recorded[:12]})", field="release")
+    return review
+
+
 def run(args: argparse.Namespace) -> int:
     from rmb_build.benchmarks.formats import open_rmb
     from rmb_build.core.errors import RMBError
@@ -67,9 +89,12 @@ def run(args: argparse.Namespace) -> int:
         _check_out(Path(args.out))
     release = open_rmb(args.release)
     check_card_license(card_license(release.manifest, args.license).header())  # refuse before the slow audit
+    review = _review(args.review, release) if args.review else None
     annotations = release.annotations()
     report = audit_release(release, near_duplicates=not args.no_embeddings)
-    card = render_card(release, repo_id=args.repo_id, license=args.license, audit=report, annotations=annotations)
+    card = render_card(
+        release, repo_id=args.repo_id, license=args.license, audit=report, annotations=annotations, review=review
+    )
     if args.out:
         written = write_hf_release(release, args.out, card, annotations=annotations)
         print(f"wrote {len(written)} files to {args.out} ({report.total} audit defects noted in the card)")

@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from graphlib import CycleError, TopologicalSorter
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
@@ -56,6 +56,7 @@ class AuditContext:
     checks: dict[str, Any]
     embed: Callable[[Sequence[str]], Any] | None = None  # texts -> unit rows; None: the default encoder
     items: "_Items" = field(default_factory=lambda: _Items())  # every item added so far, by order
+    review: Mapping[tuple[str, str], dict] | None = None  # people's verdicts (review_labels.human_verdicts)
 
 
 def _named_item(entry: dict) -> list[dict]:
@@ -755,6 +756,23 @@ class _NearDuplicates:
         return out
 
 
+@defect(
+    "human_disagrees",
+    "an item people overruled (their strict majority picked the release's losing answer) or flagged "
+    "(wrong scenario, harmful answer preferred, answer cut off, prompt leaked, not English), from "
+    "`rmb review`'s labels.jsonl given as `--review`; none when no review is given.",
+)
+def _human_disagrees(ctx: AuditContext, e: _Entry) -> dict | None:
+    verdict = (ctx.review or {}).get((e.item.set_name, str(e.item.uid)))
+    if verdict is None:
+        return None
+    said = []
+    if verdict["overruled"]:
+        said.append(f"people's majority chose {verdict['majority']} ({verdict['labels']} labels)")
+    said += [f"flagged {flag} by {', '.join(who)}" for flag, who in verdict["flags"].items()]
+    return _defect(e, "; ".join(said), majority=verdict["majority"], flags=sorted(verdict["flags"]))
+
+
 DEFECT_KINDS = tuple(KINDS)  # every kind declared above, in report order
 
 
@@ -777,6 +795,7 @@ class StreamingAudit:
         near_threshold: float = 0.95,
         leak_patterns: Iterable[str] | None = None,
         embed: Callable[[Sequence[str]], Any] | None = None,
+        review: Mapping[tuple[str, str], dict] | None = None,
     ):
         patterns = (
             load_leak_patterns()
@@ -785,7 +804,11 @@ class StreamingAudit:
         )
         self._report = AuditReport(release=name)
         self._report.checks["leak_patterns"] = len(patterns)
-        ctx = AuditContext(patterns, near_duplicates, near_threshold, self._report.notes, self._report.checks, embed)
+        ctx = AuditContext(
+            patterns, near_duplicates, near_threshold, self._report.notes, self._report.checks, embed, review=review
+        )
+        if review is not None:
+            self._report.checks["review_items"] = len(review)
         self._items = ctx.items
         self._collectors = {k.name: k.collector(ctx) for k in KINDS.values()}
         self._identity = lru_cache(maxsize=TEXT_MEMO)(identity)
@@ -824,15 +847,18 @@ def audit_release(
     near_threshold: float = 0.95,
     leak_patterns: Iterable[str] | None = None,
     embed: Callable[[Sequence[str]], Any] | None = None,
+    review: Mapping[tuple[str, str], dict] | None = None,
 ) -> AuditReport:
     """Every defect of ``release`` (read it with ``strict=False`` so that defective releases load);
-    the options are ``StreamingAudit``'s."""
+    the options are ``StreamingAudit``'s (``review``: people's verdicts per (set, uid), from
+    ``review_labels.human_verdicts``)."""
     audit = StreamingAudit(
         release.name,
         near_duplicates=near_duplicates,
         near_threshold=near_threshold,
         leak_patterns=leak_patterns,
         embed=embed,
+        review=review,
     )
     for (set_name, scenario_id), items in release.files.items():
         file = set_file(set_name, scenario_id)

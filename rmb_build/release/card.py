@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from rmb_build.core.errors import RMBError
+from rmb_build.core.intervals import FEW_MARK, few_items
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.core.text import fill
 from rmb_build.release.audit import DEFECT_KINDS, AuditReport, defects_phrase
@@ -348,8 +349,53 @@ def _harm_evidence(harm: dict) -> str:
     )
 
 
-def _label_checks(manifest: dict) -> str:
-    """How far the labels can be trusted: the judge against gold labels, and where goals came from."""
+def _figure(fig: dict | None) -> list[str]:
+    """agreement (marked when over few items), n, interval."""
+    if not fig:
+        return ["—", "0", "—"]
+    lo, hi = fig["ci95"]
+    return [f"{fig['value']:.3f}{FEW_MARK if few_items(fig['n']) else ''}", str(fig["n"]), f"{lo:.3f}-{hi:.3f}"]
+
+
+def _people(review: dict) -> str:
+    """People's labels of this release (``rmb review export``'s agreement.json) as the card says them."""
+    rows = []
+    who = {"people's majority": review.get("majority", {})}
+    who.update({f"annotator {name}": v for name, v in review.get("annotators", {}).items()})
+    for label, figures in who.items():
+        for set_name in (PAIRWISE_SET, BON_SET):
+            f = figures.get(set_name)
+            if not f:
+                continue
+            rows.append([label, set_name, "overall", *_figure(f.get("overall"))])
+            rows += [[label, set_name, g, *_figure(v)] for g, v in f.get("goals", {}).items()]
+    between = []
+    for set_name, entry in review.get("between_people", {}).items():
+        alpha = entry.get("krippendorff_alpha", {})
+        said = f"{alpha['value']:.3f}" if alpha.get("value") is not None else alpha.get("note", "not measured")
+        between.append(f"{set_name}: Krippendorff's alpha {said} over {alpha.get('units', 0)} items")
+        kappa = entry.get("cohen_kappa")
+        if kappa:
+            said = f"{kappa['value']:.3f}" if kappa.get("value") is not None else kappa.get("note", "")
+            between.append(f"{set_name}: Cohen's kappa {said} over {kappa.get('n', 0)} items")
+    gold = review.get("gold", {})
+    text = (
+        f"**People against this release's labels.** {review.get('labels', 0)} labels by people of "
+        f"{review.get('items', 0)} items of this release (`rmb review`): agreeing with the release's "
+        "chosen or best answer counts 1, the other side 0, a tie 0.5 (both unacceptable, skipped and "
+        "can't-judge labels are left out), with a 95% interval (Clopper-Pearson, never of zero width). "
+        f"Items where the people's majority overruled the release: {len(review.get('overruled', []))}; "
+        f"items two or more people agreed on (the review's gold release): {gold.get('items', 0)}."
+    )
+    if rows:
+        text += "\n\n" + _table(["who", "set", "group", "agreement", "n", "95% interval"], rows)
+    text += "\n\nBetween people: " + ("; ".join(between) if between else "no item was labelled by two people") + "."
+    return text
+
+
+def _label_checks(manifest: dict, review: dict | None = None) -> str:
+    """How far the labels can be trusted: the judge against gold labels, people against this release's
+    labels (when a review is given), and where goals came from."""
     from rmb_build.release.gold_report import table, verdict_on_chance
 
     parts = []
@@ -370,6 +416,8 @@ def _label_checks(manifest: dict) -> str:
             "The judge's agreement with human-labelled pairs was not measured for this release "
             "(no `judge.gold` in its build config)."
         )
+    if review:
+        parts.append(_people(review))
     routing = manifest.get("routing")
     if isinstance(routing, dict):
         items = routing.get("items", {})
@@ -486,8 +534,10 @@ def render_card(
     audit: AuditReport | dict | None = None,
     annotations: list[dict] | None = None,
     title: str | None = None,
+    review: dict | None = None,
 ) -> str:
-    """The full ``README.md``: YAML header, then the text of ``prompts/dataset_card.md`` filled in.
+    """The full ``README.md``: YAML header, then the text of ``prompts/dataset_card.md`` filled in
+    (``review``: ``rmb review export``'s agreement.json, people's agreement with the labels).
 
     Raises RMBError (``card_license``, ``check_card_license``) when nothing names a licence or the
     card's licence would not be valid on the Hub.
@@ -514,7 +564,7 @@ def render_card(
         judges=_judges(release, annotations),
         audit=_audit(audit),
         sources=_sources(sources) + _licence_text(lic),
-        label_checks=_label_checks(release.manifest or {}),
+        label_checks=_label_checks(release.manifest or {}, review),
         selection=_selection(release.manifest or {}),
         cast=_cast(release.manifest or {}),
         license=lic.name if lic.other else lic.id if isinstance(lic.id, str) else ", ".join(lic.id),
