@@ -241,6 +241,7 @@ def test_export_writes_labels_figures_and_a_gold_release_audit_finds_the_overrul
     out = tmp_path / "out"
     assert main(["review", "export", "--db", str(tmp_path / "review.db"), "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
+    rows += [json.loads(line) for line in (out / "unjudged.jsonl").read_text().splitlines()]
     assert len(rows) == sum(len(v) for v in votes.values())
     assert len({(r["set"], r["uid"], r["annotator"]) for r in rows}) == len(rows)
     assert set(rows[0]) >= {"set", "uid", "annotator", "choice", "flags", "note", "time"}
@@ -304,6 +305,9 @@ def test_export_writes_labels_figures_and_a_gold_release_audit_finds_the_overrul
     assert not found & fixed and len(fixed) == len(original) - audit["items_flagged"]
     assert main(["audit", str(rel_dir), "--no-embeddings", "--json", str(tmp_path / "plain.json")]) == 0
     assert json.loads((tmp_path / "plain.json").read_text())["counts"]["human_disagrees"] == 0
+    # labels.jsonl holds only the contract's choices; skip and can't-judge are in unjudged.jsonl, and both are read
+    judged = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
+    assert "skip" not in {r["choice"] for r in judged} and [r["choice"] for r in rows if r not in judged] == ["skip"]
     assert len(read_labels(out / "labels.jsonl")) == len(rows)
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({**rows[0], "choice": "loser:0"}) + "\n")

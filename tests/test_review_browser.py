@@ -189,8 +189,12 @@ def test_two_annotators_label_by_keyboard_through_a_kill_and_the_export_matches(
     out = tmp_path / "out"
     assert main(["review", "export", "--db", str(db), "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
-    got = {(r["set"], r["uid"], r["annotator"]): r["choice"] for r in rows}
-    assert len(rows) == len(got) == 30 and got == expected
+    unjudged = [json.loads(line) for line in (out / "unjudged.jsonl").read_text().splitlines()]
+    assert {r["choice"] for r in rows}.isdisjoint({"skip", "cant_judge"}) and {r["choice"] for r in unjudged} == {
+        "skip"
+    }
+    got = {(r["set"], r["uid"], r["annotator"]): r["choice"] for r in rows + unjudged}
+    assert len(rows) + len(unjudged) == len(got) == 30 and got == expected
 
     # independent figures from what the test pressed
     per_item = defaultdict(dict)

@@ -5,7 +5,10 @@ A label names its item by ``(set, uid)`` and says, in the release's own terms wh
 showed the answers in: pairwise ``chosen`` | ``rejected`` | ``tie`` | ``both_bad``; Best-of-N ``best`` |
 ``loser:<i>`` (an index into ``loser_list``) | ``tie`` | ``both_bad``. ``skip`` and ``cant_judge`` are
 kept too (a person saw the item and said nothing about its answers): they are excluded from every
-figure and counted. ``flags`` name what the audit cannot see (``FLAGS``).
+figure and counted, and written to ``unjudged.jsonl`` beside ``labels.jsonl`` (same fields), so that
+``labels.jsonl`` holds only the choices the contract names; ``read_labels`` reads both, so the flags of
+a can't-judge label (``not_english``, say) still reach the audit. ``flags`` name what the audit cannot
+see (``FLAGS``).
 
 Against the release: agreeing with ``chosen`` or ``best`` counts 1, the other side 0, ``tie`` 0.5;
 ``both_bad``, ``skip`` and ``cant_judge`` give no outcome. The people's majority of an item is the
@@ -19,6 +22,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from rmb_build.core.errors import InputError
@@ -26,6 +30,7 @@ from rmb_build.core.jsonl import read_jsonl_objects
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, SETS
 
 LABELS_FILE = "labels.jsonl"
+UNJUDGED_FILE = "unjudged.jsonl"  # skip and can't-judge labels, beside LABELS_FILE
 TIE, BOTH_BAD, SKIP, CANT_JUDGE = "tie", "both_bad", "skip", "cant_judge"
 NOT_JUDGED = (SKIP, CANT_JUDGE)
 PAIRWISE_CHOICES = ("chosen", "rejected", TIE, BOTH_BAD)
@@ -173,11 +178,14 @@ def label_from_json(row: Mapping, path: str = LABELS_FILE, n: int = 0) -> Label:
 
 
 def read_labels(path: str | os.PathLike) -> list[Label]:
-    """Every label of a ``labels.jsonl``; a second label of one (set, uid, annotator) replaces the first."""
+    """Every label of a ``labels.jsonl`` and of the ``unjudged.jsonl`` beside it, where there is one; a
+    second label of one (set, uid, annotator) replaces the first."""
     kept: dict[tuple[str, str, str], Label] = {}
-    for n, row in read_jsonl_objects(path):
-        label = label_from_json(row, str(path), n)
-        kept[(label.set, label.uid, label.annotator)] = label
+    unjudged = Path(path).with_name(UNJUDGED_FILE)
+    for file in [Path(path), *([unjudged] if unjudged.is_file() and unjudged != Path(path) else [])]:
+        for n, row in read_jsonl_objects(file):
+            label = label_from_json(row, str(file), n)
+            kept[(label.set, label.uid, label.annotator)] = label
     return list(kept.values())
 
 
@@ -216,5 +224,6 @@ __all__ = [
     "outcome",
     "overrules",
     "read_labels",
+    "UNJUDGED_FILE",
     "valid_choice",
 ]

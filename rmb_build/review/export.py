@@ -1,5 +1,6 @@
-"""``rmb review export``: ``labels.jsonl``, ``agreement.json`` + ``agreement.md`` and ``gold/``, an RMB-layout
-release of the items people agreed on.
+"""``rmb review export``: ``labels.jsonl`` (the judging labels: the choices ``../shared/INTERFACES.md`` names),
+``unjudged.jsonl`` (skip and can't-judge, same fields), ``agreement.json`` + ``agreement.md`` and ``gold/``,
+an RMB-layout release of the items people agreed on.
 
 An item is gold when at least two people gave it a judging label and more than half of those agree
 on one answer: pairwise ``chosen`` (the item as it is) or ``rejected`` (chosen and rejected swapped);
@@ -16,7 +17,16 @@ from pathlib import Path
 from rmb_build.core import atomic
 from rmb_build.core.items import BonItem, Item, PairwiseItem
 from rmb_build.release.read import Release
-from rmb_build.release.review_labels import LABELS_FILE, Label, bon_choice_index, by_item, judging, majority
+from rmb_build.release.review_labels import (
+    LABELS_FILE,
+    NOT_JUDGED,
+    UNJUDGED_FILE,
+    Label,
+    bon_choice_index,
+    by_item,
+    judging,
+    majority,
+)
 from rmb_build.release.write import write_release
 from rmb_build.review import agreement as figures
 from rmb_build.review.store import ReviewStore
@@ -82,7 +92,8 @@ def export(store: ReviewStore, release: Release, out: str | os.PathLike) -> dict
     out = Path(out)
     labels = store.labels()
     items = store.items()
-    atomic.write_jsonl(out / LABELS_FILE, [lb.to_json() for lb in labels])
+    atomic.write_jsonl(out / LABELS_FILE, [lb.to_json() for lb in labels if lb.choice not in NOT_JUDGED])
+    atomic.write_jsonl(out / UNJUDGED_FILE, [lb.to_json() for lb in labels if lb.choice in NOT_JUDGED])
     report = figures.agreement(labels, items)
     report["release"] = {"name": meta.get("release_name", release.name), "sha256": sha}
     gold, notes = gold_release(release, labels)
