@@ -109,15 +109,17 @@ def _key_for(driver, set_name: str, choice: str) -> str:
 
 
 def _press(driver, key: str) -> None:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.support.ui import WebDriverWait
 
     before = driver.find_element("id", "progress").text
     ActionChains(driver).send_keys(key).perform()
-    WebDriverWait(driver, 20, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
-        lambda d: d.find_element("id", "progress").text != before
-    )
+    # The key posts and the next page replaces the document: while it does, a lookup may hit the old one
+    # (stale element, or Chromium's "node does not belong to the document"); wait for the new, loaded page.
+    wait = WebDriverWait(driver, 20, ignored_exceptions=(WebDriverException,))
+    wait.until(lambda d: d.find_element("id", "progress").text != before)
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def _label_one(driver, name: str, expected: dict, screenshots: list) -> bool:
