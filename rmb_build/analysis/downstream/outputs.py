@@ -134,6 +134,15 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def plot_label(key: str) -> str:
+    """An RM's name on a plot: a ``python:`` or ``scores:`` spec shows its file's name, not its folders
+    (downstream.json and report.md keep the whole spec)."""
+    kind, sep, rest = key.partition(":")
+    if kind in ("python", "scores") and sep and "/" in rest:
+        return f"{kind}:{rest.rsplit('/', 1)[1]}"
+    return key
+
+
 def write_scatter(result: Mapping[str, Any], path: Path) -> Path | None:
     """The first correlated figure against the downstream score: labelled points, least-squares line, r in the title."""
     corr = primary(result)
@@ -160,7 +169,11 @@ def write_scatter(result: Mapping[str, Any], path: Path) -> Path | None:
         colour = "#999999" if grader else "#1f77b4"
         ax.errorbar([x], [y], yerr=yerr, fmt="o", color=colour, ecolor=colour, elinewidth=0.8, capsize=3, zorder=3)
         ax.annotate(
-            key + (" (grader)" if grader else ""), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7
+            plot_label(key) + (" (grader)" if grader else ""),
+            (x, y),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=7,
         )
     used = [(x, y) for _, x, y, g in points if not g]
     if len(used) >= 2 and len({x for x, _ in used}) > 1:
@@ -195,7 +208,7 @@ def write_curves(result: Mapping[str, Any], path: Path) -> Path:
     ks = [int(k) for k in result["oracle"]["best_of_k"]]
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
     for key, r in sorted(result["rms"].items()):
-        ax.plot(ks, [r["best_of_k"][str(k)] for k in ks], marker="o", markersize=3, label=key)
+        ax.plot(ks, [r["best_of_k"][str(k)] for k in ks], marker="o", markersize=3, label=plot_label(key))
     ax.plot(ks, [result["oracle"]["best_of_k"][str(k)] for k in ks], "k--", label="oracle (best grade)")
     ax.plot(ks, [result["random"]["best_of_k"][str(k)] for k in ks], "k:", label="random pick")
     ax.set_xscale("log", base=2)
