@@ -168,6 +168,8 @@ def test_page_shows_item_html_as_text_and_hides_who_wrote_what(tmp_path):
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert HOSTILE not in r.text
     assert client.get("/a/ann", headers={"host": "rebound.example:8765"}).status_code == 400
+    assert client.get("/a/ann", headers={"host": "[::2]:8765"}).status_code == 400
+    assert client.get("/a/ann", headers={"host": "[::1]:8765"}).status_code == 200  # IPv6 loopback
 
 
 def test_non_loopback_needs_the_token_and_posts_need_the_form_token(tmp_path):

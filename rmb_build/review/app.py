@@ -21,14 +21,15 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from typing import Mapping
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
-from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Item, PairwiseItem
@@ -50,7 +51,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
 }
 STATIC = {"review.css": "text/css", "review.js": "text/javascript"}
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
 def token_hash(token: str) -> str:
@@ -252,8 +253,30 @@ def create_app(page: ReviewPage) -> Starlette:
     ]
     app = Starlette(routes=routes)
     if not page.require_token:  # on loopback, no other Host: a page of another site rebound to 127.0.0.1 gets 400
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_NAMES))
+        app.add_middleware(LoopbackHostOnly)
     return app
+
+
+def host_name(host_header: str) -> str:
+    """The name in a ``Host`` header, without its port; an IPv6 address keeps its brackets off
+    (``[::1]:8000`` -> ``::1``)."""
+    return (urlsplit(f"//{host_header}").hostname or "") if host_header else ""
+
+
+class LoopbackHostOnly:
+    """ASGI middleware answering 400 to any request whose ``Host`` is not a loopback name (IPv6 included:
+    Starlette's TrustedHostMiddleware cuts ``[::1]:8000`` at its first colon)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            host = Headers(scope=scope).get("host", "")
+            if host_name(host) not in LOOPBACK_NAMES:
+                await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 __all__ = ["ReviewPage", "create_app", "token_hash"]
