@@ -19,6 +19,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rmb-test-prefect-"))
+# One trained default classifier for the whole session, its subprocesses included (as a user's cache
+# keeps it between runs); tests of that cache point it elsewhere.
+os.environ.setdefault("RMB_CLASSIFIER_CACHE", tempfile.mkdtemp(prefix="rmb-test-classifiers-"))
 # Tests move $XDG_CACHE_HOME (below); the Hugging Face cache stays where it was.
 os.environ.setdefault(
     "HF_HOME", os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")

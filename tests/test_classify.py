@@ -7,6 +7,7 @@ import functools
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from rmb_build.cli import main
@@ -109,6 +110,30 @@ def test_predictions_abstain_below_the_threshold_and_classify_applies_them():
     assert [q.id for q in out] == [q.id for q in queries]
     strict = classify(queries, clf, min_confidence=1.0)
     assert all(q.scenario_id is None and q.confidence is not None for q in strict)
+
+
+def test_a_trained_classifier_is_kept_between_processes_and_read_back_exactly(tmp_path, monkeypatch, caplog):
+    from rmb_build.core.prompting import prompt_hash
+    from rmb_build.stages import classify as mod
+
+    monkeypatch.setenv("RMB_CLASSIFIER_CACHE", str(tmp_path))
+    small = _small_classifier()
+    key = mod._default_key(small.encoder, small.backend, prompt_hash(mod.TAXONOMY_FILE))
+    path = tmp_path / f"default-{key}.npz"
+    mod._save_logistic(path, small.model, small.threshold)
+    # what the next process's default classifier is: the kept one (eight scenarios), not a new fit of 49
+    kept = mod._train_default(small.encoder, small.backend, prompt_hash(mod.TAXONOMY_FILE), None)
+    assert kept.labels == small.labels and kept.threshold == small.threshold
+    texts = [classifier_text((Turn("user", t),)) for t in HELD_OUT_SAMPLE]
+    assert np.array_equal(kept.predict_proba(texts), small.predict_proba(texts))  # bit for bit
+    assert kept.fingerprint() != small.fingerprint()  # trained_on names the taxonomy, not the examples
+    # another encoder, taxonomy or code is another key; a damaged file is trained again, with a warning
+    assert mod._default_key(small.encoder, "onnx", "x") != key
+    path.write_bytes(b"not an npz")
+    with caplog.at_level("WARNING"):
+        assert mod._load_logistic(path) is None
+    assert "unreadable trained classifier" in caplog.text
+    assert mod._load_logistic(tmp_path / "absent.npz") is None
 
 
 HELD_OUT_SAMPLE = [

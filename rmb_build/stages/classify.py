@@ -16,16 +16,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import io
+import logging
+import os
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 import yaml
 
+from rmb_build.core import atomic
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Turn
+from rmb_build.core.paths import user_cache_dir
 from rmb_build.core.prompting import load_prompt, prompt_hash
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
@@ -33,6 +40,7 @@ from rmb_build.core.text import last_user_turn
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 
 TAXONOMY_FILE = "taxonomy.yaml"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,10 +314,74 @@ def default_training_set() -> tuple[list[str], list[str]]:
 
 
 def _train_default(encoder: str, backend: str, taxonomy_hash: str, embed: Embed | None) -> EmbeddingClassifier:
+    """The default classifier, from ``trained_classifier_dir()`` when this taxonomy, encoder, code and
+    scikit-learn trained it before (in any process), else trained here and kept there."""
+    trained_on = f"taxonomy.yaml@{taxonomy_hash}"
+    path = trained_classifier_dir() / f"default-{_default_key(encoder, backend, taxonomy_hash)}.npz"
+    saved = _load_logistic(path)
+    if saved is not None:
+        model, threshold = saved
+        return EmbeddingClassifier(model, encoder, trained_on, threshold, backend, embed)
     texts, labels = default_training_set()
-    return EmbeddingClassifier.fit(
-        texts, labels, encoder, trained_on=f"taxonomy.yaml@{taxonomy_hash}", backend=backend, embed=embed
+    clf = EmbeddingClassifier.fit(texts, labels, encoder, trained_on=trained_on, backend=backend, embed=embed)
+    _save_logistic(path, clf.model, clf.threshold)
+    return clf
+
+
+def trained_classifier_dir() -> Path:
+    """Where trained default classifiers are kept between processes: ``$RMB_CLASSIFIER_CACHE``, else
+    ``<user cache>/classifiers``. Training embeds the taxonomy's ~1,500 examples and cross-validates the
+    abstention threshold (tens of seconds on a laptop's CPU); every later ``rmb`` process reads the
+    result (a few hundred KB)."""
+    return Path(os.environ.get("RMB_CLASSIFIER_CACHE") or user_cache_dir() / "classifiers")
+
+
+def _default_key(encoder: str, backend: str, taxonomy_hash: str) -> str:
+    """Changes whenever the trained classifier could: the taxonomy, the encoder, this module's code
+    (the fit, the threshold's cross-validation) and the numeric libraries' versions."""
+    import sklearn
+
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for part in (taxonomy_hash, model_fingerprint(encoder, backend), sklearn.__version__, np.__version__):
+        digest.update(b"\0" + part.encode())
+    return digest.hexdigest()[:32]
+
+
+def _save_logistic(path: Path, model: Any, threshold: float) -> None:
+    """The fitted logistic regression's arrays and the threshold as a plain .npz (no pickle); a cache
+    that cannot be written only costs the next process a new fit."""
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        coef=model.coef_,
+        intercept=model.intercept_,
+        classes=np.asarray([str(c) for c in model.classes_]),
+        n_iter=model.n_iter_,
+        C=np.float64(model.C),
+        threshold=np.float64(threshold),
     )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_bytes(path, buffer.getvalue())
+    except OSError as exc:
+        log.debug("trained classifier not kept at %s: %s", path, exc)
+
+
+def _load_logistic(path: Path) -> tuple[Any, float] | None:
+    """(model, threshold) saved by ``_save_logistic``, or None when absent or unreadable (trained again)."""
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            model = _logistic(float(saved["C"]))
+            model.coef_, model.intercept_ = saved["coef"], saved["intercept"]
+            model.classes_, model.n_iter_ = saved["classes"], saved["n_iter"]
+            model.n_features_in_ = model.coef_.shape[1]
+            threshold = float(saved["threshold"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        log.warning("%s: unreadable trained classifier (%s): training again", path, exc)
+        return None
+    return model, threshold
 
 
 def classify(queries: Sequence[Query], clf: Classifier, min_confidence: float = 0.0) -> list[Query]:
