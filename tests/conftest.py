@@ -11,6 +11,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ROOT = REPO.parent / "shared" / "rmb-sample" / "RMB_dataset"
 
+# One thread per process for torch's and BLAS's math (subprocesses inherit it): the suite must keep its
+# time while other processes keep every core busy, and there a second OpenMP thread that spins at every
+# barrier while descheduled makes an encoder pass two to three times slower (measured on 2 busy cores:
+# 600 texts in 13-17 s with two threads, 6-7 s with one; idle, 2.5 s against 4.2 s).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # Offline and quiet before anything imports huggingface or prefect.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
