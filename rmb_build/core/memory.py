@@ -141,8 +141,21 @@ class HeapTrimmer:
 
 
 def give_back() -> None:
-    """Collect garbage and return the allocator's free pages to the system (between stages)."""
+    """Collect garbage and return the allocator's free pages to the system (between stages and chains).
+
+    What survives the collection is frozen (``gc.freeze``): later collections skip it, so each costs
+    what was made since, not the ~500,000 long-lived objects of torch and transformers (a full
+    collection over those took 0.33 s here, and a build hands back after every stage and chain:
+    7.5 of a small build's 8.3 s). Frozen objects are still freed by reference counting as soon as
+    nothing holds them; only a cycle that became garbage after being frozen waits for ``thaw``, which
+    the build calls when it ends."""
     gc.collect()
+    gc.freeze()
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def thaw() -> None:
+    """Undo ``give_back``'s freezing, so that the next collection looks at everything again."""
+    gc.unfreeze()

@@ -29,7 +29,7 @@ from typing import Any, Iterator, Sequence
 from rmb_build.core import paths as P
 from rmb_build.core.errors import RMBError
 from rmb_build.core.jsonable import jsonable
-from rmb_build.core.memory import give_back
+from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
 from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
@@ -111,21 +111,24 @@ async def run_pipeline(
     record = _Recorder(state, log, runner.run_id)
     log.info("build %r: stages %s; working state in %s", cfg.name, ", ".join(stages), paths.run)
 
-    queries, acc = _gather_and_dedup(cfg, stages, paths, record, runner)
-    limit = max_cost if max_cost is not None else cfg.run.max_cost
-    # One client for every LLM call of the build (classification included): one cache, one budget,
-    # one usage total; a dry run's client answers from the cache only and sends nothing.
-    client = (
-        LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=dry_run)
-        if _uses_llm(cfg, stages)
-        else None
-    )
-    pool = [queries]  # handed over, not kept here: the flow's frame would hold every query to the end
-    del queries
-    async with client if client is not None else contextlib.nullcontext():
-        return await _from_classify(
-            cfg, stages, paths, state, acc, log, record, runner, pool, client, dry_run, min_gold_agreement
+    try:
+        queries, acc = _gather_and_dedup(cfg, stages, paths, record, runner)
+        limit = max_cost if max_cost is not None else cfg.run.max_cost
+        # One client for every LLM call of the build (classification included): one cache, one budget,
+        # one usage total; a dry run's client answers from the cache only and sends nothing.
+        client = (
+            LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=dry_run)
+            if _uses_llm(cfg, stages)
+            else None
         )
+        pool = [queries]  # handed over, not kept here: the flow's frame would hold every query to the end
+        del queries
+        async with client if client is not None else contextlib.nullcontext():
+            return await _from_classify(
+                cfg, stages, paths, state, acc, log, record, runner, pool, client, dry_run, min_gold_agreement
+            )
+    finally:
+        thaw()  # give_back froze what it kept between stages
 
 
 def _gather_and_dedup(
