@@ -28,7 +28,9 @@ def _rmb(*argv: str, cwd) -> str:
 
 @pytest.mark.parametrize(
     "command",
-    ["audit", pytest.param("publish", marks=pytest.mark.slow), pytest.param("classify-eval", marks=pytest.mark.slow)],
+    [
+        pytest.param(c, marks=pytest.mark.slow) for c in ("audit", "publish", "classify-eval")
+    ],  # each a subprocess loading the encoder
 )
 def test_commands_print_no_third_party_chatter(request, tmp_path, command):
     if command == "audit":

@@ -133,6 +133,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a build in a subprocess, killed and run again
 def test_release_write_killed_leaves_no_half_written_file(tmp_path):
     """SIGKILL a process rewriting a ~5 MB release in a loop, at several moments: every JSON file
     there is complete (the old or the new version), only hidden temporary files may be left over."""

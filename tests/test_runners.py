@@ -59,6 +59,7 @@ def test_local_and_prefect_runners_write_the_same_release(tmp_path, prefect_harn
     assert ma["counts"] == mb["counts"] and ma["accounting"] == mb["accounting"]
 
 
+@pytest.mark.slow  # two builds in a fresh interpreter (to see that Prefect is never imported)
 def test_the_local_runner_resumes_from_its_batches_without_prefect(tmp_path):
     """A second local build of the same config computes nothing again: every batch comes back from
     ``batch-results`` (counted as cached) and no LLM request is sent; Prefect is never imported."""
