@@ -87,3 +87,10 @@ def smol_tokenizer_dir(tmp_path_factory):
     )
     tok.save_pretrained(folder)
     return folder
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first, the order otherwise kept: with two workers (``-n 2``) the long ones start early
+    and the quick ones fill in at the end, so the workers finish together instead of one waiting on a
+    build that happened to come last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
