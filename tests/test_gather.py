@@ -102,8 +102,11 @@ def test_field_mapping_max_chars_scenario_labels_skip_and_limits(tmp_path):
 
     skipped = gather([source_config(kind="jsonl", path=str(path), fields=fields, skip=2, limit=3)])
     assert [q.source_id for q in skipped.queries] == ["r2", "r3", "r4"]
-    two_sources = gather([source_config(kind="jsonl", path=str(path), fields=fields)] * 2, limit=8)
-    assert len(two_sources.queries) == 8 and len(two_sources.stats) == 2
+    # a record two sources read is gathered once (the second filters it); the build's limit caps the total
+    first_three = source_config(kind="jsonl", path=str(path), fields=fields, limit=3)
+    two_sources = gather([first_three, source_config(kind="jsonl", path=str(path), fields=fields)], limit=5)
+    assert [q.source_id for q in two_sources.queries] == [f"r{n}" for n in range(5)] and len(two_sources.stats) == 2
+    assert two_sources.stats["jsonl:mapped.jsonl#1"]["reasons"]["already gathered from an earlier source"] == 3
 
     missing = gather([source_config(kind="jsonl", path=str(path), fields={"prompt": "nope"})])
     assert not missing.queries and "no field 'nope'" in next(iter(missing.stats.values()))["reasons"]

@@ -43,7 +43,14 @@ def test_a_low_confidence_harm_guess_is_turned_away_and_counted(clf):
     assert sums[0] < threshold <= sums[1], sums  # the premise: one guess below, one clear case above
     out, counts = require_evidence(queries, clf)
     assert out[0].scenario_id.startswith("Helpfulness/") and out[1] == queries[1] and out[2] == queries[2]
-    assert counts == {"threshold": threshold, "classified_harmful": 2, "kept": 1, "turned_away": {BELOW_THRESHOLD: 1}}
+    assert counts == {
+        "threshold": threshold,
+        "classified_harmful": 2,
+        "kept": 1,
+        "turned_away": {BELOW_THRESHOLD: 1},
+        "labelled_by_people": {},
+        "classifier_is_evidence": True,
+    }
     manifest = section(counts)
     assert manifest["precision"] == measurement()["precision"] and manifest["turned_away"] == {BELOW_THRESHOLD: 1}
 

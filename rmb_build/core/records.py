@@ -17,6 +17,8 @@ class Query:
 
     ``id`` is stable across runs (derived from the source and the source's own id), so stage caches
     and release uids stay stable. ``scenario_id`` is None until classified (or known from a release).
+    ``labelled_by`` names the label set whose people gave ``scenario_id``: classification and goal
+    routing keep such a label (``rmb_build.stages.sources.label_sets``).
     """
 
     id: str
@@ -26,13 +28,14 @@ class Query:
     language: str | None = None
     scenario_id: str | None = None
     confidence: float | None = None
+    labelled_by: str | None = None
 
     @property
     def prompt(self) -> str:
         return last_user_turn(self.conversation)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "conversation": [t.to_rmb() for t in self.conversation],
             "source": self.source,
@@ -41,6 +44,9 @@ class Query:
             "scenario_id": self.scenario_id,
             "confidence": self.confidence,
         }
+        if self.labelled_by is not None:
+            out["labelled_by"] = self.labelled_by
+        return out
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Query":
@@ -52,6 +58,7 @@ class Query:
             language=d.get("language"),
             scenario_id=d.get("scenario_id"),
             confidence=d.get("confidence"),
+            labelled_by=d.get("labelled_by"),
         )
 
 

@@ -44,7 +44,7 @@ from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runner import Runner
 from rmb_build.stages import harm_evidence, route
 from rmb_build.stages.classify import classifier_text, default_training_set
-from rmb_build.stages.select import select
+from rmb_build.stages.select import select, short_goals
 from rmb_build.stages.sets import finished
 
 
@@ -224,6 +224,7 @@ async def _from_classify(
                 cfg, queries, selected, acc.not_selected, client, state, log, str(paths.embeddings), checks["gold"]
             )
             acc.selected = len(selected)
+            acc.short_goals = short_goals(selected, cfg.select.min_per_goal, cfg.scenarios)
             steps.write_queries_file(selected, paths.run / P.SELECTED_QUERIES)
         # --- end of label checks ---
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
@@ -430,16 +431,17 @@ def _harm_evidence(
 ) -> tuple[list[Any], dict[str, Any]]:
     """Classified harmlessness labels without measured evidence turned away (``rmb_build.stages.harm_evidence``),
     by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
-    classify stage) are the source's, and pass."""
+    classify stage) are the source's, and pass, as do a label set's (people's) labels."""
     if "classify" not in stages:
         return queries, harm_evidence.unclassified(queries)
     clf = build_classifier(cfg.classifier.train_release, cfg.embeddings, open_store(cfg.embeddings, paths.embeddings))
-    return harm_evidence.require_evidence(queries, clf)
+    return harm_evidence.require_evidence(queries, clf, cfg.classifier.harm_from_classifier)
 
 
 def _select(cfg: BuildConfig, paths: BuildPaths, acc: Accounting, log: Any, queries: list[Any]) -> list[Any]:
     selected, acc.not_selected = select(queries, cfg.select, cfg.scenarios)
     acc.selected = len(selected)
+    acc.short_goals = short_goals(selected, cfg.select.min_per_goal, cfg.scenarios)
     steps.write_queries_file(selected, paths.run / P.SELECTED_QUERIES)
     log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
     return selected

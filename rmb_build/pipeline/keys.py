@@ -107,14 +107,15 @@ def _endpoints(cfg: Any, names: Any) -> dict[str, Any]:
 
 def gather_key(cfg: Any) -> str:
     """Sources as configured and what each source says identifies it (the files behind it, size and
-    mtime, or a package version), the gather code, the limit."""
-    from rmb_build.stages.sources import source_for
+    mtime, or a package version), their label sets' digests, the gather code, the limit."""
+    from rmb_build.stages.sources import label_sets, source_for
 
     return fingerprint(
         "gather",
         code_version("rmb_build.stages.gather"),
         cfg.sources,
         [source_for(s).identity() for s in cfg.sources],
+        [label_sets.identity(s.labels) for s in cfg.sources],
         cfg.run.max_queries,
     )
 

@@ -253,6 +253,9 @@ class Accounting:
     queries_in_release: int = 0
     queries_not_in_release: dict[str, int] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
+    short_goals: dict[str, dict[str, int]] = field(
+        default_factory=dict
+    )  # goal -> wanted (select.min_per_goal), selected
 
     def fill(
         self,
@@ -358,6 +361,7 @@ class Accounting:
                 "selected": self.selected,
                 "in_release": self.queries_in_release,
                 "not_in_release": self.queries_not_in_release,
+                "short_of_min_per_goal": self.short_goals,
             },
             "answers": self.answers,
             "balanced": self.balanced(),

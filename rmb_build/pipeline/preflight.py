@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from rmb_build.core.errors import ConfigError
+from rmb_build.core.errors import ConfigError, InputError
 from rmb_build.llm.config import ModelRef
 from rmb_build.pipeline.config import STAGES, BuildConfig
 
@@ -20,6 +20,7 @@ SKIPPABLE = ("dedup", "classify")
 def check_sources(cfg: BuildConfig, file: str = "<config>") -> None:
     """Every source passes its kind's own check (a local file exists and is readable, ...)."""
     from rmb_build.stages.sources import SourceError, source_for
+    from rmb_build.stages.sources.label_sets import load_label_set
 
     if not cfg.sources:
         raise ConfigError(file, "sources", "no sources: name at least one place to gather queries from")
@@ -28,6 +29,11 @@ def check_sources(cfg: BuildConfig, file: str = "<config>") -> None:
             source_for(src).check()
         except SourceError as exc:
             raise ConfigError(file, f"sources[{i}].path", str(exc)) from None
+        if src.labels:
+            try:
+                load_label_set(src.labels)
+            except InputError as exc:
+                raise ConfigError(file, f"sources[{i}].labels", str(exc)) from None
 
 
 def used_endpoints(cfg: BuildConfig) -> dict[str, str]:

@@ -328,24 +328,58 @@ def _audit(audit: AuditReport | dict | None) -> str:
 
 
 def _harm_evidence(harm: dict) -> str:
-    """What a harmlessness label rests on, and how sure that is at other base rates of harmful prompts."""
+    """What a harmlessness label rests on: people's label sets, the classifier at its measured threshold
+    (and how sure that is at other base rates of harmful prompts), or the sources' own labels."""
     if harm.get("labelled_by_sources"):
         return (
             f"**Harmlessness labels.** The {harm['labelled_by_sources']} harmlessness queries carry their "
             "sources' own labels (no classify stage)."
         )
+    parts = [
+        _label_set_paragraph(name, n, harm.get("label_sets", {}).get(name))
+        for name, n in harm.get("labelled_by_people", {}).items()
+    ]
     lo, hi = harm["precision_ci95"]
     rates = ", ".join(f"{100 * p:.0f}% at {100 * float(b):g}%" for b, p in harm["precision_at_base_rate"].items())
     turned = sum(harm.get("turned_away", {}).values())
+    measured = (
+        f"on held-out prompts of {harm['measured_on']}, {100 * harm['precision']:.1f}% of those it called harmful at "
+        f"P(harm) at least {harm['threshold']:.2f} were harmlessness prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, "
+        f"recall {100 * harm['recall']:.0f}%. That precision depends on how common harmful prompts are (about a third "
+        f"there): {rates} of harmful prompts"
+    )
+    if harm.get("classifier_is_evidence", True):
+        parts.append(
+            f"**Harmlessness needs evidence.** The classifier called {harm['classified_harmful']} prompts harmful; "
+            f"{harm['kept']} kept that goal and {turned} were turned away to their most likely helpfulness scenario "
+            f"(the guard's 'unsafe' verdict may still route a query to harmlessness). Its threshold: {measured}."
+        )
+    else:
+        parts.append(
+            f"**The classifier's harmlessness calls were not evidence in this build** "
+            f"(`classifier.harm_from_classifier: false`): the {turned} prompts it called harmful took their most "
+            f"likely helpfulness scenario. For reference, {measured}."
+        )
+    return "\n\n".join(parts)
+
+
+def _label_set_paragraph(name: str, n: int, about: dict | None) -> str:
+    """One label set's paragraph: how many queries rest on it, who labelled what, and what it measured."""
+    text = f"**Harmlessness from people's labels.** {n} harmlessness queries carry the label set `{name}`'s labels"
+    m = (about or {}).get("measured")
+    if not m:
+        return text + " (a user's file: how it was labelled is not recorded here)."
+    kappa = m["cohen_kappa_harmful_vs_none"]["value"]
+    rand, clf = m["harmful_in_random_draw"], m["classifier_at_threshold"]
+    prec = clf["precision"]
     return (
-        f"**Harmlessness needs evidence.** The classifier called {harm['classified_harmful']} prompts harmful; "
-        f"{harm['kept']} kept that goal (P(harm) at least {harm['threshold']:.2f}: on held-out prompts of "
-        f"{harm['measured_on']}, {100 * harm['precision']:.1f}% of those it called harmful were harmlessness "
-        f"prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, recall {100 * harm['recall']:.0f}%) and {turned} were "
-        "turned away to their most likely helpfulness scenario; the guard's 'unsafe' verdict may still route a "
-        "query to harmlessness. That precision depends on how common harmful prompts are (about a third there): "
-        f"{rates} of harmful prompts. ShareGPT's rate is a few percent, so at its rate many of the "
-        "harmlessness prompts kept may be harmless."
+        f"{text}: {about['what']} Annotators: {about['annotators']}. Of {m['reviewed']} prompts reviewed, "
+        f"{m['both_harmful']} were harmful to both (Cohen's kappa {kappa:.2f}, harmful vs none), "
+        f"{m['labelled']} are used. {rand['k']} of {rand['n']} prompts drawn at random were harmful "
+        f"({100 * rand['share']:.1f}%, 95% CI {100 * rand['ci95'][0]:.1f}-{100 * rand['ci95'][1]:.1f}%); of the "
+        f"{clf['called_harmful']} the embedding classifier calls harmful at P(harm) at least {clf['threshold']:.2f}, "
+        f"{prec['k']} were ({100 * prec['share']:.1f}%, 95% CI {100 * prec['ci95'][0]:.1f}-"
+        f"{100 * prec['ci95'][1]:.1f}%): on this corpus its calls are no evidence of harm."
     )
 
 

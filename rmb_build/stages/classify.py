@@ -394,9 +394,13 @@ def apply_predictions(
 ) -> list[Query]:
     """``queries`` with their predictions' scenario and confidence. Where the classifier abstained or
     the confidence is below ``min_confidence`` the scenario is None and the confidence stays
-    (``abstained`` tells these apart from queries the classifier could not answer at all)."""
+    (``abstained`` tells these apart from queries the classifier could not answer at all). A label
+    people gave (``Query.labelled_by``) is kept as it is."""
     out = []
     for q, p in zip(queries, preds):
+        if q.labelled_by and q.scenario_id:
+            out.append(q)
+            continue
         confident = p.scenario_id is not None and (p.confidence is None or p.confidence >= min_confidence)
         out.append(dataclasses.replace(q, scenario_id=p.scenario_id if confident else None, confidence=p.confidence))
     return out

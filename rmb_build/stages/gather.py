@@ -64,7 +64,11 @@ class GatherResult:
     stats: dict[str, dict[str, Any]]  # per source label: read, kept, filtered, quarantined, incomplete_tail, reasons
 
 
-def _iter_source(src: SourceConfig, label: str, stats: SourceStats, quarantine: list[dict]) -> Iterator[Query]:
+def _iter_source(
+    src: SourceConfig, label: str, stats: SourceStats, quarantine: list[dict], taken: set[str]
+) -> Iterator[Query]:
+    """The source's queries; ``taken``: the query ids earlier sources of the build gave (a record two
+    sources read, e.g. the same file with other filters, is kept once)."""
     source = source_for(src)
     tail = ArrayTail()
     seen_ids: set[str] = set()
@@ -77,6 +81,8 @@ def _iter_source(src: SourceConfig, label: str, stats: SourceStats, quarantine: 
             if q.source_id in seen_ids:
                 raise Skip(f"duplicate source id {q.source_id!r}", True)
             seen_ids.add(q.source_id)
+            if q.id in taken:
+                raise Skip("already gathered from an earlier source", False)
             yield q
         except Skip as skip:
             stats.reasons[skip.reason] += 1
@@ -107,14 +113,16 @@ def gather(
     queries: list[Query] = []
     stats: dict[str, dict[str, Any]] = {}
     quarantine: list[dict] = []
+    taken: set[str] = set()
     for i, src in enumerate(sources):
         label = source_label(src)
         key = label if label not in stats else f"{label}#{i}"
         s = SourceStats()
-        for q in _iter_source(src, label, s, quarantine):
+        for q in _iter_source(src, label, s, quarantine, taken):
             if limit is not None and len(queries) >= limit:
                 break
             queries.append(q)
+            taken.add(q.id)
             s.kept += 1
             if src.limit is not None and s.kept >= src.limit:
                 break

@@ -9,8 +9,11 @@ the query takes its most likely helpfulness scenario, and the count goes to the 
 routing may still make it harmlessness on a readable ``unsafe`` verdict of the guard.
 
 Precision depends on how common harmful prompts are: measured where about a third of the prompts are
-harmful, it falls at lower base rates (ShareGPT's is a few percent); ``measurement()`` carries the
-figures and the manifest and card state them.
+harmful, it falls at lower base rates; ``measurement()`` carries the figures and the manifest and card
+state them. In ShareGPT, where two annotators found 2 of 400 random prompts harmful, 6 of the 112
+prompts the classifier calls harmful are (the label set ``sharegpt-harm``): a build over such a corpus
+should set ``classifier.harm_from_classifier: false`` and take its harmlessness queries from people's
+labels (a source's ``labels``), which are evidence as they are.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
 
 MEASUREMENT = "harm_threshold.json"
 BELOW_THRESHOLD = "classifier's P(harm) below the measured threshold"
+NOT_FROM_CLASSIFIER = "a classifier's call, not evidence in this build (classifier.harm_from_classifier: false)"
 
 
 @lru_cache(maxsize=1)
@@ -41,26 +45,37 @@ def _is_harm(scenario_id: str | None) -> bool:
     return bool(scenario_id) and parse_scenario_id(scenario_id).goal == HARMLESSNESS
 
 
-def require_evidence(queries: Sequence[Query], clf: Any) -> tuple[list[Query], dict[str, Any]]:
+def require_evidence(
+    queries: Sequence[Query], clf: Any, from_classifier: bool = True
+) -> tuple[list[Query], dict[str, Any]]:
     """``queries`` with every harmlessness label lacking evidence replaced by the query's most likely
-    helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). Queries of other goals
-    pass unchanged."""
+    helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). A label people gave
+    (``Query.labelled_by``, a label set) is evidence; a classifier's harmlessness label is evidence at
+    the measured threshold, and never with ``from_classifier`` False. Queries of other goals pass unchanged."""
     from rmb_build.stages.classify import classifier_text
 
     threshold = float(measurement()["threshold"])
-    harm_at = [i for i, q in enumerate(queries) if _is_harm(q.scenario_id)]
+    by_people = Counter(q.labelled_by for q in queries if q.labelled_by and _is_harm(q.scenario_id))
+    harm_at = [i for i, q in enumerate(queries) if _is_harm(q.scenario_id) and not q.labelled_by]
     out, reasons = list(queries), Counter()
     if harm_at:
         proba = clf.predict_proba([classifier_text(queries[i].conversation) for i in harm_at])
         harm_cols = np.array([_is_harm(label) for label in clf.labels])
         for i, row in zip(harm_at, proba):
-            if row[harm_cols].sum() >= threshold:
+            if from_classifier and row[harm_cols].sum() >= threshold:
                 continue
             best = int(np.argmax(np.where(harm_cols, -1.0, row)))
             out[i] = dataclasses.replace(queries[i], scenario_id=clf.labels[best], confidence=float(row[best]))
-            reasons[BELOW_THRESHOLD] += 1
+            reasons[BELOW_THRESHOLD if from_classifier else NOT_FROM_CLASSIFIER] += 1
     kept = len(harm_at) - sum(reasons.values())
-    return out, {"threshold": threshold, "classified_harmful": len(harm_at), "kept": kept, "turned_away": dict(reasons)}
+    return out, {
+        "threshold": threshold,
+        "classified_harmful": len(harm_at),
+        "kept": kept,
+        "turned_away": dict(reasons),
+        "labelled_by_people": dict(by_people),
+        "classifier_is_evidence": from_classifier,
+    }
 
 
 def unclassified(queries: Sequence[Query]) -> dict[str, Any]:
@@ -87,7 +102,17 @@ def section(counts: dict[str, Any]) -> dict[str, Any]:
         "precision_at_base_rate": m["precision_at_base_rate"],
         "measured_on": m["release"],
         "measured_with": m["measured_with"],
+        **_label_sets(counts.get("labelled_by_people") or {}),
     }
 
 
-__all__ = ["BELOW_THRESHOLD", "measurement", "require_evidence", "section", "unclassified"]
+def _label_sets(names: dict[str, int]) -> dict[str, Any]:
+    """``label_sets``: what each shipped label set behind this build's labels says of itself and measured."""
+    from rmb_build.stages.sources.label_sets import load_label_set, shipped_names
+
+    keep = ("corpus", "what", "annotators", "measured")
+    sets = {n: {k: load_label_set(n).about.get(k) for k in keep} for n in names if n in shipped_names()}
+    return {"label_sets": sets} if sets else {}
+
+
+__all__ = ["BELOW_THRESHOLD", "NOT_FROM_CLASSIFIER", "measurement", "require_evidence", "section", "unclassified"]

@@ -94,6 +94,11 @@ class ClassifierConfig(StrictModel):
     model: str | None = None
     train_release: str | None = Field(default=None, description="a labelled release to train the embedding classifier")
     min_confidence: float = Field(default=0.0, ge=0, le=1)
+    harm_from_classifier: bool = Field(
+        default=True,
+        description="a harmlessness call of the classifier at the measured P(harm) threshold is evidence;"
+        " false: only label sets (and the guard, where measured) put queries in harmlessness",
+    )
 
 
 def _source_union() -> Any:

@@ -9,13 +9,15 @@ classifier, decides whether a query is harmlessness:
 - a readable ``safe`` verdict on a query the classifier calls harmlessness moves it to its most
   likely helpfulness scenario (``safe_harmful: helpfulness``) or drops it (``drop``), counted;
 - a ``safe`` verdict on a helpfulness query confirms it;
-- no readable verdict (a failed call, or a reply the parser cannot read): the classifier's label stands.
+- no readable verdict (a failed call, or a reply the parser cannot read): the classifier's label stands;
+- a label people gave (a source's label set, ``Query.labelled_by``) stands whatever the verdict:
+  a person's label is the evidence the guard's would be measured against.
 
 An ``unsafe`` verdict counts only from a guard whose prompt-level precision was measured on gold prompts
 and reaches ``route.min_guard_precision`` (``gold.guard_evidence``); otherwise it is read as no verdict
 and counted (``unsafe_not_evidence``), so no query becomes harmlessness on an unmeasured guard's word.
 
-Each routed query records ``goal_from`` (``guard`` or ``classifier``) and ``category_from`` for its
+Each routed query records ``goal_from`` (``guard``, ``classifier`` or ``label_set``) and ``category_from`` for its
 annotations. The most likely scenario of a goal is the embedding classifier's most probable class
 among that goal's scenarios (``alternatives``): the LLM classifier names one scenario only, so its
 builds use the embedding classifier for this too.
@@ -32,7 +34,7 @@ from rmb_build.core.records import GuardLabel, Query
 from rmb_build.core.taxonomy import HARMLESSNESS, HELPFULNESS, parse_scenario_id
 from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE
 
-GUARD, CLASSIFIER = "guard", "classifier"
+GUARD, CLASSIFIER, LABEL_SET = "guard", "classifier", "label_set"
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,8 @@ def decide(
     why an ``unsafe`` verdict does not count (None: it does)."""
     cls = q.scenario_id
     verdict = label.verdict if label is not None else "none"
+    if q.labelled_by and cls:
+        return Decision(cls, cls, verdict, LABEL_SET, LABEL_SET)
     if verdict not in (SAFE, UNSAFE) or (verdict == UNSAFE and unsafe_not_evidence):
         return Decision(cls, cls, verdict, CLASSIFIER, CLASSIFIER)
     if verdict == UNSAFE:
@@ -191,6 +195,8 @@ def needs_alternatives(
     out = []
     for q in queries:
         lb = by_query.get(q.id)
+        if q.labelled_by and q.scenario_id:  # a person's label stands (decide)
+            continue
         harmful = goal_of(q.scenario_id) == HARMLESSNESS
         if lb is not None and (
             (lb.verdict == SAFE and harmful)

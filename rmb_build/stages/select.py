@@ -43,6 +43,21 @@ def select(
     return list(chosen), dict(dropped)
 
 
+def _sureness(q: Query) -> float:
+    """How sure the query's scenario is: a person's label (a label set) above any classifier confidence."""
+    return 2.0 if q.labelled_by else (q.confidence or 0.0)
+
+
+def short_goals(
+    selected: Sequence[Query], min_per_goal: int, scenarios: Sequence[str] | None = None
+) -> dict[str, dict[str, int]]:
+    """The goals (of ``scenarios`` where given) with fewer selected queries than ``min_per_goal``:
+    no more had a label with evidence."""
+    have = Counter(parse_scenario_id(q.scenario_id).goal for q in selected if q.scenario_id)
+    goals = GOALS if scenarios is None else {parse_scenario_id(s).goal for s in scenarios}
+    return {g: {"wanted": min_per_goal, "selected": have[g]} for g in GOALS if g in goals and have[g] < min_per_goal}
+
+
 def select_balanced(
     queries: Sequence[Query],
     total: int | None,
@@ -52,11 +67,12 @@ def select_balanced(
 ) -> list[Query]:
     """A subset of classified queries spread over scenarios, in input order.
 
-    Scenarios take turns (round robin, most confident query first, ties in seeded random order), so
+    Scenarios take turns (round robin, surest query first, ties in seeded random order), so
     every scenario present gets queries before any gets many. First each goal is filled up to
     ``min_per_goal`` (an int for every goal, or per goal name) where it has enough queries, then
     all scenarios share what is left of ``total``; no scenario gets more than ``per_scenario``.
-    Queries without a scenario (unclassified, or the classifier abstained) are never picked.
+    Queries without a scenario (unclassified, or the classifier abstained) are never picked; within a
+    scenario, people's labels come first, then the most confident.
     """
     total = len(queries) if total is None else total
     need = {g: min_per_goal for g in GOALS} if isinstance(min_per_goal, int) else dict(min_per_goal)
@@ -67,7 +83,7 @@ def select_balanced(
             pools[q.scenario_id].append(n)
     for idx in pools.values():
         rng.shuffle(idx)
-        idx.sort(key=lambda n: -(queries[n].confidence or 0.0))  # stable: shuffled order breaks ties
+        idx.sort(key=lambda n: -_sureness(queries[n]))  # stable: shuffled order breaks ties
         if per_scenario is not None:
             del idx[per_scenario:]
     order = sorted(pools)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class SourceOptions(BaseModel):
@@ -20,3 +20,13 @@ class SourceOptions(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     skip: int = Field(default=0, ge=0)
     license: str | None = None
+    labels: str | None = Field(
+        default=None, description="a label set (a shipped set's name or a JSONL path): people's scenario labels"
+    )
+    labelled_only: bool = Field(default=False, description="keep only the records the label set gives a scenario")
+
+    @model_validator(mode="after")
+    def _labelled_only_needs_labels(self) -> "SourceOptions":
+        if self.labelled_only and not self.labels:
+            raise ValueError("labelled_only needs a label set in 'labels'")
+        return self

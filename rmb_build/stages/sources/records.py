@@ -11,6 +11,7 @@ from rmb_build.core.jsonl import BadLine
 from rmb_build.core.records import Query, query_id
 from rmb_build.core.taxonomy import is_known
 from rmb_build.stages.language import detect_language
+from rmb_build.stages.sources.label_sets import load_label_set
 from rmb_build.stages.sources.options import SourceOptions as SourceConfig
 
 ROLES = {
@@ -142,6 +143,10 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
     """One source record as a Query, or Skip (filtered or quarantined) with the reason."""
     if isinstance(record, BadLine):
         raise Skip(record.reason, True)
+    source_id = _source_id(record, src, where)
+    label_set = load_label_set(src.labels) if src.labels else None
+    if label_set is not None and src.labelled_only and source_id not in label_set.labels:
+        raise Skip(f"not labelled by label set {label_set.name!r} (labelled_only)", False)
     conversation = shape_conversation(record_turns(record, src), src.max_turns)
     last = conversation[-1]
     _, lang = _field(record, src, "language", ("language",))
@@ -154,8 +159,12 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
         if not (isinstance(label_value, str) and is_known(label_value)):
             raise Skip(f"field '{name}': {label_value!r} is not one of the 49 scenario ids", True)
         scenario = label_value
-    source_id = _source_id(record, src, where)
-    return Query(query_id(label, source_id), conversation, label, source_id, language, scenario)
+    labelled_by = None
+    if label_set is not None and source_id in label_set.labels:  # a person's label wins over the record's field
+        scenario, labelled_by = label_set.labels[source_id], label_set.name
+    return Query(
+        query_id(label, source_id), conversation, label, source_id, language, scenario, labelled_by=labelled_by
+    )
 
 
 def release_queries(release: Any, label: str | None = None) -> list[Query]:
