@@ -161,7 +161,7 @@ def test_the_card_says_who_labelled_and_that_the_classifier_was_no_evidence():
     }
     text = _harm_evidence(section(counts))
     m = load_label_set("sharegpt-harm").about["measured"]
-    assert "12 harmlessness queries carry the label set `sharegpt-harm`" in text
+    assert "12 of the queries gathered carry a harmlessness label of the label set `sharegpt-harm`" in text
     assert f"Cohen's kappa {m['cohen_kappa_harmful_vs_none']['value']:.2f}" in text
     prec = m["classifier_at_threshold"]["precision"]
     assert f"{prec['k']} were ({100 * prec['share']:.1f}%" in text and "harm_from_classifier: false" in text

@@ -365,7 +365,10 @@ def _harm_evidence(harm: dict) -> str:
 
 def _label_set_paragraph(name: str, n: int, about: dict | None) -> str:
     """One label set's paragraph: how many queries rest on it, who labelled what, and what it measured."""
-    text = f"**Harmlessness from people's labels.** {n} harmlessness queries carry the label set `{name}`'s labels"
+    text = (
+        f"**Harmlessness from people's labels.** {n} of the queries gathered carry a harmlessness label of the "
+        f"label set `{name}`"
+    )
     m = (about or {}).get("measured")
     if not m:
         return text + " (a user's file: how it was labelled is not recorded here)."
