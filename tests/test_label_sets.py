@@ -199,3 +199,22 @@ def test_every_labelled_prompt_is_a_packaged_sharegpt_record_the_demo_gathers():
     ls = load_label_set("sharegpt-harm")
     assert {q.source_id for q in res.queries} == set(ls.labels)
     assert all(q.scenario_id == ls.labels[q.source_id] and q.labelled_by == "sharegpt-harm" for q in res.queries)
+
+
+def test_the_card_says_when_a_goal_is_short():
+    from rmb_build.release.card import _selection
+
+    manifest = {
+        "sets": {"pair_policy": "stratified", "max_pairs_per_query": 10, "margin": 1.0},
+        "accounting": {"queries": {"short_of_min_per_goal": {"Harmlessness": {"wanted": 16, "selected": 14}}}},
+    }
+    assert "**Harmlessness is short**: 14 queries selected of the 16 wanted" in _selection(manifest)
+    assert "is short" not in _selection({"sets": manifest["sets"], "accounting": {"queries": {}}})
+
+
+def test_an_rmb_release_source_takes_a_label_set_too(rmb_sample, tmp_path):
+    plain = gather([source_config(kind="rmb_release", path=str(rmb_sample))]).queries
+    target = next(q for q in plain if q.scenario_id.startswith("Helpfulness/"))
+    labels = _labels(tmp_path, [{"source_id": target.source_id, "scenario_id": HARM}])
+    only = gather([source_config(kind="rmb_release", path=str(rmb_sample), labels=str(labels), labelled_only=True)])
+    assert [(q.source_id, q.scenario_id, q.labelled_by) for q in only.queries] == [(target.source_id, HARM, "people")]

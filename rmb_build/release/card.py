@@ -491,6 +491,12 @@ def _selection(manifest: dict) -> str:
         f"{sets.get('max_pairs_per_query', '?')} per query; each pair's judge-score gap at least "
         f"{sets.get('margin', '?')}, or a safe answer over an unsafe one in harmlessness)."
     )
+    queries = (manifest.get("accounting") or {}).get("queries") or {}
+    for goal, short in (queries.get("short_of_min_per_goal") or {}).items():
+        text += (
+            f" **{goal} is short**: {short['selected']} queries selected of the {short['wanted']} wanted "
+            "(`select.min_per_goal`); no more had a label with evidence, and none was filled in without."
+        )
     if sets.get("unreadable_verdicts") == "judge_only":
         text += (
             " **Harmlessness answers without a readable guard verdict were kept and compared only with "

@@ -4,6 +4,7 @@ the filters (``min_chars``, ``max_chars``, ``languages``); and an RMB release's 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 from rmb_build.core.items import Turn
@@ -144,9 +145,7 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
     if isinstance(record, BadLine):
         raise Skip(record.reason, True)
     source_id = _source_id(record, src, where)
-    label_set = load_label_set(src.labels) if src.labels else None
-    if label_set is not None and src.labelled_only and source_id not in label_set.labels:
-        raise Skip(f"not labelled by label set {label_set.name!r} (labelled_only)", False)
+    _check_labelled_only(source_id, src)  # before the work below: most records of a big file are not labelled
     conversation = shape_conversation(record_turns(record, src), src.max_turns)
     last = conversation[-1]
     _, lang = _field(record, src, "language", ("language",))
@@ -159,12 +158,26 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
         if not (isinstance(label_value, str) and is_known(label_value)):
             raise Skip(f"field '{name}': {label_value!r} is not one of the 49 scenario ids", True)
         scenario = label_value
-    labelled_by = None
-    if label_set is not None and source_id in label_set.labels:  # a person's label wins over the record's field
-        scenario, labelled_by = label_set.labels[source_id], label_set.name
-    return Query(
-        query_id(label, source_id), conversation, label, source_id, language, scenario, labelled_by=labelled_by
+    return with_peoples_label(
+        Query(query_id(label, source_id), conversation, label, source_id, language, scenario), src
     )
+
+
+def _check_labelled_only(source_id: str, src: SourceConfig) -> None:
+    if src.labelled_only and source_id not in load_label_set(src.labels).labels:
+        raise Skip(f"not labelled by label set {load_label_set(src.labels).name!r} (labelled_only)", False)
+
+
+def with_peoples_label(q: Query, src: SourceConfig) -> Query:
+    """``q`` with the scenario its source's label set gives it (which wins over the record's own field),
+    or Skip when ``labelled_only`` and the set gives none; every source kind's queries pass through here."""
+    if not src.labels:
+        return q
+    _check_labelled_only(q.source_id, src)
+    label_set = load_label_set(src.labels)
+    if q.source_id not in label_set.labels:
+        return q
+    return dataclasses.replace(q, scenario_id=label_set.labels[q.source_id], labelled_by=label_set.name)
 
 
 def release_queries(release: Any, label: str | None = None) -> list[Query]:

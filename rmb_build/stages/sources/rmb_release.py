@@ -32,10 +32,10 @@ class RmbReleaseSource(Source):
 
     def to_query(self, record, label: str, where: int):
         from rmb_build.stages.language import detect_language
-        from rmb_build.stages.sources.records import Skip, check_filters
+        from rmb_build.stages.sources.records import Skip, check_filters, with_peoples_label
 
         q, opts = record, self.opts  # a release's conversations are already shaped
         if len(q.conversation) > (opts.max_turns or len(q.conversation)):
             raise Skip(f"more than max_turns={opts.max_turns} turns", False)
         check_filters(q.conversation, q.language or detect_language(q.prompt), opts)
-        return q
+        return with_peoples_label(q, opts)
