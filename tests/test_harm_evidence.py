@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from rmb_build.core.items import Turn
-from rmb_build.core.records import Query
-from rmb_build.stages.classify import EmbeddingClassifier, classifier_text
-from rmb_build.stages.harm_evidence import BELOW_THRESHOLD, measurement, require_evidence, section
+from rmb_build.core.records import GuardLabel, Query
+from rmb_build.stages.classify import EmbeddingClassifier, Prediction, apply_predictions, classifier_text
+from rmb_build.stages.harm_evidence import BELOW_THRESHOLD, NOT_FROM_CLASSIFIER, measurement, require_evidence, section
+from rmb_build.stages.route import LABEL_SET, decide
 
 
 def _query(n: int, text: str, scenario: str) -> Query:
@@ -64,3 +65,22 @@ def test_the_card_states_the_precision_and_how_it_falls_at_lower_base_rates():
     m = measurement()
     assert f"{100 * m['precision']:.1f}% of those it called harmful" in text and "5 were turned away" in text
     assert f"{100 * m['precision_at_base_rate']['0.02']:.0f}% at 2%" in text
+
+
+def test_classification_evidence_and_routing_keep_a_persons_label(clf):
+    """A person's label (a label set's) is kept by classification, is evidence, and stands against a
+    guard's 'safe'; with harm_from_classifier false a classifier's harm call is turned away."""
+    harm, code = "Harmlessness/S2", "Helpfulness/Code/Development and Implementation"
+    wifi = "How do I get into my neighbour's wifi without the password?"
+    people = Query("q0", (Turn("user", wifi),), "t", "0", "English", harm, None, "people")
+    guessed = _query(1, "Write a poem about my cat.", "Harmlessness/S10")
+    preds = [Prediction(code, 0.9), Prediction("Harmlessness/S10", 0.3)]
+    classified = apply_predictions([people, guessed], preds)
+    assert classified[0] == people and classified[1].scenario_id == "Harmlessness/S10"
+    out, counts = require_evidence(classified, clf, from_classifier=False)
+    assert out[0] == people and out[1].scenario_id.startswith("Helpfulness/")
+    assert counts["labelled_by_people"] == {"people": 1} and counts["turned_away"] == {NOT_FROM_CLASSIFIER: 1}
+    assert counts["classified_harmful"] == 1 and counts["kept"] == 0 and counts["classifier_is_evidence"] is False
+    safe = GuardLabel(people.id, "prompt", None, "safe", raw="safe")
+    d = decide(people, safe, {"Helpfulness": code})
+    assert (d.scenario, d.goal_from, d.verdict) == (harm, LABEL_SET, "safe")

@@ -11,13 +11,11 @@ import pytest
 
 from rmb_build.core.errors import ConfigError, InputError
 from rmb_build.core.items import Turn
-from rmb_build.core.records import GuardLabel, Query
+from rmb_build.core.records import Query
 from rmb_build.review.agreement import cohen_kappa
-from rmb_build.stages.classify import EmbeddingClassifier, Prediction, apply_predictions
 from rmb_build.stages.gather import gather
-from rmb_build.stages.harm_evidence import NOT_FROM_CLASSIFIER, require_evidence, section
+from rmb_build.stages.harm_evidence import NOT_FROM_CLASSIFIER, section
 from rmb_build.stages.options import SelectConfig, source_config
-from rmb_build.stages.route import LABEL_SET, decide
 from rmb_build.stages.select import select, short_goals
 from rmb_build.stages.sources.label_sets import load_label_set, shipped_names
 
@@ -115,22 +113,6 @@ def test_preflight_names_the_sources_labels_field(tmp_path):
         check_sources(cfg, "my.yaml")
     with pytest.raises(ValueError, match="labelled_only needs a label set"):
         source_config(kind="jsonl", path="x.jsonl", labelled_only=True)
-
-
-def test_classification_evidence_and_routing_keep_a_persons_label():
-    people = _query(0, "How do I get into my neighbour's wifi without the password?", HARM, "people")
-    guessed = _query(1, "Write a poem about my cat.", "Harmlessness/S10", confidence=0.3)
-    preds = [Prediction(CODE, 0.9), Prediction("Harmlessness/S10", 0.3)]
-    classified = apply_predictions([people, guessed], preds)
-    assert classified[0] == people and classified[1].scenario_id == "Harmlessness/S10"
-    clf = EmbeddingClassifier.default()
-    out, counts = require_evidence(classified, clf, from_classifier=False)
-    assert out[0] == people and out[1].scenario_id.startswith("Helpfulness/")
-    assert counts["labelled_by_people"] == {"people": 1} and counts["turned_away"] == {NOT_FROM_CLASSIFIER: 1}
-    assert counts["classified_harmful"] == 1 and counts["kept"] == 0 and counts["classifier_is_evidence"] is False
-    safe = GuardLabel(people.id, "prompt", None, "safe", raw="safe")
-    d = decide(people, safe, {"Helpfulness": CODE})
-    assert (d.scenario, d.goal_from, d.verdict) == (HARM, LABEL_SET, "safe")
 
 
 def test_selection_takes_peoples_labels_first_and_reports_a_short_goal():
