@@ -58,7 +58,7 @@ def test_a_label_set_labels_its_records_and_labelled_only_keeps_just_those(tmp_p
     res = gather([source_config(kind="jsonl", path=str(data), labels=str(labels))])
     by_id = {q.source_id: q for q in res.queries}
     # the person's label wins over the record's own field; a null line labels nothing
-    assert (by_id["a"].scenario_id, by_id["a"].labelled_by) == (HARM, "people")
+    assert (by_id["a"].scenario_id, by_id["a"].labelled_by) == (HARM, "people.jsonl")
     assert (by_id["b"].scenario_id, by_id["b"].labelled_by) == (None, None)
     assert (by_id["c"].scenario_id, by_id["c"].labelled_by) == (None, None)
     assert Query.from_json(by_id["a"].to_json()) == by_id["a"] and "labelled_by" not in by_id["b"].to_json()
@@ -75,7 +75,7 @@ def test_two_sources_over_one_file_take_each_record_once(tmp_path):
             source_config(kind="jsonl", path=str(data)),
         ]
     )
-    assert [(q.source_id, q.labelled_by) for q in res.queries] == [("a", "people"), ("b", None), ("c", None)]
+    assert [(q.source_id, q.labelled_by) for q in res.queries] == [("a", "people.jsonl"), ("b", None), ("c", None)]
     second = res.stats[list(res.stats)[1]]
     assert second["reasons"] == {"already gathered from an earlier source": 1} and second["quarantined"] == 0
 
@@ -199,4 +199,26 @@ def test_an_rmb_release_source_takes_a_label_set_too(rmb_sample, tmp_path):
     target = next(q for q in plain if q.scenario_id.startswith("Helpfulness/"))
     labels = _labels(tmp_path, [{"source_id": target.source_id, "scenario_id": HARM}])
     only = gather([source_config(kind="rmb_release", path=str(rmb_sample), labels=str(labels), labelled_only=True)])
-    assert [(q.source_id, q.scenario_id, q.labelled_by) for q in only.queries] == [(target.source_id, HARM, "people")]
+    assert [(q.source_id, q.scenario_id, q.labelled_by) for q in only.queries] == [
+        (target.source_id, HARM, "people.jsonl")
+    ]
+
+
+def test_a_users_file_named_like_a_shipped_set_is_not_taken_for_it(tmp_path):
+    from rmb_build.release.card import _harm_evidence
+
+    own = _write(tmp_path / "sharegpt-harm.jsonl", [{"source_id": "a", "scenario_id": HARM}])
+    ls = load_label_set(str(own))
+    assert ls.name == "sharegpt-harm.jsonl" and ls.about == {} and ls.labels == {"a": HARM}
+    text = _harm_evidence(
+        section(
+            {
+                "threshold": 0.5,
+                "classified_harmful": 0,
+                "kept": 0,
+                "turned_away": {},
+                "labelled_by_people": {ls.name: 1},
+            }
+        )
+    )
+    assert "a user's file: how it was labelled is not recorded here" in text and "kappa" not in text

@@ -54,7 +54,7 @@ def _resolve(spec: str) -> tuple[str, Path, Path | None]:
     if not path.is_file():
         known = ", ".join(shipped_names())
         raise InputError(spec, f"no such label set: neither a file nor a shipped set ({known})", field="labels")
-    return path.stem, path, None
+    return path.name, path, None  # with its suffix: never the name of a shipped set
 
 
 def load_label_set(spec: str) -> LabelSet:
