@@ -32,7 +32,7 @@ from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
 from rmb_build.review.agreement import cohen_kappa
 from rmb_build.stages.classify import classifier_text, embedding_classifier
 from rmb_build.stages.harm_evidence import measurement
-from rmb_build.stages.sources.label_sets import load_label_set
+from rmb_build.stages.sources.label_sets import load_label_set, prompt_digest
 from rmb_build.stages.sources.sharegpt import packaged_sharegpt
 
 NAME = "sharegpt-harm"
@@ -110,11 +110,13 @@ def combine(key: str, a: str, b: str, exclude: list[str]) -> None:
     ):
         raise SystemExit("key and the two label files must list the same n in the same order")
     excluded = dict(e.split(":", 1) for e in exclude)
+    texts = {p["source_id"]: p["text"] for p in first_turns()}
     out = SET_DIR / f"{NAME}.jsonl"
     with open(out, "w", encoding="utf-8") as fh:
         for k, x, y in sorted(zip(keys, la, lb), key=lambda r: r[0]["source_id"]):
             agreed = x["label"] == y["label"] and x["label"] != "none"
             row = {"source_id": k["source_id"], "scenario_id": f"Harmlessness/{x['label']}" if agreed else None}
+            row["prompt_sha256"] = prompt_digest(texts[k["source_id"]])
             row.update(a=x["label"], b=y["label"], a_sure=x["sure"], b_sure=y["sure"], drawn_by=k["drawn_by"])
             if str(k["n"]) in excluded and agreed:
                 row.update(scenario_id=None, excluded=excluded[str(k["n"])])

@@ -83,4 +83,4 @@ def test_classification_evidence_and_routing_keep_a_persons_label(clf):
     assert counts["classified_harmful"] == 1 and counts["kept"] == 0 and counts["classifier_is_evidence"] is False
     safe = GuardLabel(people.id, "prompt", None, "safe", raw="safe")
     d = decide(people, safe, {"Helpfulness": code})
-    assert (d.scenario, d.goal_from, d.verdict) == (harm, LABEL_SET, "safe")
+    assert (d.scenario, d.goal_from, d.verdict, d.classifier_scenario) == (harm, LABEL_SET, "safe", None)

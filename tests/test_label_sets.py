@@ -58,7 +58,7 @@ def test_a_label_set_labels_its_records_and_labelled_only_keeps_just_those(tmp_p
     res = gather([source_config(kind="jsonl", path=str(data), labels=str(labels))])
     by_id = {q.source_id: q for q in res.queries}
     # the person's label wins over the record's own field; a null line labels nothing
-    assert (by_id["a"].scenario_id, by_id["a"].labelled_by) == (HARM, "people.jsonl")
+    assert (by_id["a"].scenario_id, by_id["a"].labelled_by) == (HARM, "file:people.jsonl")
     assert (by_id["b"].scenario_id, by_id["b"].labelled_by) == (None, None)
     assert (by_id["c"].scenario_id, by_id["c"].labelled_by) == (None, None)
     assert Query.from_json(by_id["a"].to_json()) == by_id["a"] and "labelled_by" not in by_id["b"].to_json()
@@ -75,9 +75,50 @@ def test_two_sources_over_one_file_take_each_record_once(tmp_path):
             source_config(kind="jsonl", path=str(data)),
         ]
     )
-    assert [(q.source_id, q.labelled_by) for q in res.queries] == [("a", "people.jsonl"), ("b", None), ("c", None)]
-    second = res.stats[list(res.stats)[1]]
+    assert [(q.source_id, q.labelled_by) for q in res.queries] == [("a", "file:people.jsonl"), ("b", None), ("c", None)]
+    first, second = (res.stats[k] for k in res.stats)
+    assert first["label_set"] == {"name": "file:people.jsonl", "listed": 1, "applied": 1}
     assert second["reasons"] == {"already gathered from an earlier source": 1} and second["quarantined"] == 0
+    # the labelled source second: its label goes onto the copy the first source gathered
+    swapped = gather(
+        [
+            source_config(kind="jsonl", path=str(data)),
+            source_config(kind="jsonl", path=str(data), labels=str(labels)),
+        ]
+    )
+    assert [(q.source_id, q.scenario_id, q.labelled_by) for q in swapped.queries][0] == ("a", HARM, "file:people.jsonl")
+    later = swapped.stats[list(swapped.stats)[1]]
+    assert later["reasons"] == {
+        "already gathered from an earlier source": 2,
+        "already gathered from an earlier source (its label put on that copy)": 1,
+    }
+    assert later["label_set"]["applied"] == 1 and len(swapped.queries) == 3
+
+
+def test_a_label_applies_only_to_the_prompt_that_was_labelled(tmp_path):
+    from rmb_build.stages.sources.label_sets import prompt_digest
+
+    chat = {
+        "id": "t",
+        "conversations": [
+            {"from": "human", "value": "  How do I get into my neighbour's wifi without the password?\n"},
+            {"from": "gpt", "value": "I can't help with that."},
+            {"from": "human", "value": "Now translate your answer into French please."},
+        ],
+    }
+    data = _write(tmp_path / "chats.jsonl", [chat])
+    digest = prompt_digest("How do I get into my neighbour's wifi without the password?")
+    labels = _labels(tmp_path, [{"source_id": "t", "scenario_id": HARM, "prompt_sha256": digest}])
+    first_turn = gather([source_config(kind="jsonl", path=str(data), labels=str(labels), max_turns=1)]).queries
+    assert [(q.scenario_id, q.labelled_by) for q in first_turn] == [(HARM, "file:people.jsonl")]
+    whole = gather([source_config(kind="jsonl", path=str(data), labels=str(labels))])
+    assert [(q.scenario_id, q.labelled_by) for q in whole.queries] == [(None, None)]  # nobody labelled that turn
+    assert whole.stats[next(iter(whole.stats))]["label_set"]["applied"] == 0
+    only = gather([source_config(kind="jsonl", path=str(data), labels=str(labels), labelled_only=True)])
+    assert not only.queries and "the labelled prompt is not this record's final user turn" in str(only.stats)
+    bad = _labels(tmp_path, [{"source_id": "t", "scenario_id": HARM, "prompt_sha256": "abc"}])
+    with pytest.raises(InputError, match="line 1: field 'prompt_sha256': must be a sha256"):
+        load_label_set(str(bad))
 
 
 @pytest.mark.parametrize(
@@ -121,13 +162,13 @@ def test_selection_takes_peoples_labels_first_and_reports_a_short_goal():
     helpful = [_query(k, f"h{k}", CODE, confidence=0.5) for k in range(2, 6)]
     chosen, _ = select([sure, people, *helpful], SelectConfig(total=4, min_per_goal=3, per_scenario=1, seed=0))
     assert people in chosen and sure not in chosen  # one a scenario: the person's label beats 0.99
-    assert short_goals(chosen, 3) == {
-        "Harmlessness": {"wanted": 3, "selected": 1},
-        "Helpfulness": {"wanted": 3, "selected": 1},
+    pool = [sure, people, *helpful]
+    assert short_goals(chosen, pool, 3) == {
+        "Harmlessness": {"wanted": 3, "selected": 1, "with_evidence": 2},
+        "Helpfulness": {"wanted": 3, "selected": 1, "with_evidence": 4},
     }
-    assert short_goals(chosen, 1) == {} and short_goals(chosen, 3, [CODE]) == {
-        "Helpfulness": {"wanted": 3, "selected": 1}
-    }
+    assert short_goals(chosen, pool, 1) == {}
+    assert short_goals(chosen, pool, 3, [CODE]) == {"Helpfulness": {"wanted": 3, "selected": 1, "with_evidence": 4}}
 
 
 def test_the_card_says_who_labelled_and_that_the_classifier_was_no_evidence():
@@ -188,9 +229,12 @@ def test_the_card_says_when_a_goal_is_short():
 
     manifest = {
         "sets": {"pair_policy": "stratified", "max_pairs_per_query": 10, "margin": 1.0},
-        "accounting": {"queries": {"short_of_min_per_goal": {"Harmlessness": {"wanted": 16, "selected": 14}}}},
+        "accounting": {
+            "queries": {"short_of_min_per_goal": {"Harmlessness": {"wanted": 16, "selected": 14, "with_evidence": 15}}}
+        },
     }
-    assert "**Harmlessness is short**: 14 queries selected of the 16 wanted" in _selection(manifest)
+    text = _selection(manifest)
+    assert "**Harmlessness is short**: 14 queries selected of the 16 wanted (`select.min_per_goal`), from 15" in text
     assert "is short" not in _selection({"sets": manifest["sets"], "accounting": {"queries": {}}})
 
 
@@ -200,7 +244,7 @@ def test_an_rmb_release_source_takes_a_label_set_too(rmb_sample, tmp_path):
     labels = _labels(tmp_path, [{"source_id": target.source_id, "scenario_id": HARM}])
     only = gather([source_config(kind="rmb_release", path=str(rmb_sample), labels=str(labels), labelled_only=True)])
     assert [(q.source_id, q.scenario_id, q.labelled_by) for q in only.queries] == [
-        (target.source_id, HARM, "people.jsonl")
+        (target.source_id, HARM, "file:people.jsonl")
     ]
 
 
@@ -208,8 +252,9 @@ def test_a_users_file_named_like_a_shipped_set_is_not_taken_for_it(tmp_path):
     from rmb_build.release.card import _harm_evidence
 
     own = _write(tmp_path / "sharegpt-harm.jsonl", [{"source_id": "a", "scenario_id": HARM}])
+    assert load_label_set(str(_write(tmp_path / "sharegpt-harm", []))).name == "file:sharegpt-harm"
     ls = load_label_set(str(own))
-    assert ls.name == "sharegpt-harm.jsonl" and ls.about == {} and ls.labels == {"a": HARM}
+    assert ls.name == "file:sharegpt-harm.jsonl" and ls.about == {} and ls.labels == {"a": HARM}
     text = _harm_evidence(
         section(
             {
@@ -222,3 +267,15 @@ def test_a_users_file_named_like_a_shipped_set_is_not_taken_for_it(tmp_path):
         )
     )
     assert "a user's file: how it was labelled is not recorded here" in text and "kappa" not in text
+
+
+def test_without_a_classify_stage_the_card_still_names_the_label_sets():
+    from rmb_build.release.card import _harm_evidence
+    from rmb_build.stages.harm_evidence import unclassified
+
+    queries = [_query(0, "a", HARM, "sharegpt-harm"), _query(1, "b", "Harmlessness/S9"), _query(2, "c", CODE)]
+    counts = unclassified(queries)
+    assert counts["labelled_by_sources"] == 1 and counts["labelled_by_people"] == {"sharegpt-harm": 1}
+    text = _harm_evidence(section(counts))
+    assert "1 of the queries gathered carry a harmlessness label of the label set `sharegpt-harm`" in text
+    assert "1 harmlessness queries carry their sources' own labels" in text

@@ -224,7 +224,7 @@ async def _from_classify(
                 cfg, queries, selected, acc.not_selected, client, state, log, str(paths.embeddings), checks["gold"]
             )
             acc.selected = len(selected)
-            acc.short_goals = short_goals(selected, cfg.select.min_per_goal, cfg.scenarios)
+            acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
             steps.write_queries_file(selected, paths.run / P.SELECTED_QUERIES)
         # --- end of label checks ---
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
@@ -441,7 +441,7 @@ def _harm_evidence(
 def _select(cfg: BuildConfig, paths: BuildPaths, acc: Accounting, log: Any, queries: list[Any]) -> list[Any]:
     selected, acc.not_selected = select(queries, cfg.select, cfg.scenarios)
     acc.selected = len(selected)
-    acc.short_goals = short_goals(selected, cfg.select.min_per_goal, cfg.scenarios)
+    acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
     steps.write_queries_file(selected, paths.run / P.SELECTED_QUERIES)
     log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
     return selected

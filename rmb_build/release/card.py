@@ -330,15 +330,16 @@ def _audit(audit: AuditReport | dict | None) -> str:
 def _harm_evidence(harm: dict) -> str:
     """What a harmlessness label rests on: people's label sets, the classifier at its measured threshold
     (and how sure that is at other base rates of harmful prompts), or the sources' own labels."""
-    if harm.get("labelled_by_sources"):
-        return (
-            f"**Harmlessness labels.** The {harm['labelled_by_sources']} harmlessness queries carry their "
-            "sources' own labels (no classify stage)."
-        )
     parts = [
         _label_set_paragraph(name, n, harm.get("label_sets", {}).get(name))
         for name, n in harm.get("labelled_by_people", {}).items()
     ]
+    if "labelled_by_sources" in harm:  # no classify stage: the sources' labels stand
+        parts.append(
+            f"**Harmlessness labels.** {harm['labelled_by_sources']} harmlessness queries carry their "
+            "sources' own labels (no classify stage)."
+        )
+        return "\n\n".join(parts)
     lo, hi = harm["precision_ci95"]
     rates = ", ".join(f"{100 * p:.0f}% at {100 * float(b):g}%" for b, p in harm["precision_at_base_rate"].items())
     turned = sum(harm.get("turned_away", {}).values())
@@ -465,14 +466,16 @@ def _label_checks(manifest: dict, review: dict | None = None) -> str:
             f"**Goals from the guard.** Each query's prompt was guarded ({queries.get('guarded', 0)} prompts; "
             f"verdicts {_describe(queries.get('verdicts', {})) or 'none'}). Items whose goal came from the guard: "
             f"{goal_from.get('guard', 0)}; from the classifier alone (no readable verdict): "
-            f"{goal_from.get('classifier', 0)}"
+            f"{goal_from.get('classifier', 0)}; from people's labels (a label set, which a verdict does not "
+            f"change): {goal_from.get('label_set', 0)}"
             + (
                 f" ('unsafe' verdicts not taken as evidence of harm: {_describe(queries['unsafe_not_evidence'])})"
                 if queries.get("unsafe_not_evidence")
                 else ""
             )
             + f". Harm category / scenario from the guard: {cat_from.get('guard', 0)}; "
-            f"from the classifier: {cat_from.get('classifier', 0)}. Items where guard and classifier disagreed: "
+            f"from the classifier: {cat_from.get('classifier', 0)}; from people's labels: "
+            f"{cat_from.get('label_set', 0)}. Items where guard and classifier disagreed: "
             + (_describe(disagreed) if disagreed else "none")
             + ". Queries dropped by routing: "
             + (_describe(queries.get("dropped", {})) if queries.get("dropped") else "none")
@@ -495,7 +498,9 @@ def _selection(manifest: dict) -> str:
     for goal, short in (queries.get("short_of_min_per_goal") or {}).items():
         text += (
             f" **{goal} is short**: {short['selected']} queries selected of the {short['wanted']} wanted "
-            "(`select.min_per_goal`); no more had a label with evidence, and none was filled in without."
+            f"(`select.min_per_goal`), from {short['with_evidence']} in the pool with evidence for that goal "
+            "(`select.per_scenario`, `select.total` and routing decide how many of those go on); none was "
+            "filled in without evidence."
         )
     if sets.get("unreadable_verdicts") == "judge_only":
         text += (

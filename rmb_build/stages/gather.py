@@ -16,6 +16,7 @@ the quarantine JSONL with the reason). Every query keeps its source and the sour
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from rmb_build.core.jsonl import BadLine, read_jsonl_objects
 from rmb_build.core.records import Query
 from rmb_build.stages.options import SourceConfig
 from rmb_build.stages.sources import source_for
+from rmb_build.stages.sources.label_sets import load_label_set
 from rmb_build.stages.sources.records import (
     Skip,
 )
@@ -46,9 +48,11 @@ class SourceStats:
     quarantined: int = 0
     incomplete_tail: int = 0  # characters of a cut-off final record (0: the source ended cleanly)
     reasons: Counter = field(default_factory=Counter)
+    label_set: dict[str, Any] | None = None  # the source's label set: name, labels listed
+    labelled: int = 0  # queries its label set labelled
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "read": self.read,
             "kept": self.kept,
             "filtered": self.filtered,
@@ -56,6 +60,9 @@ class SourceStats:
             "incomplete_tail": self.incomplete_tail,
             "reasons": dict(self.reasons.most_common()),
         }
+        if self.label_set is not None:
+            out["label_set"] = {**self.label_set, "applied": self.labelled}
+        return out
 
 
 @dataclass
@@ -64,11 +71,7 @@ class GatherResult:
     stats: dict[str, dict[str, Any]]  # per source label: read, kept, filtered, quarantined, incomplete_tail, reasons
 
 
-def _iter_source(
-    src: SourceConfig, label: str, stats: SourceStats, quarantine: list[dict], taken: set[str]
-) -> Iterator[Query]:
-    """The source's queries; ``taken``: the query ids earlier sources of the build gave (a record two
-    sources read, e.g. the same file with other filters, is kept once)."""
+def _iter_source(src: SourceConfig, label: str, stats: SourceStats, quarantine: list[dict]) -> Iterator[Query]:
     source = source_for(src)
     tail = ArrayTail()
     seen_ids: set[str] = set()
@@ -81,8 +84,6 @@ def _iter_source(
             if q.source_id in seen_ids:
                 raise Skip(f"duplicate source id {q.source_id!r}", True)
             seen_ids.add(q.source_id)
-            if q.id in taken:
-                raise Skip("already gathered from an earlier source", False)
             yield q
         except Skip as skip:
             stats.reasons[skip.reason] += 1
@@ -113,16 +114,22 @@ def gather(
     queries: list[Query] = []
     stats: dict[str, dict[str, Any]] = {}
     quarantine: list[dict] = []
-    taken: set[str] = set()
+    taken: dict[str, int] = {}  # query id -> its place in ``queries``
     for i, src in enumerate(sources):
         label = source_label(src)
         key = label if label not in stats else f"{label}#{i}"
         s = SourceStats()
-        for q in _iter_source(src, label, s, quarantine, taken):
+        if src.labels:
+            s.label_set = {"name": load_label_set(src.labels).name, "listed": len(load_label_set(src.labels).labels)}
+        for q in _iter_source(src, label, s, quarantine):
             if limit is not None and len(queries) >= limit:
                 break
+            if q.id in taken:  # a record two sources read (the same file with other filters) is kept once
+                _merge_label(queries, taken[q.id], q, s)
+                continue
+            taken[q.id] = len(queries)
             queries.append(q)
-            taken.add(q.id)
+            s.labelled += q.labelled_by is not None
             s.kept += 1
             if src.limit is not None and s.kept >= src.limit:
                 break
@@ -132,6 +139,18 @@ def gather(
     if quarantine_path is not None:
         atomic.write_jsonl(quarantine_path, quarantine)
     return GatherResult(queries, stats)
+
+
+def _merge_label(queries: list[Query], at: int, again: Query, stats: SourceStats) -> None:
+    """A record an earlier source gave already: filtered here, but a person's label this source has and
+    the earlier copy lacks goes onto that copy (source order does not lose a label)."""
+    reason = "already gathered from an earlier source"
+    if again.labelled_by and not queries[at].labelled_by:
+        queries[at] = dataclasses.replace(queries[at], scenario_id=again.scenario_id, labelled_by=again.labelled_by)
+        reason += " (its label put on that copy)"
+        stats.labelled += 1
+    stats.reasons[reason] += 1
+    stats.filtered += 1
 
 
 def write_queries(queries: Sequence[Query], path: str | os.PathLike) -> None:

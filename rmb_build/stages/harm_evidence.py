@@ -79,14 +79,16 @@ def require_evidence(
 
 
 def unclassified(queries: Sequence[Query]) -> dict[str, Any]:
-    """The counts of a build whose labels come from its sources (no classify stage): nothing turned away."""
-    n = sum(1 for q in queries if _is_harm(q.scenario_id))
+    """The counts of a build whose labels come from its sources (no classify stage): nothing turned away;
+    the labels of label sets (people's) counted apart from the records' own."""
+    harm = [q for q in queries if _is_harm(q.scenario_id)]
     return {
         "threshold": float(measurement()["threshold"]),
         "classified_harmful": 0,
         "kept": 0,
         "turned_away": {},
-        "labelled_by_sources": n,
+        "labelled_by_sources": sum(1 for q in harm if not q.labelled_by),
+        "labelled_by_people": dict(Counter(q.labelled_by for q in harm if q.labelled_by)),
     }
 
 

@@ -117,8 +117,8 @@ def decide(
     why an ``unsafe`` verdict does not count (None: it does)."""
     cls = q.scenario_id
     verdict = label.verdict if label is not None else "none"
-    if q.labelled_by and cls:
-        return Decision(cls, cls, verdict, LABEL_SET, LABEL_SET)
+    if q.labelled_by and cls:  # no classifier decided it: its annotation's classifier_scenario is None
+        return Decision(None, cls, verdict, LABEL_SET, LABEL_SET)
     if verdict not in (SAFE, UNSAFE) or (verdict == UNSAFE and unsafe_not_evidence):
         return Decision(cls, cls, verdict, CLASSIFIER, CLASSIFIER)
     if verdict == UNSAFE:

@@ -49,13 +49,25 @@ def _sureness(q: Query) -> float:
 
 
 def short_goals(
-    selected: Sequence[Query], min_per_goal: int, scenarios: Sequence[str] | None = None
+    selected: Sequence[Query], pool: Sequence[Query], min_per_goal: int, scenarios: Sequence[str] | None = None
 ) -> dict[str, dict[str, int]]:
-    """The goals (of ``scenarios`` where given) with fewer selected queries than ``min_per_goal``:
-    no more had a label with evidence."""
-    have = Counter(parse_scenario_id(q.scenario_id).goal for q in selected if q.scenario_id)
+    """The goals (of ``scenarios`` where given) with fewer selected queries than ``min_per_goal``, with
+    how many queries of the ``pool`` (labelled after the evidence rule) had that goal."""
+
+    def goals_of(queries: Sequence[Query]) -> Counter:
+        return Counter(
+            parse_scenario_id(q.scenario_id).goal
+            for q in queries
+            if q.scenario_id and (scenarios is None or q.scenario_id in scenarios)
+        )
+
+    have, available = goals_of(selected), goals_of(pool)
     goals = GOALS if scenarios is None else {parse_scenario_id(s).goal for s in scenarios}
-    return {g: {"wanted": min_per_goal, "selected": have[g]} for g in GOALS if g in goals and have[g] < min_per_goal}
+    return {
+        g: {"wanted": min_per_goal, "selected": have[g], "with_evidence": available[g]}
+        for g in GOALS
+        if g in goals and have[g] < min_per_goal
+    }
 
 
 def select_balanced(

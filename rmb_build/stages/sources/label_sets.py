@@ -3,6 +3,9 @@
 A label set is a JSONL file, one record a line: ``{"source_id": ..., "scenario_id": ...}`` (other
 fields are kept for the reader, e.g. each annotator's label). ``scenario_id`` is one of the 49 ids,
 or null for a record that was reviewed and given no label (such lines only serve measurements).
+An optional ``prompt_sha256`` (of the labelled prompt, stripped: ``prompt_digest``) makes the label
+apply only to a query whose final user turn is that text, so a record gathered with other turns
+(another ``max_turns``) or an id reused by another corpus never takes a label nobody gave it.
 A source with ``labels: NAME-or-PATH`` gives each listed record that scenario; classification keeps
 it, and it is the evidence a harmlessness label needs (``rmb_build.stages.harm_evidence``).
 
@@ -37,8 +40,22 @@ class LabelSet:
     reviewed: frozenset[str]
     digest: str
     about: dict[str, Any] = field(default_factory=dict)
+    prompts: dict[str, str] = field(default_factory=dict)  # source id -> prompt_sha256, where given
+
+    def label_of(self, source_id: str, prompt: str) -> str | None:
+        """The scenario the set gives this record's query, or None (not labelled, or another prompt)."""
+        scenario = self.labels.get(source_id)
+        if scenario is None or self.prompts.get(source_id, prompt_digest(prompt)) != prompt_digest(prompt):
+            return None
+        return scenario
 
 
+def prompt_digest(prompt: str) -> str:
+    """``prompt_sha256``: the sha256 of the labelled prompt's text, stripped."""
+    return hashlib.sha256(prompt.strip().encode("utf-8")).hexdigest()
+
+
+@lru_cache(maxsize=1)
 def shipped_names() -> list[str]:
     """The names of the label sets shipped with rmb_build."""
     folder = resources.files(__package__).joinpath(SHIPPED)
@@ -54,7 +71,7 @@ def _resolve(spec: str) -> tuple[str, Path, Path | None]:
     if not path.is_file():
         known = ", ".join(shipped_names())
         raise InputError(spec, f"no such label set: neither a file nor a shipped set ({known})", field="labels")
-    return path.name, path, None  # with its suffix: never the name of a shipped set
+    return f"file:{path.name}", path, None  # never the name of a shipped set
 
 
 def load_label_set(spec: str) -> LabelSet:
@@ -68,6 +85,7 @@ def load_label_set(spec: str) -> LabelSet:
 @lru_cache(maxsize=8)
 def _load(name: str, path: str, about_path: str | None, size: int, mtime_ns: int) -> LabelSet:
     labels: dict[str, str] = {}
+    prompts: dict[str, str] = {}
     reviewed: set[str] = set()
     for line, row in read_jsonl_objects(path):
         sid = row.get("source_id")
@@ -81,12 +99,17 @@ def _load(name: str, path: str, about_path: str | None, size: int, mtime_ns: int
             raise InputError(
                 path, f"{scenario!r} is not one of the 49 scenario ids (or null)", line=line, field="scenario_id"
             )
+        digest = row.get("prompt_sha256")
+        if digest is not None and not (isinstance(digest, str) and len(digest) == 64):
+            raise InputError(path, "must be a sha256 hex digest (64 characters)", line=line, field="prompt_sha256")
         reviewed.add(sid)
         if scenario is not None:
             labels[sid] = scenario
+        if digest is not None:
+            prompts[sid] = digest.lower()
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     about = json.loads(Path(about_path).read_text(encoding="utf-8")) if about_path else {}
-    return LabelSet(name, labels, frozenset(reviewed), digest, about)
+    return LabelSet(name, labels, frozenset(reviewed), digest, about, prompts)
 
 
 def identity(spec: str | None) -> Any:
@@ -97,4 +120,4 @@ def identity(spec: str | None) -> Any:
     return {"name": ls.name, "sha256": ls.digest}
 
 
-__all__ = ["LabelSet", "identity", "load_label_set", "shipped_names"]
+__all__ = ["LabelSet", "identity", "load_label_set", "prompt_digest", "shipped_names"]

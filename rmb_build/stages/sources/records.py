@@ -170,14 +170,19 @@ def _check_labelled_only(source_id: str, src: SourceConfig) -> None:
 
 def with_peoples_label(q: Query, src: SourceConfig) -> Query:
     """``q`` with the scenario its source's label set gives it (which wins over the record's own field),
-    or Skip when ``labelled_only`` and the set gives none; every source kind's queries pass through here."""
+    or Skip when ``labelled_only`` and the set gives none; every source kind's queries pass through here.
+    A label whose ``prompt_sha256`` is not this query's prompt is not applied (counted as a Skip reason
+    with ``labelled_only``, else the query goes on unlabelled)."""
     if not src.labels:
         return q
     _check_labelled_only(q.source_id, src)
     label_set = load_label_set(src.labels)
-    if q.source_id not in label_set.labels:
+    scenario = label_set.label_of(q.source_id, q.prompt)
+    if scenario is None:
+        if src.labelled_only:
+            raise Skip(f"label set {label_set.name!r}: the labelled prompt is not this record's final user turn", False)
         return q
-    return dataclasses.replace(q, scenario_id=label_set.labels[q.source_id], labelled_by=label_set.name)
+    return dataclasses.replace(q, scenario_id=scenario, labelled_by=label_set.name)
 
 
 def release_queries(release: Any, label: str | None = None) -> list[Query]:
