@@ -253,9 +253,8 @@ class Accounting:
     queries_in_release: int = 0
     queries_not_in_release: dict[str, int] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
-    short_goals: dict[str, dict[str, int]] = field(
-        default_factory=dict
-    )  # goal -> wanted (select.min_per_goal), selected
+    # goal -> wanted (select.min_per_goal), selected, with_evidence (in the pool)
+    short_goals: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def fill(
         self,

@@ -120,7 +120,8 @@ def gather(
         key = label if label not in stats else f"{label}#{i}"
         s = SourceStats()
         if src.labels:
-            s.label_set = {"name": load_label_set(src.labels).name, "listed": len(load_label_set(src.labels).labels)}
+            label_set = load_label_set(src.labels)
+            s.label_set = {"name": label_set.name, "listed": len(label_set.labels)}
         for q in _iter_source(src, label, s, quarantine):
             if limit is not None and len(queries) >= limit:
                 break

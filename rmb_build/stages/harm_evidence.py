@@ -113,7 +113,8 @@ def _label_sets(names: dict[str, int]) -> dict[str, Any]:
     from rmb_build.stages.sources.label_sets import load_label_set, shipped_names
 
     keep = ("corpus", "what", "annotators", "measured")
-    sets = {n: {k: load_label_set(n).about.get(k) for k in keep} for n in names if n in shipped_names()}
+    abouts = {n: load_label_set(n).about for n in names if n in shipped_names()}
+    sets = {n: {k: about.get(k) for k in keep} for n, about in abouts.items()}
     return {"label_sets": sets} if sets else {}
 
 

@@ -44,8 +44,8 @@ class LabelSet:
 
     def label_of(self, source_id: str, prompt: str) -> str | None:
         """The scenario the set gives this record's query, or None (not labelled, or another prompt)."""
-        scenario = self.labels.get(source_id)
-        if scenario is None or self.prompts.get(source_id, prompt_digest(prompt)) != prompt_digest(prompt):
+        scenario, labelled_prompt = self.labels.get(source_id), self.prompts.get(source_id)
+        if scenario is None or (labelled_prompt is not None and labelled_prompt != prompt_digest(prompt)):
             return None
         return scenario
 

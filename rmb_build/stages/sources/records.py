@@ -12,7 +12,7 @@ from rmb_build.core.jsonl import BadLine
 from rmb_build.core.records import Query, query_id
 from rmb_build.core.taxonomy import is_known
 from rmb_build.stages.language import detect_language
-from rmb_build.stages.sources.label_sets import load_label_set
+from rmb_build.stages.sources.label_sets import LabelSet, load_label_set
 from rmb_build.stages.sources.options import SourceOptions as SourceConfig
 
 ROLES = {
@@ -164,8 +164,13 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
 
 
 def _check_labelled_only(source_id: str, src: SourceConfig) -> None:
-    if src.labelled_only and source_id not in load_label_set(src.labels).labels:
-        raise Skip(f"not labelled by label set {load_label_set(src.labels).name!r} (labelled_only)", False)
+    if src.labelled_only:
+        _labelled_only(source_id, load_label_set(src.labels))
+
+
+def _labelled_only(source_id: str, label_set: LabelSet) -> None:
+    if source_id not in label_set.labels:
+        raise Skip(f"not labelled by label set {label_set.name!r} (labelled_only)", False)
 
 
 def with_peoples_label(q: Query, src: SourceConfig) -> Query:
@@ -175,8 +180,9 @@ def with_peoples_label(q: Query, src: SourceConfig) -> Query:
     with ``labelled_only``, else the query goes on unlabelled)."""
     if not src.labels:
         return q
-    _check_labelled_only(q.source_id, src)
     label_set = load_label_set(src.labels)
+    if src.labelled_only:
+        _labelled_only(q.source_id, label_set)
     scenario = label_set.label_of(q.source_id, q.prompt)
     if scenario is None:
         if src.labelled_only:
