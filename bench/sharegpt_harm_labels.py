@@ -1,10 +1,10 @@
-"""The shipped label set ``sharegpt-harm``: how its ShareGPT prompts were drawn, how two annotators'
+"""The shipped label set ``sharegpt-harm``: how its ShareGPT prompts were drawn, how two LLM annotators'
 labels became it, and what it measures (inter-annotator agreement, how common harmful prompts are
 in ShareGPT, and the embedding classifier's precision there).
 
     python bench/sharegpt_harm_labels.py pool --out DIR        # the prompts to label (pool.jsonl) and key.jsonl
     python bench/sharegpt_harm_labels.py combine --key DIR/key.jsonl --a A.jsonl --b B.jsonl \\
-        [--exclude N:why ...]                                  # the label set, from two annotators' files
+        [--exclude N:why ...]                                  # the label set, from two LLM annotators' files
     python bench/sharegpt_harm_labels.py measure              # recompute the figures into the set's .json
 
 The pool: the demo source's prompts (first turns of 15-600 characters, at least 95% ASCII; exact

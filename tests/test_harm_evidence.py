@@ -49,7 +49,7 @@ def test_a_low_confidence_harm_guess_is_turned_away_and_counted(clf):
         "classified_harmful": 2,
         "kept": 1,
         "turned_away": {BELOW_THRESHOLD: 1},
-        "labelled_by_people": {},
+        "labelled_by_label_set": {},
         "classifier_is_evidence": True,
     }
     manifest = section(counts)
@@ -79,7 +79,7 @@ def test_classification_evidence_and_routing_keep_a_persons_label(clf):
     assert classified[0] == people and classified[1].scenario_id == "Harmlessness/S10"
     out, counts = require_evidence(classified, clf, from_classifier=False)
     assert out[0] == people and out[1].scenario_id.startswith("Helpfulness/")
-    assert counts["labelled_by_people"] == {"people": 1} and counts["turned_away"] == {NOT_FROM_CLASSIFIER: 1}
+    assert counts["labelled_by_label_set"] == {"people": 1} and counts["turned_away"] == {NOT_FROM_CLASSIFIER: 1}
     assert counts["classified_harmful"] == 1 and counts["kept"] == 0 and counts["classifier_is_evidence"] is False
     safe = GuardLabel(people.id, "prompt", None, "safe", raw="safe")
     d = decide(people, safe, {"Helpfulness": code})

@@ -1,4 +1,4 @@
-"""Label sets: people's scenario labels for a source's records. They reach the queries, classification,
+"""Label sets: scenario labels annotators (people or LLMs) gave to a source's records. They reach the queries, classification,
 the harm-evidence rule and goal routing keep them, selection puts them first and says when a goal is
 short; the shipped ``sharegpt-harm`` set is checked against the packaged ShareGPT and its own figures."""
 
@@ -179,7 +179,7 @@ def test_the_card_says_who_labelled_and_that_the_classifier_was_no_evidence():
         "classified_harmful": 7,
         "kept": 0,
         "turned_away": {NOT_FROM_CLASSIFIER: 7},
-        "labelled_by_people": {"sharegpt-harm": 12},
+        "labelled_by_label_set": {"sharegpt-harm": 12},
         "classifier_is_evidence": False,
     }
     text = _harm_evidence(section(counts))
@@ -189,6 +189,27 @@ def test_the_card_says_who_labelled_and_that_the_classifier_was_no_evidence():
     prec = m["classifier_at_threshold"]["precision"]
     assert f"{prec['k']} were ({100 * prec['share']:.1f}%" in text and "harm_from_classifier: false" in text
     assert "the 7 prompts it called harmful took their most likely helpfulness scenario" in text
+    # LLM annotators are named as such: never "people's labels" for a set no person labelled or checked
+    assert "Harmlessness from an LLM-labelled set (no person checked it)" in text and "people" not in text.lower()
+    assert "LLM annotators" in text and "Claude" in text
+
+
+def test_the_card_names_a_label_sets_annotators_as_it_records_them():
+    from rmb_build.release.card import _label_set_paragraph
+
+    assert "Harmlessness from a label set (who labelled it is not recorded)" in _label_set_paragraph(
+        "file:x.jsonl", 3, {}
+    )
+    assert "Harmlessness from people's labels" in _label_set_paragraph("mine", 3, {"annotated_by": "people"})
+    # a manifest written before the count was renamed still reaches the card
+    old = _harm_evidence_of({"labelled_by_people": {"file:x.jsonl": 2}, "labelled_by_sources": 0})
+    assert "2 of the queries gathered carry a harmlessness label of the label set `file:x.jsonl`" in old
+
+
+def _harm_evidence_of(harm: dict) -> str:
+    from rmb_build.release.card import _harm_evidence
+
+    return _harm_evidence(harm)
 
 
 def test_the_shipped_set_matches_its_own_figures():
@@ -262,7 +283,7 @@ def test_a_users_file_named_like_a_shipped_set_is_not_taken_for_it(tmp_path):
                 "classified_harmful": 0,
                 "kept": 0,
                 "turned_away": {},
-                "labelled_by_people": {ls.name: 1},
+                "labelled_by_label_set": {ls.name: 1},
             }
         )
     )
@@ -275,7 +296,7 @@ def test_without_a_classify_stage_the_card_still_names_the_label_sets():
 
     queries = [_query(0, "a", HARM, "sharegpt-harm"), _query(1, "b", "Harmlessness/S9"), _query(2, "c", CODE)]
     counts = unclassified(queries)
-    assert counts["labelled_by_sources"] == 1 and counts["labelled_by_people"] == {"sharegpt-harm": 1}
+    assert counts["labelled_by_sources"] == 1 and counts["labelled_by_label_set"] == {"sharegpt-harm": 1}
     text = _harm_evidence(section(counts))
     assert "1 of the queries gathered carry a harmlessness label of the label set `sharegpt-harm`" in text
     assert "1 harmlessness queries carry their sources' own labels" in text

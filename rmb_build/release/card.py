@@ -328,11 +328,12 @@ def _audit(audit: AuditReport | dict | None) -> str:
 
 
 def _harm_evidence(harm: dict) -> str:
-    """What a harmlessness label rests on: people's label sets, the classifier at its measured threshold
+    """What a harmlessness label rests on: label sets (annotated by people or LLMs, as each says), the classifier at its measured threshold
     (and how sure that is at other base rates of harmful prompts), or the sources' own labels."""
     parts = [
         _label_set_paragraph(name, n, harm.get("label_sets", {}).get(name))
-        for name, n in harm.get("labelled_by_people", {}).items()
+        # manifests written before the key said what it counts called it labelled_by_people
+        for name, n in harm.get("labelled_by_label_set", harm.get("labelled_by_people", {})).items()
     ]
     if "labelled_by_sources" in harm:  # no classify stage: the sources' labels stand
         parts.append(
@@ -367,8 +368,8 @@ def _harm_evidence(harm: dict) -> str:
 def _label_set_paragraph(name: str, n: int, about: dict | None) -> str:
     """One label set's paragraph: how many queries rest on it, who labelled what, and what it measured."""
     text = (
-        f"**Harmlessness from people's labels.** {n} of the queries gathered carry a harmlessness label of the "
-        f"label set `{name}`"
+        f"**Harmlessness from {_annotated_by(about)}.** {n} of the queries gathered carry a harmlessness label of "
+        f"the label set `{name}`"
     )
     m = (about or {}).get("measured")
     if not m:
@@ -385,6 +386,16 @@ def _label_set_paragraph(name: str, n: int, about: dict | None) -> str:
         f"{prec['k']} were ({100 * prec['share']:.1f}%, 95% CI {100 * prec['ci95'][0]:.1f}-"
         f"{100 * prec['ci95'][1]:.1f}%): on this corpus its calls are no evidence of harm."
     )
+
+
+def _annotated_by(about: dict | None) -> str:
+    """Who gave a label set's labels, as its ``annotated_by`` says; never "people" unless the set says so."""
+    kind = (about or {}).get("annotated_by")
+    return {
+        "people": "people's labels",
+        "llm": "an LLM-labelled set (no person checked it)",
+        "mixed": "a label set labelled by people and LLMs",
+    }.get(kind, "a label set (who labelled it is not recorded)")
 
 
 def _figure(fig: dict | None) -> list[str]:
@@ -466,7 +477,7 @@ def _label_checks(manifest: dict, review: dict | None = None) -> str:
             f"**Goals from the guard.** Each query's prompt was guarded ({queries.get('guarded', 0)} prompts; "
             f"verdicts {_describe(queries.get('verdicts', {})) or 'none'}). Items whose goal came from the guard: "
             f"{goal_from.get('guard', 0)}; from the classifier alone (no readable verdict): "
-            f"{goal_from.get('classifier', 0)}; from people's labels (a label set, which a verdict does not "
+            f"{goal_from.get('classifier', 0)}; from a label set (which a verdict does not "
             f"change): {goal_from.get('label_set', 0)}"
             + (
                 f" ('unsafe' verdicts not taken as evidence of harm: {_describe(queries['unsafe_not_evidence'])})"
@@ -474,7 +485,7 @@ def _label_checks(manifest: dict, review: dict | None = None) -> str:
                 else ""
             )
             + f". Harm category / scenario from the guard: {cat_from.get('guard', 0)}; "
-            f"from the classifier: {cat_from.get('classifier', 0)}; from people's labels: "
+            f"from the classifier: {cat_from.get('classifier', 0)}; from a label set: "
             f"{cat_from.get('label_set', 0)}. Items where guard and classifier disagreed: "
             + (_describe(disagreed) if disagreed else "none")
             + ". Queries dropped by routing: "

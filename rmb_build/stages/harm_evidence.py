@@ -10,10 +10,10 @@ routing may still make it harmlessness on a readable ``unsafe`` verdict of the g
 
 Precision depends on how common harmful prompts are: measured where about a third of the prompts are
 harmful, it falls at lower base rates; ``measurement()`` carries the figures and the manifest and card
-state them. In ShareGPT, where two annotators found 2 of 400 random prompts harmful, 6 of the 112
+state them. In ShareGPT, where two LLM annotators found 2 of 400 random prompts harmful, 6 of the 112
 prompts the classifier calls harmful are (the label set ``sharegpt-harm``): a build over such a corpus
-should set ``classifier.harm_from_classifier: false`` and take its harmlessness queries from people's
-labels (a source's ``labels``), which are evidence as they are.
+should set ``classifier.harm_from_classifier: false`` and take its harmlessness queries from a label
+set (a source's ``labels``: labels annotators gave, each set saying who they were), which is evidence as it is.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ def require_evidence(
     queries: Sequence[Query], clf: Any, from_classifier: bool = True
 ) -> tuple[list[Query], dict[str, Any]]:
     """``queries`` with every harmlessness label lacking evidence replaced by the query's most likely
-    helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). A label people gave
-    (``Query.labelled_by``, a label set) is evidence; a classifier's harmlessness label is evidence at
+    helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). A label set's label
+    (``Query.labelled_by``) is evidence; a classifier's harmlessness label is evidence at
     the measured threshold, and never with ``from_classifier`` False. Queries of other goals pass unchanged."""
     from rmb_build.stages.classify import classifier_text
 
     threshold = float(measurement()["threshold"])
-    by_people = Counter(q.labelled_by for q in queries if q.labelled_by and _is_harm(q.scenario_id))
+    by_label_set = Counter(q.labelled_by for q in queries if q.labelled_by and _is_harm(q.scenario_id))
     harm_at = [i for i, q in enumerate(queries) if _is_harm(q.scenario_id) and not q.labelled_by]
     out, reasons = list(queries), Counter()
     if harm_at:
@@ -73,14 +73,14 @@ def require_evidence(
         "classified_harmful": len(harm_at),
         "kept": kept,
         "turned_away": dict(reasons),
-        "labelled_by_people": dict(by_people),
+        "labelled_by_label_set": dict(by_label_set),
         "classifier_is_evidence": from_classifier,
     }
 
 
 def unclassified(queries: Sequence[Query]) -> dict[str, Any]:
     """The counts of a build whose labels come from its sources (no classify stage): nothing turned away;
-    the labels of label sets (people's) counted apart from the records' own."""
+    the labels of label sets counted apart from the records' own."""
     harm = [q for q in queries if _is_harm(q.scenario_id)]
     return {
         "threshold": float(measurement()["threshold"]),
@@ -88,7 +88,7 @@ def unclassified(queries: Sequence[Query]) -> dict[str, Any]:
         "kept": 0,
         "turned_away": {},
         "labelled_by_sources": sum(1 for q in harm if not q.labelled_by),
-        "labelled_by_people": dict(Counter(q.labelled_by for q in harm if q.labelled_by)),
+        "labelled_by_label_set": dict(Counter(q.labelled_by for q in harm if q.labelled_by)),
     }
 
 
@@ -104,7 +104,7 @@ def section(counts: dict[str, Any]) -> dict[str, Any]:
         "precision_at_base_rate": m["precision_at_base_rate"],
         "measured_on": m["release"],
         "measured_with": m["measured_with"],
-        **_label_sets(counts.get("labelled_by_people") or {}),
+        **_label_sets(counts.get("labelled_by_label_set") or {}),
     }
 
 
@@ -112,7 +112,7 @@ def _label_sets(names: dict[str, int]) -> dict[str, Any]:
     """``label_sets``: what each shipped label set behind this build's labels says of itself and measured."""
     from rmb_build.stages.sources.label_sets import load_label_set, shipped_names
 
-    keep = ("corpus", "what", "annotators", "measured")
+    keep = ("corpus", "what", "annotated_by", "annotators", "measured")
     abouts = {n: load_label_set(n).about for n in names if n in shipped_names()}
     sets = {n: {k: about.get(k) for k in keep} for n, about in abouts.items()}
     return {"label_sets": sets} if sets else {}

@@ -84,7 +84,7 @@ def select_balanced(
     ``min_per_goal`` (an int for every goal, or per goal name) where it has enough queries, then
     all scenarios share what is left of ``total``; no scenario gets more than ``per_scenario``.
     Queries without a scenario (unclassified, or the classifier abstained) are never picked; within a
-    scenario, people's labels come first, then the most confident.
+    scenario, a label set's labels come first, then the most confident.
     """
     total = len(queries) if total is None else total
     need = {g: min_per_goal for g in GOALS} if isinstance(min_per_goal, int) else dict(min_per_goal)

@@ -1,4 +1,4 @@
-"""Label sets: scenario labels people gave to a source's records, kept apart from the source.
+"""Label sets: scenario labels annotators gave to a source's records, kept apart from the source.
 
 A label set is a JSONL file, one record a line: ``{"source_id": ..., "scenario_id": ...}`` (other
 fields are kept for the reader, e.g. each annotator's label). ``scenario_id`` is one of the 49 ids,
@@ -10,7 +10,8 @@ A source with ``labels: NAME-or-PATH`` gives each listed record that scenario; c
 it, and it is the evidence a harmlessness label needs (``rmb_build.stages.harm_evidence``).
 
 The sets shipped with rmb_build live in ``labels/`` beside this module, ``NAME.jsonl`` with a
-``NAME.json`` saying how it was made and what was measured with it; adding one is adding those two files.
+``NAME.json`` saying how it was made (``annotated_by``: ``people``, ``llm`` or ``mixed``; ``annotators``: who they
+were), and what was measured with it; adding one is adding those two files.
 """
 
 from __future__ import annotations

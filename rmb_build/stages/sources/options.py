@@ -21,7 +21,7 @@ class SourceOptions(BaseModel):
     skip: int = Field(default=0, ge=0)
     license: str | None = None
     labels: str | None = Field(
-        default=None, description="a label set (a shipped set's name or a JSONL path): people's scenario labels"
+        default=None, description="a label set (a shipped set's name or a JSONL path): scenario labels annotators gave"
     )
     labelled_only: bool = Field(default=False, description="keep only the records the label set gives a scenario")
 
