@@ -15,9 +15,11 @@ def to_release_terms(set_name: str, order: Sequence[int], shown: str) -> str:
     """The release's term for what the page said: ``shown`` is ``"k"`` (the k-th answer shown, from 1) or a word."""
     if shown in WORDS:
         return shown
-    if not shown.isdigit() or not 1 <= int(shown) <= len(order):
-        raise RMBError(f"{shown!r} is not an answer of this item (1 to {len(order)}, or {', '.join(WORDS)})")
-    return answer_terms(set_name, len(order))[order[int(shown) - 1]]
+    numbers = [str(k + 1) for k in range(len(order))]  # not int(shown): it reads '٣', and str.isdigit takes '²'
+    if shown not in numbers:
+        quoted = repr(shown if len(shown) <= 40 else shown[:40] + "...")
+        raise RMBError(f"{quoted} is not an answer of this item (1 to {len(order)}, or {', '.join(WORDS)})")
+    return answer_terms(set_name, len(order))[order[numbers.index(shown)]]
 
 
 def to_shown(set_name: str, order: Sequence[int], choice: str) -> str:
