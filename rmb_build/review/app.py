@@ -44,7 +44,7 @@ from rmb_build.core.items import Item, PairwiseItem
 from rmb_build.core.prompting import criteria_for, load_prompt
 from rmb_build.core.taxonomy import HARMLESSNESS
 from rmb_build.release.review_labels import FLAGS, Label
-from rmb_build.review.choices import to_release_terms
+from rmb_build.review.choices import quoted, to_release_terms
 from rmb_build.review.render import markdown_html, shown_part
 from rmb_build.review.store import Assignment, ReviewStore
 
@@ -85,11 +85,6 @@ def _same(given: str, expected: str) -> bool:
 
 class BadRequest(Exception):
     """A request the page would not send: answered 400 with this one line."""
-
-
-def _shown(value: str) -> str:
-    """A request's value in a message: quoted, and cut where it is long."""
-    return repr(value if len(value) <= 40 else value[:40] + "...")
 
 
 @dataclass
@@ -230,7 +225,7 @@ async def _form(request: Request, fields: tuple[str, ...]) -> dict[str, list[str
         raise BadRequest("the form is not URL-encoded UTF-8") from None
     for key, values in form.items():
         if key not in fields:
-            raise BadRequest(f"field {_shown(key)} is not one of this form's ({', '.join(fields)}); reload the page")
+            raise BadRequest(f"field {quoted(key)} is not one of this form's ({', '.join(fields)}); reload the page")
         if len(values) > (len(set(values)) if key in REPEATABLE else 1):
             raise BadRequest(f"field {key!r} given more than once" + (" with one value" if key in REPEATABLE else ""))
     return form
@@ -238,7 +233,7 @@ async def _form(request: Request, fields: tuple[str, ...]) -> dict[str, list[str
 
 def _position(value: str) -> int:
     if not _POSITION.fullmatch(value):
-        raise BadRequest(f"field 'pos': {_shown(value)} is not a position in the queue (0, 1, 2, ...)")
+        raise BadRequest(f"field 'pos': {quoted(value)} is not a position in the queue (0, 1, 2, ...)")
     return int(value)
 
 
@@ -262,7 +257,7 @@ def create_app(page: ReviewPage) -> Starlette:
         token = _query_one(request, "t")
         everything = _query_one(request, "all")
         if everything not in (None, "1"):
-            raise BadRequest(f"query 'all': {_shown(everything)}, not 1")
+            raise BadRequest(f"query 'all': {quoted(everything)}, not 1")
         name = _who(page, request, token)
         if isinstance(name, Response):
             return name
@@ -319,7 +314,7 @@ def create_app(page: ReviewPage) -> Starlette:
         given = form.get("flag", [])
         unknown = [f for f in given if f not in FLAGS]
         if unknown:
-            raise BadRequest(f"field 'flag': {_shown(unknown[0])} is not one of {', '.join(FLAGS)}")
+            raise BadRequest(f"field 'flag': {quoted(unknown[0])} is not one of {', '.join(FLAGS)}")
         note = _one(form, "note")
         if len(note.replace("\r\n", "\n")) > MAX_NOTE:  # browsers send a textarea's line ends as CRLF
             raise BadRequest(f"field 'note': longer than {MAX_NOTE} characters")

@@ -17,9 +17,13 @@ def to_release_terms(set_name: str, order: Sequence[int], shown: str) -> str:
         return shown
     numbers = [str(k + 1) for k in range(len(order))]  # not int(shown): it reads '٣', and str.isdigit takes '²'
     if shown not in numbers:
-        quoted = repr(shown if len(shown) <= 40 else shown[:40] + "...")
-        raise RMBError(f"{quoted} is not an answer of this item (1 to {len(order)}, or {', '.join(WORDS)})")
+        raise RMBError(f"{quoted(shown)} is not an answer of this item (1 to {len(order)}, or {', '.join(WORDS)})")
     return answer_terms(set_name, len(order))[order[numbers.index(shown)]]
+
+
+def quoted(value: str) -> str:
+    """A value a request gave, for a one-line message: quoted, and cut where it is long."""
+    return repr(value if len(value) <= 40 else value[:40] + "...")
 
 
 def to_shown(set_name: str, order: Sequence[int], choice: str) -> str:
@@ -30,4 +34,4 @@ def to_shown(set_name: str, order: Sequence[int], choice: str) -> str:
     return str(list(order).index(terms.index(choice)) + 1)
 
 
-__all__ = ["WORDS", "to_release_terms", "to_shown"]
+__all__ = ["WORDS", "quoted", "to_release_terms", "to_shown"]

@@ -2,9 +2,9 @@
 turned off, so any tag in the text is escaped and shown as text; links and images stay as their text
 (nothing on the page fetches or opens what an item names). Code blocks keep their language as a class.
 
-Rendering takes about 10 s a megabyte (a table, here): the page shows the first ``SHOWN_CHARS`` of a
-longer text (``shown_part``) unless asked for all of it, and keeps what it rendered (the short texts
-many, the long ones few)."""
+Rendering takes seconds a megabyte (2 to 16 s for tables, measured): the page shows the first
+``SHOWN_CHARS`` of a longer text (``shown_part``) unless asked for all of it, and keeps what it rendered
+(the short texts many, the long ones few)."""
 
 from __future__ import annotations
 
