@@ -311,3 +311,30 @@ def test_every_loopback_address_is_loopback_and_no_other_host(tmp_path, host, st
 def test_is_loopback():
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "127.1.2.3", "::1", "localhost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "10.0.0.1", "::", "example.org", "", "127.1"))
+
+
+def test_long_texts_render_one_at_a_time_and_are_kept(monkeypatch):
+    """A second request for a long text waits for the first render (hundreds of MB each) and gets it kept."""
+    from rmb_build.review import render
+
+    real = render._markdown()
+    calls: list[int] = []
+    second: list[threading.Thread] = []
+    text = table(render.SHOWN_CHARS + 1000)
+
+    class Counted:
+        def render(self, source):
+            calls.append(len(source))
+            if len(calls) == 1:  # while the first render runs, a second asks for the same text
+                second.append(threading.Thread(target=render.markdown_html, args=(text,)))
+                second[0].start()
+                second[0].join(2)
+                assert second[0].is_alive(), "the second render did not wait for the first"
+            return real.render(source)
+
+    render._long.cache_clear()
+    monkeypatch.setattr(render, "_markdown", lambda: Counted())
+    html = render.markdown_html(text)
+    second[0].join(30)
+    assert calls == [len(text)] and "<td>LAST-ROW</td>" in html
+    render._long.cache_clear()

@@ -8,6 +8,7 @@ Rendering takes seconds a megabyte (2 to 16 s for tables, measured): the page sh
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 from markupsafe import Markup
@@ -31,11 +32,15 @@ def _render(text: str) -> Markup:
 
 _short = lru_cache(maxsize=512)(_render)
 _long = lru_cache(maxsize=4)(_render)
+_one_long = threading.Lock()
 
 
 def markdown_html(text: str) -> Markup:
     """``text`` rendered as safe HTML: every ``<`` of the text itself comes out as ``&lt;``."""
-    return (_short if len(text) <= SHOWN_CHARS else _long)(text)
+    if len(text) <= SHOWN_CHARS:
+        return _short(text)
+    with _one_long:  # a 2 MB table took 450 MB while it rendered: one at a time, the next finds it kept
+        return _long(text)
 
 
 def shown_part(text: str, limit: int = SHOWN_CHARS) -> str:
