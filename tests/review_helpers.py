@@ -75,3 +75,20 @@ def kappa_by_table(pairs: list[tuple[str, str]]) -> float | None:
 
 def pairs_of(units: list[list[str]]):
     return [p for u in units for p in combinations(u, 2)]
+
+
+def table(chars: int) -> str:
+    """A Markdown table of about ``chars`` characters; its last row says LAST-ROW."""
+    head = "| row | name | value |\n| --- | --- | --- |\n"
+    rows = [f"| {i} | cell {i} | {i * 7} |\n" for i in range(chars // 24)]
+    return head + "".join(rows) + "| LAST-ROW | end | 0 |\n"
+
+
+def long_release(root: Path, long_text: str) -> Path:
+    """Two pairwise items: uid 0 answers with ``long_text``, uid 1 is short."""
+    rel = Release(name="review-long", root=None)
+    for uid, text in (("0", long_text), ("1", "A short answer.")):
+        conv = (Turn("user", f"Question {uid}?", "en"),)
+        rel.add(PairwiseItem(uid, conv, Answer("model-a", text), Answer("model-b", "No."), PAIRWISE_CELLS[0]))
+    write_release(rel, root)
+    return root

@@ -185,16 +185,20 @@ def test_non_loopback_needs_the_token_and_posts_need_the_form_token(tmp_path):
     r = client.get("/a/ann", params={"t": tokens["ann"]})
     assert r.status_code == 200
     form = _form(r.text)
+    assert f'action="/a/ann/label?t={tokens["ann"]}"' in r.text  # the token is checked before the body is read
     assert client.post("/a/ann/label", data={**form, "choice": "1"}).status_code == 403  # no token
-    bad = client.post("/a/ann/label", data={**form, "csrf": "0" * 64, "choice": "1", "t": tokens["ann"]})
+    assert client.post("/a/ann/label", data={**form, "choice": "1", "t": tokens["ann"]}).status_code == 403
+    t = {"t": tokens["ann"]}
+    bad = client.post("/a/ann/label", params=t, data={**form, "csrf": "0" * 64, "choice": "1"})
     assert bad.status_code == 403
     other_site = client.post(
-        "/a/ann/label", data={**form, "choice": "1", "t": tokens["ann"]}, headers={"origin": "http://evil.example"}
+        "/a/ann/label", params=t, data={**form, "choice": "1"}, headers={"origin": "http://evil.example"}
     )
     assert other_site.status_code == 403 and page.store.labels() == []
     ok = client.post(
         "/a/ann/label",
-        data={**form, "choice": "1", "t": tokens["ann"]},
+        params=t,
+        data={**form, "choice": "1"},
         headers={"origin": "http://10.1.2.3:8765"},
         follow_redirects=False,
     )

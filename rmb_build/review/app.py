@@ -6,25 +6,33 @@ release's label. A POST (``/a/<name>/label``, ``/a/<name>/undo``) commits before
 served, then redirects to it.
 
 Who may in: the annotator's name must be planned in ``review.db``; when the server listens beyond
-loopback every request also needs the annotator's token (``?t=``; only its sha256 is stored), else
-403; on loopback the ``Host`` must be a loopback name (a site rebound to 127.0.0.1 gets 400). POSTs
-carry a per-annotator form token (an HMAC of the name under a secret kept in ``review.db``)
-and are refused when the browser says they come from another site (``Origin``, ``Sec-Fetch-Site``).
-The item a POST names is its position in the annotator's own queue, looked up in the database; nothing
-from a request becomes a path. Every page is served with a Content-Security-Policy that allows only this
-server's own script and style.
+loopback every request also needs the annotator's token (``?t=``, in the URL of POSTs too; only its
+sha256 is stored), else 403; on loopback the ``Host`` must be a loopback name (``localhost``, any of
+127.0.0.0/8, ``::1``; a site rebound to 127.0.0.1 gets 400). POSTs carry a per-annotator form token (an
+HMAC of the name under a secret kept in ``review.db``) and are refused when the browser says they come
+from another site (``Origin``, ``Sec-Fetch-Site``). The item a POST names is its position in the
+annotator's own queue, looked up in the database; nothing from a request becomes a path. Every page is
+served with a Content-Security-Policy that allows only this server's own script and style.
+
+What a request can cost: the name, the token and the site are checked before a POST's body is read, and
+the body is read as it streams, refused (413) past ``MAX_BODY``; every field that is not what the page
+sends gets one line of 400. Items are rendered in a worker thread (the event loop keeps serving the
+others), each text cut at ``render.SHOWN_CHARS`` unless the page is asked for all of it (``?all=1``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import parse_qs, quote, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -36,8 +44,8 @@ from rmb_build.core.items import Item, PairwiseItem
 from rmb_build.core.prompting import criteria_for, load_prompt
 from rmb_build.core.taxonomy import HARMLESSNESS
 from rmb_build.release.review_labels import FLAGS, Label
-from rmb_build.review.choices import to_release_terms
-from rmb_build.review.render import markdown_html
+from rmb_build.review.choices import quoted, to_release_terms
+from rmb_build.review.render import markdown_html, shown_part
 from rmb_build.review.store import Assignment, ReviewStore
 
 MAX_BODY = 64 * 1024
@@ -51,11 +59,32 @@ HEADERS = {
     "X-Frame-Options": "DENY",
 }
 STATIC = {"review.css": "text/css", "review.js": "text/javascript"}
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+FORM_FIELDS = {"label": ("csrf", "pos", "choice", "flag", "note"), "undo": ("csrf",)}
+REPEATABLE = ("flag",)
+_POSITION = re.compile(r"0|[1-9][0-9]{0,8}")  # ASCII only: int() reads '٣' and '+3', and 10**23 overflows SQLite
 
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, no port) is this machine: ``localhost``, 127.0.0.0/8, ``::1``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _same(given: str, expected: str) -> bool:
+    """A constant-time comparison that takes any text (``hmac.compare_digest`` raises on non-ASCII str)."""
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+class BadRequest(Exception):
+    """A request the page would not send: answered 400 with this one line."""
 
 
 @dataclass
@@ -90,7 +119,7 @@ def _who(page: ReviewPage, request: Request, token: str | None) -> str | Respons
         return Response("404 Not Found: no such annotator\n", status_code=404, media_type="text/plain", headers=HEADERS)
     if page.require_token:
         expected = page.hashes.get(name)
-        if not token or not expected or not hmac.compare_digest(token_hash(token), expected):
+        if not token or not expected or not _same(token_hash(token), expected):
             return _forbidden("this page needs the annotator's link with its token")
     return name
 
@@ -122,7 +151,15 @@ def _guidelines(goal: str) -> str:
         return ""
 
 
-def _item_view(page: ReviewPage, a: Assignment) -> dict:
+def _text(text: str, everything: bool) -> dict:
+    """One text as HTML, cut at ``render.SHOWN_CHARS`` unless ``everything`` (``cut``: how much of how much is shown)."""
+    part = text if everything else shown_part(text)
+    cut = {"shown": len(part), "of": len(text)} if len(part) < len(text) else None
+    return {"html": markdown_html(part), "cut": cut}
+
+
+def _item_view(page: ReviewPage, a: Assignment, everything: bool = False) -> dict:
+    """The item's page, rendered (Markdown of a long text takes seconds: the app calls this in a worker thread)."""
     item = page.items[(a.key.set, a.key.uid)]
     answers = item.answers()
     pairwise = isinstance(item, PairwiseItem)
@@ -132,12 +169,72 @@ def _item_view(page: ReviewPage, a: Assignment) -> dict:
         "scenario": a.key.scenario,
         "goal": a.key.goal,
         "harmful": a.key.goal == HARMLESSNESS,
-        "turns": [{"role": t.role, "html": markdown_html(t.content)} for t in item.conversation],
-        "answers": [{"number": k + 1, "html": markdown_html(answers[i].answer)} for k, i in enumerate(a.order)],
+        "turns": [{"role": t.role, **_text(t.content, everything)} for t in item.conversation],
+        "answers": [{"number": k + 1, **_text(answers[i].answer, everything)} for k, i in enumerate(a.order)],
         "criteria": markdown_html(_criteria(a.key.scenario)),
         "guidelines": markdown_html(_guidelines(a.key.goal)),
         "pos": a.pos,
     }
+
+
+def _plain(status: int, text: str) -> Response:
+    return Response(f"{text}\n", status_code=status, media_type="text/plain", headers=HEADERS)
+
+
+def _bad_requests(handler):
+    """``handler`` with its ``BadRequest`` answered 400 in one line."""
+
+    async def answer(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except BadRequest as exc:
+            return _plain(400, f"400 Bad Request: {exc}")
+
+    return answer
+
+
+def _query_one(request: Request, key: str) -> str | None:
+    values = request.query_params.getlist(key)
+    if len(values) > 1:
+        raise BadRequest(f"query {key!r} given {len(values)} times")
+    return values[0] if values else None
+
+
+def _one(form: dict[str, list[str]], key: str) -> str:
+    return (form.get(key) or [""])[0]
+
+
+async def _form(request: Request, fields: tuple[str, ...]) -> dict[str, list[str]] | Response:
+    """The POST's form, read as it streams and refused (413) past ``MAX_BODY``; only ``fields``, each
+    once (``REPEATABLE`` ones once per value), in UTF-8."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        return _plain(415, "415 Unsupported Media Type")
+    length = request.headers.get("content-length")
+    if length is not None and not (
+        length.isascii() and length.isdigit() and len(length) <= 9 and int(length) <= MAX_BODY
+    ):
+        return _plain(413, "413 Payload Too Large")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            return _plain(413, "413 Payload Too Large")
+    try:
+        form = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=bool(body), errors="strict")
+    except ValueError:  # UnicodeDecodeError included
+        raise BadRequest("the form is not URL-encoded UTF-8") from None
+    for key, values in form.items():
+        if key not in fields:
+            raise BadRequest(f"field {quoted(key)} is not one of this form's ({', '.join(fields)}); reload the page")
+        if len(values) > (len(set(values)) if key in REPEATABLE else 1):
+            raise BadRequest(f"field {key!r} given more than once" + (" with one value" if key in REPEATABLE else ""))
+    return form
+
+
+def _position(value: str) -> int:
+    if not _POSITION.fullmatch(value):
+        raise BadRequest(f"field 'pos': {quoted(value)} is not a position in the queue (0, 1, 2, ...)")
+    return int(value)
 
 
 def create_app(page: ReviewPage) -> Starlette:
@@ -155,83 +252,84 @@ def create_app(page: ReviewPage) -> Starlette:
         ]
         return html("index.html", people=people)
 
+    @_bad_requests
     async def show(request: Request) -> Response:
-        token = request.query_params.get("t")
+        token = _query_one(request, "t")
+        everything = _query_one(request, "all")
+        if everything not in (None, "1"):
+            raise BadRequest(f"query 'all': {quoted(everything)}, not 1")
         name = _who(page, request, token)
         if isinstance(name, Response):
             return name
         done, total = page.store.progress(name)
+        here = _here(name, token)
         common = {
             "name": name,
             "done": done,
             "total": total,
             "percent": round(100 * done / total) if total else 100,
             "csrf": page.csrf(name),
-            "token": token or "",
             "action": f"/a/{quote(name, safe='')}",
+            "query": here[len(_here(name, None)) :],
+            "all_url": here + ("&" if token else "?") + "all=1",
             "flags": FLAGS,
         }
         current = page.store.current(name)
         if current is None:
             return html("done.html", **common)
         page.store.shown(name, current.pos)
-        return html("item.html", item=_item_view(page, current), **common)
+        item = await run_in_threadpool(_item_view, page, current, everything == "1")
+        return html("item.html", item=item, **common)
 
-    async def _form(request: Request) -> dict[str, list[str]] | Response:
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
-            return Response("415 Unsupported Media Type\n", status_code=415, media_type="text/plain", headers=HEADERS)
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return Response("413 Payload Too Large\n", status_code=413, media_type="text/plain", headers=HEADERS)
-        return parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-
-    async def _checked(request: Request) -> tuple[str, dict[str, list[str]]] | Response:
-        form = await _form(request)
-        if isinstance(form, Response):
-            return form
-        token = (form.get("t") or [""])[0] or request.query_params.get("t")
+    async def _checked(request: Request, action: str) -> tuple[str, str | None, dict[str, list[str]]] | Response:
+        """Who posts (name and token from the URL), from which site, and their form: the body is read last."""
+        token = _query_one(request, "t")
         name = _who(page, request, token)
         if isinstance(name, Response):
             return name
         if not _same_site(request):
             return _forbidden("a request from another site")
-        if not hmac.compare_digest((form.get("csrf") or [""])[0], page.csrf(name)):
+        form = await _form(request, FORM_FIELDS[action])
+        if isinstance(form, Response):
+            return form
+        if not _same(_one(form, "csrf"), page.csrf(name)):
             return _forbidden("the form's token does not match; reload the page")
-        return name, form
+        return name, token, form
 
+    @_bad_requests
     async def label(request: Request) -> Response:
-        checked = await _checked(request)
+        checked = await _checked(request, "label")
         if isinstance(checked, Response):
             return checked
-        name, form = checked
-        token = (form.get("t") or [""])[0] or None
-        try:
-            pos = int((form.get("pos") or [""])[0])
-        except ValueError:
-            return Response("400 Bad Request: pos\n", status_code=400, media_type="text/plain", headers=HEADERS)
+        name, token, form = checked
+        pos = _position(_one(form, "pos"))
         a = page.store.assignment(name, pos)
         if a is None:
-            return Response(
-                "400 Bad Request: no such item\n", status_code=400, media_type="text/plain", headers=HEADERS
-            )
+            raise BadRequest(f"field 'pos': no item {pos} in {name}'s queue")
+        shown = _one(form, "choice")
         try:
-            choice = to_release_terms(a.key.set, a.order, (form.get("choice") or [""])[0])
+            choice = to_release_terms(a.key.set, a.order, shown)
         except RMBError as exc:
-            return Response(f"400 Bad Request: {exc}\n", status_code=400, media_type="text/plain", headers=HEADERS)
-        flags = tuple(f for f in FLAGS if f in form.get("flag", []))
-        note = (form.get("note") or [""])[0][:MAX_NOTE]
-        page.store.save(
-            Label(a.key.set, a.key.uid, name, choice, flags, note), shown=(form.get("choice") or [""])[0], pos=pos
-        )
+            raise BadRequest(f"field 'choice': {exc}") from None
+        given = form.get("flag", [])
+        unknown = [f for f in given if f not in FLAGS]
+        if unknown:
+            raise BadRequest(f"field 'flag': {quoted(unknown[0])} is not one of {', '.join(FLAGS)}")
+        note = _one(form, "note")
+        if len(note.replace("\r\n", "\n")) > MAX_NOTE:  # browsers send a textarea's line ends as CRLF
+            raise BadRequest(f"field 'note': longer than {MAX_NOTE} characters")
+        flags = tuple(f for f in FLAGS if f in given)
+        page.store.save(Label(a.key.set, a.key.uid, name, choice, flags, note), shown=shown, pos=pos)
         return RedirectResponse(_here(name, token), status_code=303, headers=HEADERS)
 
+    @_bad_requests
     async def undo(request: Request) -> Response:
-        checked = await _checked(request)
+        checked = await _checked(request, "undo")
         if isinstance(checked, Response):
             return checked
-        name, form = checked
+        name, token, _ = checked
         page.store.undo(name)
-        return RedirectResponse(_here(name, (form.get("t") or [""])[0] or None), status_code=303, headers=HEADERS)
+        return RedirectResponse(_here(name, token), status_code=303, headers=HEADERS)
 
     def static(file: str):
         async def serve(request: Request) -> Response:
@@ -260,12 +358,15 @@ def create_app(page: ReviewPage) -> Starlette:
 def host_name(host_header: str) -> str:
     """The name in a ``Host`` header, without its port; an IPv6 address keeps its brackets off
     (``[::1]:8000`` -> ``::1``)."""
-    return (urlsplit(f"//{host_header}").hostname or "") if host_header else ""
+    try:
+        return (urlsplit(f"//{host_header}").hostname or "") if host_header else ""
+    except ValueError:  # "[::1" and the like
+        return ""
 
 
 class LoopbackHostOnly:
-    """ASGI middleware answering 400 to any request whose ``Host`` is not a loopback name (IPv6 included:
-    Starlette's TrustedHostMiddleware cuts ``[::1]:8000`` at its first colon)."""
+    """ASGI middleware answering 400 to any request whose ``Host`` is not loopback (``is_loopback``; IPv6
+    included: Starlette's TrustedHostMiddleware cuts ``[::1]:8000`` at its first colon)."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -273,10 +374,10 @@ class LoopbackHostOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
             host = Headers(scope=scope).get("host", "")
-            if host_name(host) not in LOOPBACK_NAMES:
+            if not is_loopback(host_name(host)):
                 await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
 
-__all__ = ["ReviewPage", "create_app", "token_hash"]
+__all__ = ["MAX_BODY", "ReviewPage", "create_app", "is_loopback", "token_hash"]

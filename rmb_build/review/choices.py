@@ -15,9 +15,15 @@ def to_release_terms(set_name: str, order: Sequence[int], shown: str) -> str:
     """The release's term for what the page said: ``shown`` is ``"k"`` (the k-th answer shown, from 1) or a word."""
     if shown in WORDS:
         return shown
-    if not shown.isdigit() or not 1 <= int(shown) <= len(order):
-        raise RMBError(f"{shown!r} is not an answer of this item (1 to {len(order)}, or {', '.join(WORDS)})")
-    return answer_terms(set_name, len(order))[order[int(shown) - 1]]
+    numbers = [str(k + 1) for k in range(len(order))]  # not int(shown): it reads '٣', and str.isdigit takes '²'
+    if shown not in numbers:
+        raise RMBError(f"{quoted(shown)} is not an answer of this item (1 to {len(order)}, or {', '.join(WORDS)})")
+    return answer_terms(set_name, len(order))[order[numbers.index(shown)]]
+
+
+def quoted(value: str) -> str:
+    """A value a request gave, for a one-line message: quoted, and cut where it is long."""
+    return repr(value if len(value) <= 40 else value[:40] + "...")
 
 
 def to_shown(set_name: str, order: Sequence[int], choice: str) -> str:
@@ -28,4 +34,4 @@ def to_shown(set_name: str, order: Sequence[int], choice: str) -> str:
     return str(list(order).index(terms.index(choice)) + 1)
 
 
-__all__ = ["WORDS", "to_release_terms", "to_shown"]
+__all__ = ["WORDS", "quoted", "to_release_terms", "to_shown"]

@@ -3,7 +3,6 @@ later start (same release, same people, same settings), tokens where the page is
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 from dataclasses import dataclass
 from typing import Sequence
@@ -11,21 +10,12 @@ from typing import Sequence
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Item, set_file
 from rmb_build.release.read import Release
-from rmb_build.review.app import ReviewPage, token_hash
+from rmb_build.review.app import ReviewPage, is_loopback, token_hash
 from rmb_build.review.sample import ItemKey, answer_order, assign, stratified_sample
 from rmb_build.review.store import ReviewStore, now_iso
 
 DEFAULT_OVERLAP = 0.2
 DEFAULT_SEED = 0
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def index_items(release: Release) -> dict[tuple[str, str], Item]:
