@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import json
 import math
 import os
 import subprocess
@@ -398,3 +399,68 @@ def test_rmbench_without_a_domain_has_no_overall_figures():
     got = rmbench_figures(rmbench_data(rng, ["chat", "math", "safety-refuse"]), "total_dataset.json", "strict")
     assert got["headline"] is None and got["hard"] is None and "no code" in got["headline_reason"]
     assert set(got["sections"]) == {"chat", "math", "safety"}
+
+
+# --- the published rewardbench package, where one is installed -------------------------------------------------
+
+PACKAGE_SIDE = """
+import json, math, sys, warnings
+warnings.simplefilter("ignore")
+from datasets import Dataset
+from rewardbench.constants import EXAMPLE_COUNTS, SUBSET_MAPPING
+from rewardbench.utils import calculate_scores_per_section, process_single_model
+data = json.load(sys.stdin)
+out = {"EXAMPLE_COUNTS": EXAMPLE_COUNTS, "SUBSET_MAPPING": SUBSET_MAPPING, "sections": [], "ties": []}
+for metrics in data["metrics"]:
+    out["sections"].append(calculate_scores_per_section(EXAMPLE_COUNTS, SUBSET_MAPPING, metrics))
+for rows in data["ties"]:
+    out["ties"].append(float(process_single_model(Dataset.from_list(rows))[1]))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_the_rewardbench_package_agrees():
+    """The rewardbench wheel itself (REWARDBENCH_PYTHON: a Python where ``pip install rewardbench==0.1.4``
+    imports; see docs/formats.md) on the same accuracies and, for Ties, continuous scores (its older
+    process_single_model differs from the repository's only where correct answers tie)."""
+    python = os.environ.get("REWARDBENCH_PYTHON")
+    if not python:
+        pytest.skip("REWARDBENCH_PYTHON is not set (a Python with the rewardbench package installed)")
+    rng = np.random.default_rng(44)
+    every = list(authors_code.EXAMPLE_COUNTS)
+    metrics, mine = [], []
+    for trial in range(300):
+        present = [s for s in every if trial % 2 == 0 or rng.random() < 0.6]
+        rows, scores, accuracy = rewardbench_rows(rng, present)
+        release = rewardbench.build(rows, "rb")
+        metrics.append(accuracy)
+        mine.append(rewardbench.summary(figures(release, scores, "strict"), release.item_meta, "strict")["sections"])
+    ties, my_ties = [], []
+    for _ in range(100):
+        records = []
+        for n in range(int(rng.integers(1, 10))):
+            wrong = int(rng.integers(1, 5))
+            for kind, correct in (("ref", 1), ("tied", int(rng.integers(2, 6)))):
+                uid, k = f"{kind}:{n}", correct + wrong
+                record = {"id": uid, "prompt": "p?", "subset": "Ties", "num_correct": correct}
+                record.update(
+                    chosen=[f"{uid} r{i}" for i in range(correct)], rejected=[f"{uid} w{i}" for i in range(wrong)]
+                )
+                records.append({**record, "scores": rng.normal(size=k).tolist()})
+        ties.append([{f: r[f] for f in ("id", "scores", "num_correct")} for r in records])
+        my_ties.append(rewardbench2_figures(records, "strict")["sections"]["Ties"])
+    done = subprocess.run(
+        [python, "-c", PACKAGE_SIDE],
+        input=json.dumps({"metrics": metrics, "ties": ties}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert theirs["EXAMPLE_COUNTS"] == rewardbench.SUBSET_WEIGHTS
+    assert theirs["SUBSET_MAPPING"] == {s: list(m) for s, m in rewardbench.SECTIONS.items()}
+    for got, want in zip(mine, theirs["sections"]):
+        assert got == pytest.approx({s: v for s, v in want.items() if s in got}, abs=TOL)
+    assert my_ties == pytest.approx(theirs["ties"], abs=TOL)

@@ -110,9 +110,10 @@ def test_sections_without_prior_sets_weigh_alike(tmp_path):
     )
 
 
-def test_a_release_without_every_section_has_no_headline(tmp_path):
+def test_a_release_without_every_section_has_no_headline(tmp_path, capsys):
     only = [r for r in rows() if r["subset"] in ("alpacaeval-easy", "donotanswer")]
     res = evaluate(tmp_path, write_jsonl(tmp_path / "rb.jsonl", only))
+    assert "rewardbench headline: none (no subset of Chat Hard, Reasoning: " in capsys.readouterr().out
     assert res["benchmark"]["sections"] == {"Chat": 0.5, "Safety": 1.0}
     assert res["benchmark"]["headline"] is None  # reward-bench's get_average_over_rewardbench computes none
     assert res["benchmark"]["headline_reason"].startswith("no subset of Chat Hard, Reasoning")
