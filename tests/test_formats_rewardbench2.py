@@ -88,6 +88,12 @@ def test_bad_rewardbench2_rows(tmp_path, capsys):
     bad = [row("7", "Ties", [1, 2], [0])]
     err = evaluate_error(tmp_path, write_jsonl(tmp_path / "ties.jsonl", bad), capsys)
     assert "ties.jsonl: line 1: item 0 (id 7): field 'id': a Ties row needs an id 'ref:<n>' or 'tied:<n>'" in err
+    bad = [row("ref:1", "Ties", [1], [0]), row("ref:01", "Ties", [2], [0])]
+    err = evaluate_error(tmp_path, write_jsonl(tmp_path / "again.jsonl", bad), capsys)
+    assert (
+        "again.jsonl: line 2: item 1 (id ref:01): field 'id': 'ref:01' is Ties prompt ref:1 again (also id 'ref:1')"
+        in err
+    )
     bad = [row("a", "Math", [1], [0]), row("b", "Math", [1], [])]
     err = evaluate_error(tmp_path, write_jsonl(tmp_path / "empty.jsonl", bad), capsys)
     assert "empty.jsonl: line 2: item 1 (id b): field 'rejected': expected at least 1 answer, got 0" in err

@@ -60,6 +60,7 @@ def _num_correct(row: Row, chosen: list[str]) -> None:
 def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     """RewardBench 2 rows as a release of Best-of-N items."""
     release = BenchmarkRelease.empty(name, FORMAT)
+    ties_prompts: dict[tuple[str, int], str] = {}
     for uid, row in with_uids(rows):
         subset = subset_name(row)
         scenario, conv = encode_label(subset), conversation(row)
@@ -74,10 +75,16 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
         match = TIES_ID.match(uid)
         if match is None:
             raise row.fail("id", f"a Ties row needs an id 'ref:<n>' or 'tied:<n>', got {uid!r}")
+        prompt = (match[1], int(match[2]))
+        if prompt in ties_prompts:  # reward-bench would pool both rows' answers into one prompt
+            raise row.fail(
+                "id", f"{uid!r} is Ties prompt {prompt[0]}:{prompt[1]} again (also id {ties_prompts[prompt]!r})"
+            )
+        ties_prompts[prompt] = uid
         for k, good in enumerate(chosen):
             item_uid = f"{uid}#{k}"
             release.add(BonItem(item_uid, conv, Answer(f"chosen[{k}]", good), losers, scenario))
-            release.item_meta[(BON_SET, item_uid)] = {"subset": subset, "kind": match[1], "prompt": int(match[2])}
+            release.item_meta[(BON_SET, item_uid)] = {"subset": subset, "kind": prompt[0], "prompt": prompt[1]}
     return release
 
 
