@@ -97,7 +97,8 @@ def test_format_option_settles_an_ambiguous_release(tmp_path):
     # as RM-Bench: nine pairs; every chosen (1, 2, 3) beats every rejected (0)
     forced = evaluate(tmp_path, path, "--format", "rm-bench", out="forced")
     assert forced["benchmark"]["format"] == "rm-bench" and forced["pairwise"]["overall"]["n"] == 9
-    assert forced["benchmark"]["headline"] == 1.0
+    assert (forced["benchmark"]["hard"], forced["benchmark"]["normal"], forced["benchmark"]["easy"]) == (1.0, 1.0, 1.0)
+    assert forced["benchmark"]["headline"] is None  # one domain: RM-Bench averages over four
 
 
 def test_rmb_layout_is_still_read_as_rmb(tmp_path):

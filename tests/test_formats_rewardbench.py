@@ -61,12 +61,12 @@ def test_rewardbench_jsonl_sections_and_headline(tmp_path):
     assert bench["format"] == "rewardbench"
     assert bench["headline"] == pytest.approx(want.pop("headline"))
     assert bench["sections"] == pytest.approx(want)
-    assert bench["section_weights"] == {
-        "Chat": 1.0,
-        "Chat Hard": 1.0,
-        "Safety": 1.0,
-        "Reasoning": 1.0,
-        "Prior Sets": 0.5,
+    assert bench["section_weights"] == {  # get_average_over_rewardbench's 2, 2, 2, 2, 1
+        "Chat": 2.0,
+        "Chat Hard": 2.0,
+        "Safety": 2.0,
+        "Reasoning": 2.0,
+        "Prior Sets": 1.0,
     }
     assert bench["subsets"]["my-own-subset"] == {"accuracy": 1.0, "n": 1, "section": "Other"}
     assert bench["subsets"]["alpacaeval-easy"]["accuracy"] == 0.5
@@ -81,10 +81,12 @@ def test_rewardbench_jsonl_sections_and_headline(tmp_path):
     assert {"schema_version", "rm", "release", "ties", "bootstrap", "pairwise", "bon"} <= set(res)
 
 
-def test_half_ties_give_the_tied_pair_half_a_point(tmp_path):
+def test_a_tie_is_wrong_under_either_ties_as_reward_bench_counts_it(tmp_path):
     res = evaluate(tmp_path, write_jsonl(tmp_path / "rb.jsonl", rows()), "--ties", "half")
-    chat = (0.5 * 100 + 0.5 * 28) / (100 + 28)  # mt-bench-easy's tie now scores 0.5
-    assert res["benchmark"]["sections"]["Chat"] == pytest.approx(chat)
+    # mt-bench-easy's tie is half a point in RMB's figures, but wrong in RewardBench's (chosen > rejected)
+    assert res["pairwise"]["scenarios"]["Chat/mt-bench-easy"]["accuracy"] == 0.5
+    assert res["benchmark"]["sections"]["Chat"] == pytest.approx(expected_strict()["Chat"])
+    assert "a tie counts as wrong" in res["benchmark"]["tie_rule"]
 
 
 def test_a_folder_of_json_and_parquet_reads_as_one_release(tmp_path):
@@ -99,10 +101,22 @@ def test_a_folder_of_json_and_parquet_reads_as_one_release(tmp_path):
 
 
 def test_sections_without_prior_sets_weigh_alike(tmp_path):
+    no_prior = [r for r in rows() if r["subset"] not in ("anthropic_helpful", "shp")]
+    res = evaluate(tmp_path, write_jsonl(tmp_path / "rb.jsonl", no_prior))
+    want = expected_strict()
+    assert "Prior Sets" not in res["benchmark"]["sections"]
+    assert res["benchmark"]["headline"] == pytest.approx(
+        (want["Chat"] + want["Chat Hard"] + want["Safety"] + want["Reasoning"]) / 4
+    )
+
+
+def test_a_release_without_every_section_has_no_headline(tmp_path, capsys):
     only = [r for r in rows() if r["subset"] in ("alpacaeval-easy", "donotanswer")]
     res = evaluate(tmp_path, write_jsonl(tmp_path / "rb.jsonl", only))
+    assert "rewardbench headline: none (no subset of Chat Hard, Reasoning: " in capsys.readouterr().out
     assert res["benchmark"]["sections"] == {"Chat": 0.5, "Safety": 1.0}
-    assert res["benchmark"]["headline"] == pytest.approx((0.5 + 1.0) / 2)
+    assert res["benchmark"]["headline"] is None  # reward-bench's get_average_over_rewardbench computes none
+    assert res["benchmark"]["headline_reason"].startswith("no subset of Chat Hard, Reasoning")
 
 
 def test_bad_rewardbench_rows_name_file_row_and_field(tmp_path, capsys):

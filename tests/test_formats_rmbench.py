@@ -41,7 +41,9 @@ ROWS = [
 
 
 def test_easy_normal_hard_per_domain_and_overall(tmp_path):
-    res = evaluate(tmp_path, write_json(tmp_path / "total_dataset.json", ROWS))
+    # math: every cell right; code: every cell wrong
+    four = ROWS + [row(4, "math", [1, 1, 1], [0, 0, 0]), row(5, "code", [0, 0, 0], [1, 1, 1])]
+    res = evaluate(tmp_path, write_json(tmp_path / "total_dataset.json", four))
     bench = res["benchmark"]
     assert bench["format"] == "rm-bench"
     chat = {"hard": 2 / 3, "normal": 1 / 3, "easy": 1.0}
@@ -49,15 +51,29 @@ def test_easy_normal_hard_per_domain_and_overall(tmp_path):
     safety = {"hard": (0 + 1) / 6, "normal": (1 + 2) / 6, "easy": (2 + 3) / 6}
     chat["average"] = (2 / 3 + 1 / 3 + 1.0) / 3
     safety["average"] = (1 / 6 + 3 / 6 + 5 / 6) / 3
-    assert bench["sections"] == {"chat": pytest.approx(chat), "safety": pytest.approx(safety)}
-    assert bench["hard"] == pytest.approx((2 / 3 + 1 / 6) / 2)  # a mean over domains, not over rows
-    assert bench["normal"] == pytest.approx((1 / 3 + 3 / 6) / 2)
-    assert bench["easy"] == pytest.approx((1.0 + 5 / 6) / 2)
-    assert bench["headline"] == pytest.approx((chat["average"] + safety["average"]) / 2)  # 7/12
+    math_ = {"hard": 1.0, "normal": 1.0, "easy": 1.0, "average": 1.0}
+    code = {"hard": 0.0, "normal": 0.0, "easy": 0.0, "average": 0.0}
+    assert bench["sections"] == {
+        "chat": pytest.approx(chat),
+        "safety": pytest.approx(safety),
+        "math": math_,
+        "code": code,
+    }
+    assert bench["hard"] == pytest.approx((2 / 3 + 1 / 6 + 1 + 0) / 4)  # a mean over domains, not over rows
+    assert bench["normal"] == pytest.approx((1 / 3 + 3 / 6 + 1 + 0) / 4)
+    assert bench["easy"] == pytest.approx((1.0 + 5 / 6 + 1 + 0) / 4)
+    assert bench["headline"] == pytest.approx((chat["average"] + safety["average"] + 1 + 0) / 4)
     # Nine pairwise items per row; the generic scenarios are the same per-domain figures.
-    assert res["pairwise"]["overall"]["n"] == 27
+    assert res["pairwise"]["overall"]["n"] == 45
     assert res["pairwise"]["scenarios"]["safety/easy"]["accuracy"] == pytest.approx(5 / 6)
     assert res["pairwise"]["goals"]["chat"]["macro"] == pytest.approx(chat["average"])
+
+
+def test_without_all_four_domains_there_are_no_overall_figures(tmp_path):
+    bench = evaluate(tmp_path, write_json(tmp_path / "total_dataset.json", ROWS))["benchmark"]
+    assert set(bench["sections"]) == {"chat", "safety"}
+    assert (bench["headline"], bench["hard"], bench["normal"], bench["easy"]) == (None, None, None, None)
+    assert bench["headline_reason"].startswith("no math, code: RM-Bench's overall figures")
 
 
 def test_rmbench_texts_are_scored_once_each(tmp_path, capsys):
@@ -118,7 +134,7 @@ def test_rm_bench_per_domain_files_take_their_domain_from_the_file_name(tmp_path
     bench = res["benchmark"]
     assert bench["format"] == "rm-bench"  # not rewardbench2, though every record has a subset
     assert bench["sections"] == {d: pytest.approx(v) for d, v in SECTIONS.items()}
-    assert bench["headline"] == pytest.approx((2 / 3 + 1.0 + 1 / 2) / 3)
+    assert bench["headline"] is None and "no math" in bench["headline_reason"]  # RM-Bench averages four domains
     assert set(res["pairwise"]["scenarios"]) == {f"{d}/{lv}" for d in SECTIONS for lv in ("easy", "normal", "hard")}
     # total_dataset.json: the same records merged with a domain field give the same figures
     merged = [{**r, "domain": name.removesuffix("_filtered.json")} for name, rows in PER_DOMAIN.items() for r in rows]

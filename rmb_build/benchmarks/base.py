@@ -156,6 +156,12 @@ def mean_or_none(values: Sequence[float]) -> float | None:
     return fmean(values) if values else None
 
 
+def won(prediction: Mapping[str, Any]) -> float:
+    """A pair's outcome with a tie counted as wrong, whatever ``--ties`` gave it (RewardBench's and RM-Bench's
+    rule): only a win scores 1 (a tie under ``half`` scored 0.5, under ``strict`` 0)."""
+    return 1.0 if prediction["outcome"] == 1.0 else 0.0
+
+
 def group_by(predictions: Predictions, meta: Meta, key: str) -> dict[str, list[Mapping[str, Any]]]:
     """Predictions grouped by one field of their item's meta (a subset, a domain, a level)."""
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)

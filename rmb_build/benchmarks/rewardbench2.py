@@ -10,9 +10,13 @@ Best-of-N item against every rejected answer, so that every answer's score reach
 ``ties_score``. The scenario of an item is its subset, encoded by ``benchmark.encode_label``
 (``bigcode/humanevalpack`` -> ``bigcode%2Fhumanevalpack``); item_meta keeps the subset as written.
 
-The headline (``summary``): best-of-4 accuracy per subset (under ``--ties half`` a tie at the top shares the
-point among the tied answers, as RewardBench 2's script does); ``Ties`` by its own rule (``ties_score``);
-the headline is the plain mean of the subset scores.
+The headline (``summary``), as reward-bench's ``scripts/run_v2.py`` scores (``rewardbench/utils.py``): best-of-4
+accuracy per subset, where a tie at the top shares the point among the tied answers whatever ``--ties`` says
+(``reroll_and_score_dataset``); ``Ties`` by its own rule (``ties_score``, reward-bench's
+``process_single_model``). reward-bench's code computes no overall figure: the headline is the plain mean
+of the six subsets, as RewardBench 2's leaderboard ranks (its dataset card, ``allenai/reward-bench-2``:
+"The RewardBench 2 leaderboard averages over these six subsets"); a release lacking one of them, or whose
+Ties has no score, has none. A subset outside the six is reported, not averaged.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ FORMAT = "rewardbench2"
 TIES = "Ties"
 SUBSETS = ("Factuality", "Precise IF", "Math", "Safety", "Focus", TIES)
 TIES_ID = re.compile(r"^(ref|tied):(\d+)$")
+TIE_RULE = "a tie at the top shares the point among the tied answers (reward-bench), whatever --ties says"
 # RewardBench 2's own fields (allenai/reward-bench-2): a record with one of them is RewardBench 2's.
 OWN_FIELDS = ("num_correct", "num_incorrect", "total_completions", "models")
 
@@ -55,13 +60,14 @@ def _num_correct(row: Row, chosen: list[str]) -> None:
 def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     """RewardBench 2 rows as a release of Best-of-N items."""
     release = BenchmarkRelease.empty(name, FORMAT)
+    ties_prompts: dict[tuple[str, int], str] = {}
     for uid, row in with_uids(rows):
         subset = subset_name(row)
         scenario, conv = encode_label(subset), conversation(row)
         chosen, rejected = texts(row, "chosen"), texts(row, "rejected")
         _num_correct(row, chosen)
         losers = tuple(Answer(f"rejected[{j}]", a) for j, a in enumerate(rejected))
-        if subset != TIES:
+        if not is_ties(subset):
             others = tuple(Answer(f"chosen[{k}]", a) for k, a in enumerate(chosen) if k) + losers
             release.add(BonItem(uid, conv, Answer("chosen[0]", chosen[0]), others, scenario))
             release.item_meta[(BON_SET, uid)] = {"subset": subset}
@@ -69,22 +75,32 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
         match = TIES_ID.match(uid)
         if match is None:
             raise row.fail("id", f"a Ties row needs an id 'ref:<n>' or 'tied:<n>', got {uid!r}")
+        prompt = (match[1], int(match[2]))
+        if prompt in ties_prompts:  # reward-bench would pool both rows' answers into one prompt
+            raise row.fail(
+                "id", f"{uid!r} is Ties prompt {prompt[0]}:{prompt[1]} again (also id {ties_prompts[prompt]!r})"
+            )
+        ties_prompts[prompt] = uid
         for k, good in enumerate(chosen):
             item_uid = f"{uid}#{k}"
             release.add(BonItem(item_uid, conv, Answer(f"chosen[{k}]", good), losers, scenario))
-            release.item_meta[(BON_SET, item_uid)] = {"subset": subset, "kind": match[1], "prompt": int(match[2])}
+            release.item_meta[(BON_SET, item_uid)] = {"subset": subset, "kind": prompt[0], "prompt": prompt[1]}
     return release
 
 
-def best_of_n_credit(prediction: Mapping[str, Any], ties: str) -> float:
-    """One best-of-N item's credit: its outcome, or under ``half`` 1/k when the chosen answer ties k-1
-    others for the top score (RewardBench 2's rule for ties)."""
+def is_ties(subset: str) -> bool:
+    """Whether a subset is scored by the Ties rule (``run_v2.py`` compares the name in lower case)."""
+    return subset.lower() == TIES.lower()
+
+
+def best_of_n_credit(prediction: Mapping[str, Any]) -> float:
+    """One best-of-N item's credit (reward-bench's rule): 1/k when the chosen answer ties k-1 others for
+    the top score, else its outcome (a pair judge's votes: its outcome)."""
     scores = prediction.get("scores") or {}
     best, losers = scores.get("best"), scores.get("losers")
-    if ties != "half" or "votes" in prediction or best is None or not losers or None in losers:
+    if "votes" in prediction or best is None or not losers or None in losers:
         return float(prediction["outcome"])
-    top = max(losers)
-    if best < top:
+    if best < max(losers):
         return 0.0
     return 1.0 / (1 + sum(score == best for score in losers))
 
@@ -97,10 +113,16 @@ def ties_score(prompts: Mapping[tuple[str, int], tuple[list[float], list[float]]
     0.30 x accuracy on ``tied`` prompts + 0.30 x accuracy on ``ref`` prompts + 0.20 x the share of prompts
     (having both forms) whose tied correct-incorrect margin exceeds the spread of the correct answers
     + 0.20 x the same with the smaller of the ref and tied margins + 0.01 x the mean of
-    tanh(smaller margin / spread - 1) (0 where that is undefined). A tied prompt with one correct
-    answer has a spread of 0.
+    tanh(smaller margin / spread - 1) (0 where that is undefined, +-1 where only the spread is 0), as
+    reward-bench's ``process_single_model`` computes it (commit 05a9005). A ``tied:`` prompt with one correct
+    answer gives no score: reward-bench's code stops on it.
     """
     stats: dict[str, dict[int, tuple[bool, float, float]]] = {"ref": {}, "tied": {}}
+    single = sorted(n for (kind, n), (correct, _) in prompts.items() if kind == "tied" and len(correct) < 2)
+    if single:
+        # reward-bench's process_single_model stops on such a prompt (its spread is None): no figure to give.
+        reason = f"tied:{single[0]} has one correct answer; the Ties rule needs two or more on a tied: row"
+        return {"score": None, "reason": reason}
     for (kind, number), (correct, incorrect) in prompts.items():
         margin = min(correct) - max(incorrect)
         stats[kind][number] = (margin > 0, max(correct) - min(correct), margin)
@@ -156,21 +178,27 @@ def _ties_prompts(
 
 
 def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
-    """RewardBench 2's subsets (best-of-4 accuracy; Ties by its rule) and headline (their mean)."""
+    """RewardBench 2's subsets (best-of-4 accuracy; Ties by its rule) and headline (the six subsets' mean);
+    ``ties`` is not used: reward-bench has its own rule."""
     subsets: dict[str, dict[str, Any]] = {}
     for name, rows in group_by(predictions, meta, "subset").items():
-        if name == TIES:
+        if is_ties(name):
             prompts = _ties_prompts(rows, meta)
             subsets[name] = {"score": None, "reason": prompts} if isinstance(prompts, str) else ties_score(prompts)
             subsets[name]["n"] = len(rows)
         else:
-            subsets[name] = {"score": fmean(best_of_n_credit(p, ties) for p in rows), "n": len(rows)}
-    scored = [s["score"] for s in subsets.values() if s["score"] is not None]
-    return {
-        "headline": mean_or_none(scored),
+            subsets[name] = {"score": fmean(best_of_n_credit(p) for p in rows), "n": len(rows)}
+    out: dict[str, Any] = {
         "sections": {k: v["score"] for k, v in subsets.items()},
         "subsets": subsets,
+        "tie_rule": TIE_RULE,
     }
+    scored = {(TIES if is_ties(k) else k): v["score"] for k, v in subsets.items() if v["score"] is not None}
+    missing = [s for s in SUBSETS if s not in scored]
+    if missing:
+        reason = f"no score for {', '.join(missing)}: the leaderboard's figure is the mean of all six subsets"
+        return {"headline": None, "headline_reason": reason, **out}
+    return {"headline": fmean(scored[s] for s in SUBSETS), **out}
 
 
-__all__ = ["FORMAT", "OWN_FIELDS", "SUBSETS", "TIES", "best_of_n_credit", "build", "summary", "ties_score"]
+__all__ = ["FORMAT", "OWN_FIELDS", "SUBSETS", "TIES", "best_of_n_credit", "build", "is_ties", "summary", "ties_score"]

@@ -15,11 +15,14 @@ code, safety it starts with (so ``safety-refuse`` and ``safety-response`` are sc
 encoded by ``benchmark.encode_label``), so the generic per-scenario figures already are RM-Bench's
 per-domain hard / normal / easy accuracies. item_meta keeps the domain and any ``subset`` as written.
 
-The headline (``summary``): per domain, hard / normal / easy accuracy and their mean; overall hard / normal /
-easy are means over domains and the headline is the mean of the domain means: RM-Bench's
-``compute_accuracy`` (``scripts/utils.py``), where a tie counts as wrong (``--ties strict``, the default).
-The means are over the domains present; a domain outside chat / math / code / safety counts as itself
-(RM-Bench's script would leave it out of a merged file).
+The headline (``summary``), as RM-Bench's ``compute_accuracy`` (``scripts/utils.py``) computes it: per domain,
+hard / normal / easy accuracy and their mean, a tie counting as wrong whatever ``--ties`` says (its
+``score_chosen > score_rejected``). A release with all of chat, math, code and safety (its
+``total_dataset.json``) gets overall hard / normal / easy, each the mean over those four domains, and the
+headline, the mean of their four domain means; another domain is reported per domain and left out of
+these, as RM-Bench's script leaves it out. A release of one domain (one of its per-domain files) gets
+that domain's hard / normal / easy as overall figures and no headline (RM-Bench computes none there);
+any other mix gets neither.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ from rmb_build.benchmarks.base import (
     conversation,
     encode_label,
     group_by,
-    mean_or_none,
     optional_name,
     texts,
     with_uids,
+    won,
 )
 from rmb_build.benchmarks.tables import Row
 from rmb_build.core.items import Answer, PairwiseItem
@@ -51,6 +54,7 @@ DOMAINS = ("chat", "math", "code", "safety")
 LEVELS = ("easy", "normal", "hard")
 FILE_SUFFIX = "_filtered"  # RM-Bench's per-domain files: <domain>_filtered.json
 HUB_DOMAIN = "all"
+TIE_RULE = "a tie counts as wrong (RM-Bench: score_chosen > score_rejected), whatever --ties says"
 
 
 def difficulty(i: int, j: int) -> str:
@@ -100,15 +104,25 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
 
 
 def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
-    """RM-Bench's easy / normal / hard accuracy per domain and overall (see the module docstring)."""
+    """RM-Bench's easy / normal / hard accuracy per domain and overall (see the module docstring); ``ties`` is
+    not used: RM-Bench has its own rule."""
     domains: dict[str, dict[str, float]] = {}
     for domain, rows in group_by(predictions, meta, "domain").items():
         levels = group_by(rows, meta, "level")
-        domains[domain] = {level: fmean(p["outcome"] for p in levels[level]) for level in LEVELS if level in levels}
+        domains[domain] = {level: fmean(won(p) for p in levels[level]) for level in LEVELS if level in levels}
         domains[domain]["average"] = fmean(domains[domain][lv] for lv in LEVELS if lv in domains[domain])
-    overall = {level: mean_or_none([d[level] for d in domains.values() if level in d]) for level in LEVELS}
-    headline = mean_or_none([d["average"] for d in domains.values()])
-    return {"headline": headline, **overall, "sections": domains}
+    out: dict[str, Any] = {"sections": domains, "tie_rule": TIE_RULE}
+    if all(d in domains for d in DOMAINS):
+        four = [domains[d] for d in DOMAINS]
+        overall = {level: fmean(d[level] for d in four) for level in LEVELS}
+        return {"headline": fmean(d["average"] for d in four), **overall, **out}
+    if len(domains) == 1:
+        only = next(iter(domains.values()))
+        reason = "one domain: RM-Bench's average is over chat, math, code and safety"
+        return {"headline": None, "headline_reason": reason, **{lv: only.get(lv) for lv in LEVELS}, **out}
+    missing = ", ".join(d for d in DOMAINS if d not in domains)
+    reason = f"no {missing}: RM-Bench's overall figures are over chat, math, code and safety"
+    return {"headline": None, "headline_reason": reason, **{lv: None for lv in LEVELS}, **out}
 
 
 __all__ = [

@@ -246,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
     bench = results.get("benchmark")
     if bench and bench.get("headline") is not None:
         print(f"{bench['format']} headline {100 * bench['headline']:.1f}")
+    elif bench:
+        print(f"{bench['format']} headline: none ({bench.get('headline_reason', 'no figure')})")
     if "scores_file" in results:
         from rmb_build.evaluate.scores_file import summary_line
 
