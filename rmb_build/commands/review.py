@@ -5,6 +5,18 @@ from __future__ import annotations
 
 import argparse
 
+# What either export format writes into --out: an earlier export is replaced as a whole, anything else refused.
+OUT_ENTRIES = {
+    "labels.jsonl",
+    "unjudged.jsonl",
+    "agreement.json",
+    "agreement.md",
+    "gold",
+    "tasks.json",
+    "config.xml",
+}
+OUT_MARKS = {"labels.jsonl", "agreement.json", "tasks.json"}
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -109,11 +121,13 @@ def _serve(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rmb_build.core.atomic import atomic_dir, check_out_dir
     from rmb_build.core.errors import RMBError
     from rmb_build.review.store import ReviewStore
 
     if not Path(args.db).is_file():
         raise RMBError(f"--db {args.db}: no such file")
+    check_out_dir(args.out, OUT_ENTRIES, OUT_MARKS)
     store = ReviewStore(args.db)
     meta = store.meta()
     source = args.release or meta.get("release_path")
@@ -123,14 +137,16 @@ def _export(args: argparse.Namespace) -> int:
     if args.format == "label-studio":
         from rmb_build.review.label_studio import export_tasks
 
-        n = export_tasks(store, release, args.out)
+        with atomic_dir(args.out, OUT_ENTRIES, OUT_MARKS) as tmp:
+            n = export_tasks(store, release, tmp)
         print(
             f"{n} pairwise tasks written to {Path(args.out) / 'tasks.json'}, labelling config to {Path(args.out) / 'config.xml'}"
         )
         return 0
     from rmb_build.review.export import export
 
-    summary = export(store, release, args.out)
+    with atomic_dir(args.out, OUT_ENTRIES, OUT_MARKS) as tmp:  # replaces an earlier export whole: no stale gold/
+        summary = export(store, release, tmp)
     print(
         f"{summary['labels']} labels of {summary['items']} items written to {Path(args.out) / 'labels.jsonl'}; "
         f"figures in agreement.json and agreement.md; {summary['gold']} agreed items in "
