@@ -7,6 +7,7 @@ was there before stays as it was until the new one is complete.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ def open_atomic(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     path = Path(path)
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb") as fh:
@@ -53,6 +54,14 @@ def open_atomic(path: str | os.PathLike) -> Iterator[IO[bytes]]:
         if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS and _names_no_file(exc, path):
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+def _make_folder(folder: Path) -> None:
+    """``mkdir -p``; a file in the way is ENOTDIR naming the folder (mkdir says only "File exists")."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder)) from None
 
 
 def _names_no_file(exc: OSError, path: Path) -> bool:
@@ -161,7 +170,7 @@ def atomic_dir(
     existed = target.exists()
     tmp = None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(target.parent)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-{os.getpid()}-"))
         os.chmod(tmp, 0o777 & ~_UMASK)
         yield tmp
