@@ -103,6 +103,9 @@ def check_out_dir(out: str | os.PathLike, owned: Collection[str], marks: Collect
         return
     if not out.is_dir():
         raise RMBError(f"{flag} {out}: exists and is not a folder; choose a folder")
+    real, here = Path(os.path.realpath(out)), Path(os.path.realpath(os.curdir))
+    if real == here or real in here.parents:
+        raise RMBError(f"{flag} {out}: is the current folder or holds it, which is not replaced; choose another")
     names = [p.name for p in out.iterdir() if not _is_temp(p.name)]
     if not names:
         return
@@ -166,7 +169,8 @@ def atomic_dir(
     """
     out = Path(out)
     check_out_dir(out, owned, marks, flag)
-    target = Path(os.path.realpath(out)) if out.is_symlink() else out
+    # absolute, so that its parent is where the sibling goes ("." has none); a link keeps pointing here
+    target = Path(os.path.realpath(out) if out.is_symlink() else os.path.abspath(out))
     existed = target.exists()
     tmp = None
     try:
@@ -175,6 +179,7 @@ def atomic_dir(
         os.chmod(tmp, 0o777 & ~_UMASK)
         yield tmp
         _fsync_tree(tmp)
+        check_out_dir(out, owned, marks, flag)  # what appeared there meanwhile (a cache under --out?) stays
         _swap_in(tmp, target)
     except BaseException as exc:
         if tmp is not None:
