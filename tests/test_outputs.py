@@ -194,6 +194,19 @@ def test_evaluate_overwrite_replaces_an_evaluation_but_never_a_users_files(tmp_p
     assert (out / "predictions.jsonl").is_file() and (out / "heatmap.png").read_bytes() != b"an earlier run's heatmap"
 
 
+def test_a_cache_made_under_out_and_the_current_folder_are_never_swapped_away(tmp_path, monkeypatch, capsys):
+    rel, out = small_release(tmp_path / "rel"), tmp_path / "eval"
+    assert _evaluate(rel, out, out / "cache") == 2  # the cache appeared under --out while scoring
+    one_line(capsys, f"--out {out}", "holds cache")
+    assert (out / "cache" / "scores.sqlite").is_file() and not leftovers(tmp_path)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert _evaluate(rel, Path("."), tmp_path / "cache") == 2
+    one_line(capsys, "--out .", "current folder")
+    assert list(here.iterdir()) == []
+
+
 def test_leaderboard_replaces_an_earlier_site_whole_and_refuses_other_folders(tmp_path, capsys):
     rel = scored_release(tmp_path / "rel")
     folders = evaluate_all(rel, tmp_path, ["baseline:length", "baseline:random"])
