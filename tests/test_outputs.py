@@ -85,6 +85,22 @@ def test_audit_fix_on_a_full_disk_writes_no_half_release(tmp_path, disk_full, ca
     assert not out.exists() and not leftovers(tmp_path)
 
 
+def test_a_stopped_audit_fix_leaves_no_half_release(tmp_path, monkeypatch, capsys):
+    rel = small_release(tmp_path / "rel")
+    out = tmp_path / "fixed"
+    real, calls = os.fsync, []
+
+    def fsync(fd):  # Ctrl-C (or SIGTERM, which the CLI turns into it) after three files
+        calls.append(fd)
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert main(["audit", str(rel), "--fix", str(out), "--no-embeddings"]) == 130
+    assert not out.exists() and not leftovers(tmp_path)
+
+
 def _big_release(root: Path) -> Path:
     rel = Release(name="big", root=None)
     q = (Turn("user", "Tell me a long story.", "en"),)
@@ -351,6 +367,31 @@ def test_a_damaged_llm_cache_is_one_line(tmp_path, capsys):
     (tmp_path / "llm" / "responses.sqlite").write_bytes(b"not SQLite at all" * 100)
     assert main(["cache", "stats", "--cache", str(tmp_path / "llm")]) == 2
     one_line(capsys, "responses.sqlite", "not a database")
+
+
+def test_a_damaged_review_db_is_one_line_that_says_keep_it(tmp_path, capsys):
+    rel_dir = small_release(tmp_path / "rel")
+    db = tmp_path / "review.db"
+    page, _ = open_session(
+        str(db), read_rmb_release(rel_dir), str(rel_dir), Settings(["ann"], None, None, 0), require_token=False
+    )
+    page.store.close()
+    _damage(db)
+    assert main(["review", "export", "--db", str(db), "--out", str(tmp_path / "out")]) == 2
+    one_line(capsys, str(db), "damaged", "restore it from a backup")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_under_the_score_cache_is_one_line(tmp_path):
+    """SQLite's own 'database or disk is full' (a page limit stands in for the disk: SQLITE_FULL either way)."""
+    from rmb_build.core.errors import RMBError
+    from rmb_build.evaluate.cache import ScoreCache
+
+    with ScoreCache(tmp_path / "cache") as cache:
+        cache.db.execute("PRAGMA max_page_count = 8")
+        with pytest.raises(RMBError, match=r"scores\.sqlite: disk full \(database or disk is full\)"):
+            cache.put_many("fp", {f"key {i}": float(i) for i in range(5000)})
+        assert cache.count("fp") == 0  # the batch was rolled back whole
 
 
 # ---------------------------------------------------------------------------------------------------

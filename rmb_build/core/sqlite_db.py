@@ -127,7 +127,8 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield db
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite has rolled back already after some errors (a full disk)
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
 
