@@ -11,6 +11,7 @@ import json
 import os
 import random
 import resource
+import stat
 import string
 import subprocess
 import sys
@@ -332,6 +333,26 @@ def test_a_read_only_place_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["audit", str(rel), "--no-embeddings", "--json", str(ro / "audit.json")]) == 2
     one_line(capsys, str(ro / "audit.json"), os.strerror(errno.EROFS))
     assert list(ro.iterdir()) == []
+
+
+def test_a_json_report_into_a_pipe_or_onto_a_folder(tmp_path, capsys):
+    """``--json /dev/stdout`` and the like: a pipe is written in place (the old code renamed a regular
+    file over it: as root, over /dev/stdout itself); a folder where the file goes is one line."""
+    rel = small_release(tmp_path / "rel")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that the writer's open does not wait
+    try:
+        assert main(["audit", str(rel), "--no-embeddings", "--json", str(fifo)]) == 0
+        report = json.loads(os.read(reader, 1 << 16))
+    finally:
+        os.close(reader)
+    assert "counts" in report and stat.S_ISFIFO(os.stat(fifo).st_mode) and not leftovers(tmp_path)
+    (tmp_path / "adir").mkdir()
+    capsys.readouterr()
+    assert main(["audit", str(rel), "--no-embeddings", "--json", str(tmp_path / "adir")]) == 2
+    one_line(capsys, str(tmp_path / "adir"), os.strerror(errno.EISDIR))
+    assert not leftovers(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -33,10 +33,15 @@ _MODE = 0o666 & ~_UMASK
 @contextmanager
 def open_atomic(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     """A binary file to write ``path`` through: it appears (fsynced, renamed over) only when the block
-    ends without an exception; otherwise the temporary file is removed and ``path`` is untouched."""
+    ends without an exception; otherwise the temporary file is removed and ``path`` is untouched.
+    A pipe or a device (``/dev/stdout``, a FIFO) is written in place: there is nothing to rename over it."""
     path = Path(path)
     tmp = None
     try:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            with open(path, "wb") as fh:
+                yield fh
+            return
         _make_folder(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, _MODE)

@@ -44,10 +44,11 @@ class ConfigError(RMBError):
 
 
 # What the machine, not the program, got wrong: a full disk or quota, a read-only or forbidden place,
-# a file too large for the system's limit, a path through a file. One line names the path.
+# a file too large for the system's limit, a path through a file, a folder where a file goes. One line
+# names the path.
 ENVIRONMENT_ERRNOS = frozenset(
     getattr(errno, name)
-    for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "ENOTDIR", "EIO")
+    for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "ENOTDIR", "EISDIR", "EIO")
     if hasattr(errno, name)
 )
 
