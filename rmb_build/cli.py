@@ -14,6 +14,7 @@ import argparse
 import importlib
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -21,7 +22,9 @@ import traceback
 
 from rmb_build import __version__
 from rmb_build.commands import debugging
-from rmb_build.core.errors import RMBError
+from rmb_build.core.errors import RMBError, environment_error
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `git log | head -1` and every C tool report when the reader leaves
 
 COMMANDS = {
     "build": "build and write a benchmark release (on Prefect, or in this process with --runner local)",
@@ -116,6 +119,26 @@ def _interrupted(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal"
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll reports an error on its write end)."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _quiet_stdout() -> None:
+    """The reader of our output has gone (``rmb audit ... | head -1``): what is still buffered, and
+    anything printed later, goes nowhere instead of failing again at exit (the Python docs' recipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no real file (a test's capture): nothing is left to fail
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -129,11 +152,26 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c(state))
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # some other pipe or socket broke: not ours to hide
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except RMBError as exc:
         if debugging(args):
             traceback.print_exc()
         print(f"rmb {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, a read-only place, ... wherever it was met: one line
+        line = environment_error(exc)
+        if line is None:
+            raise
+        if debugging(args):
+            traceback.print_exc()
+        print(f"rmb {args.command}: error: {line}", file=sys.stderr)
         return 2
     except BaseException as exc:
         if not _interrupted(exc):

@@ -123,8 +123,9 @@ def run(args: argparse.Namespace) -> int:
             "notes": report.notes,
         }
         out = Path(args.fix)
-        write_release(clean, out, annotations=annotations if all_annotations else None, manifest=manifest)
-        atomic.write_jsonl(out / "removed.jsonl", removed)
+        with atomic.atomic_dir(out, flag="--fix") as tmp:  # the whole copy or none of it
+            write_release(clean, tmp, annotations=annotations if all_annotations else None, manifest=manifest)
+            atomic.write_jsonl(tmp / "removed.jsonl", removed)
         print(
             f"cleaned copy written to {out}: removed {len(removed)} items "
             f"(log: {out / 'removed.jsonl'}), kept {len(kept)}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 DEMO_CONFIG = "demo.yaml"  # shipped in rmb_build.analysis.downstream
+# What a check writes into --out; a folder holding anything else is not replaced.
+OUT_ENTRIES, OUT_MARKS = {"downstream.json", "report.md", "scatter.png", "best_of_k.png"}, {"downstream.json"}
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -60,9 +62,12 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.analysis.downstream.config import load_downstream_config
     from rmb_build.analysis.downstream.outputs import SMALL_GRADER_NOTE, headline, write_outputs
     from rmb_build.analysis.downstream.run import run_downstream
+    from rmb_build.core.atomic import atomic_dir, check_out_dir
     from rmb_build.core.errors import RMBError
     from rmb_build.core.paths import workdir
 
+    if args.out:
+        check_out_dir(args.out, OUT_ENTRIES, OUT_MARKS)  # before the slow part: fail early
     if args.max_cost is not None and args.max_cost < 0:
         raise RMBError("--max-cost must be at least 0")
     if args.config:
@@ -88,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         _print_plan(result)
         return 0
     out = Path(args.out) if args.out else run_dir / "out"
-    files = write_outputs(result, out, note)
+    with atomic_dir(out, OUT_ENTRIES, OUT_MARKS) as tmp:
+        files = {name: out / path.name if path else None for name, path in write_outputs(result, tmp, note).items()}
     for key, r in sorted(result["rms"].items(), key=lambda kv: -kv[1]["score"]):
         ci = r["ci95"]
         print(

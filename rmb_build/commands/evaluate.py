@@ -7,6 +7,10 @@ import argparse
 from rmb_build.core.intervals import DEFAULT_DRAWS
 from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
 
+# What an evaluation writes into --out; a folder holding anything else is not replaced.
+OUT_ENTRIES = {"results.json", "predictions.jsonl", "report.md", "heatmap.png"}
+OUT_MARKS = {"results.json"}
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -162,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rmb_build.benchmarks.formats import open_release
-    from rmb_build.core.atomic import write_json
+    from rmb_build.core.atomic import atomic_dir, check_out_dir, write_json
     from rmb_build.core.errors import RMBError
     from rmb_build.core.paths import workdir
     from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -175,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
             f"--out {out}: {'exists and is not empty' if out.is_dir() else 'is a file'}; "
             "add --overwrite to replace its results, or choose another folder"
         )
+    check_out_dir(out, OUT_ENTRIES, OUT_MARKS)  # --overwrite replaces an earlier evaluation, nothing else
 
     for name in ("batch_size", "votes", "bootstrap"):
         if getattr(args, name) < 1:
@@ -216,21 +221,22 @@ def run(args: argparse.Namespace) -> int:
         llm_cache_dir=str(cache_dir / "llm"),
     )
     rm = load_rm(f"scores:{args.scores}" if args.scores else args.rm, options)
-    results = evaluate(
-        release,
-        rm,
-        args.out,
-        cache_dir,
-        ties=args.ties,
-        resamples=args.bootstrap,
-        seed=args.seed,
-        release_label=str(args.release),
-        progress=not args.no_progress,
-        skip_defective=args.skip_defective,
-    )
-    # What produced these results, for `rmb leaderboard`: added after the fact, secrets redacted.
-    results.update(command=command_line("evaluate", args, configure))
-    write_json(Path(args.out) / "results.json", results)
+    with atomic_dir(out, OUT_ENTRIES, OUT_MARKS) as tmp:  # whole or absent; an earlier one replaced as a whole
+        results = evaluate(
+            release,
+            rm,
+            tmp,
+            cache_dir,
+            ties=args.ties,
+            resamples=args.bootstrap,
+            seed=args.seed,
+            release_label=str(args.release),
+            progress=not args.no_progress,
+            skip_defective=args.skip_defective,
+        )
+        # What produced these results, for `rmb leaderboard`: added after the fact, secrets redacted.
+        results.update(command=command_line("evaluate", args, configure))
+        write_json(tmp / "results.json", results)
     s = results["scoring"]
     headline = results["rmb_overall"]
     if headline["mean"] is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+OUT_ENTRIES, OUT_MARKS = {"index.html", "rm"}, {"index.html"}  # what a site holds; an earlier one is replaced
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULTS_DIR", help="'rmb evaluate --out' folders, one per RM")
@@ -40,20 +42,24 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rmb_build.core.atomic import atomic_dir
     from rmb_build.core.errors import RMBError
     from rmb_build.leaderboard import build_site
 
     if args.resamples is not None and args.resamples < 1:
         raise RMBError("--resamples must be at least 1")
     extra = {} if args.resamples is None else {"resamples": args.resamples}
-    index = build_site(
-        args.results,
-        args.out,
-        seed=args.seed,
-        title=args.title,
-        group_by_release=args.group_by_release,
-        downstream=args.downstream,
-        **extra,
-    )
-    print(f"wrote {index} ({len(args.results)} reward models); open it in a browser")
+    with atomic_dir(args.out, OUT_ENTRIES, OUT_MARKS) as tmp:
+        index = build_site(
+            args.results,
+            tmp,
+            seed=args.seed,
+            title=args.title,
+            group_by_release=args.group_by_release,
+            downstream=args.downstream,
+            **extra,
+        )
+    print(f"wrote {Path(args.out) / index.name} ({len(args.results)} reward models); open it in a browser")
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # What an earlier publish of ours leaves in --out; anything else there is someone else's and is kept safe.
 OWN_ENTRIES = {"README.md", "manifest.json", "pairwise", "bon"}
+MARKS = {"README.md"}  # written by every publish
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,20 +44,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _check_out(out: Path) -> None:
-    from rmb_build.core.errors import RMBError
-
-    if out.exists():
-        if not out.is_dir():
-            raise RMBError(f"--out {out}: exists and is not a folder")
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in OWN_ENTRIES)
-        if foreign:
-            raise RMBError(
-                f"--out {out}: holds files that are not a previous publish's "
-                f"({', '.join(foreign[:3])}); choose an empty folder"
-            )
-
-
 def _review(path: str, release) -> dict:
     """agreement.json, refused unless it is of this very release (its sha256)."""
     from rmb_build.core.errors import InputError
@@ -76,6 +63,7 @@ def _review(path: str, release) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from rmb_build.benchmarks.formats import open_rmb
+    from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
     from rmb_build.release.audit import audit_release
     from rmb_build.release.card import card_license, check_card_license, render_card
@@ -86,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run and not args.out:
         raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
     if args.out:
-        _check_out(Path(args.out))
+        atomic.check_out_dir(args.out, OWN_ENTRIES, MARKS)  # before the slow part: fail early
     release = open_rmb(args.release)
     check_card_license(card_license(release.manifest, args.license).header())  # refuse before the slow audit
     review = _review(args.review, release) if args.review else None
@@ -96,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         release, repo_id=args.repo_id, license=args.license, audit=report, annotations=annotations, review=review
     )
     if args.out:
-        written = write_hf_release(release, args.out, card, annotations=annotations)
+        with atomic.atomic_dir(args.out, OWN_ENTRIES, MARKS) as tmp:  # replaces an earlier publish as a whole
+            written = write_hf_release(release, tmp, card, annotations=annotations)
         print(f"wrote {len(written)} files to {args.out} ({report.total} audit defects noted in the card)")
     if args.dry_run:
         print(f"dry run: nothing pushed to {args.repo_id}")

@@ -5,6 +5,18 @@ from __future__ import annotations
 
 import argparse
 
+# What either export format writes into --out: an earlier export is replaced as a whole, anything else refused.
+OUT_ENTRIES = {
+    "labels.jsonl",
+    "unjudged.jsonl",
+    "agreement.json",
+    "agreement.md",
+    "gold",
+    "tasks.json",
+    "config.xml",
+}
+OUT_MARKS = {"labels.jsonl", "agreement.json", "tasks.json"}
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -60,12 +72,33 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     i.add_argument("export", help="Label Studio's JSON export (a list of tasks with their annotations)")
     i.add_argument("--db", required=True, help="the review's SQLite file")
+    i.add_argument(
+        "--release",
+        default=None,
+        help="the reviewed release, whose items the tasks must name (default: the path review.db recorded)",
+    )
 
 
 def _release(path: str):
     from rmb_build.benchmarks.formats import open_rmb
 
     return open_rmb(path, strict=False)
+
+
+def _store_and_release(args: argparse.Namespace):
+    """The review's store (--db) and the release it reviews (--release, or the one it recorded)."""
+    from pathlib import Path
+
+    from rmb_build.core.errors import RMBError
+    from rmb_build.review.store import ReviewStore
+
+    if not Path(args.db).is_file():
+        raise RMBError(f"--db {args.db}: no such file")
+    store = ReviewStore(args.db)
+    source = args.release or store.meta().get("release_path")
+    if not source:
+        raise RMBError(f"{args.db}: records no release; give --release")
+    return store, _release(source)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -109,28 +142,23 @@ def _serve(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rmb_build.core.errors import RMBError
-    from rmb_build.review.store import ReviewStore
+    from rmb_build.core.atomic import atomic_dir, check_out_dir
 
-    if not Path(args.db).is_file():
-        raise RMBError(f"--db {args.db}: no such file")
-    store = ReviewStore(args.db)
-    meta = store.meta()
-    source = args.release or meta.get("release_path")
-    if not source:
-        raise RMBError(f"{args.db}: records no release; give --release")
-    release = _release(source)
+    check_out_dir(args.out, OUT_ENTRIES, OUT_MARKS)
+    store, release = _store_and_release(args)
     if args.format == "label-studio":
         from rmb_build.review.label_studio import export_tasks
 
-        n = export_tasks(store, release, args.out)
+        with atomic_dir(args.out, OUT_ENTRIES, OUT_MARKS) as tmp:
+            n = export_tasks(store, release, tmp)
         print(
             f"{n} pairwise tasks written to {Path(args.out) / 'tasks.json'}, labelling config to {Path(args.out) / 'config.xml'}"
         )
         return 0
     from rmb_build.review.export import export
 
-    summary = export(store, release, args.out)
+    with atomic_dir(args.out, OUT_ENTRIES, OUT_MARKS) as tmp:  # replaces an earlier export whole: no stale gold/
+        summary = export(store, release, tmp)
     print(
         f"{summary['labels']} labels of {summary['items']} items written to {Path(args.out) / 'labels.jsonl'}; "
         f"figures in agreement.json and agreement.md; {summary['gold']} agreed items in "
@@ -140,15 +168,10 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from rmb_build.core.errors import RMBError
     from rmb_build.review.label_studio import import_export
-    from rmb_build.review.store import ReviewStore
 
-    if not Path(args.db).is_file():
-        raise RMBError(f"--db {args.db}: no such file")
-    n = import_export(ReviewStore(args.db), args.export)
+    store, release = _store_and_release(args)
+    n = import_export(store, args.export, release)
     print(f"{n} labels read from {args.export} into {args.db}")
     return 0
 

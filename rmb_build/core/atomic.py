@@ -1,48 +1,77 @@
-"""Atomic file writes: write a temporary file beside the target, fsync, then rename over it.
+"""Atomic writes: a file (``open_atomic``) or a whole folder (``atomic_dir``) is written beside its
+target, fsynced, then renamed into place.
 
-A crash never leaves a half-written file where a reader would find it.
+A crash or a full disk never leaves a half-written file or folder where a reader would find it; what
+was there before stays as it was until the new one is complete.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Collection, Iterable, Iterator
+
+from rmb_build.core.errors import ENVIRONMENT_ERRNOS, RMBError, environment_error
 
 
-def _default_mode() -> int:
-    # mkstemp creates 0600 files; released files should get the usual 0666 & ~umask.
+def _umask() -> int:
+    # mkstemp and mkdtemp create 0600 files and 0700 folders; outputs should get the usual modes & ~umask.
     mask = os.umask(0)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask
 
 
-_MODE = _default_mode()
+_UMASK = _umask()
+_MODE = 0o666 & ~_UMASK
 
 
 @contextmanager
 def open_atomic(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     """A binary file to write ``path`` through: it appears (fsynced, renamed over) only when the block
-    ends without an exception; otherwise the temporary file is removed and ``path`` is untouched."""
+    ends without an exception; otherwise the temporary file is removed and ``path`` is untouched.
+    A pipe or a device (``/dev/stdout``, a FIFO) is written in place: there is nothing to rename over it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            with open(path, "wb") as fh:
+                yield fh
+            return
+        _make_folder(path.parent)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS and _names_no_file(exc, path):
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+def _make_folder(folder: Path) -> None:
+    """``mkdir -p``; a file in the way is ENOTDIR naming the folder (mkdir says only "File exists")."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder)) from None
+
+
+def _names_no_file(exc: OSError, path: Path) -> bool:
+    """A failed write names no file, a failed mkstemp its temporary one: either should name ``path``."""
+    return exc.filename is None or Path(str(exc.filename)).name.startswith(f".{path.name}.")
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -60,3 +89,110 @@ def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> Non
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+# --------------------------------------------------------------------------------------------------
+# A whole output folder
+
+
+def _is_temp(name: str) -> bool:
+    return name.startswith(".") and (name.endswith(".tmp") or ".tmp-" in name)
+
+
+def check_out_dir(out: str | os.PathLike, owned: Collection[str], marks: Collection[str], flag: str = "--out") -> None:
+    """Refuse ``out`` unless it is absent, an empty folder, or an earlier output of the same command: a
+    folder holding one of ``marks`` and nothing but ``owned`` names (and our temporary files). Anything
+    else there is someone else's, and ``atomic_dir`` would replace it all."""
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise RMBError(f"{flag} {out}: exists and is not a folder; choose a folder")
+    real, here = Path(os.path.realpath(out)), Path(os.path.realpath(os.curdir))
+    if real == here or real in here.parents:
+        raise RMBError(f"{flag} {out}: is the current folder or holds it, which is not replaced; choose another")
+    names = [p.name for p in out.iterdir() if not _is_temp(p.name)]
+    if not names:
+        return
+    foreign = sorted(n for n in names if n not in owned)
+    if foreign or not set(names) & set(marks):
+        why = f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}" if foreign else "is not empty"
+        raise RMBError(
+            f"{flag} {out}: {why}, not an earlier output of this command (it would be replaced as a whole); "
+            "choose an empty folder or a new one"
+        )
+
+
+def _fsync_tree(root: Path) -> None:
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(folder)
+
+
+def _fsync_dir(folder: str | os.PathLike) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _swap_in(tmp: Path, target: Path) -> None:
+    """``tmp`` becomes ``target``; an earlier ``target`` is set aside first and put back if that fails."""
+    if not target.exists():
+        os.rename(tmp, target)
+    else:
+        backup = tmp.with_name(tmp.name + "-old")
+        os.rename(target, backup)
+        try:
+            os.rename(tmp, target)
+        except BaseException:
+            os.rename(backup, target)
+            raise
+        shutil.rmtree(backup, ignore_errors=True)
+    try:
+        _fsync_dir(target.parent)
+    except OSError:
+        pass  # the rename is done; only its durability across a power cut is in doubt
+
+
+@contextmanager
+def atomic_dir(
+    out: str | os.PathLike, owned: Collection[str] = (), marks: Collection[str] = (), flag: str = "--out"
+) -> Iterator[Path]:
+    """A fresh folder to write ``out``'s contents into: a hidden sibling ``.<name>.tmp-<pid>-…`` on the same
+    file system. When the block ends without an exception it is fsynced and renamed to ``out``, replacing
+    an earlier output as a whole; otherwise it is removed and ``out`` stays as it was.
+
+    ``out`` must pass ``check_out_dir(out, owned, marks)``. A symbolic link keeps pointing at the new folder.
+    A full disk, a read-only place and the like raise RMBError: one line naming ``out``.
+    """
+    out = Path(out)
+    check_out_dir(out, owned, marks, flag)
+    # absolute, so that its parent is where the sibling goes ("." has none); a link keeps pointing here
+    target = Path(os.path.realpath(out) if out.is_symlink() else os.path.abspath(out))
+    existed = target.exists()
+    tmp = None
+    try:
+        _make_folder(target.parent)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-{os.getpid()}-"))
+        os.chmod(tmp, 0o777 & ~_UMASK)
+        yield tmp
+        _fsync_tree(tmp)
+        check_out_dir(out, owned, marks, flag)  # what appeared there meanwhile (a cache under --out?) stays
+        _swap_in(tmp, target)
+    except BaseException as exc:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        line = environment_error(exc)
+        if line is None:
+            raise
+        if tmp is not None:  # name the file as it would have been called in ``out``
+            line = line.replace(str(tmp), str(out))
+        kept = "it is as it was" if existed else "nothing was written"
+        raise RMBError(f"{flag} {out}: cannot write: {line} ({kept})") from exc

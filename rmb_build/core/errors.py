@@ -5,6 +5,8 @@ The CLI prints these without a traceback and exits with status 2. Anything else 
 
 from __future__ import annotations
 
+import errno
+
 
 class RMBError(Exception):
     """An error a user can fix; its message is printed as is."""
@@ -39,3 +41,21 @@ class ConfigError(RMBError):
     def __init__(self, file: str, field: str | None, message: str):
         self.file, self.field = str(file), field
         super().__init__(f"{file}: {'field ' + repr(field) + ': ' if field else ''}{message}")
+
+
+# What the machine, not the program, got wrong: a full disk or quota, a read-only or forbidden place,
+# a file too large for the system's limit, a path through a file, a folder where a file goes. One line
+# names the path.
+ENVIRONMENT_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "ENOTDIR", "EISDIR", "EIO")
+    if hasattr(errno, name)
+)
+
+
+def environment_error(exc: BaseException) -> str | None:
+    """One line for an OSError of the machine (disk full, read-only, ...): ``PATH: reason``; None for any other."""
+    if not isinstance(exc, OSError) or exc.errno not in ENVIRONMENT_ERRNOS:
+        return None
+    reason = exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
+    return f"{exc.filename}: {reason}" if exc.filename else reason

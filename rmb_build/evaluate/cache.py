@@ -19,6 +19,10 @@ CREATE TABLE IF NOT EXISTS scores (fp TEXT NOT NULL, key TEXT NOT NULL, value TE
 CREATE TABLE IF NOT EXISTS models (fp TEXT PRIMARY KEY, spec TEXT NOT NULL, describe TEXT NOT NULL);
 """
 DEFAULT_CACHE_HELP = "$XDG_CACHE_HOME/rmb/score_cache, or ~/.cache/rmb/score_cache"
+DAMAGED_HINT = (
+    "delete it (with its -wal and -shm files) to start an empty cache, whose scores are computed again, "
+    "or give another cache folder"
+)
 
 
 def default_cache_dir() -> Path:
@@ -35,7 +39,7 @@ class ScoreCache:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / "scores.sqlite"
-        self.db = sqlite_db.connect(self.path, SCHEMA)
+        self.db = sqlite_db.connect(self.path, SCHEMA, DAMAGED_HINT)
 
     def register(self, fp: str, spec: str, describe: Mapping[str, Any]) -> None:
         """Remember which RM a fingerprint stands for (for people inspecting the cache)."""

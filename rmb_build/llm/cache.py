@@ -20,6 +20,10 @@ from rmb_build.core import sqlite_db
 from rmb_build.llm.types import ChatRequest
 
 DB_NAME = "responses.sqlite"
+DAMAGED_HINT = (
+    "delete it (with its -wal and -shm files) to start an empty cache: its responses are asked again "
+    "(and paid again on a paid endpoint)"
+)
 KEY_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -84,7 +88,7 @@ class ResponseCache:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite_db.connect(path, _SCHEMA)
+        self._db = sqlite_db.connect(path, _SCHEMA, DAMAGED_HINT)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:

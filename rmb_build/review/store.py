@@ -43,6 +43,8 @@ CREATE TABLE IF NOT EXISTS labels (
     seq INTEGER NOT NULL, source TEXT NOT NULL, PRIMARY KEY (set_name, uid, annotator));
 CREATE INDEX IF NOT EXISTS labels_seq ON labels (annotator, seq);
 """
+# unlike the caches, it holds what people did: never advise deleting it
+DAMAGED_HINT = "it holds the review's labels: restore it from a backup, or try 'sqlite3 FILE .recover'"
 
 
 def now_iso() -> str:
@@ -65,7 +67,7 @@ class ReviewStore:
 
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
-        self.db = sqlite_db.connect(self.path, SCHEMA)
+        self.db = sqlite_db.connect(self.path, SCHEMA, DAMAGED_HINT)
         self._lock = threading.Lock()
 
     def close(self) -> None:
