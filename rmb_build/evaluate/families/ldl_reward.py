@@ -4,11 +4,12 @@
 each hidden one; the gating's dropout does nothing at evaluation). At each row's last real token, in fp32:
 the regression head gives ``num_objectives`` values, a softmax over each group of 10 makes one distribution per
 objective; the gating head's ``num_objectives / 10`` weights (a softmax at ``temperature`` when the config says
-``softmax``) mix them into one distribution over 10 bins, and the reward is its mean over bins 0, 1/9, ..., 1.
+``softmax``; both read from config.json) mix them into one distribution over 10 bins, and the reward is its mean over bins 0, 1/9, ..., 1.
 Both heads are built here from their files (the widths from the tensors), so no remote code runs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rmb_build.core.errors import RMBError
@@ -82,6 +83,10 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
         )
     model = T.place(model, options, device)
     model.ldl_regression, model.ldl_gating = regression.to(model.device), gating.to(model.device)
+    # Read from config.json itself: transformers moves `temperature` off a model config (a generation setting).
+    with open(B.checkpoint_file(ref, options, "config.json"), encoding="utf-8") as fh:
+        raw = json.load(fh)
+    model.ldl_softmax, model.ldl_temperature = bool(raw.get("softmax", False)), float(raw.get("temperature", 1.0))
     return model
 
 
@@ -92,8 +97,8 @@ def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     h = gather_last(hidden, attention_mask).float().to(model.ldl_regression.network[0].weight.device)
     rewards = torch.softmax(model.ldl_regression.network(h).view(h.shape[0], -1, BINS), dim=-1)
     weights = model.ldl_gating.network(h)
-    if getattr(model.config, "softmax", False):
-        weights = torch.softmax(weights / getattr(model.config, "temperature", 1.0), dim=1)
+    if model.ldl_softmax:
+        weights = torch.softmax(weights / model.ldl_temperature, dim=1)
     dist = torch.bmm(weights.unsqueeze(1), rewards).squeeze(1)
     return (dist * torch.linspace(0, 1, BINS, device=dist.device)).sum(-1)
 
