@@ -431,7 +431,10 @@ def test_a_known_hub_id_is_scored_with_its_rows_settings_and_records_them(tiny_r
     assert rm.options.max_length == row.max_length and rm.family.name == row.family
     assert rm.describe()["known_model"]["id"] == hub_id
     results = evaluate(small_release(), rm, tmp_path / "out", tmp_path / "cache", progress=False)
-    assert results["known_model"] == row.to_json()
+    assert results["known_model"] == {
+        **row.to_json(),
+        "check": {"status": "not checked", "why": "the row carries no card example"},
+    }
     assert load_rm(f"hf:{hub_id}", RMOptions(device="cpu", max_length=64)).options.max_length == 64
     with pytest.raises(
         RMBError,

@@ -9,12 +9,14 @@ model (refusing any parameter its checkpoint lacks) and reads the reward.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator, Sequence
 
+from rmb_build.core.items import Turn
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.adapters import RewardModel, ScoreText
 from rmb_build.evaluate.families import DEFAULT, family
-from rmb_build.evaluate.families._known import apply, lookup
+from rmb_build.evaluate.families._known import apply, check_status, lookup
 
 
 class HFRewardModel(RewardModel):
@@ -25,6 +27,10 @@ class HFRewardModel(RewardModel):
         options = apply(self.known_model, options)
         super().__init__(target, options)
         self.ref = T.locate(target, options)
+        if self.known_model is not None:  # results.json records whether the row's card example was reproduced
+            self.known_model = dataclasses.replace(
+                self.known_model, check=check_status(self.known_model, self.ref.commit)
+            )
         self.device = T.resolve_device(options)
         self.tokenizer = T.load_tokenizer(self.ref, options)
         self.family = family(options.family or DEFAULT)
@@ -39,7 +45,7 @@ class HFRewardModel(RewardModel):
         if self.family.name != DEFAULT:  # only when set, so earlier fingerprints stay valid
             out["family"] = self.family.name
         if self.known_model is not None:
-            out["known_model"] = self.known_model.to_json()
+            out["known_model"] = self.known_model.settings()
         return out
 
     def _load(self):
@@ -56,7 +62,8 @@ class HFRewardModel(RewardModel):
     def encode(self, texts: Sequence[ScoreText]) -> list[list[int]]:
         """Token ids of each text, cut to the maximum length (cuts are counted in ``stats``)."""
         self._load()
-        rendered = [T.render(self.tokenizer, t.conversation, t.answer) for t in texts]
+        system = self.known_model.system if self.known_model is not None else None
+        rendered = [T.render(self.tokenizer, with_system(t.conversation, system), t.answer) for t in texts]
         out = []
         finish = self.family.finish_ids
         for ids in self.tokenizer(rendered, add_special_tokens=False)["input_ids"]:
@@ -85,6 +92,13 @@ class HFRewardModel(RewardModel):
 
     def close(self) -> None:
         self.model = None
+
+
+def with_system(conversation, system: str | None):
+    """``conversation`` with a system turn first when the row gives one and the conversation has none."""
+    if system is None or (conversation and conversation[0].role == "system"):
+        return conversation
+    return (Turn("system", system), *conversation)
 
 
 ADAPTER = HFRewardModel

@@ -1,0 +1,55 @@
+"""``first-output``: a model with its own code (``AutoModel``, --trust-remote-code) whose forward reads the reward
+itself and returns it first, one value per text: Qwen/WorldPM-72B, whose card scores each conversation alone
+(``model(input_ids=...)[0]``, no padding, no attention mask) and reads it at the final ``<|endoftext|>``. Each text
+is run alone here too, so the model's own way of finding the end is never given padding."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rmb_build.core.errors import RMBError
+from rmb_build.evaluate import loading as T
+from rmb_build.evaluate.families import Family
+
+
+def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+    from transformers import AutoModel
+
+    if not options.trust_remote_code:
+        raise RMBError(
+            f"model {ref.name!r}: the first-output family runs the model's own code; add --trust-remote-code to run it"
+        )
+    model = T.load_checked(AutoModel, ref, options, "a reward model with its own code", dtype=dtype)
+    return T.place(model, options, device)
+
+
+def first_value(output: Any) -> Any:
+    """The output's first element (a tuple's, a ModelOutput's or a mapping's first value), as one float."""
+    if isinstance(output, Mapping):
+        output = next(iter(output.values()), None)
+    elif isinstance(output, (tuple, list)) or hasattr(output, "to_tuple"):
+        output = output[0] if len(output) else None
+    if output is None or not hasattr(output, "numel") or output.numel() != 1:
+        shape = None if output is None else tuple(getattr(output, "shape", ()))
+        raise RMBError(f"first-output: the model's first output is {shape}, not one reward for the text")
+    return output.float().reshape(1)
+
+
+def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    import torch
+
+    rows = []
+    for ids, mask in zip(input_ids, attention_mask):
+        alone = ids[mask.bool()].unsqueeze(0)
+        rows.append(first_value(model(input_ids=alone)))
+    return torch.cat(rows)
+
+
+FAMILY = Family(
+    "first-output",
+    "own-code AutoModel returning the reward first, each text run alone (WorldPM)",
+    load,
+    score,
+    needs_remote_code=True,
+)
