@@ -301,6 +301,17 @@ def test_a_malformed_rmb_row_stops_with_one_line(tmp_path, release, capsys, case
             "set",
         ),
         ('{"set": "bon", "uid": "0", "best": 1, "losers": [0, NaN]}\n', "line 1", "losers[1]"),
+        # Python's json reads these; strict readers do not, and a score must be a finite number.
+        ('{"set": "pairwise", "uid": "0", "chosen": Infinity, "rejected": 0}\n', "line 1", "chosen"),
+        ('{"set": "pairwise", "uid": "0", "chosen": 1, "rejected": -Infinity}\n', "line 1", "rejected"),
+        ('{"set": "bon", "uid": "0", "best": 1e400, "losers": [0]}\n', "line 1", "best"),
+        ('{"set": "bon", "uid": "0", "best": 1' + "0" * 400 + ', "losers": [0]}\n', "line 1", "best"),
+        (
+            '[{"pair_uid": 0, "category_path": "Pairwise_set/Harmlessness/S1",\n'
+            ' "chosen_reward": 1, "reject_reward": 1' + "0" * 400 + "}]",
+            "line 1",
+            "reject_reward",
+        ),
         ('{"set": "bon", "uid": true, "best": 1, "losers": [0]}\n', "line 1", "uid"),
     ],
 )

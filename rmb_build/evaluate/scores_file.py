@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import BonItem, Item, default_category_path
 from rmb_build.core.jsonl import read_jsonl_objects
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
@@ -152,11 +152,12 @@ def _json_list(file: Path, text: str) -> Iterator[tuple[int, Any]]:
 def _number(file: Path, line: int, item: Any, field: str, value: Any, nullable: bool = False) -> float | None:
     if value is None and nullable:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    number = finite_float(value)
+    if number is None:
         raise InputError(
-            str(file), f"expected a number, got {json.dumps(value)[:40]}", line=line, item=item, field=field
+            str(file), f"expected a finite number, got {describe(value)}", line=line, item=item, field=field
         )
-    return float(value)
+    return number
 
 
 def _uid(file: Path, line: int, item: Any, field: str, value: Any) -> str:

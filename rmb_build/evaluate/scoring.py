@@ -11,9 +11,12 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from rmb_build.core.errors import RMBError
+from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import Item, text_key
+from rmb_build.core.taxonomy import PAIRWISE_SET
 from rmb_build.evaluate.adapters import JudgePair, RewardModel, ScoreText
 from rmb_build.evaluate.cache import ScoreCache
 
@@ -86,6 +89,20 @@ def collect_pairs(
     return list(seen.values())
 
 
+def _item_of(key: str, items: Sequence[Item], keys: Sequence[Sequence[str]]) -> str:
+    """The first item (and its answer) whose text has cache ``key``, for an error line."""
+    for item, ks in zip(items, keys):
+        if key in ks:
+            k = list(ks).index(key)
+            if item.set_name == PAIRWISE_SET:
+                field = ("chosen", "reject")[k]
+            else:
+                field = f"loser_list[{k - 1}]" if k else "bon_best"
+            answer = item.answers()[k]
+            return f"{item.set_name} item {item.uid} ({item.scenario_id}), field '{field}' ({answer.llm_name})"
+    return f"text {key[:12]}"
+
+
 def _run_cached(
     units: Sequence[Any],
     stream,
@@ -95,12 +112,21 @@ def _run_cached(
     desc: str,
     progress: bool,
     stats: ScoringStats,
+    where: Callable[[str], str],
 ) -> dict[str, Any]:
     """Values for ``units`` (each with ``.key``): cached ones read, the rest produced by ``stream``; those
-    the RM calls cacheable are stored (a failed judgement is not, so the next run asks again)."""
+    the RM calls cacheable are stored (a failed judgement is not, so the next run asks again). A text RM's
+    score, fresh or cached, is a finite number or refused, naming the item (``where``: a key's item)."""
     from tqdm.auto import tqdm
 
     values = cache.get_many(fp, (u.key for u in units))
+    if not rm.compares_pairs:
+        for key, v in values.items():
+            if finite_float(v) is None:
+                raise RMBError(
+                    f"{cache.path}: the score cache holds {describe(v)} for {where(key)} ({rm.spec}), written by "
+                    "an older rmb that did not check scores; remove that file to score again"
+                )
     missing = [u for u in units if u.key not in values]
     stats.unique, stats.cached, stats.scored = len(units), len(units) - len(missing), 0
     if not missing:
@@ -111,6 +137,14 @@ def _run_cached(
     try:
         for idx, batch_values in stream(missing):
             for i, v in zip(idx, batch_values):
+                if v is not None and not rm.compares_pairs:
+                    score = finite_float(v)
+                    if score is None:
+                        raise RMBError(
+                            f"--rm {rm.spec}: scored {describe(v)} for {where(missing[i].key)}; a score must be a "
+                            "finite number (the texts scored before it are cached)"
+                        )
+                    v = score
                 if rm.cacheable(v):
                     pending[missing[i].key] = v
                 else:
@@ -152,6 +186,6 @@ def score_items(
         units = collect_texts(items, keys, rm.per_scenario)
         desc, stream = f"scoring with {rm.spec}", rm.score_stream
     stats.naive = sum(len(k) for k in keys)
-    values = _run_cached(units, stream, rm, fp, cache, desc, progress, stats)
+    values = _run_cached(units, stream, rm, fp, cache, desc, progress, stats, lambda key: _item_of(key, items, keys))
     stats.rm = dict(rm.stats)
     return values, keys, stats
