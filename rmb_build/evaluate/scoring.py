@@ -89,18 +89,29 @@ def collect_pairs(
     return list(seen.values())
 
 
-def _item_of(key: str, items: Sequence[Item], keys: Sequence[Sequence[str]]) -> str:
-    """The first item (and its answer) whose text has cache ``key``, for an error line."""
+def _item_of(key: str, items: Sequence[Item], keys: Sequence[Sequence[str]], pairs: bool) -> str:
+    """The first item (and its answer, or its pair of answers) whose unit has cache ``key``, for an error line."""
     for item, ks in zip(items, keys):
         if key in ks:
             k = list(ks).index(key)
             if item.set_name == PAIRWISE_SET:
-                field = ("chosen", "reject")[k]
+                field = "chosen vs reject" if pairs else ("chosen", "reject")[k]
             else:
-                field = f"loser_list[{k - 1}]" if k else "bon_best"
-            answer = item.answers()[k]
-            return f"{item.set_name} item {item.uid} ({item.scenario_id}), field '{field}' ({answer.llm_name})"
-    return f"text {key[:12]}"
+                field = f"bon_best vs loser_list[{k}]" if pairs else (f"loser_list[{k - 1}]" if k else "bon_best")
+            answer = "" if pairs else f" ({item.answers()[k].llm_name})"
+            return f"{item.set_name} item {item.uid} ({item.scenario_id}), field '{field}'{answer}"
+    return f"unit {key[:12]}"
+
+
+def _refused(rm: RewardModel, value: Any) -> str | None:
+    """What makes ``value`` no unit's value, or None: a text RM's score is a finite number, a judge's votes are
+    0, 1 or None (a failed sample); None is an unscored unit."""
+    if value is None:
+        return None
+    if not rm.compares_pairs:
+        return None if finite_float(value) is not None else describe(value)
+    votes = [v for vs in value.values() for v in vs] if isinstance(value, dict) else [value]
+    return next((f"a vote of {describe(v)}" for v in votes if v is not None and v not in (0, 1)), None)
 
 
 def _run_cached(
@@ -115,18 +126,17 @@ def _run_cached(
     where: Callable[[str], str],
 ) -> dict[str, Any]:
     """Values for ``units`` (each with ``.key``): cached ones read, the rest produced by ``stream``; those
-    the RM calls cacheable are stored (a failed judgement is not, so the next run asks again). A text RM's
-    score, fresh or cached, is a finite number or refused, naming the item (``where``: a key's item)."""
+    the RM calls cacheable are stored (a failed judgement is not, so the next run asks again). A value, fresh or
+    cached, that ``_refused`` names stops the run in one line naming the item (``where``: a key's item)."""
     from tqdm.auto import tqdm
 
     values = cache.get_many(fp, (u.key for u in units))
-    if not rm.compares_pairs:
-        for key, v in values.items():
-            if finite_float(v) is None:
-                raise RMBError(
-                    f"{cache.path}: the score cache holds {describe(v)} for {where(key)} ({rm.spec}), written by "
-                    "an older rmb that did not check scores; remove that file to score again"
-                )
+    for key, v in values.items():
+        if (bad := _refused(rm, v)) is not None:
+            raise RMBError(
+                f"{cache.path}: the score cache holds {bad} for {where(key)} ({rm.spec}), written by an older "
+                "rmb that did not check scores; remove that file to score again"
+            )
     missing = [u for u in units if u.key not in values]
     stats.unique, stats.cached, stats.scored = len(units), len(units) - len(missing), 0
     if not missing:
@@ -137,14 +147,13 @@ def _run_cached(
     try:
         for idx, batch_values in stream(missing):
             for i, v in zip(idx, batch_values):
+                if (bad := _refused(rm, v)) is not None:
+                    raise RMBError(
+                        f"RM {rm.spec}: gave {bad} for {where(missing[i].key)}; a score must be a finite number "
+                        "and a vote 0 or 1 (what was scored before it is cached)"
+                    )
                 if v is not None and not rm.compares_pairs:
-                    score = finite_float(v)
-                    if score is None:
-                        raise RMBError(
-                            f"--rm {rm.spec}: scored {describe(v)} for {where(missing[i].key)}; a score must be a "
-                            "finite number (the texts scored before it are cached)"
-                        )
-                    v = score
+                    v = float(v)
                 if rm.cacheable(v):
                     pending[missing[i].key] = v
                 else:
@@ -186,6 +195,8 @@ def score_items(
         units = collect_texts(items, keys, rm.per_scenario)
         desc, stream = f"scoring with {rm.spec}", rm.score_stream
     stats.naive = sum(len(k) for k in keys)
-    values = _run_cached(units, stream, rm, fp, cache, desc, progress, stats, lambda key: _item_of(key, items, keys))
+    values = _run_cached(
+        units, stream, rm, fp, cache, desc, progress, stats, lambda key: _item_of(key, items, keys, rm.compares_pairs)
+    )
     stats.rm = dict(rm.stats)
     return values, keys, stats
