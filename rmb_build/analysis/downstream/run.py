@@ -86,19 +86,21 @@ def load_prompts(cfg: DownstreamConfig, benchmarks: Sequence[tuple[str, dict[str
                 "the pointwise grader needs; set prompts.default_scenario (e.g. Helpfulness/Chat/Discussion)"
             )
     out = Prompts(queries, len(queries))
-    releases = cfg.prompts.holdout.releases
-    if releases is None:  # the releases the benchmarks were scored on, where they are folders here
-        releases = list(dict.fromkeys(r["release"] for _, r in benchmarks if Path(str(r.get("release"))).is_dir()))
-    if releases:
-        from rmb_build.analysis.contamination import held_out
+    if cfg.prompts.holdout.releases is None:  # the releases the benchmarks scored, found and confirmed
+        from rmb_build.analysis.downstream.holdout import scored_releases
+
+        releases = scored_releases(benchmarks)
+    else:
         from rmb_build.benchmarks.formats import open_release
 
-        for rel in releases:
-            queries, dropped = held_out(
-                queries, open_release(rel), cfg.prompts.holdout.threshold, cfg.prompts.holdout.model
-            )
+        releases = [(rel, open_release(rel)) for rel in cfg.prompts.holdout.releases]
+    if releases:
+        from rmb_build.analysis.contamination import held_out
+
+        for rel, release in releases:
+            queries, dropped = held_out(queries, release, cfg.prompts.holdout.threshold, cfg.prompts.holdout.model)
             out.dropped += [{**d, "release": rel} for d in dropped]
-        out.holdout_releases = list(releases)
+        out.holdout_releases = [rel for rel, _ in releases]
     if cfg.prompts.max_prompts is not None and len(queries) > cfg.prompts.max_prompts:
         drawn = set(random.Random(cfg.prompts.seed).sample(range(len(queries)), cfg.prompts.max_prompts))
         out.not_drawn = len(queries) - len(drawn)
