@@ -363,3 +363,17 @@ def test_an_hf_models_nan_stops_the_check_before_any_pick(tmp_path, capsys, smol
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nan-rm: gave NaN for bon item" in err[0] and "(sample0" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_benchmark_figure_that_is_not_finite_stops_the_check_before_any_work(tmp_path, capsys):
+    """results.json an older rmb wrote with NaN (Python's json reads it) is refused, naming the file and figure."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "results.json").write_text(
+        '{"rm": "baseline:length", "release": "r", "rmb_overall": {"mean": NaN}}'
+    )
+    with StubEndpoint(reply=policy_reply) as stub:
+        config = write_config(tmp_path, stub, [tmp_path / "old"])
+        assert main(["downstream", "--config", str(config), "--workdir", str(tmp_path / "w"), "--dry-run"]) == 2
+        assert stub.count("generate") == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "old/results.json: field 'rmb_overall' is NaN, not a finite number" in err[0], err
