@@ -26,14 +26,17 @@ def finite_float(value: Any) -> float | None:
 
 def describe(value: Any) -> str:
     """How an error line names a value that is not a finite number."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        try:
-            float(value)
-        except OverflowError:
-            return f"an integer too large for a float ({len(str(abs(int(value))))} digits)"
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        value = float(value)
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        try:
+            number = float(value)
+        except OverflowError:
+            if isinstance(value, numbers.Integral):
+                # str() of an integer of over 4300 digits raises; its bit length does not
+                return f"an integer too large for a float (about {int(int(value).bit_length() * math.log10(2)) + 1} digits)"
+            return "a number too large for a float"
+        if math.isnan(number):
+            return "NaN"
+        return ("Infinity" if number > 0 else "-Infinity") if math.isinf(number) else repr(number)
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):

@@ -71,7 +71,7 @@ class PythonScorer(RewardModel):
                 ) from exc
             try:
                 # A number passes as it is: the scoring loop refuses NaN, infinity and 10**400, naming the item.
-                value = value if isinstance(value, numbers.Real) else float(value)
+                value = value if isinstance(value, numbers.Real) and not isinstance(value, bool) else float(value)
             except (TypeError, ValueError):
                 raise RMBError(
                     f"--rm python:{self.target}: returned {type(value).__name__}, not a number (text {t.key[:12]})"
