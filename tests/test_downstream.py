@@ -317,7 +317,8 @@ def test_the_default_holdout_finds_a_release_recorded_by_a_relative_path(tmp_pat
     monkeypatch.chdir(tmp_path / "evals")
     args = ["--release", "../release", "--rm", "baseline:length", "--out", "length", "--cache", "cache"]
     assert main(["evaluate", *args, "--bootstrap", "20", "--no-progress"]) == 0
-    assert json.loads(Path("length/results.json").read_text())["release"] == "../release"
+    info = json.loads(Path("length/results.json").read_text())
+    assert info["release"] == "../release" and info["release_info"]["path_from_results"] == "../../release"
 
     copies = release_queries(read_rmb_release(tmp_path / "release", strict=False))[:3]
     cfg = _holdout_config(tmp_path, [q.conversation[-1].content for q in copies], copies[0].scenario_id)
@@ -326,6 +327,15 @@ def test_the_default_holdout_finds_a_release_recorded_by_a_relative_path(tmp_pat
     got = load_prompts(cfg, benchmark_results([str(tmp_path / "evals" / "length")]))
     assert got.read == 3 and got.queries == [] and len(got.dropped) == 3
     assert [Path(p).resolve() for p in got.holdout_releases] == [tmp_path / "release"]
+
+    # Through the Python API (no release label): the release's own folder is recorded.
+    from rmb_build.evaluate.adapters import load_rm
+    from rmb_build.evaluate.run import evaluate
+
+    api = tmp_path / "evals" / "api"
+    evaluate(read_rmb_release(tmp_path / "release"), load_rm("baseline:length"), api, tmp_path / "c", progress=False)
+    got = load_prompts(cfg, benchmark_results([str(api)]))
+    assert len(got.dropped) == 3 and [Path(p).resolve() for p in got.holdout_releases] == [tmp_path / "release"]
 
     (tmp_path / "release").rename(tmp_path / "moved")
     with pytest.raises(RMBError, match=r"'../release', is not found from here .*prompts.holdout.releases") as e:
