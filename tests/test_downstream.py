@@ -338,13 +338,16 @@ def test_the_default_holdout_finds_a_release_recorded_by_a_relative_path(tmp_pat
     assert len(got.dropped) == 3 and [Path(p).resolve() for p in got.holdout_releases] == [tmp_path / "release"]
 
     (tmp_path / "release").rename(tmp_path / "moved")
-    with pytest.raises(RMBError, match=r"'../release', is not found from here .*prompts.holdout.releases") as e:
+    with pytest.raises(
+        RMBError,
+        match=r"'../release' \(sha256 \w{12}\), is not found from here \(.*: not found.*prompts.holdout.releases",
+    ) as e:
         load_prompts(cfg, benchmark_results([str(tmp_path / "evals" / "length")]))
     assert "\n" not in str(e.value)
 
     other = small_release(tmp_path / "release")  # the same path, other items
     (other / "Pairwise_set" / "Harmlessness" / "S6.json").unlink()
-    with pytest.raises(RMBError, match=r"'../release', holds other items than the scored one"):
+    with pytest.raises(RMBError, match=r"is not found from here \(.*release: other items \(sha256 \w{12}\)"):
         load_prompts(cfg, benchmark_results([str(tmp_path / "evals" / "length")]))
 
 

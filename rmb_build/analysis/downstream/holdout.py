@@ -45,32 +45,34 @@ def scored_releases(benchmarks: Sequence[tuple[str, dict[str, Any]]]) -> list[tu
         info = results.get("release_info") if isinstance(results.get("release_info"), dict) else {}
         want = info.get("sha256")
         fmt = info.get("format") if info.get("format") in FORMATS else None
-        tried, differs = [], []
-        found = None
+        problems, found = [], None
         for where in _candidates(folder, spec, info):
             local = Path(where).exists()
             if not local and where != RMB:  # a Hub id is not tried: "org/name" may as well be a missing folder
-                tried.append(where)
+                problems.append(f"{where}: not found")
                 continue
             key = str(Path(where).resolve()) if local else where
             if key not in opened:
                 try:
                     release = open_release(where, fmt)
                 except RMBError as exc:
-                    raise RMBError(f"benchmarks: {folder}: the release its results.json scored: {exc}; {FIX}") from None
-                opened[key] = (release, release_sha256(release))
+                    opened[key] = (None, str(exc))
+                else:
+                    opened[key] = (release, release_sha256(release))
             release, sha = opened[key]
-            if want is None or sha == want:
+            if release is None:
+                problems.append(f"{where}: unreadable ({sha})")
+            elif want is None or sha == want:
                 found = (where, release, sha)
                 break
-            differs.append(f"{where} (sha256 {sha[:12]})")
+            else:
+                problems.append(f"{where}: other items (sha256 {sha[:12]})")
         if found is None:
-            why = (
-                f"holds other items than the scored one (results.json: sha256 {str(want)[:12]}; {', '.join(differs)})"
-                if differs
-                else f"is not found from here (looked for {', '.join(tried)})"
+            scored = f"{spec!r}" + (f" (sha256 {str(want)[:12]})" if want else "")
+            raise RMBError(
+                f"benchmarks: {folder}: the release its results.json scored, {scored}, is not found from here "
+                f"({'; '.join(problems)}); {FIX}"
             )
-            raise RMBError(f"benchmarks: {folder}: the release its results.json scored, {spec!r}, {why}; {FIX}")
         where, release, sha = found
         out.setdefault(sha, (where, release))
     return list(out.values())
