@@ -284,3 +284,109 @@ def test_the_embedded_demo_runs_and_says_its_figures_are_noise(tmp_path, capsys)
     assert (tmp_path / "out" / "best_of_k.png").is_file()
     assert main([*args, str(tmp_path / "again")]) == 0
     assert "sent 0 LLM requests, scored 0 texts" in capsys.readouterr().out
+
+
+def _holdout_config(tmp: Path, prompts: list[str], scenario: str):
+    from rmb_build.analysis.downstream.config import parse_downstream_config
+
+    path = tmp / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
+    return parse_downstream_config(
+        {
+            "name": "x",
+            "endpoints": {"e": {"base_url": "http://127.0.0.1:9/v1"}},
+            "prompts": {"sources": [{"kind": "jsonl", "path": str(path)}], "default_scenario": scenario},
+            "policy": {"endpoint": "e", "model": "m"},
+            "grader": {"kind": "pointwise", "endpoint": "e", "model": "g"},
+            "reward_models": ["baseline:length"],
+        }
+    )
+
+
+def test_the_default_holdout_finds_a_release_recorded_by_a_relative_path(tmp_path, monkeypatch):
+    """``rmb evaluate --release ../release`` run in one folder, ``rmb downstream`` in another: the release is found
+    (from the results folder) and confirmed by its sha256; moved away or replaced, the check refuses in one line
+    instead of holding out nothing."""
+    from rmb_build.analysis.downstream.run import benchmark_results, load_prompts
+    from rmb_build.core.errors import RMBError
+    from rmb_build.release.read import read_rmb_release
+    from rmb_build.stages.sources.records import release_queries
+
+    small_release(tmp_path / "release")
+    (tmp_path / "evals").mkdir()
+    monkeypatch.chdir(tmp_path / "evals")
+    args = ["--release", "../release", "--rm", "baseline:length", "--out", "length", "--cache", "cache"]
+    assert main(["evaluate", *args, "--bootstrap", "20", "--no-progress"]) == 0
+    info = json.loads(Path("length/results.json").read_text())
+    assert info["release"] == "../release" and info["release_info"]["path_from_results"] == "../../release"
+
+    copies = release_queries(read_rmb_release(tmp_path / "release", strict=False))[:3]
+    cfg = _holdout_config(tmp_path, [q.conversation[-1].content for q in copies], copies[0].scenario_id)
+    (tmp_path / "elsewhere" / "deeper").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "elsewhere" / "deeper")  # where "../release" is no release
+    got = load_prompts(cfg, benchmark_results([str(tmp_path / "evals" / "length")]))
+    assert got.read == 3 and got.queries == [] and len(got.dropped) == 3
+    assert [Path(p).resolve() for p in got.holdout_releases] == [tmp_path / "release"]
+
+    # Through the Python API (no release label): the release's own folder is recorded.
+    from rmb_build.evaluate.adapters import load_rm
+    from rmb_build.evaluate.run import evaluate
+
+    api = tmp_path / "evals" / "api"
+    evaluate(read_rmb_release(tmp_path / "release"), load_rm("baseline:length"), api, tmp_path / "c", progress=False)
+    got = load_prompts(cfg, benchmark_results([str(api)]))
+    assert len(got.dropped) == 3 and [Path(p).resolve() for p in got.holdout_releases] == [tmp_path / "release"]
+
+    (tmp_path / "release").rename(tmp_path / "moved")
+    with pytest.raises(
+        RMBError,
+        match=r"'../release' \(sha256 \w{12}\), is not found from here \(.*: not found.*prompts.holdout.releases",
+    ) as e:
+        load_prompts(cfg, benchmark_results([str(tmp_path / "evals" / "length")]))
+    assert "\n" not in str(e.value)
+
+    other = small_release(tmp_path / "release")  # the same path, other items
+    (other / "Pairwise_set" / "Harmlessness" / "S6.json").unlink()
+    with pytest.raises(RMBError, match=r"is not found from here \(.*release: other items \(sha256 \w{12}\)"):
+        load_prompts(cfg, benchmark_results([str(tmp_path / "evals" / "length")]))
+
+
+def test_an_hf_models_nan_stops_the_check_before_any_pick(tmp_path, capsys, smol_tokenizer_dir):
+    """A sequence classifier whose head gives NaN (a tiny randomly initialised model, built here for the
+    plumbing): the scoring loop refuses its first score in one line naming the prompt and the sample."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=512, num_labels=1, pad_token_id=tok.pad_token_id,
+    )  # fmt: skip
+    model = transformers.LlamaForSequenceClassification(cfg)
+    with torch.no_grad():
+        model.score.weight.fill_(float("nan"))
+    model.save_pretrained(tmp_path / "nan-rm")
+    tok.save_pretrained(tmp_path / "nan-rm")
+    with StubEndpoint(reply=policy_reply) as stub:
+        config = write_config(tmp_path, stub, [])
+        data = yaml.safe_load(config.read_text())
+        data["reward_models"] = ["baseline:length", {"rm": f"hf:{tmp_path / 'nan-rm'}", "device": "cpu"}]
+        config.write_text(yaml.safe_dump(data))
+        args = ["downstream", "--config", str(config), "--workdir", str(tmp_path / "work"), "--no-progress"]
+        assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nan-rm: gave NaN for bon item" in err[0] and "(sample0" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_benchmark_figure_that_is_not_finite_stops_the_check_before_any_work(tmp_path, capsys):
+    """results.json an older rmb wrote with NaN (Python's json reads it) is refused, naming the file and figure."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "results.json").write_text(
+        '{"rm": "baseline:length", "release": "r", "rmb_overall": {"mean": NaN}}'
+    )
+    with StubEndpoint(reply=policy_reply) as stub:
+        config = write_config(tmp_path, stub, [tmp_path / "old"])
+        assert main(["downstream", "--config", str(config), "--workdir", str(tmp_path / "w"), "--dry-run"]) == 2
+        assert stub.count("generate") == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "old/results.json: field 'rmb_overall' is NaN, not a finite number" in err[0], err

@@ -285,3 +285,21 @@ def test_fingerprint_depends_on_max_length_and_truncation_is_counted(pairrm_dir)
     ids, (p0, p1, p2) = short.encode((Turn("user", "Say hello."),), "Hey " * 30, "Hello!")
     assert len(ids) <= 40 and short.stats["truncated"] == 1
     assert [ids[p] for p in (p0, p1, p2)] == [short.prefix_ids[t] for t in SPECIAL]
+
+
+def test_a_nan_logit_is_refused_not_counted_as_a_loss(pairrm_dir, tmp_path):
+    """A head that gives NaN: the scoring loop refuses the vote in one line naming the item (before, NaN > 0 was
+    False and every pair a silent loss in both orders)."""
+    import shutil
+
+    broken = tmp_path / "nan-head"
+    shutil.copytree(pairrm_dir, broken)
+    weights = safetensors_torch.load_file(str(broken / "model.safetensors"))
+    weights["head_layer.4.bias"] = torch.full_like(weights["head_layer.4.bias"], float("nan"))
+    safetensors_torch.save_file(weights, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    rm = load_rm(f"pairrm:{broken}", RMOptions(device="cpu"))
+    with pytest.raises(RMBError) as err:
+        evaluate(small_release(), rm, tmp_path / "out", tmp_path / "cache", progress=False)
+    msg = str(err.value)
+    assert "\n" not in msg and "gave a vote of NaN for pairwise item 0" in msg and "'chosen vs reject'" in msg, msg
+    assert not (tmp_path / "out").exists()

@@ -301,6 +301,18 @@ def test_a_malformed_rmb_row_stops_with_one_line(tmp_path, release, capsys, case
             "set",
         ),
         ('{"set": "bon", "uid": "0", "best": 1, "losers": [0, NaN]}\n', "line 1", "losers[1]"),
+        # Python's json reads these; strict readers do not, and a score must be a finite number.
+        ('{"set": "pairwise", "uid": "0", "chosen": Infinity, "rejected": 0}\n', "line 1", "chosen"),
+        ('{"set": "pairwise", "uid": "0", "chosen": 1, "rejected": -Infinity}\n', "line 1", "rejected"),
+        ('{"set": "bon", "uid": "0", "best": 1e400, "losers": [0]}\n', "line 1", "best"),
+        ('{"set": "bon", "uid": "0", "best": 1' + "0" * 400 + ', "losers": [0]}\n', "line 1", "best"),
+        (
+            '[{"pair_uid": 0, "category_path": "Pairwise_set/Harmlessness/S1",\n'
+            ' "chosen_reward": 1, "reject_reward": 1' + "0" * 400 + "}]",
+            "line 1",
+            "reject_reward",
+        ),
+        ('{"set": "pairwise", "uid": "0", "chosen": 1' + "0" * 5000 + ', "rejected": 0}\n', "line 1", None),
         ('{"set": "bon", "uid": true, "best": 1, "losers": [0]}\n', "line 1", "uid"),
     ],
 )
@@ -308,7 +320,8 @@ def test_a_malformed_jsonl_line_stops_with_one_line(tmp_path, release, capsys, t
     (tmp_path / "s.jsonl").write_text(text, encoding="utf-8")
     assert evaluate("--release", str(release), "--scores", str(tmp_path / "s.jsonl"), "--out", str(tmp_path / "o")) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "s.jsonl" in err[0] and line in err[0] and f"field '{field}'" in err[0], err
+    assert len(err) == 1 and "s.jsonl" in err[0] and line in err[0], err
+    assert f"field '{field}'" in err[0] if field else "a number with too many digits" in err[0], err
 
 
 def test_a_file_of_neither_format_or_of_another_release_stops(tmp_path, release, capsys):

@@ -33,3 +33,13 @@ def test_objects_only_and_missing_file(tmp_path):
         list(read_jsonl_objects(p))
     with pytest.raises(InputError, match="no such file"):
         list(iter_jsonl(tmp_path / "none.jsonl"))
+
+
+def test_a_number_of_more_digits_than_python_converts_is_a_bad_line(tmp_path):
+    """json.loads raises a plain ValueError (not a JSONDecodeError) for an integer of over 4300 digits."""
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"a": 1}\n{"score": 1' + "0" * 5000 + "}\n")
+    with pytest.raises(InputError, match=r"x.jsonl: line 2: invalid JSON: a number with too many digits"):
+        list(iter_jsonl(p))
+    got = list(iter_jsonl(p, lenient=True))
+    assert got[0][1] == {"a": 1} and isinstance(got[1][1], BadLine) and "too many digits" in got[1][1].reason

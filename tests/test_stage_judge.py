@@ -25,6 +25,8 @@ CFG = JudgeConfig(endpoint="local", model="judge", samples=3)
         (None, 'Sure! ```json\n{"rationale": "clear", "score": 9}\n```', Judgement(9.0, "clear")),
         (None, "Rationale: fine.\nScore: 6", Judgement(6.0, "")),
         (None, '{"rationale": "x", "score": 11}', "outside"),
+        (None, '{"rationale": "x", "score": 1' + "0" * 400 + "}", "outside"),  # too large for a float
+        (None, '{"rationale": "x", "score": NaN}', "outside"),
         (None, '{"rationale": "x", "score": "high"}', "not a number"),
         (None, "I like it.", "no JSON"),
     ],

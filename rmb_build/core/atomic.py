@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Collection, Iterable, Iterator
 
 from rmb_build.core.errors import ENVIRONMENT_ERRNOS, RMBError, environment_error
+from rmb_build.core.finite import first_non_finite
 
 
 def _umask() -> int:
@@ -83,12 +84,24 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
+def _dumps(path: str | os.PathLike, obj: Any, indent: int | None = None, line: int | None = None) -> str:
+    """Strict JSON (no NaN or Infinity, which strict readers reject): RMBError naming the field otherwise."""
+    try:
+        return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        field = first_non_finite(obj)
+        if field is None:
+            raise
+        where = f"{path}: line {line}" if line is not None else str(path)
+        raise RMBError(f"{where}: field '{field}' is not a finite number; the file was not written") from None
+
+
 def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
-    write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+    write_text(path, _dumps(path, obj, indent) + "\n")
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_text(path, "".join(_dumps(path, r, line=n) + "\n" for n, r in enumerate(rows, 1)))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 from rmb_build.core.errors import InputError
 
 MAX_KEPT_CHARS = 2000  # of a bad line, for a quarantine entry
+TOO_MANY_DIGITS = "invalid JSON: a number with too many digits"
 
 
 @dataclass
@@ -50,11 +51,18 @@ def iter_jsonl(path: str | os.PathLike, *, lenient: bool = False) -> Iterator[tu
                 continue
             decoded = True
             try:
-                yield n, json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
                 if not lenient:
                     raise InputError(str(path), f"invalid JSON: {exc.msg}", line=n) from None
                 yield n, BadLine(f"invalid JSON: {exc.msg} (column {exc.colno})", line[:MAX_KEPT_CHARS])
+                continue
+            except ValueError:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+                if not lenient:
+                    raise InputError(str(path), TOO_MANY_DIGITS, line=n) from None
+                yield n, BadLine(TOO_MANY_DIGITS, line[:MAX_KEPT_CHARS])
+                continue
+            yield n, value
 
 
 def read_jsonl_objects(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:

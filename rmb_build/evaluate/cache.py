@@ -57,7 +57,8 @@ class ScoreCache:
         """Store and commit: what is written here survives an interrupted run."""
         with sqlite_db.transaction(self.db):
             self.db.executemany(
-                "INSERT OR REPLACE INTO scores VALUES (?, ?, ?)", [(fp, k, json.dumps(v)) for k, v in values.items()]
+                "INSERT OR REPLACE INTO scores VALUES (?, ?, ?)",
+                [(fp, k, json.dumps(v, allow_nan=False)) for k, v in values.items()],
             )
 
     def count(self, fp: str) -> int:

@@ -3,6 +3,7 @@ report.md and heatmap.png into one folder."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,10 @@ def evaluate(
     )
     results.update(benchmark_fields(release, predictions, ties))
     results["release_info"] = release_record(release)
+    local = Path(release_label) if release_label is not None and Path(release_label).exists() else release.root
+    if local is not None:
+        # Where a later reader (rmb downstream's hold-out) finds the release from the results folder.
+        results["release_info"]["path_from_results"] = os.path.relpath(Path(local).resolve(), Path(out_dir).resolve())
     if getattr(rm, "known_model", None) is not None:  # the known-models row whose settings it loaded with
         results["known_model"] = rm.known_model.to_json()  # what compare and leaderboard check before pairing
     out_dir = Path(out_dir)

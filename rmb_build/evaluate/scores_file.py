@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -29,8 +28,9 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import BonItem, Item, default_category_path
-from rmb_build.core.jsonl import read_jsonl_objects
+from rmb_build.core.jsonl import TOO_MANY_DIGITS, read_jsonl_objects
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.outcomes import predict
 
@@ -138,6 +138,8 @@ def _json_list(file: Path, text: str) -> Iterator[tuple[int, Any]]:
         json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise InputError(str(file), TOO_MANY_DIGITS) from None
     decoder, line, last = json.JSONDecoder(), 1, 0
     pos = _WS.match(text, text.index("[") + 1).end()
     while text[pos] != "]":
@@ -152,11 +154,12 @@ def _json_list(file: Path, text: str) -> Iterator[tuple[int, Any]]:
 def _number(file: Path, line: int, item: Any, field: str, value: Any, nullable: bool = False) -> float | None:
     if value is None and nullable:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    number = finite_float(value)
+    if number is None:
         raise InputError(
-            str(file), f"expected a number, got {json.dumps(value)[:40]}", line=line, item=item, field=field
+            str(file), f"expected a finite number, got {describe(value)}", line=line, item=item, field=field
         )
-    return float(value)
+    return number
 
 
 def _uid(file: Path, line: int, item: Any, field: str, value: Any) -> str:

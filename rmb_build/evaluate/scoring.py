@@ -11,9 +11,12 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from rmb_build.core.errors import RMBError
+from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import Item, text_key
+from rmb_build.core.taxonomy import PAIRWISE_SET
 from rmb_build.evaluate.adapters import JudgePair, RewardModel, ScoreText
 from rmb_build.evaluate.cache import ScoreCache
 
@@ -86,6 +89,31 @@ def collect_pairs(
     return list(seen.values())
 
 
+def _item_of(key: str, items: Sequence[Item], keys: Sequence[Sequence[str]], pairs: bool) -> str:
+    """The first item (and its answer, or its pair of answers) whose unit has cache ``key``, for an error line."""
+    for item, ks in zip(items, keys):
+        if key in ks:
+            k = list(ks).index(key)
+            if item.set_name == PAIRWISE_SET:
+                field = "chosen vs reject" if pairs else ("chosen", "reject")[k]
+            else:
+                field = f"bon_best vs loser_list[{k}]" if pairs else (f"loser_list[{k - 1}]" if k else "bon_best")
+            answer = "" if pairs else f" ({item.answers()[k].llm_name})"
+            return f"{item.set_name} item {item.uid} ({item.scenario_id}), field '{field}'{answer}"
+    return f"unit {key[:12]}"
+
+
+def _refused(rm: RewardModel, value: Any) -> str | None:
+    """What makes ``value`` no unit's value, or None: a text RM's score is a finite number, a judge's votes are
+    0, 1 or None (a failed sample); None is an unscored unit."""
+    if value is None:
+        return None
+    if not rm.compares_pairs:
+        return None if finite_float(value) is not None else describe(value)
+    votes = [v for vs in value.values() for v in vs] if isinstance(value, dict) else [value]
+    return next((f"a vote of {describe(v)}" for v in votes if v is not None and v not in (0, 1)), None)
+
+
 def _run_cached(
     units: Sequence[Any],
     stream,
@@ -95,12 +123,20 @@ def _run_cached(
     desc: str,
     progress: bool,
     stats: ScoringStats,
+    where: Callable[[str], str],
 ) -> dict[str, Any]:
     """Values for ``units`` (each with ``.key``): cached ones read, the rest produced by ``stream``; those
-    the RM calls cacheable are stored (a failed judgement is not, so the next run asks again)."""
+    the RM calls cacheable are stored (a failed judgement is not, so the next run asks again). A value, fresh or
+    cached, that ``_refused`` names stops the run in one line naming the item (``where``: a key's item)."""
     from tqdm.auto import tqdm
 
     values = cache.get_many(fp, (u.key for u in units))
+    for key, v in values.items():
+        if (bad := _refused(rm, v)) is not None:
+            raise RMBError(
+                f"{cache.path}: the score cache holds {bad} for {where(key)} ({rm.spec}), written by an older "
+                "rmb that did not check scores; remove that file to score again"
+            )
     missing = [u for u in units if u.key not in values]
     stats.unique, stats.cached, stats.scored = len(units), len(units) - len(missing), 0
     if not missing:
@@ -111,6 +147,13 @@ def _run_cached(
     try:
         for idx, batch_values in stream(missing):
             for i, v in zip(idx, batch_values):
+                if (bad := _refused(rm, v)) is not None:
+                    raise RMBError(
+                        f"RM {rm.spec}: gave {bad} for {where(missing[i].key)}; a score must be a finite number "
+                        "and a vote 0 or 1 (what was scored before it is cached)"
+                    )
+                if v is not None and not rm.compares_pairs:
+                    v = float(v)
                 if rm.cacheable(v):
                     pending[missing[i].key] = v
                 else:
@@ -152,6 +195,8 @@ def score_items(
         units = collect_texts(items, keys, rm.per_scenario)
         desc, stream = f"scoring with {rm.spec}", rm.score_stream
     stats.naive = sum(len(k) for k in keys)
-    values = _run_cached(units, stream, rm, fp, cache, desc, progress, stats)
+    values = _run_cached(
+        units, stream, rm, fp, cache, desc, progress, stats, lambda key: _item_of(key, items, keys, rm.compares_pairs)
+    )
     stats.rm = dict(rm.stats)
     return values, keys, stats

@@ -64,6 +64,8 @@ def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
         raw, rationale = m.group(1), ""
     try:
         score = float(raw)
+    except OverflowError:  # an integer too large for a float: out of range
+        return f"'score' {str(raw)[:20]}... is outside {MIN_SCORE}-{MAX_SCORE}"
     except (TypeError, ValueError):
         return f"'score' is {raw!r}, not a number"
     if not MIN_SCORE <= score <= MAX_SCORE:

@@ -34,7 +34,7 @@ class HoldoutConfig(StrictModel):
     releases: list[str] | None = Field(
         default=None,
         description="benchmark releases the prompts must not come from (default: the releases the "
-        "benchmarks' results.json name, where they are folders here)",
+        "benchmarks' results.json name, found from their folders and confirmed by sha256; refused if missing)",
     )
     threshold: float = Field(default=0.9, gt=0, le=1, description="cosine at or above which a prompt is dropped")
     model: str = Field(default="all-MiniLM-L6-v2", description="the sentence encoder (the contamination check's)")

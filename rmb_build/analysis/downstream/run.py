@@ -23,6 +23,7 @@ import numpy as np
 from rmb_build.analysis.downstream import best_of_k as bok
 from rmb_build.analysis.downstream.config import DownstreamConfig, GraderConfig, RewardModelConfig
 from rmb_build.core.errors import RMBError
+from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import Answer, BonItem
 from rmb_build.core.records import Query, Response
 from rmb_build.evaluate.adapters import RewardModel
@@ -86,19 +87,21 @@ def load_prompts(cfg: DownstreamConfig, benchmarks: Sequence[tuple[str, dict[str
                 "the pointwise grader needs; set prompts.default_scenario (e.g. Helpfulness/Chat/Discussion)"
             )
     out = Prompts(queries, len(queries))
-    releases = cfg.prompts.holdout.releases
-    if releases is None:  # the releases the benchmarks were scored on, where they are folders here
-        releases = list(dict.fromkeys(r["release"] for _, r in benchmarks if Path(str(r.get("release"))).is_dir()))
-    if releases:
-        from rmb_build.analysis.contamination import held_out
+    if cfg.prompts.holdout.releases is None:  # the releases the benchmarks scored, found and confirmed
+        from rmb_build.analysis.downstream.holdout import scored_releases
+
+        releases = scored_releases(benchmarks)
+    else:
         from rmb_build.benchmarks.formats import open_release
 
-        for rel in releases:
-            queries, dropped = held_out(
-                queries, open_release(rel), cfg.prompts.holdout.threshold, cfg.prompts.holdout.model
-            )
+        releases = [(rel, open_release(rel)) for rel in cfg.prompts.holdout.releases]
+    if releases:
+        from rmb_build.analysis.contamination import held_out
+
+        for rel, release in releases:
+            queries, dropped = held_out(queries, release, cfg.prompts.holdout.threshold, cfg.prompts.holdout.model)
             out.dropped += [{**d, "release": rel} for d in dropped]
-        out.holdout_releases = list(releases)
+        out.holdout_releases = [rel for rel, _ in releases]
     if cfg.prompts.max_prompts is not None and len(queries) > cfg.prompts.max_prompts:
         drawn = set(random.Random(cfg.prompts.seed).sample(range(len(queries)), cfg.prompts.max_prompts))
         out.not_drawn = len(queries) - len(drawn)
@@ -330,8 +333,9 @@ def shares_grader_model(rm: RewardModel, grader: GraderConfig, cfg: DownstreamCo
 # ---- benchmark figures ----------------------------------------------------------------------------------
 
 
-def figure_value(results: dict[str, Any], figure: str) -> float | None:
-    """``rmb_overall`` (its mean), ``rmb_overall/<set>/<goal>`` (a cell), or a dotted path to a number."""
+def figure_value(results: dict[str, Any], figure: str, where: str = "results.json") -> float | None:
+    """``rmb_overall`` (its mean), ``rmb_overall/<set>/<goal>`` (a cell), or a dotted path to a number; None where
+    there is none, RMBError naming ``where`` for NaN or an infinity (an older rmb wrote them)."""
     if figure == "rmb_overall":
         value = (results.get("rmb_overall") or {}).get("mean")
     elif figure.startswith("rmb_overall/"):
@@ -340,7 +344,12 @@ def figure_value(results: dict[str, Any], figure: str) -> float | None:
         value: Any = results
         for part in figure.split("."):
             value = value.get(part) if isinstance(value, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    number = finite_float(value)
+    if number is None:
+        raise RMBError(f"{where}: field {figure!r} is {describe(value)}, not a finite number")
+    return number
 
 
 def match_benchmarks(rms: dict[str, RewardModel], benchmarks: Sequence[tuple[str, dict[str, Any]]]) -> dict:
@@ -410,6 +419,9 @@ def run_downstream(
         except RMBError as exc:
             raise RMBError(f"reward_models[{i}] ({r.rm}): {exc}") from None
     benchmarks = benchmark_results(cfg.benchmarks)
+    for folder, results in benchmarks:  # a NaN figure stops the check before any work
+        for figure in cfg.figures:
+            figure_value(results, figure, f"{folder}/results.json")
     prompts = load_prompts(cfg, benchmarks)
     log(
         f"prompts: {len(prompts.queries)} ({prompts.read} read, {len(prompts.dropped)} dropped as near-duplicates "
@@ -541,7 +553,9 @@ def _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks,
             "shares_grader_model": shares_grader_model(rm, cfg.grader, cfg),
             "benchmark": bench.get("folder"),
             "benchmark_missing": bench.get("missing"),
-            "figures": {f: figure_value(bench["results"], f) for f in cfg.figures} if "results" in bench else {},
+            "figures": {f: figure_value(bench["results"], f, f"{bench['folder']}/results.json") for f in cfg.figures}
+            if "results" in bench
+            else {},
         }
     correlations = []
     for figure in cfg.figures:

@@ -181,14 +181,17 @@ class PairRM(PairJudge):
                     self.encode(p.conversation, p.first, p.second),
                     self.encode(p.conversation, p.second, p.first),
                 ]
-            got = self.logits(encoded)
-            yield (
-                idx,
-                [{"ab": [1 if got[2 * j] > 0 else 0], "ba": [1 if got[2 * j + 1] > 0 else 0]} for j in range(len(idx))],
-            )
+            got = [_vote(x) for x in self.logits(encoded)]
+            yield idx, [{"ab": [got[2 * j]], "ba": [got[2 * j + 1]]} for j in range(len(idx))]
 
     def close(self) -> None:
         self.model = None
+
+
+def _vote(logit: float) -> float:
+    """1 if candidate 1 wins, else 0; a NaN logit is passed on as it is, for the scoring loop to refuse (it would
+    otherwise be a silent 0)."""
+    return 1 if logit > 0 else 0 if logit <= 0 else logit
 
 
 _MODEL_CLASS = None

@@ -10,7 +10,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
-import math
+import numbers
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -70,13 +70,12 @@ class PythonScorer(RewardModel):
                     f"(text {t.key[:12]}; texts scored before it are cached)"
                 ) from exc
             try:
-                value = float(value)
+                # A number passes as it is: the scoring loop refuses NaN, infinity and 10**400, naming the item.
+                value = value if isinstance(value, numbers.Real) and not isinstance(value, bool) else float(value)
             except (TypeError, ValueError):
                 raise RMBError(
                     f"--rm python:{self.target}: returned {type(value).__name__}, not a number (text {t.key[:12]})"
                 ) from None
-            if math.isnan(value):
-                raise RMBError(f"--rm python:{self.target}: returned NaN (text {t.key[:12]})")
             out.append(value)
         return out
 
