@@ -22,6 +22,7 @@ import traceback
 from rmb_build import __version__
 from rmb_build.commands import debugging
 from rmb_build.core.errors import RMBError
+from rmb_build.core.redact import redact
 
 COMMANDS = {
     "build": "build and write a benchmark release (on Prefect, or in this process with --runner local)",
@@ -65,14 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _RedactURLs(logging.Filter):
-    """Drops the credentials of any URL a log line shows (HTTP libraries log request URLs at INFO)."""
+class _Redact(logging.Filter):
+    """Redacts every log line (``core.redact``): HTTP libraries log request URLs at INFO."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from rmb_build.llm.endpoint import redact_urls
-
         message = record.getMessage()
-        clean = redact_urls(message)
+        clean = redact(message)
         if clean != message:
             record.msg, record.args = clean, ()
         return True
@@ -87,7 +86,7 @@ def configure_logging(verbose: bool) -> None:
         datefmt="%H:%M:%S",
     )
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_RedactURLs())
+        handler.addFilter(_Redact())
     logging.getLogger("rmb_build").setLevel(logging.DEBUG if verbose else logging.INFO)
     if verbose:
         return
@@ -133,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     except RMBError as exc:
         if debugging(args):
             traceback.print_exc()
-        print(f"rmb {args.command}: error: {exc}", file=sys.stderr)
+        print(f"rmb {args.command}: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except BaseException as exc:
         if not _interrupted(exc):
