@@ -115,8 +115,14 @@ def _interrupted(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal"
 
 
+def _print_traceback(kind, value, tb) -> None:
+    """A traceback as Python prints it, redacted: an exception's message may quote a URL or spec."""
+    print(redact("".join(traceback.format_exception(kind, value, tb))), end="", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    sys.excepthook = _print_traceback  # an unexpected error's traceback too
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose)
@@ -131,14 +137,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except RMBError as exc:
         if debugging(args):
-            traceback.print_exc()
+            _print_traceback(*sys.exc_info())
         print(f"rmb {args.command}: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except BaseException as exc:
         if not _interrupted(exc):
             raise
         if debugging(args):
-            traceback.print_exc()
+            _print_traceback(*sys.exc_info())
         print(f"rmb {args.command}: interrupted; finished work is kept, run it again to resume", file=sys.stderr)
         return 143 if state["terminated"] or not isinstance(exc, KeyboardInterrupt) else 130
     finally:
