@@ -4,7 +4,8 @@ release manifest's endpoints) appears in no file a command writes and in nothing
 drawn into an image; the credential still reaches the endpoint. ``rmb build`` is in ``test_secrets.py``.
 
 Commands run as the user runs them (``python -m rmb_build.cli -v``: debug logging on), except where the
-text drawn into a heatmap is read, which needs this process."""
+text drawn into a heatmap is read, which needs this process; that quick test covers issue 37's path
+(evaluate, its report, heatmap and score cache, the leaderboard) and the slow ones every other command."""
 
 from __future__ import annotations
 
@@ -99,6 +100,7 @@ def test_the_rule_redacts_every_credential_form_once_and_keeps_plain_values():
     }
 
 
+@pytest.mark.slow  # subprocesses and local servers, tens of seconds
 def test_evaluate_leaderboard_compare_write_only_the_redacted_spec(tmp_path, env, stub):
     """Issue 37: the password of ``--rm openai:judge@http://user:PASS@host/v1`` was in results.json,
     report.md, the score cache and the leaderboard's pages and their file names."""
@@ -126,7 +128,11 @@ def test_evaluate_leaderboard_compare_write_only_the_redacted_spec(tmp_path, env
 
 def test_a_credential_in_a_failing_rm_spec_is_not_printed(tmp_path, env):
     release = small_release(tmp_path / "release")
-    for spec in (f"openai:@http://u:{CANARY}@127.0.0.1:9/v1", f"nosuchkind:http://u:{CANARY}@h/v1?token={CANARY}"):
+    for spec in (
+        f"openai:@http://u:{CANARY}@127.0.0.1:9/v1",
+        f"nosuchkind:http://u:{CANARY}@h/v1?token={CANARY}",
+        f"openai:judge@http://u:{CANARY}/x@127.0.0.1:9/v1",  # a "/" in the password: the URL does not parse
+    ):
         printed = rmb(env, tmp_path, "evaluate", "--release", str(release), "--rm", spec, "--out",
                       str(tmp_path / "out"), "--no-progress", ok=False)  # fmt: skip
         assert b"error:" in printed and leaks(tmp_path, printed) == [], printed.decode()
@@ -173,6 +179,7 @@ def test_text_drawn_into_heatmaps_holds_no_credential(tmp_path, monkeypatch, cap
     assert leaks(tmp_path, (printed.out + printed.err).encode()) == []
 
 
+@pytest.mark.slow  # subprocesses and local servers, tens of seconds
 def test_downstream_and_judge_check_with_credentials_in_their_configs(tmp_path, env, stub):
     """An endpoint whose URL carries user:password and whose key comes from the environment, named by the
     policy, the grader and an RM: downstream's outputs, its caches and the console show neither; nor do
@@ -231,6 +238,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # subprocesses and local servers, tens of seconds
 def test_official_release_url_token_and_a_manifest_with_credentials(tmp_path, env):
     """``--release rmb`` downloads from ``$RMB_RELEASE_URL`` (a signed link: its token in the query):
     evaluate's results, the cached source.json, review's database and export hold no token. A release
