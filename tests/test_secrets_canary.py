@@ -82,6 +82,8 @@ def test_the_rule_redacts_every_credential_form_once_and_keeps_plain_values():
         f"hf:org/model?token={CANARY}",
         f"Authorization: Bearer {CANARY}",
         f"x-api-key: {CANARY}",
+        f"{{'Authorization': 'Bearer {CANARY}'}}",  # a dict's repr in a log line
+        f'{{"api-key": "{CANARY}", "n": 1}}',
         f"password={CANARY}&next=1",
         f"--key sk-{CANARY}",
         f"hf_{CANARY}",

@@ -22,11 +22,14 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s]*@")
 # A URL's query and fragment, to the next white space.
 _QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s?#]*)([?#])\S*")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
-_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key)(\s*[:=]\s*)(?:(?:bearer|basic|token)\s+)?\S+")
-_SECRET_PAIR = re.compile(
-    r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|client[_-]?secret|password|passwd|pwd)=)"
-    r"[^&\s]+"
+# A header as HTTP, a log line or a dict's repr writes it: ``Authorization: Bearer …``, ``'api-key': '…'``.
+_HEADER = re.compile(
+    r"""(?i)\b((?:proxy-)?authorization|x-api-key|api-key)(['"]?\s*[:=]\s*['"]?)"""
+    r"""(?:(?:bearer|basic|token)\s+)?[^\s'",}]+"""
 )
+_SECRET_NAME = r"(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|client[_-]?secret|password|passwd|pwd)"
+_SECRET_PAIR = re.compile(rf"(?i)\b({_SECRET_NAME}=)[^&\s]+")  # key=value, as in a query or a command line
+_SECRET_ITEM = re.compile(rf"""(?i)\b({_SECRET_NAME}['"]\s*:\s*['"]?)[^\s'",}}]+""")  # 'key': 'value' (JSON, a repr)
 _TOKEN = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,})")
 # JSON keys whose value is a secret whatever it looks like.
 _SECRET_KEY = re.compile(
@@ -42,6 +45,7 @@ def redact(text: str) -> str:
     text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _SECRET_PAIR.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _SECRET_ITEM.sub(lambda m: m.group(1) + REDACTED, text)
     return _TOKEN.sub(REDACTED, text)
 
 
