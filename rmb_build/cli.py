@@ -23,6 +23,7 @@ import traceback
 from rmb_build import __version__
 from rmb_build.commands import debugging
 from rmb_build.core.errors import RMBError, environment_error
+from rmb_build.core.redact import redact
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `git log | head -1` and every C tool report when the reader leaves
 
@@ -68,14 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _RedactURLs(logging.Filter):
-    """Drops the credentials of any URL a log line shows (HTTP libraries log request URLs at INFO)."""
+class _Redact(logging.Filter):
+    """Redacts every log line (``core.redact``): HTTP libraries log request URLs at INFO."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from rmb_build.llm.endpoint import redact_urls
-
         message = record.getMessage()
-        clean = redact_urls(message)
+        clean = redact(message)
         if clean != message:
             record.msg, record.args = clean, ()
         return True
@@ -90,7 +89,7 @@ def configure_logging(verbose: bool) -> None:
         datefmt="%H:%M:%S",
     )
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_RedactURLs())
+        handler.addFilter(_Redact())
     logging.getLogger("rmb_build").setLevel(logging.DEBUG if verbose else logging.INFO)
     if verbose:
         return
@@ -139,8 +138,14 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _print_traceback(kind, value, tb) -> None:
+    """A traceback as Python prints it, redacted: an exception's message may quote a URL or spec."""
+    print(redact("".join(traceback.format_exception(kind, value, tb))), end="", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    sys.excepthook = _print_traceback  # an unexpected error's traceback too
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose)
@@ -162,22 +167,22 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except RMBError as exc:
         if debugging(args):
-            traceback.print_exc()
-        print(f"rmb {args.command}: error: {exc}", file=sys.stderr)
+            _print_traceback(*sys.exc_info())
+        print(f"rmb {args.command}: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # a full disk, a read-only place, ... wherever it was met: one line
         line = environment_error(exc)
         if line is None:
             raise
         if debugging(args):
-            traceback.print_exc()
-        print(f"rmb {args.command}: error: {line}", file=sys.stderr)
+            _print_traceback(*sys.exc_info())
+        print(f"rmb {args.command}: error: {redact(line)}", file=sys.stderr)
         return 2
     except BaseException as exc:
         if not _interrupted(exc):
             raise
         if debugging(args):
-            traceback.print_exc()
+            _print_traceback(*sys.exc_info())
         print(f"rmb {args.command}: interrupted; finished work is kept, run it again to resume", file=sys.stderr)
         return 143 if state["terminated"] or not isinstance(exc, KeyboardInterrupt) else 130
     finally:

@@ -25,6 +25,7 @@ from typing import Any
 from rmb_build.benchmarks.base import BenchmarkRelease
 from rmb_build.core import atomic
 from rmb_build.core.errors import RMBError
+from rmb_build.core.redact import redact
 from rmb_build.release.read import read_rmb_release
 
 URL_ENV = "RMB_RELEASE_URL"
@@ -137,7 +138,7 @@ def fetch_release(name: str = "rmb") -> tuple[Path, dict[str, Any]]:
         files = _unpack(archive, tmp / DATASET_FOLDER, url)
         archive.unlink()
         source = {
-            "url": url,
+            "url": redact(url),  # a signed link's token stays in the environment
             "archive_sha256": archive_sha,
             "tree_sha256": tree_sha256(tmp / DATASET_FOLDER),
             "files": files,

@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.benchmarks.formats import open_rmb
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
+    from rmb_build.core.redact import redact_json
     from rmb_build.release.audit import audit_release
     from rmb_build.release.card import card_license, check_card_license, render_card
     from rmb_build.release.hf import push_release, write_hf_release
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         atomic.check_out_dir(args.out, OWN_ENTRIES, MARKS)  # before the slow part: fail early
     release = open_rmb(args.release)
+    if release.manifest is not None:  # a manifest made by hand or by an older build may hold a credential
+        release.manifest = redact_json(release.manifest)
     check_card_license(card_license(release.manifest, args.license).header())  # refuse before the slow audit
     review = _review(args.review, release) if args.review else None
     annotations = release.annotations()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rmb_build.core import sqlite_db
+from rmb_build.core.redact import redact, redact_json
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS scores (fp TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
@@ -42,11 +43,12 @@ class ScoreCache:
         self.db = sqlite_db.connect(self.path, SCHEMA, DAMAGED_HINT)
 
     def register(self, fp: str, spec: str, describe: Mapping[str, Any]) -> None:
-        """Remember which RM a fingerprint stands for (for people inspecting the cache)."""
+        """Remember which RM a fingerprint stands for (for people inspecting the cache), redacted: an
+        adapter's ``describe`` may hold what its target held."""
         with sqlite_db.transaction(self.db):
             self.db.execute(
                 "INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
-                (fp, spec, json.dumps(describe, sort_keys=True, ensure_ascii=False)),
+                (fp, redact(spec), json.dumps(redact_json(dict(describe)), sort_keys=True, ensure_ascii=False)),
             )
 
     def get_many(self, fp: str, keys: Iterable[str]) -> dict[str, Any]:

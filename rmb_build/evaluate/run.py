@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rmb_build.core.atomic import write_json, write_jsonl
+from rmb_build.core.redact import redact_json
 from rmb_build.evaluate.adapters import RewardModel
 from rmb_build.evaluate.benchmarks import benchmark_fields
 from rmb_build.evaluate.cache import ScoreCache
@@ -79,6 +80,7 @@ def evaluate(
         results["release_info"]["path_from_results"] = os.path.relpath(Path(local).resolve(), Path(out_dir).resolve())
     if getattr(rm, "known_model", None) is not None:  # the known-models row whose settings it loaded with
         results["known_model"] = rm.known_model.to_json()  # what compare and leaderboard check before pairing
+    results = redact_json(results)  # the spec is redacted already; so is whatever a label or origin carried
     out_dir = Path(out_dir)
     write_jsonl(out_dir / "predictions.jsonl", predictions)
     write_json(out_dir / "results.json", results)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rmb_build.core.errors import InputError
+from rmb_build.core.redact import redact_json
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import ReleaseId, release_id
 from rmb_build.evaluate.metrics import RMB_CELLS as CELLS
@@ -99,7 +100,8 @@ def load_entry(folder: str | Path) -> Entry:
             raise InputError(str(path), "missing", field=key)
     if not isinstance(results["rm"], str) or not results["rm"]:
         raise InputError(str(path), "expected a non-empty string", field="rm")
-    results = _with_current_intervals(results, folder)
+    # A results.json written before evaluate redacted its spec: pages and their names get the redacted one.
+    results = _with_current_intervals(redact_json(results), folder)
     values, ci, n = cells(results)
     return Entry(folder=folder, results=results, values=values, ci95=ci, n=n)
 

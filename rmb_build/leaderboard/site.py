@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rmb_build import __version__
-from rmb_build.core.atomic import write_text
+from rmb_build.core.atomic import write_json, write_text
 from rmb_build.core.errors import RMBError
+from rmb_build.core.redact import redact_json
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import DEFAULT_RESAMPLES, SHORT_SHA
 from rmb_build.evaluate.heatmap import SET_TITLES
 from rmb_build.leaderboard.entries import COLUMNS, MEAN, Entry, assign_slugs, load_entry
 from rmb_build.leaderboard.ranking import rank_groups, release_groups
+from rmb_build.release.rmb_format import load_json_file
 
 COLUMN_TITLES = {
     f"{PAIRWISE_SET}/Helpfulness": "Pairwise Helpfulness",
@@ -138,6 +140,17 @@ def write_heatmap_png(entry: Entry, path: Path) -> bool:
     return write_heatmap(entry.results, path) is not None
 
 
+def _copy_results(src: Path, dest: Path) -> None:
+    """The RM's results.json as evaluate wrote it; redacted where it holds a secret (written before evaluate
+    redacted its spec)."""
+    data = load_json_file(src)
+    clean = redact_json(data)
+    if clean == data:
+        shutil.copyfile(src, dest)
+    else:
+        write_json(dest, clean)
+
+
 def build_site(
     folders: Sequence[str | Path],
     out: str | Path,
@@ -167,7 +180,7 @@ def build_site(
     for e in entries:
         assets = out / "rm" / e.slug
         assets.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(e.folder / "results.json", assets / "results.json")
+        _copy_results(e.folder / "results.json", assets / "results.json")
         drew = write_heatmap_png(e, assets / "heatmap.png")
         bias = e.results.get("bias") or {}
         release = e.results.get("release_info") or {}
@@ -206,7 +219,7 @@ def attach_downstream(entries: Sequence[Entry], folder: str | Path) -> dict[str,
     returns what the index shows above the table: the correlations' headlines and the counts."""
     from rmb_build.analysis.downstream.outputs import headline, read_downstream
 
-    result = read_downstream(folder)
+    result = redact_json(read_downstream(folder))  # specs as the entries hold them, whenever it was written
     rows = {(r.get("spec", key), r.get("fingerprint")): r for key, r in result.get("rms", {}).items()}
     for e in entries:
         e.downstream = rows.get((e.rm, e.results.get("fingerprint")))

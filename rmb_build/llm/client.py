@@ -31,11 +31,12 @@ import openai
 from tqdm.auto import tqdm
 
 from rmb_build.core.errors import ConfigError
+from rmb_build.core.redact import redact
 from rmb_build.llm.budget import Budget, BudgetExceeded, BudgetStop
 from rmb_build.llm.cache import ResponseCache, request_key
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
-from rmb_build.llm.endpoint import endpoint_identity, redact_urls
+from rmb_build.llm.endpoint import endpoint_identity
 from rmb_build.llm.limits import EndpointLimits
 from rmb_build.llm.retry import CallFailure, RetryRules, classify
 from rmb_build.llm.server import EmbeddedServer
@@ -224,7 +225,6 @@ class LLMClient:
 
     def _scrub(self, text: str, ep: EndpointConfig) -> str:
         """``text`` without the endpoint's API key, URL credentials or anything shaped like a key."""
-        text = redact_urls(text)
         if ep.base_url:
             password = urlsplit(ep.base_url).password
             if password:
@@ -232,7 +232,7 @@ class LLMClient:
         key = ep.api_key()
         if key:
             text = text.replace(key, "***")
-        return _KEY_LIKE.sub(lambda m: m.group(1) + "-***", text)
+        return redact(_KEY_LIKE.sub(lambda m: m.group(1) + "-***", text))
 
     # ---- one call, with retries -----------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator, model_validator
 
 from rmb_build.core.options import StrictModel
+from rmb_build.core.redact import redact
 
 
 class Price(StrictModel):
@@ -39,7 +40,14 @@ class EndpointConfig(StrictModel):
             return v
         parsed = urlparse(v)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError(f"{v!r} is not an http(s) URL")
+            raise ValueError(f"{redact(v)!r} is not an http(s) URL")
+        try:
+            _ = parsed.port
+        except ValueError:  # the URL is not quoted: what looks like its port may be part of a password
+            raise ValueError(
+                "not a usable URL: what follows ':' in its host is not a port number (a password holding "
+                "'/', '?' or '#' must be percent-encoded: %2F, %3F, %23)"
+            ) from None
         return v.rstrip("/")
 
     @field_validator("embedded")

@@ -6,7 +6,6 @@ and tokens hide), and an embedded endpoint is named by its model (its port chang
 
 from __future__ import annotations
 
-import re
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -27,14 +26,6 @@ def public_url(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
-
-
-def redact_urls(text: str) -> str:
-    """``text`` with the user info (``user:password@``) of every URL in it replaced by ``***@``."""
-    return _URL_USERINFO.sub(r"\1***@", text)
 
 
 def endpoint_identity(endpoint: Any) -> str:

@@ -1,39 +1,16 @@
-"""What produced a result: the command line (secret-looking values redacted) and the release's identity."""
+"""What produced a result: the command line (redacted by ``core.redact``) and the release's identity."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
-import re
 import shlex
 from typing import Any, Callable
-from urllib.parse import urlsplit, urlunsplit
 
+from rmb_build.core.redact import REDACTED, redact
 from rmb_build.core.taxonomy import SETS
 from rmb_build.release.read import Release
-
-REDACTED = "<redacted>"
-# API keys and tokens as providers spell them, and key=value pairs whose name says "secret".
-_TOKEN = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,})")
-_SECRET_PAIR = re.compile(r"(?i)\b((?:api[_-]?key|access[_-]?token|token|secret|password|passwd)=)[^&\s]+")
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s,]+")
-
-
-def _redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
-    query = REDACTED if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment and REDACTED))
-
-
-def redact(value: str) -> str:
-    """``value`` with URL credentials and query strings, API-key-looking tokens and secret=... pairs redacted."""
-    value = _URL.sub(lambda m: _redact_url(m.group(0)), value)
-    value = _SECRET_PAIR.sub(lambda m: m.group(1) + REDACTED, value)
-    return _TOKEN.sub(REDACTED, value)
 
 
 def command_line(command: str, args: argparse.Namespace, configure: Callable[[argparse.ArgumentParser], None]) -> str:
@@ -84,3 +61,6 @@ def release_record(release: Release) -> dict[str, Any]:
         "sha256": release_sha256(release),
         "audit": manifest.get("audit") or None,
     }
+
+
+__all__ = ["REDACTED", "command_line", "redact", "release_record", "release_sha256"]

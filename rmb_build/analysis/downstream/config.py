@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from rmb_build.core.options import StrictModel
+from rmb_build.core.redact import redact
 from rmb_build.llm.config import EndpointConfig, ModelRef
 from rmb_build.stages.options import SourceConfig
 
@@ -122,7 +123,9 @@ class RewardModelConfig(StrictModel):
 
     @property
     def key(self) -> str:
-        return self.name or self.rm
+        """Its key in downstream.json: the name, else the redacted spec (two specs that differ only in a
+        credential are one key, refused as a duplicate)."""
+        return self.name or redact(self.rm)
 
 
 class BootstrapConfig(StrictModel):

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rmb_build.core.atomic import write_json, write_text
+from rmb_build.core.redact import redact_json
 
 SMALL_GRADER_NOTE = (
     "The grader here is the embedded SmolLM2-135M: far too small to grade answers (it scores '2+2=4' as 2/10), "
@@ -224,6 +225,7 @@ def write_curves(result: Mapping[str, Any], path: Path) -> Path:
 def write_outputs(result: Mapping[str, Any], out: str | Path, note: str | None = None) -> dict[str, Path | None]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    result = redact_json(result)  # its specs are redacted already; so is whatever else a config carried
     write_json(out / "downstream.json", result)
     plots = {
         "scatter.png": write_scatter(result, out / "scatter.png"),

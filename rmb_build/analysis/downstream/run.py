@@ -26,6 +26,7 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import Answer, BonItem
 from rmb_build.core.records import Query, Response
+from rmb_build.core.redact import redact
 from rmb_build.evaluate.adapters import RewardModel
 from rmb_build.evaluate.cache import ScoreCache
 from rmb_build.llm.types import ChatRequest, ChatResult
@@ -271,7 +272,7 @@ def load_reward_model(r: RewardModelConfig, cfg: DownstreamConfig, llm_cache: Pa
     )
     rm = load_rm(r.rm, options)
     if rm.compares_pairs:
-        raise RMBError(f"reward_models: {r.rm}: compares pairs; a best-of-n pick needs a score per answer")
+        raise RMBError(f"reward_models: {rm.spec}: compares pairs; a best-of-n pick needs a score per answer")
     return rm
 
 
@@ -357,7 +358,7 @@ def match_benchmarks(rms: dict[str, RewardModel], benchmarks: Sequence[tuple[str
     out: dict[str, dict[str, Any]] = {}
     for key, rm in rms.items():
         fp = rm.fingerprint()
-        same_spec = [(f, r) for f, r in benchmarks if r.get("rm") == rm.spec]
+        same_spec = [(f, r) for f, r in benchmarks if redact(str(r.get("rm"))) == rm.spec]
         found = [(f, r) for f, r in same_spec if r.get("fingerprint") == fp]
         if found:
             out[key] = {"folder": found[0][0], "results": found[0][1]}
@@ -417,7 +418,7 @@ def run_downstream(
         try:
             rms[r.key] = load_reward_model(r, cfg, llm_cache)
         except RMBError as exc:
-            raise RMBError(f"reward_models[{i}] ({r.rm}): {exc}") from None
+            raise RMBError(f"reward_models[{i}] ({redact(r.rm)}): {exc}") from None
     benchmarks = benchmark_results(cfg.benchmarks)
     for folder, results in benchmarks:  # a NaN figure stops the check before any work
         for figure in cfg.figures:

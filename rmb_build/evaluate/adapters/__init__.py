@@ -21,6 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Conversation
+from rmb_build.core.redact import redact
 from rmb_build.evaluate.rm_options import RMOptions
 
 
@@ -59,7 +60,9 @@ class RewardModel:
 
     @property
     def spec(self) -> str:
-        return f"{self.kind}:{self.target}"
+        """``kind:target`` redacted (``core.redact``): what every writer and message shows. The target
+        itself, credentials and all, stays with the adapter, which uses it."""
+        return redact(f"{self.kind}:{self.target}")
 
     def describe(self) -> dict[str, Any]:
         """What determines the scores (model identity, options that change them): the fingerprint's input."""
@@ -105,9 +108,9 @@ def available_kinds() -> list[str]:
 def parse_spec(spec: str) -> tuple[str, str]:
     kind, sep, target = spec.partition(":")
     if not sep or not kind or not target:
-        raise RMBError(f"--rm {spec!r}: expected KIND:TARGET (kinds: {', '.join(available_kinds())})")
+        raise RMBError(f"--rm {redact(spec)!r}: expected KIND:TARGET (kinds: {', '.join(available_kinds())})")
     if kind not in available_kinds():
-        raise RMBError(f"--rm {spec!r}: unknown RM kind {kind!r} (kinds: {', '.join(available_kinds())})")
+        raise RMBError(f"--rm {redact(spec)!r}: unknown RM kind {kind!r} (kinds: {', '.join(available_kinds())})")
     return kind, target
 
 

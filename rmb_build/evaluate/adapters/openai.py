@@ -44,7 +44,8 @@ def resolve_endpoint(where: str | None, config: Any, structured_output: str = "j
                 )
             }
         except ValueError as exc:
-            raise RMBError(f"--rm openai:…@{url}: not a usable endpoint URL ({exc.errors()[0]['msg']})") from None
+            # Not the URL itself: one that does not parse may not show where its password ends.
+            raise RMBError(f"--rm openai:…@<URL>: not a usable endpoint URL ({exc.errors()[0]['msg']})") from None
     if config is None:
         raise RMBError(f"--rm openai:…@{where}: {where!r} is not a URL; to name an endpoint, give --config")
     if where not in config.endpoints:
