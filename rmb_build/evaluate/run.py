@@ -72,6 +72,8 @@ def evaluate(
     )
     results.update(benchmark_fields(release, predictions, ties))
     results["release_info"] = release_record(release)
+    if release.account is not None:  # the files read and skipped, with why
+        results["release_read"] = release.account.to_json()
     if getattr(rm, "known_model", None) is not None:  # the known-models row whose settings it loaded with
         results["known_model"] = rm.known_model.to_json()  # what compare and leaderboard check before pairing
     out_dir = Path(out_dir)

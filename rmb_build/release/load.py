@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rmb_build.core.errors import RMBError
+from rmb_build.core.hub import check_hub_dataset
 from rmb_build.release.hf import read_hf_release
 from rmb_build.release.read import Release, find_rmb_root, read_rmb_release
 
@@ -17,5 +18,6 @@ def read_release(source: str | Path, strict: bool = True) -> Release:
             return read_rmb_release(path, strict=strict)
         return read_hf_release(str(path), strict=strict)
     if "/" in str(source) and not str(source).startswith((".", "/")) and str(source).count("/") == 1:
+        check_hub_dataset(str(source))
         return read_hf_release(str(source), strict=strict)
     raise RMBError(f"{source}: no such release folder (and not a Hugging Face Hub id of the form ORG/NAME)")
