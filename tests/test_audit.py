@@ -75,6 +75,7 @@ C3 = turns("Write a haiku about rain.")
 EXPECTED = {
     "identical_pair": [("pairwise", "2")],
     "duplicate_item": [("pairwise", "3"), ("bon", "3")],
+    "uid_collision": [],  # planted on its own: tests/test_bad_inputs.py
     "unwinnable_bon": [("bon", "2")],
     "contradiction": [("pairwise", "5"), ("bon", "4")],
     "cycle": [],  # planted on its own release: test_a_planted_three_answer_cycle_is_one_cycle_with_its_uids

@@ -103,7 +103,11 @@ def local_rows(path: Path, account: ReadAccount | None = None) -> list[Row]:
     files = table_files(path, account)
     if not files:
         skipped = f" ({account.summary()})" if account.skipped else ""
-        raise InputError(str(path), f"no .json, .jsonl or .parquet files found{skipped}")
+        raise InputError(
+            str(path),
+            "holds no release or benchmark: no Pairwise_set/ or BoN_set/ folder, no Hugging Face form, "
+            f"and no .json, .jsonl or .parquet files found{skipped}",
+        )
     rows: list[Row] = []
     for file in files:
         display = str(file) if file == path else str(path / file.relative_to(path))
