@@ -332,3 +332,26 @@ def test_a_uid_collision_is_found_and_fix_renumbers_it_so_review_accepts_the_cop
     assert [(r["uid"], r["new_uid"], r["item"]["pair_uid"]) for r in renumbered] == [("1", "3", "1")]
     assert "renumbered 1" in capsys.readouterr().out
     assert main(["audit", str(tmp_path / "fixed"), "--no-embeddings", "--strict"]) == 0
+
+
+def test_audit_of_a_folder_or_file_that_is_no_release_is_refused_not_read_as_the_hugging_face_form(tmp_path: Path):
+    # was: read as the Hugging Face form, failing on `datasets`' EmptyDatasetError after its warnings
+    import subprocess
+    import sys
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/README.md").write_text("hello")
+    shutil.copy(CORPUS / "benchmark/stray_records.json", tmp_path / "stray.json")
+    for target in ("docs", "stray.json"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "rmb_build.cli", "audit", target, "--no-embeddings"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == (
+            f"rmb audit: error: {target}: not an RMB release: no Pairwise_set/ or BoN_set/ folder (in it or in its "
+            "RMB_dataset/) and no Hugging Face form (Parquet files under pairwise/ or bon/)\n"
+        )

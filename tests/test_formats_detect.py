@@ -118,7 +118,9 @@ def test_inputs_that_are_no_benchmark(tmp_path, capsys):
     err = evaluate_error(tmp_path, write_jsonl(tmp_path / "x.jsonl", [{"question": "q?"}]), capsys)
     assert "x.jsonl: not a benchmark: no record has prompt, chosen or rejected" in err  # not read as RewardBench
     err = evaluate_error(tmp_path, write_jsonl(tmp_path / "y.jsonl", [{"prompt": "q?", "chosen": "a"}]), capsys)
-    assert "y.jsonl: line 1: item 0: field 'rejected': missing (a benchmark record needs prompt, chosen, rejected)" in err
+    assert (
+        "y.jsonl: line 1: item 0: field 'rejected': missing (a benchmark record needs prompt, chosen, rejected)" in err
+    )
     (tmp_path / "broken.jsonl").write_text('{"prompt": "q?"}\n{"prompt": \n')
     err = evaluate_error(tmp_path, tmp_path / "broken.jsonl", capsys)
     assert "broken.jsonl: line 2: invalid JSON" in err

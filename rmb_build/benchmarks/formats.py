@@ -35,6 +35,7 @@ from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.hub import check_hub_dataset
 from rmb_build.core.walk import ReadAccount
+from rmb_build.release.hf import is_hf_folder
 from rmb_build.release.load import read_release
 from rmb_build.release.read import Release, find_rmb_root
 
@@ -197,7 +198,7 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
         from rmb_build.benchmarks.fetch import official_release
 
         return official_release(strict=strict)
-    if fmt == RMB or (fmt is None and path.exists() and (find_rmb_root(path) is not None or _is_hf_form(path))):
+    if fmt == RMB or (fmt is None and path.exists() and (find_rmb_root(path) is not None or is_hf_folder(path))):
         return read_release(source, strict=strict)
     account: ReadAccount | None = ReadAccount(source)
     if path.exists():
@@ -228,13 +229,6 @@ def open_rmb(source: str | Path, strict: bool = True) -> Release:
     that works on RMB's own layout opens (audit, publish, contamination, the classifier's training
     release, the build's gold check and release sources), as ``rmb evaluate --release`` does."""
     return open_release(source, RMB, strict)
-
-
-def _is_hf_form(path: Path) -> bool:
-    """Whether a local folder is RMB's Hugging Face form (Parquet files under ``pairwise/`` or ``bon/``)."""
-    from rmb_build.release.hf import CONFIGS
-
-    return path.is_dir() and any(any((path / c).glob("*.parquet")) for c in CONFIGS)
 
 
 def _hub_has_rmb_configs(repo_id: str) -> bool:
