@@ -75,6 +75,7 @@ C3 = turns("Write a haiku about rain.")
 EXPECTED = {
     "identical_pair": [("pairwise", "2")],
     "duplicate_item": [("pairwise", "3"), ("bon", "3")],
+    "uid_collision": [],  # planted on its own: tests/test_bad_inputs.py
     "unwinnable_bon": [("bon", "2")],
     "contradiction": [("pairwise", "5"), ("bon", "4")],
     "cycle": [],  # planted on its own release: test_a_planted_three_answer_cycle_is_one_cycle_with_its_uids
@@ -395,3 +396,34 @@ def test_the_audit_keeps_no_python_object_per_item():
     objects alive (a dataclass, tuple or list per item would add thousands)."""
     small, large = _objects_after_auditing(400), _objects_after_auditing(4000)
     assert large - small < 100, (small, large)
+
+
+def test_uid_collisions_across_files_renumber_after_the_largest_number_or_with_a_suffix(tmp_path: Path):
+    root = write_files(
+        tmp_path / "uids",
+        {
+            f"Pairwise_set/{DISC}.json": [pair("7", C1, "Whiskers.", "cat.", DISC)],
+            f"Pairwise_set/{S1}.json": [pair("7", C3, "Rain.", "x", S1), pair("7", C2, "Tea.", "y", S1)],
+            # the BoN set numbers its own items: its uid 7 is no collision
+            f"BoN_set/{DISC}.json": [
+                bon("a", C1, "Whiskers.", ["cat.", "Dog."], DISC),
+                bon("7", turns("Count to three."), "T", ["u", "v"], DISC),
+            ],
+            f"BoN_set/{S1}.json": [bon("a", C3, "Rain.", ["x", "y"], S1), bon("a-2", C2, "Tea.", ["y", "z"], S1)],
+        },
+    )
+    release = read_release(root)
+    report = audit_release(release, near_duplicates=False)
+    got = [(d["set"], d["file"], d["index"], d["first"]["file"], d["new_uid"]) for d in report.defects["uid_collision"]]
+    # release order: files by path (Harmlessness before Helpfulness), items in file order
+    assert got == [
+        ("pairwise", f"Pairwise_set/{S1}.json", 1, f"Pairwise_set/{S1}.json", "8"),
+        ("pairwise", f"Pairwise_set/{DISC}.json", 0, f"Pairwise_set/{S1}.json", "9"),
+        ("bon", f"BoN_set/{DISC}.json", 0, f"BoN_set/{S1}.json", "a-3"),  # uids not all numbers: a free suffix
+    ]
+    assert report.total == 3 and len(report.flagged_items()) == 3
+    clean, log = fix_release(release, report)
+    assert [(it.set_name, it.uid) for it in clean.items()] == [
+        ("pairwise", "7"), ("pairwise", "8"), ("pairwise", "9"), ("bon", "a"), ("bon", "a-2"), ("bon", "a-3"), ("bon", "7")
+    ]  # fmt: skip
+    assert [r["action"] for r in log] == ["renumbered"] * 3 and audit_release(clean, near_duplicates=False).total == 0

@@ -117,13 +117,17 @@ def test_rmb_layout_is_still_read_as_rmb(tmp_path):
 
 def test_inputs_that_are_no_benchmark(tmp_path, capsys):
     err = evaluate_error(tmp_path, write_jsonl(tmp_path / "x.jsonl", [{"question": "q?"}]), capsys)
-    assert "x.jsonl: line 1: item 0: field 'prompt': missing (a benchmark record needs prompt, chosen, rejected)" in err
+    assert "x.jsonl: not a benchmark: no record has prompt, chosen or rejected" in err  # not read as RewardBench
+    err = evaluate_error(tmp_path, write_jsonl(tmp_path / "y.jsonl", [{"prompt": "q?", "chosen": "a"}]), capsys)
+    assert (
+        "y.jsonl: line 1: item 0: field 'rejected': missing (a benchmark record needs prompt, chosen, rejected)" in err
+    )
     (tmp_path / "broken.jsonl").write_text('{"prompt": "q?"}\n{"prompt": \n')
     err = evaluate_error(tmp_path, tmp_path / "broken.jsonl", capsys)
     assert "broken.jsonl: line 2: invalid JSON" in err
     (tmp_path / "empty").mkdir()
     err = evaluate_error(tmp_path, tmp_path / "empty", capsys)
-    assert "empty: no .json, .jsonl or .parquet files found" in err
+    assert "empty: holds no release or benchmark: no Pairwise_set/ or BoN_set/ folder" in err
     (tmp_path / "obj.json").write_text('{"prompt": "q?"}')
     err = evaluate_error(tmp_path, tmp_path / "obj.json", capsys)
     assert "obj.json: expected a JSON list of records, got dict" in err

@@ -168,6 +168,7 @@ def official_release(strict: bool = True) -> BenchmarkRelease:
         files=release.files,
         manifest=release.manifest,
         source_format=release.source_format,
+        account=release.account,
         benchmark_format="rmb",
         origin={k: source[k] for k in ("url", "archive_sha256", "tree_sha256") if k in source},
     )

@@ -4,7 +4,8 @@ Formats: ``rmb`` (RMB's folder layout or its Hugging Face form), ``rewardbench``
 ``rm-bench`` (JSON / JSON Lines / Parquet files, a folder of them, or a Hub id). ``rmb`` as a source
 (when no such local folder exists) is the official RMB release, downloaded once (``release/fetch.py``).
 
-Detection, used unless a format is given, goes by each format's distinctive fields and never guesses:
+Detection, used unless a format is given, goes by each format's distinctive fields and never guesses
+(a file none of whose records has any of them is refused as no benchmark):
 1. ``rmb`` when the path is RMB's layout (``Pairwise_set/`` or ``BoN_set/``), or the records carry the
    Hugging Face form's ``conversation`` and ``scenario`` fields.
 2. Otherwise every record needs ``prompt``, ``chosen`` and ``rejected``; ``chosen`` and ``rejected`` must
@@ -32,6 +33,9 @@ from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench
 from rmb_build.benchmarks.base import BenchmarkRelease, Meta, Predictions
 from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.hub import check_hub_dataset
+from rmb_build.core.walk import ReadAccount
+from rmb_build.release.hf import is_hf_folder
 from rmb_build.release.load import read_release
 from rmb_build.release.read import Release, find_rmb_root
 
@@ -50,6 +54,7 @@ SUMMARIES: dict[str, Callable[[Predictions, Meta, str], dict[str, Any]]] = {
 FORMATS = (RMB, *BUILDERS)
 HF_FORM_FIELDS = ("conversation", "scenario")
 REQUIRED = ("prompt", "chosen", "rejected")
+KNOWN_FIELDS = (*REQUIRED, *HF_FORM_FIELDS)
 
 
 def _is_hub_id(source: str) -> bool:
@@ -142,12 +147,28 @@ def _ask_for_format(source: str, misfits: dict[str, tuple[Row, str | None, str] 
     return row.fail(field, f"{'; '.join(reasons)}: fits no format; pass {options}")
 
 
+def _refuse_strays(rows: Sequence[Row]) -> None:
+    """A file none of whose records has a field of any format is no benchmark: refused as such, not
+    read as the format whose first field it lacks."""
+    files: dict[str, bool] = {}
+    for row in rows:
+        files[row.file] = files.get(row.file, False) or any(k in row.data for k in KNOWN_FIELDS)
+    for file, known in files.items():
+        if not known:
+            raise InputError(
+                file,
+                "not a benchmark: no record has prompt, chosen or rejected (RewardBench, RewardBench 2, "
+                "RM-Bench) nor conversation and scenario (RMB's Hugging Face form)",
+            )
+
+
 def detect_format(rows: Sequence[Row], source: str | None = None) -> str:
-    """The format of ``rows`` by the rule in this module's docstring; InputError names the first odd record,
-    or asks for ``--format`` when no format or several fit."""
+    """The format of ``rows`` by the rule in this module's docstring; InputError names a file that is
+    no benchmark or the first odd record, or asks for ``--format`` when no format or several fit."""
     source = source if source is not None else (rows[0].file if rows else "input")
     if not rows:
         raise InputError(source, "holds no records")
+    _refuse_strays(rows)
     if all(k in rows[0].data for k in HF_FORM_FIELDS):
         return RMB
     if _answer_kind(rows) == "string":
@@ -177,14 +198,17 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
         from rmb_build.benchmarks.fetch import official_release
 
         return official_release(strict=strict)
-    if fmt == RMB or (fmt is None and path.exists() and (find_rmb_root(path) is not None or _is_hf_form(path))):
+    if fmt == RMB or (fmt is None and path.exists() and (find_rmb_root(path) is not None or is_hf_folder(path))):
         return read_release(source, strict=strict)
+    account: ReadAccount | None = ReadAccount(source)
     if path.exists():
-        rows = local_rows(path)
+        rows = local_rows(path, account)
     elif _is_hub_id(source):
+        check_hub_dataset(source)
         if fmt is None and _hub_has_rmb_configs(source):
             return read_release(source, strict=strict)
         rows = hub_rows(source)
+        account = None
     else:
         raise RMBError(f"{source}: no such file or folder (and not a Hugging Face Hub id of the form ORG/NAME)")
     fmt = fmt or detect_format(rows, source)
@@ -193,6 +217,9 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
     release = BUILDERS[fmt](rows, _name(source))
     if not release.files:
         raise InputError(source, "holds no records")
+    if account is not None:
+        account.items = sum(len(items) for items in release.files.values())
+        release.account = account
     return release
 
 
@@ -202,13 +229,6 @@ def open_rmb(source: str | Path, strict: bool = True) -> Release:
     that works on RMB's own layout opens (audit, publish, contamination, the classifier's training
     release, the build's gold check and release sources), as ``rmb evaluate --release`` does."""
     return open_release(source, RMB, strict)
-
-
-def _is_hf_form(path: Path) -> bool:
-    """Whether a local folder is RMB's Hugging Face form (Parquet files under ``pairwise/`` or ``bon/``)."""
-    from rmb_build.release.hf import CONFIGS
-
-    return path.is_dir() and any(any((path / c).glob("*.parquet")) for c in CONFIGS)
 
 
 def _hub_has_rmb_configs(repo_id: str) -> bool:

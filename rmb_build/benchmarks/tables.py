@@ -10,6 +10,7 @@ from typing import Any
 
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.jsonl import iter_jsonl
+from rmb_build.core.walk import ReadAccount, walk_files
 from rmb_build.release.rmb_format import load_json_file
 
 TABLE_SUFFIXES = (".json", ".jsonl", ".parquet")
@@ -64,17 +65,24 @@ def _record(display: str, index: int, raw: Any, line: int | None = None, table: 
     return Row(display, index, raw, line, table)
 
 
-def table_files(path: Path) -> list[Path]:
-    """The table files of ``path``: itself, or every JSON/JSONL/Parquet file under it (hidden ones skipped)."""
+def table_files(path: Path, account: ReadAccount | None = None) -> list[Path]:
+    """The table files of ``path``: itself, or every JSON/JSONL/Parquet file under it (symbolic links
+    followed, hidden entries skipped: ``core/walk.py``); ``account`` notes what was skipped and why."""
     if path.is_file():
         return [path]
-    return sorted(
-        p
-        for p in path.rglob("*")
-        if p.is_file()
-        and p.suffix in TABLE_SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(path).parts)
-    )
+    seen, skipped = walk_files(path)
+    files = []
+    for file in seen:
+        if file.path.suffix in TABLE_SUFFIXES:
+            files.append(file.path)
+            if account is not None:
+                account.read.append(file.rel)
+                account.linked += file.linked
+        else:
+            skipped.append((file.rel, f"not a {', '.join(TABLE_SUFFIXES)} file"))
+    if account is not None:
+        account.skipped += skipped
+    return files
 
 
 def file_rows(file: Path, display: str) -> list[Row]:
@@ -88,17 +96,27 @@ def file_rows(file: Path, display: str) -> list[Row]:
     raise InputError(display, f"unsupported file type {file.suffix or '(none)'!r} (expected .json, .jsonl or .parquet)")
 
 
-def local_rows(path: Path) -> list[Row]:
-    """Every row of a table file or of the table files under a folder, file by file."""
-    files = table_files(path)
+def local_rows(path: Path, account: ReadAccount | None = None) -> list[Row]:
+    """Every row of a table file or of the table files under a folder, file by file (``account``: what
+    was read and skipped)."""
+    account = account if account is not None else ReadAccount(str(path))
+    files = table_files(path, account)
     if not files:
-        raise InputError(str(path), "no .json, .jsonl or .parquet files found")
+        skipped = f" ({account.summary()})" if account.skipped else ""
+        raise InputError(
+            str(path),
+            "holds no release or benchmark: no Pairwise_set/ or BoN_set/ folder, no Hugging Face form, "
+            f"and no .json, .jsonl or .parquet files found{skipped}",
+        )
     rows: list[Row] = []
     for file in files:
         display = str(file) if file == path else str(path / file.relative_to(path))
         rows += file_rows(file, display)
     if not rows:
         raise InputError(str(path), "holds no records")
+    if path.is_file():
+        account.read = [path.name]
+    account.records = len(rows)
     return rows
 
 

@@ -22,8 +22,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fix",
         metavar="OUT_DIR",
-        help="write a copy without the defective items to OUT_DIR (RMB layout) and a log of "
-        "what was removed (OUT_DIR/removed.jsonl); the input is never touched",
+        help="write a copy without the defective items to OUT_DIR (RMB layout), items whose uid an "
+        "earlier item has renumbered, and logs of what was removed and renumbered (OUT_DIR/removed.jsonl, "
+        "OUT_DIR/renumbered.jsonl); the input is never touched",
     )
     parser.add_argument(
         "--no-embeddings",
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.threshold <= 1.0:
         raise RMBError(f"--threshold {args.threshold}: must be in (0, 1]")
     release = open_rmb(args.release, strict=False)
+    print(release.read_summary())
     if args.fix:
         _check_fix_target(Path(args.fix), release)  # before the slow part: fail early
     review = None
@@ -100,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     report = audit_release(
         release, near_duplicates=not args.no_embeddings, near_threshold=args.threshold, embed=store, review=review
     )
+    if release.account is not None:
+        report.checks["read"] = release.account.to_json()
     if review is not None:
         known = {(it.set_name, str(it.uid)) for it in release.items()}
         missing = [f"{s}/{u}" for s, u in review if (s, u) not in known]
@@ -111,14 +115,18 @@ def run(args: argparse.Namespace) -> int:
         atomic.write_json(args.json, report.to_json())
         print(f"audit JSON written to {args.json}")
     if args.fix:
-        clean, removed = fix_release(release, report)
+        clean, log = fix_release(release, report)
+        removed = [line for line in log if line["action"] == "removed"]
+        renumbered = [line for line in log if line["action"] == "renumbered"]
         kept = {(it.set_name, it.uid) for it in clean.items()}
         all_annotations = release.annotations()
+        # a renumbered item's annotations cannot be told from its uid's first holder's: they stay with that one
         annotations = [a for a in all_annotations if (a.get("set"), str(a.get("uid"))) in kept]
         manifest = dict(release.manifest or {})
         manifest["audit_fix"] = {
             "source": str(args.release),
             "removed": len(removed),
+            "renumbered": len(renumbered),
             "counts": report.counts,
             "notes": report.notes,
         }
@@ -126,10 +134,12 @@ def run(args: argparse.Namespace) -> int:
         with atomic.atomic_dir(out, flag="--fix") as tmp:  # the whole copy or none of it
             write_release(clean, tmp, annotations=annotations if all_annotations else None, manifest=manifest)
             atomic.write_jsonl(tmp / "removed.jsonl", removed)
-        print(
-            f"cleaned copy written to {out}: removed {len(removed)} items "
-            f"(log: {out / 'removed.jsonl'}), kept {len(kept)}"
-        )
+            if renumbered:
+                atomic.write_jsonl(tmp / "renumbered.jsonl", renumbered)
+        said = f"removed {len(removed)} items (log: {out / 'removed.jsonl'})"
+        if renumbered:
+            said += f", renumbered {len(renumbered)} (log: {out / 'renumbered.jsonl'})"
+        print(f"cleaned copy written to {out}: {said}, kept {len(kept)}")
     if args.strict and report.total:
         print(f"rmb audit: --strict: {report.total} defects found", file=sys.stderr)
         return 1

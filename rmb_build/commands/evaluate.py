@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         else default_cache_dir()
     )
     release = open_release(args.release, args.format)
+    print(release.read_summary())
     options = RMOptions(
         batch_size=args.batch_size,
         dtype=args.dtype,

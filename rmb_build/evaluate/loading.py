@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
+from rmb_build.core.hub import hub_offline, hub_reachable
 from rmb_build.core.items import Conversation
 from rmb_build.evaluate.rm_options import RMOptions
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-REACH_TIMEOUT_S = 3.0
-_TRUE = {"1", "ON", "YES", "TRUE"}
 
 
 def looks_local(name: str) -> bool:
@@ -31,34 +28,6 @@ def looks_local(name: str) -> bool:
     return (
         name.startswith(("/", ".", "~")) or sum(name.count(s) for s in seps) > 1 or (os.sep != "/" and os.sep in name)
     )
-
-
-def hub_offline() -> bool:
-    return any(os.environ.get(v, "").upper() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
-def hub_reachable(timeout: float = REACH_TIMEOUT_S) -> bool:
-    """Whether a TCP connection to the Hub's host opens within ``timeout`` (name lookup included)."""
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
-    url = urlparse(constants.ENDPOINT)
-    ok: list[bool] = []
-
-    def probe() -> None:
-        try:
-            with socket.create_connection(
-                (url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout
-            ):
-                ok.append(True)
-        except OSError:
-            pass
-
-    thread = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no timeout of its own
-    thread.start()
-    thread.join(timeout)
-    return bool(ok)
 
 
 @dataclass(frozen=True)

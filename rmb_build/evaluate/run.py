@@ -78,6 +78,8 @@ def evaluate(
     if local is not None:
         # Where a later reader (rmb downstream's hold-out) finds the release from the results folder.
         results["release_info"]["path_from_results"] = os.path.relpath(Path(local).resolve(), Path(out_dir).resolve())
+    if release.account is not None:  # the files read and skipped, with why
+        results["release_read"] = release.account.to_json()
     if getattr(rm, "known_model", None) is not None:  # the known-models row whose settings it loaded with
         results["known_model"] = rm.known_model.to_json()  # what compare and leaderboard check before pairing
     results = redact_json(results)  # the spec is redacted already; so is whatever a label or origin carried

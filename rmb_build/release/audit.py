@@ -21,6 +21,7 @@ in the file), ``scenario``, ``detail``, and kind-specific fields.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import re
@@ -63,6 +64,10 @@ def _named_item(entry: dict) -> list[dict]:
     return [entry]
 
 
+def _no_item(entry: dict) -> list[dict]:
+    return []
+
+
 class Collector(Protocol):
     """A kind that compares items: fed every item in release order (``add``), it keeps only digests
     and item numbers (``_Records``), then lists its entries (``finish``; ``ctx.items.at`` turns an
@@ -86,6 +91,7 @@ class DefectKind:
     definition: str
     check: ItemCheck | Callable[[AuditContext], Collector]
     removes: Callable[[dict], list[dict]] = _named_item
+    renumbers: bool = False  # the fix gives the named item its entry's ``new_uid`` instead of removing it
 
     def collector(self, ctx: AuditContext) -> Collector:
         if isinstance(self.check, type):
@@ -96,14 +102,17 @@ class DefectKind:
 KINDS: dict[str, DefectKind] = {}
 
 
-def defect(name: str, definition: str, removes: Callable[[dict], list[dict]] = _named_item):
+def defect(name: str, definition: str, removes: Callable[[dict], list[dict]] = _named_item, renumbers: bool = False):
     """Declare the per-item check function or the collector class below as defect kind ``name``
-    (report order: declaration order)."""
+    (report order: declaration order). ``renumbers``: the fix renumbers the named item (its entry's
+    ``new_uid``) and removes nothing."""
 
     def register(check):
         if name in KINDS:
             raise ValueError(f"defect kind {name!r} declared twice")
-        KINDS[name] = DefectKind(name, " ".join(definition.split()), check, removes)
+        KINDS[name] = DefectKind(
+            name, " ".join(definition.split()), check, _no_item if renumbers else removes, renumbers
+        )
         return check
 
     return register
@@ -134,12 +143,12 @@ class AuditReport:
         return sum(self.counts.values())
 
     def flagged_items(self) -> set[tuple[str, str, int]]:
-        """(set, file, index) of every item that ``fix_release`` would remove."""
+        """(set, file, index) of every item that ``fix_release`` would remove or renumber."""
         return {
             (r["set"], r["file"], r["index"])
             for kind, entries in self.defects.items()
             for e in entries
-            for r in removal_refs(kind, e)
+            for r in removal_refs(kind, e) + ([e] if kind in KINDS and KINDS[kind].renumbers else [])
         }
 
     def summary(self) -> dict[str, Any]:
@@ -377,6 +386,76 @@ class _Duplicates:
                 )
             )
         return out
+
+
+@defect(
+    "uid_collision",
+    """an item whose uid an earlier item of the same set already has, with other texts (an item
+         with the same texts too is a ``duplicate_item``). Labels, annotations and predictions name an item by
+         (set, uid), so one uid must mean one item. One entry per later item; ``first`` names the item that
+         keeps the uid, ``new_uid`` the uid ``--fix`` gives this one (after the set's largest number, or the
+         uid with a ``-2``, ``-3``, ... suffix where the set's uids are not all numbers); nothing is removed.""",
+    renumbers=True,
+)
+class _UidCollisions:
+    def __init__(self, ctx: AuditContext):
+        self.items = ctx.items
+        self.keys = _Records(("uid", "16s"), ("key", "16s"), ("order", "I"))
+
+    def add(self, e: _Entry) -> None:
+        self.keys.append(digest(f"{e.item.set_name}\0{e.item.uid}"), _raw_key(e.item), e.at.order)
+
+    def finish(self) -> list[dict]:
+        records = self.keys.array()
+        copies = {o for run in _runs(records, ["key"], min_size=2) for o in run["order"].tolist()[1:]}
+        found = []  # (later item, first item): the later one is no copy of an earlier item
+        for run in _runs(records, ["uid"], min_size=2):
+            first, *later = run["order"].tolist()
+            found += [(order, first) for order in later if order not in copies]
+        if not found:
+            return []
+        fresh = _FreshUids(self.items)
+        out = []
+        for order, first in sorted(found):
+            at, f = self.items.at(order), self.items.at(first)
+            new_uid = fresh.next(at.set, at.uid)
+            out.append(
+                _defect(
+                    at,
+                    f"uid {at.uid} is also item {f.index} of {f.file}, with other texts; --fix numbers this one {new_uid}",
+                    first=f.ref(),
+                    new_uid=new_uid,
+                )
+            )
+        return out
+
+
+class _FreshUids:
+    """Uids no item of a set has: after the set's largest number where all its uids are numbers,
+    else the colliding uid with the first free ``-2``, ``-3``, ... suffix."""
+
+    def __init__(self, items: "_Items"):
+        self.taken: dict[str, set[str]] = defaultdict(set)
+        for order in range(len(items)):
+            ref = items.at(order)
+            self.taken[ref.set].add(ref.uid)
+        self.top = {
+            s: max(int(u) for u in uids) if all(u.isascii() and u.isdigit() for u in uids) else None
+            for s, uids in self.taken.items()
+        }
+
+    def next(self, set_name: str, uid: str) -> str:
+        top = self.top[set_name]
+        if top is not None:
+            self.top[set_name] = top + 1
+            new = str(top + 1)
+        else:
+            k = 2
+            while f"{uid}-{k}" in self.taken[set_name]:
+                k += 1
+            new = f"{uid}-{k}"
+        self.taken[set_name].add(new)
+        return new
 
 
 @defect("unwinnable_bon", "a BoN item whose best answer is the same text as one of its losers.")
@@ -877,7 +956,7 @@ def _kind_order(kind: str) -> tuple[int, str]:
 
 def defects_phrase(defects: int, items: int | None) -> str:
     """The one way a defect count is said: ``7 defects on 10 items`` (the items that ``fix_release``
-    removes, which ``--skip-defective`` leaves out: a duplicate pair is one defect on one item)."""
+    removes, which ``--skip-defective`` leaves out, or renumbers: a duplicate pair is one defect on one item)."""
     said = f"{defects} defect{'' if defects == 1 else 's'}"
     return said if items is None else f"{said} on {items} item{'' if items == 1 else 's'}"
 
@@ -891,29 +970,37 @@ def removal_refs(kind: str, entry: dict) -> list[dict]:
 def fix_release(
     release: Release, report: AuditReport, kinds: Iterable[str] | None = None
 ) -> tuple[Release, list[dict]]:
-    """A copy of ``release`` without the items the report's defects name, and the log of what went.
+    """A copy of ``release`` without the items the report's defects name, the items of a renumbering
+    kind (``uid_collision``) under their new uid, and the log of what changed.
 
     ``kinds`` limits the fix to some defect kinds (all by default). Files left empty are dropped.
-    Each log line: set, uid, file, index, kinds, details, and the removed item in RMB's form.
-    The input release is not modified.
+    Each log line: ``action`` (``removed`` or ``renumbered``, with ``new_uid``), set, uid, file, index,
+    kinds, details, and the item as it was in RMB's form. The input release is not modified.
     """
     kinds = list(DEFECT_KINDS if kinds is None else kinds)
     unknown = [k for k in kinds if k not in report.defects and k not in DEFECT_KINDS]
     if unknown:
         raise RMBError(f"unknown defect kind(s): {', '.join(unknown)} (known: {', '.join(DEFECT_KINDS)})")
     files = {set_file(s, sc): (s, sc) for (s, sc) in release.files}
+
+    def check(ref: dict) -> tuple[str, int]:
+        key = files.get(ref["file"])
+        items = release.files.get(key, []) if key else []
+        if not (0 <= ref["index"] < len(items)) or items[ref["index"]].uid != ref["uid"]:
+            raise RMBError(
+                f"the audit report does not match release {release.name!r}: no item "
+                f"uid {ref['uid']} at index {ref['index']} of {ref['file']}"
+            )
+        return ref["file"], ref["index"]
+
     reasons: dict[tuple[str, int], list[tuple[str, str]]] = defaultdict(list)
+    renumber: dict[tuple[str, int], tuple[str, str, str]] = {}  # -> (new uid, kind, detail)
     for kind in kinds:
         for entry in report.defects.get(kind, []):
+            if kind in KINDS and KINDS[kind].renumbers:
+                renumber[check(entry)] = (str(entry["new_uid"]), kind, entry["detail"])
             for ref in removal_refs(kind, entry):
-                key = files.get(ref["file"])
-                items = release.files.get(key, []) if key else []
-                if not (0 <= ref["index"] < len(items)) or items[ref["index"]].uid != ref["uid"]:
-                    raise RMBError(
-                        f"the audit report does not match release {release.name!r}: no item "
-                        f"uid {ref['uid']} at index {ref['index']} of {ref['file']}"
-                    )
-                reasons[(ref["file"], ref["index"])].append((kind, entry["detail"]))
+                reasons[check(ref)].append((kind, entry["detail"]))
     clean = Release(
         name=release.name, root=None, manifest=copy.deepcopy(release.manifest), source_format=release.source_format
     )
@@ -922,21 +1009,19 @@ def fix_release(
         file = set_file(set_name, scenario_id)
         kept = []
         for index, item in enumerate(items):
+            where = {"set": set_name, "uid": item.uid, "file": file, "index": index}
             why = reasons.get((file, index))
-            if why is None:
-                kept.append(item)
+            if why is not None:
+                kinds_of = sorted({k for k, _ in why}, key=_kind_order)
+                details = list(dict.fromkeys(d for _, d in why))
+                log.append({"action": "removed", **where, "kinds": kinds_of, "details": details, "item": item.to_rmb()})
                 continue
-            log.append(
-                {
-                    "set": set_name,
-                    "uid": item.uid,
-                    "file": file,
-                    "index": index,
-                    "kinds": sorted({k for k, _ in why}, key=_kind_order),
-                    "details": list(dict.fromkeys(d for _, d in why)),
-                    "item": item.to_rmb(),
-                }
-            )
+            if (file, index) in renumber:
+                new_uid, kind, detail = renumber[(file, index)]
+                entry = {"action": "renumbered", **where, "new_uid": new_uid, "kinds": [kind], "details": [detail]}
+                log.append({**entry, "item": item.to_rmb()})
+                item = dataclasses.replace(item, uid=new_uid)
+            kept.append(item)
         if kept or not items:
             clean.files[(set_name, scenario_id)] = kept
     return clean, log

@@ -253,6 +253,11 @@ def push_release(
 # Reading the form back
 
 
+def is_hf_folder(path: Path) -> bool:
+    """Whether a local folder is the Hugging Face form (Parquet files under ``pairwise/`` or ``bon/``)."""
+    return path.is_dir() and any(any((path / c).glob("*.parquet")) for c in CONFIGS)
+
+
 def _configs(source: str) -> list[str]:
     from datasets import get_dataset_config_names
 
@@ -377,6 +382,7 @@ __all__ = [
     "SPLIT",
     "data_file",
     "data_files_pattern",
+    "is_hf_folder",
     "judge_scores",
     "push_release",
     "read_hf_release",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rmb_build.core.errors import RMBError
-from rmb_build.release.hf import read_hf_release
+from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.hub import check_hub_dataset
+from rmb_build.release.hf import is_hf_folder, read_hf_release
 from rmb_build.release.read import Release, find_rmb_root, read_rmb_release
 
 
@@ -15,7 +16,14 @@ def read_release(source: str | Path, strict: bool = True) -> Release:
     if path.exists():
         if find_rmb_root(path) is not None:
             return read_rmb_release(path, strict=strict)
-        return read_hf_release(str(path), strict=strict)
+        if is_hf_folder(path):
+            return read_hf_release(str(path), strict=strict)
+        raise InputError(
+            str(path),
+            "not an RMB release: no Pairwise_set/ or BoN_set/ folder (in it or in its RMB_dataset/) and no "
+            "Hugging Face form (Parquet files under pairwise/ or bon/)",
+        )
     if "/" in str(source) and not str(source).startswith((".", "/")) and str(source).count("/") == 1:
+        check_hub_dataset(str(source))
         return read_hf_release(str(source), strict=strict)
     raise RMBError(f"{source}: no such release folder (and not a Hugging Face Hub id of the form ORG/NAME)")

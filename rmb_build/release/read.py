@@ -11,6 +11,7 @@ from rmb_build.core.items import BonItem, Item, PairwiseItem, set_file
 from rmb_build.core.jsonl import read_jsonl_objects
 from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
+from rmb_build.core.walk import ReadAccount, Seen, walk_files
 from rmb_build.release.rmb_format import iter_set_file, load_json_file, parse_set_file
 
 ANNOTATIONS_FILE = "annotations.jsonl"
@@ -26,6 +27,7 @@ class Release:
     files: dict[tuple[str, str], list[Item]] = field(default_factory=dict)
     manifest: dict | None = None
     source_format: str = "rmb"  # "rmb" or "hf"
+    account: ReadAccount | None = None  # the files read and skipped, where the release came from files
 
     @property
     def pairwise(self) -> list[PairwiseItem]:
@@ -50,6 +52,13 @@ class Release:
     def add(self, item: Item) -> None:
         self.files.setdefault((item.set_name, item.scenario_id), []).append(item)
 
+    def read_summary(self) -> str:
+        """One line on what was read: files, items and what was skipped (``ReadAccount.summary``)."""
+        if self.account is not None:
+            return self.account.summary()
+        n = sum(len(items) for items in self.files.values())
+        return f"read {n} item{'' if n == 1 else 's'} of {self.name} ({self.source_format} form)"
+
     def annotations(self) -> list[dict]:
         """Lines of ``annotations.jsonl`` (judge scores, guard labels, sources), if the release has them."""
         if self.root is None or not (self.root / ANNOTATIONS_FILE).exists():
@@ -65,46 +74,64 @@ def find_rmb_root(path: Path) -> Path | None:
     return None
 
 
-def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Path, str]]]:
-    """RMB's root under ``path`` and its set files as (set, scenario id, file, file relative to the
-    root), in reading order: pairwise then BoN, each set's files sorted by path."""
+# Files at the root that belong to a release without being set files: read by whoever needs them.
+RELEASE_FILES = (ANNOTATIONS_FILE, MANIFEST_FILE, "README.md", "removed.jsonl", "renumbered.jsonl")
+
+
+def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Path, str]], ReadAccount]:
+    """RMB's root under ``path``, its set files as (set, scenario id, file, file relative to the root)
+    in reading order (pairwise then BoN, each set's files by path; symbolic links followed, see
+    ``core/walk.py``), and the account of every file seen: the set files, and what was skipped, with why."""
     root = find_rmb_root(path)
     if root is None:
         raise InputError(str(path), "not an RMB release: no Pairwise_set/ or BoN_set/ folder found")
-    for child in sorted(root.iterdir()):
-        if child.is_dir() and child.name not in FOLDER_SETS and any(child.rglob("*.json")):
-            raise InputError(str(child), f"unknown set folder {child.name!r} (expected {' or '.join(FOLDER_SETS)})")
+    seen, skipped = walk_files(root)
+    account = ReadAccount(str(root), skipped=skipped)
+    by_set: dict[str, list[Seen]] = {name: [] for name in FOLDER_SETS.values()}
+    for file in seen:
+        top, _, rest = file.rel.partition("/")
+        if not rest:
+            if file.rel not in RELEASE_FILES:
+                account.skipped.append((file.rel, "not in a set folder"))
+        elif top not in FOLDER_SETS:
+            if file.path.suffix == ".json":
+                raise InputError(str(root / top), f"unknown set folder {top!r} (expected {' or '.join(FOLDER_SETS)})")
+            account.skipped.append((file.rel, "not in a set folder"))
+        elif file.path.suffix != ".json":
+            account.skipped.append((file.rel, "not a .json file"))
+        else:
+            by_set[FOLDER_SETS[top]].append(file)
     files = []
-    for folder, set_name in FOLDER_SETS.items():
-        set_root = root / folder
-        if not set_root.is_dir():
-            continue
-        for file in sorted(set_root.rglob("*.json")):
-            rel = file.relative_to(root).as_posix()
-            scenario_id = file.relative_to(set_root).with_suffix("").as_posix()
+    for set_name, found in by_set.items():
+        for file in found:
+            scenario_id = file.rel.partition("/")[2].removesuffix(".json")
             try:
                 check_relative_id(scenario_id)
             except ValueError as exc:
-                raise InputError(rel, str(exc)) from None
+                raise InputError(file.rel, str(exc)) from None
             if strict and not is_known(scenario_id):
                 raise InputError(
-                    rel,
+                    file.rel,
                     f"unknown scenario {scenario_id!r}: not one of RMB's 49 (run 'rmb audit' to inspect the release)",
                 )
-            files.append((set_name, scenario_id, file, rel))
+            files.append((set_name, scenario_id, file.path, file.rel))
+            account.read.append(file.rel)
+            account.linked += file.linked
     if not files:
-        raise InputError(str(path), "the release holds no set files")
-    return root, files
+        raise InputError(str(path), f"the release holds no set files ({account.summary()})")
+    return root, files, account
 
 
 def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = None) -> Release:
     """Read RMB's layout. ``strict`` also rejects empty conversations, conversations that do not end
     with a user turn and unknown scenarios (use ``strict=False`` to audit such a release)."""
     path = Path(path)
-    root, files = _set_files(path, strict)
-    release = Release(name=name or path.resolve().name, root=root)
+    root, files, account = _set_files(path, strict)
+    release = Release(name=name or path.resolve().name, root=root, account=account)
     for set_name, scenario_id, file, rel in files:
-        release.files[(set_name, scenario_id)] = parse_set_file(file, set_name, scenario_id, rel, strict)
+        items = parse_set_file(file, set_name, scenario_id, rel, strict)
+        release.files[(set_name, scenario_id)] = items
+        account.items += len(items)
     if (root / MANIFEST_FILE).exists():
         release.manifest = load_json_file(root / MANIFEST_FILE, str(root / MANIFEST_FILE))
     return release
@@ -113,7 +140,7 @@ def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = N
 def iter_rmb_items(path: str | Path, strict: bool = True) -> Iterator[tuple[Item, str, int]]:
     """Each item of the release in RMB's layout at ``path`` as (item, its file relative to the root,
     its index in the file), in ``read_rmb_release``'s order, one item in memory at a time."""
-    _, files = _set_files(Path(path), strict)
+    _, files, _ = _set_files(Path(path), strict)
     for set_name, scenario_id, file, rel in files:
         for index, item in enumerate(iter_set_file(file, set_name, scenario_id, rel, strict)):
             yield item, rel, index

@@ -26,7 +26,8 @@ def index_items(release: Release) -> dict[tuple[str, str], Item]:
         if key in out:
             raise RMBError(
                 f"{set_file(item.set_name, item.scenario_id)}: uid {item.uid} appears twice in the {item.set_name} "
-                "set; people's labels name items by uid (run 'rmb audit --fix' first)"
+                "set; people's labels name items by uid (run 'rmb audit RELEASE --fix OUT_DIR', which removes or "
+                "renumbers the later item, and review OUT_DIR)"
             )
         out[key] = item
     return out
