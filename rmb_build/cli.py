@@ -3,7 +3,8 @@
 Each subcommand lives in ``rmb_build/commands/<name>.py`` with ``configure(parser)`` and
 ``run(args) -> int``; heavy imports happen inside ``run`` so that ``rmb --help`` stays fast.
 User errors (RMBError) print one line and exit 2, with a traceback only under ``-v`` or
-``RMB_DEBUG=1``. SIGTERM stops a command as Ctrl-C does (exit 143 instead of 130). Without ``-v``
+``RMB_DEBUG=1``. Ctrl-C or SIGTERM stops a command in one line: what is kept, the command that
+resumes (exit 130, or 143 for SIGTERM; ``core/stop.py``). Without ``-v``
 only our own log lines (INFO and up) and other libraries' warnings reach the console: no
 third-party INFO chatter, no model-loading bars.
 """
@@ -14,13 +15,14 @@ import argparse
 import importlib
 import logging
 import os
+import shlex
 import signal
 import sys
-import threading
 import traceback
 
 from rmb_build import __version__
 from rmb_build.commands import debugging
+from rmb_build.core import stop
 from rmb_build.core.errors import RMBError
 
 COMMANDS = {
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         mod.configure(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _kept=getattr(mod, "kept", None))
     return parser
 
 
@@ -102,21 +104,31 @@ def configure_logging(verbose: bool) -> None:
         sys.modules["datasets"].disable_progress_bars()
 
 
-def _sigterm_as_ctrl_c(state: dict):
-    def handler(signum, frame):
-        state["terminated"] = True
-        raise KeyboardInterrupt
-
-    return handler
-
-
 def _interrupted(exc: BaseException) -> bool:
-    # Prefect swaps in its own SIGTERM handler while a flow runs and raises its TerminationSignal
-    # (matched by name: Prefect is imported only by the commands that use it).
+    # Prefect raises its TerminationSignal from its own SIGTERM handler (matched by name: Prefect is
+    # imported only by the commands that use it); a KeyboardInterrupt may come without our handler.
     return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal"
 
 
+def _quiet_teardown() -> None:
+    """At a stop, the event loop's reports from its teardown (a task that failed while it was
+    cancelled, e.g. on a server the same Ctrl-C stopped) belong to the stop the CLI reports."""
+    logging.getLogger("asyncio").disabled = True
+
+
+def stop_line(args: argparse.Namespace, argv: list[str], signum: int) -> str:
+    """The one line a stopped command prints: the signal, what is kept (the command's ``kept(args)``
+    where it has one) and the command that resumes, without URL credentials."""
+    from rmb_build.llm.endpoint import redact_urls
+
+    kept = getattr(args, "_kept", None)
+    what = kept(args) if kept is not None else "finished work is kept"
+    resume = redact_urls(shlex.join(["rmb", *argv]))
+    return f"rmb {args.command}: stopped by {signal.Signals(signum).name}; {what}; resume: {resume}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # the process's entry point (not a call from Python code)
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -124,27 +136,30 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    state = {"terminated": False}
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c(state))
-    try:
-        return int(args._run(args) or 0)
-    except RMBError as exc:
-        if debugging(args):
-            traceback.print_exc()
-        print(f"rmb {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except BaseException as exc:
-        if not _interrupted(exc):
-            raise
-        if debugging(args):
-            traceback.print_exc()
-        print(f"rmb {args.command}: interrupted; finished work is kept, run it again to resume", file=sys.stderr)
-        return 143 if state["terminated"] or not isinstance(exc, KeyboardInterrupt) else 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    with stop.handlers():
+        if not debugging(args):
+            stop.on_stop(_quiet_teardown)
+        try:
+            return int(args._run(args) or 0)
+        except BaseException as exc:
+            # After a stop signal whatever comes out (a KeyboardInterrupt, Prefect's TerminationSignal,
+            # a connection error from a server the same Ctrl-C stopped) is that stop.
+            signum = stop.received()
+            if signum is None and _interrupted(exc):
+                signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+            if signum is None and not isinstance(exc, RMBError):
+                raise
+            if debugging(args):
+                traceback.print_exc()
+            if signum is None:
+                print(f"rmb {args.command}: error: {exc}", file=sys.stderr)
+                return 2
+            print(stop_line(args, argv, signum), file=sys.stderr)
+    # Stopped. Only exit handlers run from here (servers stopping): another Ctrl-C must not cut them short.
+    if program:
+        for sig in stop.SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+    return 128 + signum
 
 
 if __name__ == "__main__":
