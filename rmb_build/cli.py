@@ -116,30 +116,32 @@ def _quiet_teardown() -> None:
     logging.getLogger("asyncio").disabled = True
 
 
-def stop_line(args: argparse.Namespace, argv: list[str], signum: int) -> str:
+def stop_line(args: argparse.Namespace | None, argv: list[str], signum: int) -> str:
     """The one line a stopped command prints: the signal, what is kept (the command's ``kept(args)``
     where it has one) and the command that resumes, without URL credentials."""
     from rmb_build.llm.endpoint import redact_urls
 
     kept = getattr(args, "_kept", None)
-    what = kept(args) if kept is not None else "finished work is kept"
+    what = kept(args) if kept is not None else "finished work is kept" if args is not None else "nothing done yet"
+    command = f"rmb {args.command}" if args is not None else "rmb"
     resume = redact_urls(shlex.join(["rmb", *argv]))
-    return f"rmb {args.command}: stopped by {signal.Signals(signum).name}; {what}; resume: {resume}"
+    return f"{command}: stopped by {signal.Signals(signum).name}; {what}; resume: {resume}"
 
 
 def main(argv: list[str] | None = None) -> int:
     program = argv is None  # the process's entry point (not a call from Python code)
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    configure_logging(args.verbose)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
-    with stop.handlers():
-        if not debugging(args):
-            stop.on_stop(_quiet_teardown)
+    args = None
+    with stop.handlers():  # from the start: a Ctrl-C while the commands are imported stops in one line too
         try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            configure_logging(args.verbose)
+            if not getattr(args, "_run", None):
+                parser.print_help()
+                return 2
+            if not debugging(args):
+                stop.on_stop(_quiet_teardown)
             return int(args._run(args) or 0)
         except BaseException as exc:
             # After a stop signal whatever comes out (a KeyboardInterrupt, Prefect's TerminationSignal,
@@ -147,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             signum = stop.received()
             if signum is None and _interrupted(exc):
                 signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
-            if signum is None and not isinstance(exc, RMBError):
+            if signum is None and not (isinstance(exc, RMBError) and args is not None):
                 raise
             if debugging(args):
                 traceback.print_exc()
