@@ -63,4 +63,4 @@ def test_the_stop_line_names_the_command_that_resumes_without_credentials():
         "rmb evaluate: stopped by SIGINT; finished work is kept; resume: rmb evaluate --release 'my rel' "
         "--rm openai:gpt@http://"
     )
-    assert line.endswith("@host:8000/v1") and "s3cret" not in line and "me:" not in line
+    assert line.endswith("@host:8000/v1") and "s3cret" not in line and "//me" not in line
