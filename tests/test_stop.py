@@ -64,3 +64,16 @@ def test_the_stop_line_names_the_command_that_resumes_without_credentials():
         "--rm openai:gpt@http://"
     )
     assert line.endswith("@host:8000/v1") and "s3cret" not in line and "//me" not in line
+
+
+def test_a_signal_the_process_ignores_stays_ignored():
+    """A job started in the background ignores Ctrl-C: rmb must not start answering it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with stop.handlers():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stop.received() is None
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

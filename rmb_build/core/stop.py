@@ -50,12 +50,15 @@ def _handler(signum: int, frame: Any) -> None:
 @contextlib.contextmanager
 def handlers() -> Iterator[None]:
     """SIGINT and SIGTERM note the stop and raise KeyboardInterrupt (in the main thread; elsewhere
-    signals cannot be handled and this does nothing). The state starts and ends empty."""
+    signals cannot be handled and this does nothing). A signal this process was started with ignored
+    (a job started in the background ignores Ctrl-C) stays ignored. The state starts and ends empty."""
     _received.clear()
     _callbacks.clear()
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, _handler) for sig in SIGNALS}
+        for sig in SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, _handler)
     try:
         yield
     finally:
