@@ -77,3 +77,17 @@ def test_a_signal_the_process_ignores_stays_ignored():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_stopped_build_counts_the_replies_its_cache_keeps(tmp_path):
+    from rmb_build.commands.build import kept
+    from rmb_build.llm.cache import ResponseCache
+
+    args = argparse.Namespace(run_folder=tmp_path / "runs" / "b")
+    assert kept(args) == "nothing to keep yet"  # stopped before the build made its run folder
+    with ResponseCache(args.run_folder / "llm_cache") as cache:
+        for key, stage in (("k1", "generate"), ("k2", "generate"), ("k3", "judge")):
+            cache.put(key, {"text": "x"}, endpoint="http://127.0.0.1/v1", model="m", stage=stage)
+    assert kept(args) == f"kept in {args.run_folder}: every finished batch, 3 LLM replies (generate 2, judge 1)"
+    (args.run_folder / "llm_cache" / "responses.sqlite").write_bytes(b"not a database " * 100)
+    assert kept(args).endswith("(its LLM cache could not be read: file is not a database)")

@@ -107,6 +107,7 @@ def kept(args: argparse.Namespace) -> str:
     LLM replies in its cache, by stage (the rerun asks only for the requests that were in flight)."""
     import sqlite3
 
+    from rmb_build.core.errors import RMBError
     from rmb_build.llm.cache import ResponseCache
 
     run = getattr(args, "run_folder", None)
@@ -117,7 +118,7 @@ def kept(args: argparse.Namespace) -> str:
             by_stage = cache.stats()["by_stage"]
     except FileNotFoundError:
         by_stage = {}
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError, RMBError) as exc:  # the stop's line is said whatever the cache holds
         return f"every finished batch is kept in {run} (its LLM cache could not be read: {exc})"
     replies = ", ".join(f"{stage or 'other'} {n}" for stage, n in by_stage.items())
     return f"kept in {run}: every finished batch, {sum(by_stage.values())} LLM replies" + (
