@@ -98,9 +98,9 @@ class _OwnLinesOnly(logging.Filter):
 
 
 def silence_prefect() -> None:
-    """Nothing more from Prefect: at a stop, its crash reports, the connection errors of its log
-    shipper once its temporary server is gone (the terminal's Ctrl-C reaches that server too) and the
-    server's stop line would only bury the CLI's one line saying what was kept and how to resume."""
+    """Nothing more from Prefect: at a stop, its crash reports, its log shipper's connection errors
+    (a server that is gone) and the temporary server's stop line would only bury the CLI's one line
+    saying what was kept and how to resume."""
     logging.raiseExceptions = False  # Prefect's API log worker prints its failures only when this is set
     logging.getLogger("prefect").setLevel(logging.CRITICAL + 1)  # loggers made from now on
     for name, logger in list(logging.root.manager.loggerDict.items()):
