@@ -3,7 +3,8 @@
 Each subcommand lives in ``rmb_build/commands/<name>.py`` with ``configure(parser)`` and
 ``run(args) -> int``; heavy imports happen inside ``run`` so that ``rmb --help`` stays fast.
 User errors (RMBError) print one line and exit 2, with a traceback only under ``-v`` or
-``RMB_DEBUG=1``. SIGTERM stops a command as Ctrl-C does (exit 143 instead of 130). Without ``-v``
+``RMB_DEBUG=1``. Ctrl-C or SIGTERM stops a command in one line: what is kept, the command that
+resumes (exit 130, or 143 for SIGTERM; ``core/stop.py``). Without ``-v``
 only our own log lines (INFO and up) and other libraries' warnings reach the console: no
 third-party INFO chatter, no model-loading bars.
 """
@@ -15,13 +16,14 @@ import importlib
 import logging
 import os
 import select
+import shlex
 import signal
 import sys
-import threading
 import traceback
 
 from rmb_build import __version__
 from rmb_build.commands import debugging
+from rmb_build.core import stop
 from rmb_build.core.errors import RMBError, environment_error
 from rmb_build.core.redact import redact
 
@@ -65,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         mod.configure(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _kept=getattr(mod, "kept", None))
     return parser
 
 
@@ -104,17 +106,9 @@ def configure_logging(verbose: bool) -> None:
         sys.modules["datasets"].disable_progress_bars()
 
 
-def _sigterm_as_ctrl_c(state: dict):
-    def handler(signum, frame):
-        state["terminated"] = True
-        raise KeyboardInterrupt
-
-    return handler
-
-
 def _interrupted(exc: BaseException) -> bool:
-    # Prefect swaps in its own SIGTERM handler while a flow runs and raises its TerminationSignal
-    # (matched by name: Prefect is imported only by the commands that use it).
+    # Prefect raises its TerminationSignal from its own SIGTERM handler (matched by name: Prefect is
+    # imported only by the commands that use it); a KeyboardInterrupt may come without our handler.
     return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal"
 
 
@@ -143,51 +137,70 @@ def _print_traceback(kind, value, tb) -> None:
     print(redact("".join(traceback.format_exception(kind, value, tb))), end="", file=sys.stderr)
 
 
+def _quiet_teardown() -> None:
+    """At a stop, the event loop's reports from its teardown (a task that failed while it was
+    cancelled, e.g. on a server the same Ctrl-C stopped) belong to the stop the CLI reports."""
+    logging.getLogger("asyncio").disabled = True
+
+
+def stop_line(args: argparse.Namespace | None, argv: list[str], signum: int) -> str:
+    """The one line a stopped command prints: the signal, what is kept (the command's ``kept(args)``
+    where it has one) and the command that resumes, without URL credentials."""
+    kept = getattr(args, "_kept", None)
+    what = kept(args) if kept is not None else "finished work is kept" if args is not None else "nothing done yet"
+    command = f"rmb {args.command}" if args is not None else "rmb"
+    resume = redact(shlex.join(["rmb", *argv]))
+    return f"{command}: stopped by {signal.Signals(signum).name}; {what}; resume: {resume}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # the process's entry point (not a call from Python code)
     argv = sys.argv[1:] if argv is None else argv
-    sys.excepthook = _print_traceback  # an unexpected error's traceback too
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    configure_logging(args.verbose)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
-    state = {"terminated": False}
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c(state))
-    try:
-        code = int(args._run(args) or 0)
-        sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
-        return code
-    except BrokenPipeError:
-        if not _stdout_gone():
-            raise  # some other pipe or socket broke: not ours to hide
-        _quiet_stdout()
-        return EXIT_BROKEN_PIPE
-    except RMBError as exc:
-        if debugging(args):
-            _print_traceback(*sys.exc_info())
-        print(f"rmb {args.command}: error: {redact(str(exc))}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # a full disk, a read-only place, ... wherever it was met: one line
-        line = environment_error(exc)
-        if line is None:
-            raise
-        if debugging(args):
-            _print_traceback(*sys.exc_info())
-        print(f"rmb {args.command}: error: {redact(line)}", file=sys.stderr)
-        return 2
-    except BaseException as exc:
-        if not _interrupted(exc):
-            raise
-        if debugging(args):
-            _print_traceback(*sys.exc_info())
-        print(f"rmb {args.command}: interrupted; finished work is kept, run it again to resume", file=sys.stderr)
-        return 143 if state["terminated"] or not isinstance(exc, KeyboardInterrupt) else 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    args = None
+    sys.excepthook = _print_traceback  # an unexpected error's traceback too, redacted
+    with stop.handlers():  # from the start: a Ctrl-C while the commands are imported stops in one line too
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            configure_logging(args.verbose)
+            if not getattr(args, "_run", None):
+                parser.print_help()
+                return 2
+            if not debugging(args):
+                stop.on_stop(_quiet_teardown)
+            code = int(args._run(args) or 0)
+            sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
+            return code
+        except BaseException as exc:
+            # After a stop signal whatever comes out (a KeyboardInterrupt, Prefect's TerminationSignal,
+            # a connection error from a server the same Ctrl-C stopped) is that stop.
+            signum = stop.received()
+            if signum is None and _interrupted(exc):
+                signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+            if signum is None:
+                if isinstance(exc, BrokenPipeError) and _stdout_gone():
+                    _quiet_stdout()
+                    return EXIT_BROKEN_PIPE
+                # a bad input, or a full disk, a read-only place, ... wherever it was met: one line
+                line = None
+                if args is not None and isinstance(exc, RMBError):
+                    line = str(exc)
+                elif args is not None and isinstance(exc, OSError):
+                    line = environment_error(exc)
+                if line is None:
+                    raise
+                if debugging(args):
+                    _print_traceback(*sys.exc_info())
+                print(f"rmb {args.command}: error: {redact(line)}", file=sys.stderr)
+                return 2
+            if debugging(args):
+                _print_traceback(*sys.exc_info())
+            print(stop_line(args, argv, signum), file=sys.stderr)
+    # Stopped. Only exit handlers run from here (servers stopping): another Ctrl-C must not cut them short.
+    if program:
+        for sig in stop.SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+    return 128 + signum
 
 
 if __name__ == "__main__":

@@ -232,6 +232,9 @@ class BuildProcess:
             stderr=subprocess.STDOUT,
             env=env or build_env(prefect_api),
             start_new_session=True,
+            # Ctrl-C's disposition as a terminal gives it (a suite started in the background ignores SIGINT,
+            # and its children inherit that)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
     def output(self) -> str:

@@ -1,6 +1,7 @@
 """``rmb build`` as a real process: an error inside the flow is one line on stderr (a traceback only
 with RMB_DEBUG=1); SIGKILL leaves no process of the build behind (Prefect's temporary server, the
-embedded llama.cpp server); SIGTERM stops it as Ctrl-C does, and a rerun resumes."""
+embedded llama.cpp server); Ctrl-C or SIGTERM under either runner stops it in one line, and the command
+it names resumes."""
 
 from __future__ import annotations
 
@@ -14,13 +15,22 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability_helpers import NAME, BuildProcess, build_env, prefect_api, run_build, write_config  # noqa: F401
+from reliability_helpers import (  # noqa: F401
+    NAME,
+    BuildProcess,
+    build_env,
+    prefect_api,
+    release_files,
+    run_build,
+    write_config,
+)
 from stub_endpoint import StubEndpoint
+
+from rmb_build.pipeline.watchdog import descendants
 
 pytestmark = pytest.mark.slow
 
 LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d INFO ")  # our progress lines (cli.configure_logging's format)
-INTERRUPTED = "rmb build: interrupted; finished work is kept, run it again to resume"
 
 
 def _build(config: Path, work: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -131,24 +141,84 @@ def _cached(work: Path, stage: str) -> int:
         return 0
 
 
-def test_sigterm_stops_a_build_like_ctrl_c_and_a_rerun_resumes(tmp_path, prefect_api):
+def _alive(pid: int, start: int) -> bool:
+    """Whether process ``pid`` started at ``start`` (clock ticks after boot) still runs (zombies do not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[0] != "Z" and int(fields[19]) == start
+
+
+RESULT_FILES = ("Pairwise_set/", "BoN_set/", "annotations.jsonl")
+
+
+def _result_files(release: Path) -> dict[str, bytes]:
+    return {k: v for k, v in release_files(release).items() if k.startswith(RESULT_FILES)}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict[str, bytes]:
+    """The tiny build's Pairwise_set/, BoN_set/ and annotations.jsonl, built straight through (in this process's
+    runner: both runners give the same release)."""
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    with StubEndpoint() as stub:
+        config = write_config(tmp, stub.base_url)
+        run_build(config, tmp / "work", "", args=["--runner", "local"])
+    return _result_files(tmp / "work" / "data" / "release" / NAME)
+
+
+# Ctrl-C in a terminal reaches the build's whole process group (Prefect's own temporary server started
+# by the build included); a time limit or a supervisor sends SIGTERM to the build alone.
+STOPS = [
+    pytest.param("prefect", signal.SIGINT, id="prefect-ctrl-c-own-server"),
+    pytest.param("prefect", signal.SIGTERM, id="prefect-sigterm"),
+    pytest.param("local", signal.SIGINT, id="local-ctrl-c"),
+    pytest.param("local", signal.SIGTERM, id="local-sigterm"),
+]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("runner,sig", STOPS)
+def test_a_stopped_build_says_one_line_and_resumes(tmp_path, prefect_api, uninterrupted, runner, sig):
+    """Stopped during generate: exit 130/143, after the signal one line (the signal, what is kept, the command
+    that resumes), no traceback, no process of the build left; the command resumes, asks for no request
+    answered before the stop, and writes the same sets and annotations as a build that was never stopped."""
     work = tmp_path / "work"
+    env = build_env(prefect_api)
+    if sig == signal.SIGINT and runner == "prefect":  # the build starts Prefect's temporary server itself
+        env = {k: v for k, v in env.items() if not k.startswith("PREFECT_")}
+    args = ["--runner", "local"] if runner == "local" else []
     with StubEndpoint() as stub:
         config = write_config(tmp_path, stub.base_url)
         stub.hold("generate", after=2)  # generate is under way when the signal comes
-        run = BuildProcess(config, work, prefect_api)
+        run = BuildProcess(config, work, prefect_api, env=env, args=args)
         deadline = time.monotonic() + 300
         while stub.count("generate") < 2 or _cached(work, "generate") < 2:  # two answers received and stored
             assert run.proc.poll() is None and time.monotonic() < deadline, run.output()[-4000:]
             time.sleep(0.05)
-        answered = {str(r.body) for r in stub.requests if r.stage == "generate"}
-        run.proc.send_signal(signal.SIGTERM)
-        assert run.wait(120) == 143, run.output()[-4000:]
-        assert run.output().rstrip().splitlines()[-1] == INTERRUPTED
-        assert "Traceback" not in run.output()
+        answered = {str(r.body) for r in stub.requests}
+        started = descendants(run.proc.pid)  # the watchdog; with its own Prefect server, that server
+        before = len(run.output())
+        if sig == signal.SIGINT:
+            os.killpg(run.proc.pid, sig)
+        else:
+            run.proc.send_signal(sig)
+        assert run.wait(120) == 128 + sig, run.output()[-4000:]
+        deadline = time.monotonic() + 30  # the watchdog polls every second and gives each process 5 s
+        while any(_alive(p, s) for p, s in started.items()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [p for p, s in started.items() if _alive(p, s)] == []
+        resume = f"rmb build --config {config} --workdir {work}" + (" --runner local" if args else "")
+        assert [ln for ln in run.output()[before:].splitlines() if ln.strip()] == [
+            f"rmb build: stopped by {sig.name}; kept in {work / 'runs' / NAME}: every finished batch, "
+            f"6 LLM replies (guard 4, generate 2); resume: {resume}"
+        ]
+        assert "Traceback" not in run.output() and "ERROR" not in run.output()
+
         stub.release()
         seen = len(stub.requests)
-        run_build(config, work, prefect_api)
-    asked_again = [r for r in stub.requests[seen:] if str(r.body) in answered]
-    assert asked_again == []  # the rerun used the answers the stopped build had
-    assert (work / "data" / "release" / NAME / "manifest.json").exists()
+        run_build(config, work, prefect_api, env=env, args=args)
+    assert [r for r in stub.requests[seen:] if str(r.body) in answered] == []
+    assert _result_files(work / "data" / "release" / NAME) == uninterrupted

@@ -102,16 +102,41 @@ def _print_summary(summary: dict) -> None:
     )
 
 
+def kept(args: argparse.Namespace) -> str:
+    """What a stopped build keeps for its rerun (the CLI's stop line): every finished batch and the
+    LLM replies in its cache, by stage (the rerun asks only for the requests that were in flight)."""
+    import sqlite3
+
+    from rmb_build.core.errors import RMBError
+    from rmb_build.llm.cache import ResponseCache
+
+    run = getattr(args, "run_folder", None)
+    if run is None or not run.is_dir():
+        return "nothing to keep yet"
+    try:
+        with ResponseCache(run / "llm_cache", create=False) as cache:
+            by_stage = cache.stats()["by_stage"]
+    except FileNotFoundError:
+        by_stage = {}
+    except (sqlite3.Error, OSError, RMBError) as exc:  # the stop's line is said whatever the cache holds
+        return f"every finished batch is kept in {run} (its LLM cache could not be read: {exc})"
+    replies = ", ".join(f"{stage or 'other'} {n}" for stage, n in by_stage.items())
+    return f"kept in {run}: every finished batch, {sum(by_stage.values())} LLM replies" + (
+        f" ({replies})" if replies else ""
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from rmb_build.commands import debugging
-    from rmb_build.core.paths import workdir
+    from rmb_build.core.paths import BuildPaths, workdir
     from rmb_build.pipeline.preflight import preflight
 
     base = workdir(args.workdir)
     cfg, label = load_build_config(args.config, args.name)
+    args.run_folder = BuildPaths.of(cfg.name, base).run  # for kept(), should the build be stopped
     preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts
 
-    from rmb_build.pipeline.env import configure_prefect, quiet_prefect
+    from rmb_build.pipeline.env import configure_prefect, detach_temporary_server, quiet_prefect
     from rmb_build.pipeline.watchdog import watch_children
 
     if args.runner == "prefect":
@@ -121,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.runner == "prefect":
         quiet_prefect(debugging(args))
+        detach_temporary_server()
     _print_summary(
         run_build(
             cfg,

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+from rmb_build.core import stop
 from rmb_build.core.memory import bound_allocator
 
 
@@ -33,6 +36,49 @@ def configure_prefect(workdir: str | os.PathLike) -> Path:
     return Path(home)
 
 
+SERVER_LOG = "temporary-server.log"  # under PREFECT_HOME
+
+
+def detach_temporary_server() -> None:
+    """Prefect's temporary API server (started where no server is configured, when first needed),
+    in a session of its own with its output in ``<PREFECT_HOME>/temporary-server.log``.
+
+    Prefect starts it in the build's process group, so the terminal's Ctrl-C stopped it too, in the
+    middle of the build's last requests: its tracebacks followed the build's one line, and the build
+    could not record its flow run as crashed. Detached, it stops when the build ends (Prefect's exit
+    handler; the watchdog after a SIGKILL). Prefect keeps one such server per process: registering
+    this one first is all it takes. Call after ``import prefect``."""
+    import prefect
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    class Detached(SubprocessASGIServer):
+        def _run_uvicorn_command(self) -> subprocess.Popen:
+            # Prefect's own command and environment (prefect/server/api/server.py), in a new session.
+            app = ["--app-dir", str(Path(prefect.__file__).parent.parent), "--factory"]
+            args = [*app, "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port)]
+            env = {
+                **os.environ,
+                "PREFECT_UI_ENABLED": "0",
+                "PREFECT__SERVER_EPHEMERAL": "1",
+                "PREFECT__SERVER_FINAL": "1",
+                **get_current_settings().to_environment_variables(exclude_unset=True),
+            }
+            home = Path(env.get("PREFECT_HOME") or Path.home() / ".prefect")
+            home.mkdir(parents=True, exist_ok=True)
+            with open(home / SERVER_LOG, "ab") as log:
+                return subprocess.Popen(
+                    [sys.executable, "-m", "uvicorn", *args, "--log-level", "error", "--lifespan", "on"],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+
+    Detached()  # registers itself as the process's temporary server, unless one is registered already
+
+
 class _OwnLinesOnly(logging.Filter):
     """Passes our own lines through Prefect's run loggers, and Prefect's warnings, but not a failure's
     traceback nor its "Finished in state Failed(...)" line (the CLI prints the error once)."""
@@ -51,12 +97,25 @@ class _OwnLinesOnly(logging.Filter):
         )
 
 
+def silence_prefect() -> None:
+    """Nothing more from Prefect: at a stop, its crash reports, its log shipper's connection errors
+    (a server that is gone) and the temporary server's stop line would only bury the CLI's one line
+    saying what was kept and how to resume."""
+    logging.raiseExceptions = False  # Prefect's API log worker prints its failures only when this is set
+    logging.getLogger("prefect").setLevel(logging.CRITICAL + 1)  # loggers made from now on
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if (name == "prefect" or name.startswith("prefect.")) and isinstance(logger, logging.Logger):
+            logger.disabled = True
+
+
 def quiet_prefect(verbose: bool) -> None:
     """Without ``verbose``: Prefect's run loggers (which carry the build's own progress lines) drop
     Prefect's INFO chatter and the traceback it logs when a flow or task fails: the CLI reports the
-    error itself, in one line. Call after ``import prefect`` (it configures logging on import)."""
+    error itself, in one line; at a stop (``core/stop.py``), Prefect says nothing more. Call after
+    ``import prefect`` (it configures logging on import)."""
     if verbose:
         return
+    stop.on_stop(silence_prefect)
     import prefect
 
     only_ours = _OwnLinesOnly(os.path.dirname(prefect.__file__))

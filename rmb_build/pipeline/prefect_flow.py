@@ -13,6 +13,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
+from rmb_build.core import stop
 from rmb_build.core.paths import BuildPaths
 from rmb_build.pipeline.batches import Timed
 from rmb_build.pipeline.build import run_pipeline
@@ -67,15 +68,16 @@ async def build_flow(
     """``run_pipeline`` on Prefect: the config as a mapping, or the one registered under ``config_ref``."""
     cfg = _flow_config(config, config_ref, config_file)
     runner = PrefectRunner(BuildPaths.of(cfg.name, workdir).results)
-    return await run_pipeline(
-        cfg,
-        runner,
-        workdir,
-        config_file=config_file,
-        max_cost=max_cost,
-        dry_run=dry_run,
-        min_gold_agreement=min_gold_agreement,
-    )
+    with stop.noting_sigterm():  # Prefect's own SIGTERM handler is in place here
+        return await run_pipeline(
+            cfg,
+            runner,
+            workdir,
+            config_file=config_file,
+            max_cost=max_cost,
+            dry_run=dry_run,
+            min_gold_agreement=min_gold_agreement,
+        )
 
 
 def run_with_prefect(
