@@ -90,4 +90,6 @@ def test_a_stopped_build_counts_the_replies_its_cache_keeps(tmp_path):
             cache.put(key, {"text": "x"}, endpoint="http://127.0.0.1/v1", model="m", stage=stage)
     assert kept(args) == f"kept in {args.run_folder}: every finished batch, 3 LLM replies (generate 2, judge 1)"
     (args.run_folder / "llm_cache" / "responses.sqlite").write_bytes(b"not a database " * 100)
-    assert kept(args).endswith("(its LLM cache could not be read: file is not a database)")
+    said = kept(args)  # the cache's own one-line error, which names the file and how to recover
+    assert said.startswith(f"every finished batch is kept in {args.run_folder} (its LLM cache could not be read: ")
+    assert "not a database" in said and "responses.sqlite" in said
