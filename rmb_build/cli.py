@@ -22,6 +22,7 @@ import traceback
 from rmb_build import __version__
 from rmb_build.commands import debugging
 from rmb_build.core.errors import RMBError
+from rmb_build.core.extras import missing_extra
 
 COMMANDS = {
     "build": "build and write a benchmark release (on Prefect, or in this process with --runner local)",
@@ -116,6 +117,18 @@ def _interrupted(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "TerminationSignal"
 
 
+def _call(args: argparse.Namespace) -> int:
+    """The command's exit code; a failed import of a module an optional extra installs becomes the
+    one-line error that names the extra (never an ImportError traceback)."""
+    try:
+        return int(args._run(args) or 0)
+    except ImportError as exc:
+        hint = missing_extra(exc)
+        if hint is None:
+            raise
+        raise hint from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -129,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c(state))
     try:
-        return int(args._run(args) or 0)
+        return _call(args)
     except RMBError as exc:
         if debugging(args):
             traceback.print_exc()

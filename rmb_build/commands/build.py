@@ -103,6 +103,9 @@ def _print_summary(summary: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmb_build.core.extras import require
+
+    require("build", "rmb build")
     from rmb_build.commands import debugging
     from rmb_build.core.paths import workdir
     from rmb_build.pipeline.preflight import preflight

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
+from rmb_build.core.extras import install_line
 from rmb_build.core.items import Conversation
 from rmb_build.evaluate.rm_options import RMOptions
 
@@ -121,7 +122,7 @@ def _spread(options: RMOptions) -> dict[str, Any]:
     try:
         import accelerate  # noqa: F401
     except ImportError:
-        raise RMBError("--device-map needs the accelerate package (pip install accelerate)") from None
+        raise RMBError(f"--device-map needs the accelerate package: {install_line('big')}") from None
     import tempfile
 
     kw: dict[str, Any] = {"device_map": options.device_map, "offload_folder": tempfile.mkdtemp(prefix="rmb-offload-")}
@@ -143,7 +144,7 @@ def _quantization(bits: str) -> Any:
         import bitsandbytes  # noqa: F401
         from transformers import BitsAndBytesConfig
     except ImportError:
-        raise RMBError(f"--load-in {bits} needs the bitsandbytes package (pip install bitsandbytes)") from None
+        raise RMBError(f"--load-in {bits} needs the bitsandbytes package: {install_line('big')}") from None
     return BitsAndBytesConfig(load_in_8bit=bits == "8bit", load_in_4bit=bits == "4bit")
 
 
