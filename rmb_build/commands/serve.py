@@ -12,7 +12,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         action="append",
         dest="models",
         metavar="NAME",
-        help="embedded model to serve (repeatable; default: smollm2; the names: rmb_build/llm/embedded_models.py)",
+        help="embedded model to serve, as a config's embedded: names it (repeatable; default: smollm2)",
     )
     p.add_argument("--n-ctx", type=int, default=4096, help="context size (default: 4096)")
     p.add_argument("--log", default=None, help="server log file (default: a temporary file)")
