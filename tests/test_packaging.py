@@ -160,14 +160,21 @@ def _without_the_build_extra(tmp_path: Path) -> str:
     return python
 
 
-@pytest.mark.slow  # six subprocesses: evaluate and audit over the sample
+@pytest.mark.slow  # seven subprocesses: evaluate and audit over the sample
 def test_without_the_build_extra_build_says_which_extra_and_evaluate_and_audit_run(tmp_path, rmb_sample):
     python = _without_the_build_extra(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     probe = subprocess.run([python, "-c", "import prefect"], capture_output=True, text=True, env=env)
     assert probe.returncode != 0  # the build extra is really absent there
-    # build and serve check the extra first; classify-eval fails at its import of all-MiniLM-L6-v2's package
-    for command in (["build"], ["serve"], ["classify-eval", str(rmb_sample)]):
+    # build and serve check the extra first; classify-eval fails at its import of all-MiniLM-L6-v2's package;
+    # judge-check's preflight finds the demo's ShareGPT source without its package
+    demo = str(ROOT / "rmb_build" / "pipeline" / "demo.yaml")
+    for command in (
+        ["build"],
+        ["serve"],
+        ["classify-eval", str(rmb_sample)],
+        ["judge-check", "--config", demo, "--gold", str(rmb_sample), "--items", "4"],
+    ):
         out = _cli(*command, python=python, cwd=tmp_path, env=env)
         assert out.returncode == 2, out.stderr
         assert out.stderr.count("\n") == 1 and 'pip install "rmb_build[build]"' in out.stderr, out.stderr
