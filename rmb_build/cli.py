@@ -25,6 +25,7 @@ from rmb_build import __version__
 from rmb_build.commands import debugging
 from rmb_build.core import stop
 from rmb_build.core.errors import RMBError, environment_error
+from rmb_build.core.extras import missing_extra
 from rmb_build.core.redact import redact
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `git log | head -1` and every C tool report when the reader leaves
@@ -153,6 +154,18 @@ def stop_line(args: argparse.Namespace | None, argv: list[str], signum: int) -> 
     return f"{command}: stopped by {signal.Signals(signum).name}; {what}; resume: {resume}"
 
 
+def _call(args: argparse.Namespace) -> int:
+    """The command's exit code; a failed import of a module an optional extra installs becomes the
+    one-line error that names the extra (never an ImportError traceback)."""
+    try:
+        return int(args._run(args) or 0)
+    except ImportError as exc:
+        hint = missing_extra(exc)
+        if hint is None:
+            raise
+        raise hint from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     program = argv is None  # the process's entry point (not a call from Python code)
     argv = sys.argv[1:] if argv is None else argv
@@ -168,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             if not debugging(args):
                 stop.on_stop(_quiet_teardown)
-            code = int(args._run(args) or 0)
+            code = _call(args)
             sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
             return code
         except BaseException as exc:

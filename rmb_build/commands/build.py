@@ -127,6 +127,9 @@ def kept(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmb_build.core.extras import require
+
+    require("build", "rmb build")
     from rmb_build.commands import debugging
     from rmb_build.core.paths import BuildPaths, workdir
     from rmb_build.pipeline.preflight import preflight

@@ -6,14 +6,13 @@ import argparse
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from rmb_build.llm.embedded_models import EMBEDDED
-
+    # no choices= here: the table's import loads the LLM layer, which `rmb --help` need not pay for
     p.add_argument(
         "--model",
         action="append",
-        choices=list(EMBEDDED),
         dest="models",
-        help="embedded model to serve (repeatable; default: smollm2)",
+        metavar="NAME",
+        help="embedded model to serve, as a config's embedded: names it (repeatable; default: smollm2)",
     )
     p.add_argument("--n-ctx", type=int, default=4096, help="context size (default: 4096)")
     p.add_argument("--log", default=None, help="server log file (default: a temporary file)")
@@ -23,6 +22,14 @@ def run(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from rmb_build.core.errors import RMBError
+    from rmb_build.core.extras import require
+    from rmb_build.llm.embedded_models import EMBEDDED
+
+    require("build", "rmb serve")
+    unknown = [m for m in args.models or [] if m not in EMBEDDED]
+    if unknown:
+        raise RMBError(f"--model {unknown[0]}: not an embedded model (known: {', '.join(EMBEDDED)})")
     from rmb_build.llm.server import EmbeddedServer
 
     stop = threading.Event()

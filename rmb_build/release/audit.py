@@ -754,7 +754,10 @@ class _NearDuplicates:
             self.embed = self.embed or Encoder()
             self.rows.append(self.embed(self.pending))
         except (ImportError, OSError) as exc:
-            self.failed = f"{type(exc).__name__}: {exc}"
+            from rmb_build.core.extras import missing_extra
+
+            hint = missing_extra(exc) if isinstance(exc, ImportError) else None
+            self.failed = str(hint) if hint else f"{type(exc).__name__}: {exc}"
             self.rows = []
         self.pending = []
 

