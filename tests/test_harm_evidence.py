@@ -57,9 +57,9 @@ def test_a_low_confidence_harm_guess_is_turned_away_and_counted(clf):
 
 
 def test_the_card_states_the_precision_and_how_it_falls_at_lower_base_rates():
-    from rmb_build.release.card import _harm_evidence
+    from rmb_build.release.card.trust import harm_evidence
 
-    text = _harm_evidence(
+    text = harm_evidence(
         section({"threshold": 0.5, "classified_harmful": 9, "kept": 4, "turned_away": {BELOW_THRESHOLD: 5}})
     )
     m = measurement()

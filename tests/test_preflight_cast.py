@@ -103,7 +103,7 @@ def test_the_cast_is_only_checked_for_the_stages_that_run(tmp_path):
 def test_the_demo_relaxes_both_checks_explicitly_and_its_card_says_so():
     from importlib import resources
 
-    from rmb_build.release.card import _cast
+    from rmb_build.release.card.selection import cast_checks
 
     with resources.as_file(resources.files("rmb_build.pipeline") / "demo.yaml") as path:
         demo = load_config(path)
@@ -111,5 +111,5 @@ def test_the_demo_relaxes_both_checks_explicitly_and_its_card_says_so():
     section = cast_section(demo)
     assert demo.min_generators == 1 and demo.judge.allow_self_judging
     assert len(section["relaxed"]) == 2
-    card = _cast({"cast": section})
+    card = cast_checks({"cast": section})
     assert "relaxed the checks" in card and "min_generators is 1" in card and "allow_self_judging" in card
