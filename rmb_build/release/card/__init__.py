@@ -36,6 +36,7 @@ from rmb_build.release.card.licence import (
 from rmb_build.release.card.selection import cast_checks, selection
 from rmb_build.release.card.trust import label_checks
 from rmb_build.release.hf import judge_scores
+from rmb_build.release.manifest_model import Manifest
 from rmb_build.release.read import Release
 
 CARD_TEMPLATE = "dataset_card.md"
@@ -59,29 +60,29 @@ def render_card(
     """
     from rmb_build.core.prompting import load_prompt
 
-    lic = card_license(release.manifest, license)
+    manifest = Manifest.from_json(release.manifest)
+    lic = card_license(manifest, license)
     check_card_license(lic.header())
-    sources = sources_of(release.manifest or {})
     annotations = release.annotations() if annotations is None else annotations
-    title = title or (release.manifest or {}).get("name") or release.name
+    title = title or manifest.name or release.name
     scores = sorted({k for keys in judge_scores(annotations)[1].values() for k in keys})
     body = fill(
         load_prompt(CARD_TEMPLATE),
         title=title,
         repo_id=repo_id,
-        origin=str((release.manifest or {}).get("description", "")),
+        origin=manifest.description or "",
         n_pairwise=sum(1 for _ in release.items(PAIRWISE_SET)),
         n_bon=sum(1 for _ in release.items(BON_SET)),
         n_scenarios=len({it.scenario_id for it in release.items()}),
         score_columns=(", and judge scores " + ", ".join(f"`{k}`" for k in scores)) if scores else "",
         scenario_table=scenario_table(release),
         model_table=model_table(release),
-        judges=judges(release, annotations),
+        judges=judges(manifest, annotations),
         audit=audit_section(audit),
-        sources=sources_table(sources) + licence_text(lic),
-        label_checks=label_checks(release.manifest or {}, review),
-        selection=selection(release.manifest or {}),
-        cast=cast_checks(release.manifest or {}),
+        sources=sources_table(sources_of(manifest)) + licence_text(lic),
+        label_checks=label_checks(manifest, review),
+        selection=selection(manifest),
+        cast=cast_checks(manifest),
         license=lic.name if lic.other else lic.id if isinstance(lic.id, str) else ", ".join(lic.id),
     )
     header = yaml.safe_dump(card_header(release, lic, title), sort_keys=False, allow_unicode=True)

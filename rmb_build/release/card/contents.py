@@ -11,6 +11,7 @@ from rmb_build.release.audit import DEFECT_KINDS, AuditReport, defects_phrase
 from rmb_build.release.card.licence import CardLicense
 from rmb_build.release.card.markdown import describe, table
 from rmb_build.release.hf import judge_scores
+from rmb_build.release.manifest_model import Manifest
 from rmb_build.release.read import Release
 
 
@@ -35,12 +36,10 @@ def model_table(release: Release) -> str:
     return table(["model", "answers in pairwise", "answers in bon"], rows)
 
 
-def judges(release: Release, annotations: list[dict]) -> str:
-    manifest = release.manifest or {}
-    models = manifest.get("models") if isinstance(manifest.get("models"), dict) else {}
+def judges(manifest: Manifest, annotations: list[dict]) -> str:
     lines = []
     for key in ("judges", "judge", "guard"):
-        for where in (manifest, models):
+        for where in (manifest.legacy_judges, manifest.models):
             if where.get(key):
                 entries = where[key] if isinstance(where[key], list) else [where[key]]
                 lines += [f"- {key.rstrip('s')}: {describe(e)}" for e in entries]

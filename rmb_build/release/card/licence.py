@@ -9,6 +9,7 @@ from difflib import get_close_matches
 from typing import Any, Mapping
 
 from rmb_build.core.errors import RMBError
+from rmb_build.release.manifest_model import Manifest
 
 # The licence ids the Hub accepts in a card's ``license:`` (the list its metadata validator names;
 # https://huggingface.co/docs/hub/repositories-licenses). A licence not listed is ``other``, named by
@@ -69,28 +70,27 @@ def license_slug(text: str) -> str | None:
     return slug or None
 
 
-def sources_of(manifest: Mapping) -> list[dict]:
-    return [s for s in manifest.get("sources") or [] if isinstance(s, dict)]
+def sources_of(manifest: Manifest) -> list[dict]:
+    return [s for s in manifest.sources if isinstance(s, dict)]
 
 
-def stated_licences(manifest: Mapping) -> list[str]:
+def stated_licences(manifest: Manifest) -> list[str]:
     """The release's licence as its manifest states it: ``license``, else each source's."""
-    if isinstance(manifest.get("license"), str) and manifest["license"].strip():
-        return [manifest["license"].strip()]
+    if manifest.license and manifest.license.strip():
+        return [manifest.license.strip()]
     return list(dict.fromkeys(str(s["license"]).strip() for s in sources_of(manifest) if s.get("license")))
 
 
-def card_license(manifest: Mapping | None, override: str | None = None) -> CardLicense:
+def card_license(manifest: Manifest | Mapping | None, override: str | None = None) -> CardLicense:
     """The card's licence. ``override`` (``--license``) is taken as an id; else the manifest's licence:
     a Hub id as it is, anything else ``other`` with ``license_name`` (the build config's, or a slug of
     its words) and ``license_link`` (the config's), its words kept for the card's text. Raises RMBError
     when nothing names a licence; ``check_card_license`` says whether the result may go on the Hub."""
-    manifest = manifest or {}
-    config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
+    manifest = manifest if isinstance(manifest, Manifest) else Manifest.from_json(manifest)
     stated = stated_licences(manifest)
     words = "; ".join(stated)
-    name = manifest.get("license_name") or config.get("license_name") or license_slug(words)
-    link = manifest.get("license_link") or config.get("license_link")
+    name = manifest.license_name or manifest.config.get("license_name") or license_slug(words)
+    link = manifest.license_link or manifest.config.get("license_link")
     if override:
         return CardLicense(override.strip().lower(), name, link, words)
     if not stated:
@@ -137,4 +137,5 @@ def check_card_license(header: Mapping[str, Any]) -> None:
 
 def resolve_license(manifest: dict | None, override: str | None = None) -> tuple[str | list[str], list[dict]]:
     """The card's ``license`` (``card_license``'s id) and the manifest's sources."""
-    return card_license(manifest, override).id, sources_of(manifest or {})
+    typed = Manifest.from_json(manifest)
+    return card_license(typed, override).id, sources_of(typed)

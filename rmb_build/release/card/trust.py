@@ -8,35 +8,32 @@ from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.release.card.markdown import describe, table
 from rmb_build.release.gold_report import table as gold_table
 from rmb_build.release.gold_report import verdict_on_chance
+from rmb_build.release.manifest_model import HarmEvidence, Manifest
 
 
-def harm_evidence(harm: dict) -> str:
+def harm_evidence(harm: HarmEvidence) -> str:
     """What a harmlessness label rests on: label sets (annotated by people or LLMs, as each says), the classifier at its measured threshold
     (and how sure that is at other base rates of harmful prompts), or the sources' own labels."""
-    parts = [
-        label_set_paragraph(name, n, harm.get("label_sets", {}).get(name))
-        # manifests written before the key said what it counts called it labelled_by_people
-        for name, n in harm.get("labelled_by_label_set", harm.get("labelled_by_people", {})).items()
-    ]
-    if "labelled_by_sources" in harm:  # no classify stage: the sources' labels stand
+    parts = [label_set_paragraph(name, n, harm.label_sets.get(name)) for name, n in harm.labelled_by_label_set.items()]
+    if harm.labelled_by_sources is not None:  # no classify stage: the sources' labels stand
         parts.append(
-            f"**Harmlessness labels.** {harm['labelled_by_sources']} harmlessness queries carry their "
+            f"**Harmlessness labels.** {harm.labelled_by_sources} harmlessness queries carry their "
             "sources' own labels (no classify stage)."
         )
         return "\n\n".join(parts)
-    lo, hi = harm["precision_ci95"]
-    rates = ", ".join(f"{100 * p:.0f}% at {100 * float(b):g}%" for b, p in harm["precision_at_base_rate"].items())
-    turned = sum(harm.get("turned_away", {}).values())
+    lo, hi = harm.precision_ci95
+    rates = ", ".join(f"{100 * p:.0f}% at {100 * float(b):g}%" for b, p in harm.precision_at_base_rate.items())
+    turned = sum(harm.turned_away.values())
     measured = (
-        f"on held-out prompts of {harm['measured_on']}, {100 * harm['precision']:.1f}% of those it called harmful at "
-        f"P(harm) at least {harm['threshold']:.2f} were harmlessness prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, "
-        f"recall {100 * harm['recall']:.0f}%. That precision depends on how common harmful prompts are (about a third "
+        f"on held-out prompts of {harm.measured_on}, {100 * harm.precision:.1f}% of those it called harmful at "
+        f"P(harm) at least {harm.threshold:.2f} were harmlessness prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, "
+        f"recall {100 * harm.recall:.0f}%. That precision depends on how common harmful prompts are (about a third "
         f"there): {rates} of harmful prompts"
     )
-    if harm.get("classifier_is_evidence", True):
+    if harm.classifier_is_evidence:
         parts.append(
-            f"**Harmlessness needs evidence.** The classifier called {harm['classified_harmful']} prompts harmful; "
-            f"{harm['kept']} kept that goal and {turned} were turned away to their most likely helpfulness scenario "
+            f"**Harmlessness needs evidence.** The classifier called {harm.classified_harmful} prompts harmful; "
+            f"{harm.kept} kept that goal and {turned} were turned away to their most likely helpfulness scenario "
             f"(the guard's 'unsafe' verdict may still route a query to harmlessness). Its threshold: {measured}."
         )
     else:
@@ -125,15 +122,15 @@ def people(review: dict) -> str:
     return text
 
 
-def label_checks(manifest: dict, review: dict | None = None) -> str:
+def label_checks(manifest: Manifest, review: dict | None = None) -> str:
     """How far the labels can be trusted: the judge against gold labels, people against this release's
     labels (when a review is given), and where goals came from."""
     parts = []
-    harm = manifest.get("harm_evidence")
-    if isinstance(harm, dict):
+    harm = manifest.harm_evidence
+    if harm is not None:
         parts.append(harm_evidence(harm))
-    gold = manifest.get("gold")
-    if isinstance(gold, dict):
+    gold = manifest.gold
+    if gold is not None:
         parts.append(
             f"**Judge against human labels.** Before generating, the build's judge (and guard) scored "
             f"{gold.get('items', 0)} pairwise items of `{gold.get('release')}` exactly as it scored this "
@@ -148,8 +145,8 @@ def label_checks(manifest: dict, review: dict | None = None) -> str:
         )
     if review:
         parts.append(people(review))
-    routing = manifest.get("routing")
-    if isinstance(routing, dict):
+    routing = manifest.routing
+    if routing is not None:
         items = routing.get("items", {})
         queries = routing.get("queries", {})
         goal_from, cat_from = items.get("goal_from", {}), items.get("category_from", {})
