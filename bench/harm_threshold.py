@@ -32,10 +32,10 @@ from scipy.sparse.csgraph import connected_components
 from scipy.stats import beta
 from sklearn.model_selection import StratifiedGroupKFold
 
+from rmb_build.benchmarks.formats import RMB, open_release
 from rmb_build.core.items import set_file
 from rmb_build.core.taxonomy import all_scenarios
 from rmb_build.embed.encoder import DEFAULT_MODEL, Encoder, model_fingerprint, store_for
-from rmb_build.release.load import read_release
 from rmb_build.stages.classify import (
     EmbeddingClassifier,
     classifier_text,
@@ -155,7 +155,7 @@ def main() -> None:
     ap.add_argument("--check", nargs="*", default=[], help="texts to score with the shipped threshold")
     args = ap.parse_args()
 
-    release = read_release(args.release)
+    release = open_release(args.release, RMB)
     have = set(release.files)
     missing = [set_file(s, sc.id) for s in ("pairwise", "bon") for sc in all_scenarios() if (s, sc.id) not in have]
     by_text: dict[str, str] = {}  # distinct conversations, then one per classifier text (first wins)

@@ -83,6 +83,14 @@ def test_the_command_reference_is_the_clis_own_help():
     assert page == markdown(), "docs/commands.md is stale: python -m rmb_build.cli_reference > docs/commands.md"
 
 
+def test_contributings_audit_recipe_is_the_audits_own_code():
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    recipe = text[text.index("### An audit defect kind") :]
+    example = re.search(r"```python\n(.*?)```", recipe, flags=re.S).group(1)
+    audit = (ROOT / "rmb_build" / "release" / "audit.py").read_text(encoding="utf-8")
+    assert example in audit, "CONTRIBUTING's audit example is not audit.py's code: copy the declaration again"
+
+
 def test_the_docs_site_builds_strictly(tmp_path):
     mkdocs = Path(sys.executable).parent / "mkdocs"
     if not mkdocs.exists():

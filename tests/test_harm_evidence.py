@@ -57,11 +57,11 @@ def test_a_low_confidence_harm_guess_is_turned_away_and_counted(clf):
 
 
 def test_the_card_states_the_precision_and_how_it_falls_at_lower_base_rates():
-    from rmb_build.release.card import _harm_evidence
+    from rmb_build.release.card.trust import harm_evidence
+    from rmb_build.release.manifest_model import HarmEvidence
 
-    text = _harm_evidence(
-        section({"threshold": 0.5, "classified_harmful": 9, "kept": 4, "turned_away": {BELOW_THRESHOLD: 5}})
-    )
+    harm = section({"threshold": 0.5, "classified_harmful": 9, "kept": 4, "turned_away": {BELOW_THRESHOLD: 5}})
+    text = harm_evidence(HarmEvidence.from_json(harm))
     m = measurement()
     assert f"{100 * m['precision']:.1f}% of those it called harmful" in text and "5 were turned away" in text
     assert f"{100 * m['precision_at_base_rate']['0.02']:.0f}% at 2%" in text

@@ -172,7 +172,8 @@ def test_selection_takes_peoples_labels_first_and_reports_a_short_goal():
 
 
 def test_the_card_says_who_labelled_and_that_the_classifier_was_no_evidence():
-    from rmb_build.release.card import _harm_evidence
+    from rmb_build.release.card.trust import harm_evidence
+    from rmb_build.release.manifest_model import HarmEvidence
 
     counts = {
         "threshold": 0.5,
@@ -182,7 +183,7 @@ def test_the_card_says_who_labelled_and_that_the_classifier_was_no_evidence():
         "labelled_by_label_set": {"sharegpt-harm": 12},
         "classifier_is_evidence": False,
     }
-    text = _harm_evidence(section(counts))
+    text = harm_evidence(HarmEvidence.from_json(section(counts)))
     m = load_label_set("sharegpt-harm").about["measured"]
     assert "12 of the queries gathered carry a harmlessness label of the label set `sharegpt-harm`" in text
     assert f"Cohen's kappa {m['cohen_kappa_harmful_vs_none']['value']:.2f}" in text
@@ -195,21 +196,22 @@ def test_the_card_says_who_labelled_and_that_the_classifier_was_no_evidence():
 
 
 def test_the_card_names_a_label_sets_annotators_as_it_records_them():
-    from rmb_build.release.card import _label_set_paragraph
+    from rmb_build.release.card.trust import label_set_paragraph
 
-    assert "Harmlessness from a label set (who labelled it is not recorded)" in _label_set_paragraph(
+    assert "Harmlessness from a label set (who labelled it is not recorded)" in label_set_paragraph(
         "file:x.jsonl", 3, {}
     )
-    assert "Harmlessness from people's labels" in _label_set_paragraph("mine", 3, {"annotated_by": "people"})
+    assert "Harmlessness from people's labels" in label_set_paragraph("mine", 3, {"annotated_by": "people"})
     # a manifest written before the count was renamed still reaches the card
     old = _harm_evidence_of({"labelled_by_people": {"file:x.jsonl": 2}, "labelled_by_sources": 0})
     assert "2 of the queries gathered carry a harmlessness label of the label set `file:x.jsonl`" in old
 
 
 def _harm_evidence_of(harm: dict) -> str:
-    from rmb_build.release.card import _harm_evidence
+    from rmb_build.release.card.trust import harm_evidence
+    from rmb_build.release.manifest_model import HarmEvidence
 
-    return _harm_evidence(harm)
+    return harm_evidence(HarmEvidence.from_json(harm))
 
 
 def test_the_shipped_set_matches_its_own_figures():
@@ -246,7 +248,8 @@ def test_every_labelled_prompt_is_a_packaged_sharegpt_record_the_demo_gathers():
 
 
 def test_the_card_says_when_a_goal_is_short():
-    from rmb_build.release.card import _selection
+    from rmb_build.release.card.selection import selection
+    from rmb_build.release.manifest_model import Manifest
 
     manifest = {
         "sets": {"pair_policy": "stratified", "max_pairs_per_query": 10, "margin": 1.0},
@@ -254,9 +257,9 @@ def test_the_card_says_when_a_goal_is_short():
             "queries": {"short_of_min_per_goal": {"Harmlessness": {"wanted": 16, "selected": 14, "with_evidence": 15}}}
         },
     }
-    text = _selection(manifest)
+    text = selection(Manifest.from_json(manifest))
     assert "**Harmlessness is short**: 14 queries selected of the 16 wanted (`select.min_per_goal`), from 15" in text
-    assert "is short" not in _selection({"sets": manifest["sets"], "accounting": {"queries": {}}})
+    assert "is short" not in selection(Manifest.from_json({"sets": manifest["sets"], "accounting": {"queries": {}}}))
 
 
 def test_an_rmb_release_source_takes_a_label_set_too(rmb_sample, tmp_path):
@@ -270,33 +273,37 @@ def test_an_rmb_release_source_takes_a_label_set_too(rmb_sample, tmp_path):
 
 
 def test_a_users_file_named_like_a_shipped_set_is_not_taken_for_it(tmp_path):
-    from rmb_build.release.card import _harm_evidence
+    from rmb_build.release.card.trust import harm_evidence
+    from rmb_build.release.manifest_model import HarmEvidence
 
     own = _write(tmp_path / "sharegpt-harm.jsonl", [{"source_id": "a", "scenario_id": HARM}])
     assert load_label_set(str(_write(tmp_path / "sharegpt-harm", []))).name == "file:sharegpt-harm"
     ls = load_label_set(str(own))
     assert ls.name == "file:sharegpt-harm.jsonl" and ls.about == {} and ls.labels == {"a": HARM}
-    text = _harm_evidence(
-        section(
-            {
-                "threshold": 0.5,
-                "classified_harmful": 0,
-                "kept": 0,
-                "turned_away": {},
-                "labelled_by_label_set": {ls.name: 1},
-            }
+    text = harm_evidence(
+        HarmEvidence.from_json(
+            section(
+                {
+                    "threshold": 0.5,
+                    "classified_harmful": 0,
+                    "kept": 0,
+                    "turned_away": {},
+                    "labelled_by_label_set": {ls.name: 1},
+                }
+            )
         )
     )
     assert "a user's file: how it was labelled is not recorded here" in text and "kappa" not in text
 
 
 def test_without_a_classify_stage_the_card_still_names_the_label_sets():
-    from rmb_build.release.card import _harm_evidence
+    from rmb_build.release.card.trust import harm_evidence
+    from rmb_build.release.manifest_model import HarmEvidence
     from rmb_build.stages.harm_evidence import unclassified
 
     queries = [_query(0, "a", HARM, "sharegpt-harm"), _query(1, "b", "Harmlessness/S9"), _query(2, "c", CODE)]
     counts = unclassified(queries)
     assert counts["labelled_by_sources"] == 1 and counts["labelled_by_label_set"] == {"sharegpt-harm": 1}
-    text = _harm_evidence(section(counts))
+    text = harm_evidence(HarmEvidence.from_json(section(counts)))
     assert "1 of the queries gathered carry a harmlessness label of the label set `sharegpt-harm`" in text
     assert "1 harmlessness queries carry their sources' own labels" in text

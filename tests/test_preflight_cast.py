@@ -47,7 +47,7 @@ def _config(tmp_path: Path, **over) -> dict:
 def test_four_distinct_generators_and_another_judge_pass(tmp_path):
     cfg = parse_config(_config(tmp_path))
     assert preflight(cfg)[-1] == "release"
-    assert cast_section(cfg) == {
+    assert cast_section(cfg).to_json() == {
         "distinct_generator_models": 4,
         "min_generators": 4,
         "allow_self_judging": False,
@@ -63,9 +63,7 @@ def test_self_judging_stops_the_build(tmp_path, capsys):
 def test_self_judging_allowed_when_the_config_says_so(tmp_path):
     cfg = parse_config(_config(tmp_path, judge={"endpoint": "remote", "model": "gpt-x", "allow_self_judging": True}))
     preflight(cfg)
-    assert cast_section(cfg)["relaxed"] == [
-        "judge.allow_self_judging is true: the judge also wrote the answers of gpt-x"
-    ]
+    assert cast_section(cfg).relaxed == ["judge.allow_self_judging is true: the judge also wrote the answers of gpt-x"]
 
 
 def test_fewer_than_four_distinct_generator_models_stop_the_build(tmp_path, capsys):
@@ -82,9 +80,7 @@ def test_fewer_than_four_distinct_generator_models_stop_the_build(tmp_path, caps
 def test_min_generators_relaxes_the_count(tmp_path):
     cfg = parse_config(_config(tmp_path, generators=FOUR[:2], min_generators=2))
     preflight(cfg)
-    assert cast_section(cfg)["relaxed"] == [
-        "min_generators is 2 (default 4): the answers come from 2 distinct model(s)"
-    ]
+    assert cast_section(cfg).relaxed == ["min_generators is 2 (default 4): the answers come from 2 distinct model(s)"]
     with pytest.raises(ConfigError, match="min_generators"):
         parse_config(_config(tmp_path, min_generators=0), "c.yaml")
 
@@ -103,13 +99,14 @@ def test_the_cast_is_only_checked_for_the_stages_that_run(tmp_path):
 def test_the_demo_relaxes_both_checks_explicitly_and_its_card_says_so():
     from importlib import resources
 
-    from rmb_build.release.card import _cast
+    from rmb_build.release.card.selection import cast_checks
+    from rmb_build.release.manifest_model import Manifest
 
     with resources.as_file(resources.files("rmb_build.pipeline") / "demo.yaml") as path:
         demo = load_config(path)
     preflight(demo)
     section = cast_section(demo)
     assert demo.min_generators == 1 and demo.judge.allow_self_judging
-    assert len(section["relaxed"]) == 2
-    card = _cast({"cast": section})
+    assert len(section.relaxed) == 2
+    card = cast_checks(Manifest(cast=section))
     assert "relaxed the checks" in card and "min_generators is 1" in card and "allow_self_judging" in card

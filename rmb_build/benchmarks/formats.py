@@ -33,7 +33,7 @@ from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench
 from rmb_build.benchmarks.base import BenchmarkRelease, Meta, Predictions
 from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
-from rmb_build.core.hub import check_hub_dataset
+from rmb_build.core.hub import check_hub_dataset, is_hub_id
 from rmb_build.core.walk import ReadAccount
 from rmb_build.release.hf import is_hf_folder
 from rmb_build.release.load import read_release
@@ -55,10 +55,6 @@ FORMATS = (RMB, *BUILDERS)
 HF_FORM_FIELDS = ("conversation", "scenario")
 REQUIRED = ("prompt", "chosen", "rejected")
 KNOWN_FIELDS = (*REQUIRED, *HF_FORM_FIELDS)
-
-
-def _is_hub_id(source: str) -> bool:
-    return source.count("/") == 1 and not source.startswith((".", "/")) and not Path(source).exists()
 
 
 def _kind(row: Row, key: str) -> str:
@@ -186,8 +182,12 @@ def _name(source: str) -> str:
 
 
 def open_release(source: str | Path, fmt: str | None = None, strict: bool = True) -> Release:
-    """Read ``source`` (a path, a Hub id, or ``rmb`` for the official release) in format ``fmt``, or the
-    detected one. RMB releases come back as ``Release``; the others as ``BenchmarkRelease``."""
+    """The one way to open a release or benchmark: ``source`` (a path, a Hub id, or ``rmb`` for the official
+    release, downloaded once, then read from the user cache) in format ``fmt``, or the detected one. RMB
+    releases come back as ``Release``; the others as ``BenchmarkRelease``. ``fmt="rmb"`` (``RMB``) takes
+    RMB's own layout only, in its folder or its Hugging Face form (a folder or a Hub id): what every
+    command that works on that layout opens (audit, publish, review, contamination, the classifier's
+    training release, the build's gold check)."""
     if fmt is not None and fmt not in FORMATS:
         raise RMBError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
     source = str(source)
@@ -203,7 +203,7 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
     account: ReadAccount | None = ReadAccount(source)
     if path.exists():
         rows = local_rows(path, account)
-    elif _is_hub_id(source):
+    elif is_hub_id(source):
         check_hub_dataset(source)
         if fmt is None and _hub_has_rmb_configs(source):
             return read_release(source, strict=strict)
@@ -223,14 +223,6 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
     return release
 
 
-def open_rmb(source: str | Path, strict: bool = True) -> Release:
-    """An RMB release, however it is given: its folder, its Hugging Face form (a folder or a Hub id), or
-    ``rmb``, the official release (downloaded once, then read from the user cache). What every command
-    that works on RMB's own layout opens (audit, publish, contamination, the classifier's training
-    release, the build's gold check and release sources), as ``rmb evaluate --release`` does."""
-    return open_release(source, RMB, strict)
-
-
 def _hub_has_rmb_configs(repo_id: str) -> bool:
     """Whether a Hub dataset is RMB's Hugging Face form (configurations ``pairwise`` / ``bon``)."""
     from datasets import get_dataset_config_names
@@ -244,4 +236,4 @@ def _hub_has_rmb_configs(repo_id: str) -> bool:
     return any(c in names for c in CONFIGS)
 
 
-__all__ = ["FORMATS", "SUMMARIES", "detect_format", "open_release"]
+__all__ = ["FORMATS", "RMB", "SUMMARIES", "detect_format", "open_release"]

@@ -1,4 +1,4 @@
-"""The CLI's subcommands, one module each (``add_parser`` and ``run``); ``rmb_build.cli`` wires them."""
+"""The CLI's subcommands, one module each (``configure(parser)`` and ``run(args) -> int``); ``rmb_build.cli`` wires them."""
 
 from __future__ import annotations
 

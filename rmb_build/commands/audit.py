@@ -81,7 +81,7 @@ def _check_fix_target(out: Path, release) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build.benchmarks.formats import open_rmb
+    from rmb_build.benchmarks.formats import RMB, open_release
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
     from rmb_build.release import write_release
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.threshold <= 1.0:
         raise RMBError(f"--threshold {args.threshold}: must be in (0, 1]")
-    release = open_rmb(args.release, strict=False)
+    release = open_release(args.release, RMB, strict=False)
     print(release.read_summary())
     if args.fix:
         _check_fix_target(Path(args.fix), release)  # before the slow part: fail early

@@ -19,10 +19,10 @@ def _fmt(x: float | None, width: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rmb_build.analysis.classify_eval import evaluate_classifier
-    from rmb_build.benchmarks.formats import open_rmb
+    from rmb_build.benchmarks.formats import RMB, open_release
     from rmb_build.core import atomic
 
-    report = evaluate_classifier(open_rmb(args.release))
+    report = evaluate_classifier(open_release(args.release, RMB))
     print(f"{'scenario':<58}{'n':>6}{'abstained':>10}{'scenario':>10}{'task':>8}{'goal':>8}")
     for sid, row in report["per_scenario"].items():
         print(

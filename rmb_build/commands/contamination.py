@@ -57,7 +57,7 @@ def _kind(path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rmb_build.analysis.contamination import find_contamination
-    from rmb_build.benchmarks.formats import open_rmb
+    from rmb_build.benchmarks.formats import RMB, open_release
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
     from rmb_build.stages.gather import gather
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.threshold <= 1:
         raise RMBError("--threshold must be in (0, 1]")
-    release = open_rmb(args.release)
+    release = open_release(args.release, RMB)
     kind = args.kind or _kind(args.train)
     fields = {}
     if args.field:

@@ -62,7 +62,7 @@ def _review(path: str, release) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmb_build.benchmarks.formats import open_rmb
+    from rmb_build.benchmarks.formats import RMB, open_release
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
     from rmb_build.core.redact import redact_json
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
     if args.out:
         atomic.check_out_dir(args.out, OWN_ENTRIES, MARKS)  # before the slow part: fail early
-    release = open_rmb(args.release)
+    release = open_release(args.release, RMB)
     if release.manifest is not None:  # a manifest made by hand or by an older build may hold a credential
         release.manifest = redact_json(release.manifest)
     check_card_license(card_license(release.manifest, args.license).header())  # refuse before the slow audit

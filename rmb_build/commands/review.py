@@ -80,9 +80,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _release(path: str):
-    from rmb_build.benchmarks.formats import open_rmb
+    from rmb_build.benchmarks.formats import RMB, open_release
 
-    return open_rmb(path, strict=False)
+    return open_release(path, RMB, strict=False)
 
 
 def _store_and_release(args: argparse.Namespace):

@@ -1,9 +1,11 @@
-"""Whether the Hugging Face Hub may be asked: offline by the environment, or unreachable now. What a
-reader of a model or a dataset by Hub id checks first, so that it fails at once instead of retrying."""
+"""What a name of the Hugging Face Hub looks like (``is_hub_id``: the one rule), and whether the Hub may be
+asked: offline by the environment, or unreachable now. What a reader of a model or a dataset by Hub id
+checks first, so that it fails at once instead of retrying."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 
@@ -11,6 +13,16 @@ from rmb_build.core.errors import RMBError
 
 REACH_TIMEOUT_S = 3.0
 _TRUE = {"1", "ON", "YES", "TRUE"}
+_HUB_PART = r"\w(?:[\w.-]*\w)?"  # the Hub's repository names: letters, digits, '_', '.', '-', no edge '.'/'-'
+HUB_ID = re.compile(rf"{_HUB_PART}/{_HUB_PART}")
+HUB_ID_OR_NAME = re.compile(rf"(?:{_HUB_PART}/)?{_HUB_PART}")
+
+
+def is_hub_id(name: str, org: bool = True) -> bool:
+    """Whether ``name`` reads as a Hub repository id (``ORG/NAME``; with ``org=False`` a bare ``NAME``
+    too, as older models are named) rather than a path. The caller looks for a local file first: a
+    name that is both is read from disk."""
+    return bool((HUB_ID if org else HUB_ID_OR_NAME).fullmatch(name))
 
 
 def hub_offline() -> bool:
@@ -51,4 +63,4 @@ def check_hub_dataset(repo_id: str) -> None:
         )
 
 
-__all__ = ["check_hub_dataset", "hub_offline", "hub_reachable"]
+__all__ = ["check_hub_dataset", "hub_offline", "hub_reachable", "is_hub_id"]

@@ -137,9 +137,5 @@ def parse_scenario_id(scenario_id: str) -> Scenario:
     return Scenario(parts[0] if parts else "", None, "/".join(parts[1:]))
 
 
-def task_ids() -> tuple[str, ...]:
-    return tuple(f"{HELPFULNESS}/{t}" for t in HELPFULNESS_TASKS)
-
-
 assert len(all_scenarios()) == 49
 assert sum(len(v) for v in HELPFULNESS_TASKS.values()) == 37

@@ -1,7 +1,7 @@
 """Score any reward model against an RMB release: per scenario, task and goal, for both sets.
 
     from rmb_build.evaluate import RMOptions, evaluate, load_rm
-    results = evaluate(read_release("data/release/demo"), load_rm("baseline:length", RMOptions()),
+    results = evaluate(open_release("data/release/demo"), load_rm("baseline:length", RMOptions()),
                        out_dir="runs/eval/length", cache_dir=default_cache_dir())  # evaluate.cache
 
 Imports are lazy so that ``import rmb_build.evaluate`` stays cheap.

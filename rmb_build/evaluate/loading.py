@@ -16,19 +16,11 @@ from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.extras import install_line
-from rmb_build.core.hub import hub_offline, hub_reachable
+from rmb_build.core.hub import hub_offline, hub_reachable, is_hub_id
 from rmb_build.core.items import Conversation
 from rmb_build.evaluate.rm_options import RMOptions
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-
-
-def looks_local(name: str) -> bool:
-    """A path rather than a Hub id (``org/model`` has one slash and starts with neither / . nor ~)."""
-    seps = [os.sep] + ([os.altsep] if os.altsep else [])
-    return (
-        name.startswith(("/", ".", "~")) or sum(name.count(s) for s in seps) > 1 or (os.sep != "/" and os.sep in name)
-    )
 
 
 @dataclass(frozen=True)
@@ -49,7 +41,7 @@ def locate(name: str, options: RMOptions) -> ModelRef:
     path = Path(name).expanduser()
     if path.is_dir():
         return ModelRef(name, str(path))
-    if looks_local(name):
+    if not is_hub_id(name, org=False):
         raise RMBError(f"model {name!r}: no such folder: {path}")
     from huggingface_hub import snapshot_download
 

@@ -29,10 +29,6 @@ class ChatRequest:
     stage: str = ""  # accounting only, not part of the key
     tag: str = ""  # caller's label (e.g. an item uid), not part of the key
 
-    @staticmethod
-    def from_messages(endpoint: str, model: str, messages: list[dict[str, str]], **kw: Any) -> "ChatRequest":
-        return ChatRequest(endpoint, model, tuple((m["role"], m["content"]) for m in messages), **kw)
-
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]
 

@@ -1,7 +1,8 @@
 """The release manifest (``manifest.json``): what was built, from what, with which models and prompts.
 
-Holds no secret: endpoints are described by ``llm.endpoint`` (URLs without user:password or query
-string), and API keys are only ever named by their environment variable.
+``build_manifest`` fills the typed records of ``rmb_build.release.manifest_model`` (what the dataset card
+reads) and returns their JSON. Holds no secret: endpoints are described by ``llm.endpoint`` (URLs without
+user:password or query string), and API keys are only ever named by their environment variable.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
 from rmb_build.llm.endpoint import endpoint_description, public_url
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.release.audit import digest
+from rmb_build.release.manifest_model import CastSection, Manifest, SetFigures, SetsSection
 from rmb_build.stages.sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
 from rmb_build.stages.sources import source_for
 
@@ -87,26 +89,28 @@ class ReleaseFigures:
             "answers": len(self.answers),
         }
 
-    def sets(self, cfg: BuildConfig) -> dict[str, Any]:
+    def sets(self, cfg: BuildConfig) -> SetsSection:
         """Per set: items per query (a histogram and the mean) and a histogram of the judge-score gaps
         (pairwise: chosen - rejected; BoN: best - each loser), from the items' annotations."""
-        out: dict[str, Any] = {
-            "pair_policy": cfg.sets.pair_policy,
-            "max_pairs_per_query": cfg.sets.max_pairs_per_query,
-            "margin": cfg.sets.margin,
-            "unreadable_verdicts": cfg.sets.unreadable_verdicts,
-        }
+        figures = {}
         for set_name in (PAIRWISE_SET, BON_SET):
             per_query = self.conversations[set_name]
             items = sum(per_query.values())
-            out[set_name] = {
-                "items": items,
-                "queries": len(per_query),
-                "per_query": per_query_histogram(per_query.values()),
-                "mean_per_query": round(items / len(per_query), 3) if per_query else 0.0,
-                "score_gaps": gap_histogram(self.gaps[set_name].elements()),
-            }
-        return out
+            figures[set_name] = SetFigures(
+                items=items,
+                queries=len(per_query),
+                per_query=per_query_histogram(per_query.values()),
+                mean_per_query=round(items / len(per_query), 3) if per_query else 0.0,
+                score_gaps=gap_histogram(self.gaps[set_name].elements()),
+            )
+        return SetsSection(
+            pair_policy=cfg.sets.pair_policy,
+            max_pairs_per_query=cfg.sets.max_pairs_per_query,
+            margin=cfg.sets.margin,
+            unreadable_verdicts=cfg.sets.unreadable_verdicts,
+            pairwise=figures[PAIRWISE_SET],
+            bon=figures[BON_SET],
+        )
 
 
 def sources_section(cfg: BuildConfig, stats: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -152,16 +156,16 @@ def usage_section(usage: Any) -> dict[str, Any]:
     return dict(usage) if isinstance(usage, Mapping) else {"value": str(usage)}
 
 
-def cast_section(cfg: BuildConfig) -> dict[str, Any]:
+def cast_section(cfg: BuildConfig) -> CastSection:
     """The preflight checks on the cast (judge vs generators, distinct generator models) and which the config relaxed."""
     from rmb_build.pipeline.preflight import model_identity, relaxed_cast
 
-    return {
-        "distinct_generator_models": len({model_identity(cfg, g) for g in cfg.generators}),
-        "min_generators": cfg.min_generators,
-        "allow_self_judging": cfg.judge.allow_self_judging,
-        "relaxed": relaxed_cast(cfg),
-    }
+    return CastSection(
+        distinct_generator_models=len({model_identity(cfg, g) for g in cfg.generators}),
+        min_generators=cfg.min_generators,
+        allow_self_judging=cfg.judge.allow_self_judging,
+        relaxed=relaxed_cast(cfg),
+    )
 
 
 EMBEDDING_FIGURES = ("requested", "encoded", "encode_seconds")
@@ -211,32 +215,29 @@ def build_manifest(
     checks' sections (``gold``: the judge against gold labels; ``routing``: goals from the guard).
     ``embeddings``: the build's embedding store as the release's audit used it (``embeddings_section``)."""
     stages = list(stages)
-    extra = (
-        {"embeddings": embeddings_section(stages, embeddings, release=embeddings.stats.to_json())}
+    return Manifest(
+        schema_version=MANIFEST_SCHEMA_VERSION,
+        name=cfg.name,
+        built_with=f"rmb_build {__version__}",
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        counts=figures.counts(),
+        accounting=accounting.to_json(),
+        sources=accounting.sources,
+        license=cfg.license,
+        models=models_section(cfg),
+        cast=cast_section(cfg),
+        sets=figures.sets(cfg),
+        prompts=prompt_hashes(),
+        usage=usage_section(usage),
+        stages=stages,
+        embeddings=embeddings_section(stages, embeddings, release=embeddings.stats.to_json())
         if embeddings is not None and hasattr(embeddings, "stats")
-        else {}
-    )
-    return {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
-        "name": cfg.name,
-        "built_with": f"rmb_build {__version__}",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "counts": figures.counts(),
-        "accounting": accounting.to_json(),
-        "sources": accounting.sources,
-        "license": cfg.license,
-        "models": models_section(cfg),
-        "cast": cast_section(cfg),
-        "sets": figures.sets(cfg),
-        "prompts": prompt_hashes(),
-        "usage": usage_section(usage),
-        "stages": stages,
-        **extra,
-        "failures": {"total": sum(failures.values()), "per_stage": dict(failures)},
-        "audit": dict(audit or {}),
-        **dict(checks or {}),
-        "config": public_config(cfg),
-    }
+        else None,
+        failures={"total": sum(failures.values()), "per_stage": dict(failures)},
+        audit=dict(audit or {}),
+        checks=dict(checks or {}),
+        config=public_config(cfg),
+    ).to_json()
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """Releases: read and write RMB's layout and its Hugging Face form, audit them, describe them.
 
-Opening any benchmark (a folder, the Hugging Face form, a Hub id, ``rmb`` by name, or the field's other
-formats) is ``rmb_build.benchmarks.formats.open_release``."""
+Opening any release or benchmark (a folder, the Hugging Face form, a Hub id, ``rmb`` by name, or the field's
+other formats) is ``rmb_build.benchmarks.formats.open_release``, the one verb. ``read_release`` (any form of
+RMB's layout) and ``read_rmb_release`` (the folder) are its readers inside this layer, which cannot import
+``benchmarks``."""
 
 from rmb_build.release.load import read_release
 from rmb_build.release.read import Release, read_rmb_release

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rmb_build.core.errors import InputError, RMBError
-from rmb_build.core.hub import check_hub_dataset
+from rmb_build.core.hub import check_hub_dataset, is_hub_id
 from rmb_build.release.hf import is_hf_folder, read_hf_release
 from rmb_build.release.read import Release, find_rmb_root, read_rmb_release
 
@@ -23,7 +23,7 @@ def read_release(source: str | Path, strict: bool = True) -> Release:
             "not an RMB release: no Pairwise_set/ or BoN_set/ folder (in it or in its RMB_dataset/) and no "
             "Hugging Face form (Parquet files under pairwise/ or bon/)",
         )
-    if "/" in str(source) and not str(source).startswith((".", "/")) and str(source).count("/") == 1:
+    if is_hub_id(str(source)):
         check_hub_dataset(str(source))
         return read_hf_release(str(source), strict=strict)
     raise RMBError(f"{source}: no such release folder (and not a Hugging Face Hub id of the form ORG/NAME)")

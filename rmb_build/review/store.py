@@ -79,10 +79,6 @@ class ReviewStore:
         with self._lock:
             return dict(self.db.execute("SELECT key, value FROM meta"))
 
-    def set_meta(self, values: dict[str, str]) -> None:
-        with self._lock, sqlite_db.transaction(self.db) as db:
-            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(values.items()))
-
     def check_release(self, release: Release) -> str:
         """The release's sha256 (``results.json``'s identity), once it is known to be the one reviewed."""
         sha = release_sha256(release)
@@ -135,10 +131,6 @@ class ReviewStore:
     def set_token_hash(self, name: str, token_hash: str) -> None:
         with self._lock, sqlite_db.transaction(self.db) as db:
             db.execute("UPDATE annotators SET token_hash = ? WHERE name = ?", (token_hash, name))
-
-    def shared_items(self) -> set[tuple[str, str]]:
-        with self._lock:
-            return set(self.db.execute("SELECT DISTINCT set_name, uid FROM assignments WHERE shared = 1"))
 
     # -- an annotator's queue ----------------------------------------------------------------------
 

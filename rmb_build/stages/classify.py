@@ -293,9 +293,11 @@ def embedding_classifier(
     with _TRAINED_LOCK:
         if key not in _TRAINED:
             if train_release:
-                from rmb_build.benchmarks.formats import open_rmb
+                from rmb_build.benchmarks.formats import RMB, open_release
 
-                clf = EmbeddingClassifier.from_release(open_rmb(train_release), encoder, backend=backend, embed=embed)
+                clf = EmbeddingClassifier.from_release(
+                    open_release(train_release, RMB), encoder, backend=backend, embed=embed
+                )
             else:
                 clf = _train_default(encoder, backend, prompt_hash(TAXONOMY_FILE), embed)
             _TRAINED[key] = clf.using(Encoder(encoder, backend))  # not ``embed``: it may be one task's store object

@@ -151,13 +151,3 @@ def assumed_answer(max_tokens: int) -> str:
     """A stand-in answer of about ``max_tokens`` tokens (at 3 bytes a token), for planning the stages
     after generation before any answer exists."""
     return " ".join(["word"] * max(max_tokens * 3 // 5, 1))
-
-
-def assumed_responses(
-    queries: Sequence[Query], generators: Sequence[GeneratorConfig], endpoints: Mapping[str, Any] | None = None
-) -> list[Response]:
-    """A Response for every request :func:`plan` makes, each using its generator's whole ``max_tokens``."""
-    return [
-        Response(q.id, gen.llm_name, gen.model, gen.endpoint, assumed_answer(gen.max_tokens), "length", cut)
-        for q, gen, cut in prepare(queries, generators, endpoints).targets
-    ]

@@ -113,11 +113,11 @@ def not_found(release: str, items: int) -> dict[str, Any]:
 
 def _gold_inputs(cfg: Any) -> tuple[list[Query], list[Response]] | None:
     """The gold pairs as queries and answers (None when an optional gold release is missing)."""
-    from rmb_build.benchmarks.formats import open_rmb
+    from rmb_build.benchmarks.formats import RMB, open_release
 
     gold = cfg.judge.gold
     try:
-        release = open_rmb(gold.release)
+        release = open_release(gold.release, RMB)
     except (RMBError, OSError) as exc:
         if gold.required:
             raise RMBError(f"judge.gold.release: {exc}") from None

@@ -33,7 +33,6 @@ from rmb_build.llm.types import ChatRequest, ChatResult
 from rmb_build.stages.options import GeneratorConfig, JudgeConfig
 
 PAIRWISE_PROMPT, JUDGE_SYSTEM = "rm_judge/pairwise.md", "rm_judge/system.md"
-PHASES = ("policy", "reference", "grader", "reward_models")
 GRADE_SCALES = {"pointwise": (1.0, 10.0), "reference": (0.0, 1.0)}  # a python grader's is unknown
 
 

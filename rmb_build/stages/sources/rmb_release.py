@@ -25,10 +25,10 @@ class RmbReleaseSource(Source):
             raise SourceError(f"{self.opts.path}: not an RMB release (no Pairwise_set/ or BoN_set/)")
 
     def records(self, tail: ArrayTail) -> Iterator:
-        from rmb_build.release.load import read_release
+        from rmb_build.benchmarks.formats import RMB, open_release
         from rmb_build.stages.sources.records import release_queries
 
-        yield from enumerate(release_queries(read_release(self.path()), self.label()))
+        yield from enumerate(release_queries(open_release(self.path(), RMB), self.label()))
 
     def to_query(self, record, label: str, where: int):
         from rmb_build.stages.language import detect_language

@@ -1,0 +1,49 @@
+"""One rule says what a Hub id is (``core.hub.is_hub_id``), for releases, benchmarks and models alike: a
+name that is no Hub id and no local path is refused as a missing file, never sent to the Hub."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmb_build.core.errors import RMBError
+from rmb_build.core.hub import is_hub_id
+
+
+@pytest.mark.parametrize(
+    ("name", "dataset", "model"),
+    [
+        ("Zhou-Zoey/RMB-Reward-Model-Benchmark", True, True),
+        ("allenai/reward-bench_2.v1", True, True),
+        ("gpt2", False, True),  # a model of the Hub's first days has no organisation
+        ("./data/x", False, False),
+        ("/data/x", False, False),
+        ("~me/x", False, False),
+        ("a/b/c", False, False),
+        ("org/", False, False),
+        ("my data/x", False, False),
+        ("data\\x/y", False, False),
+        ("", False, False),
+    ],
+)
+def test_what_a_hub_id_is(name, dataset, model):
+    assert is_hub_id(name) is dataset and is_hub_id(name, org=False) is model
+
+
+@pytest.mark.parametrize("source", ["org/", "~me/release", "my data/release"])
+def test_a_release_that_is_no_path_and_no_hub_id_is_a_missing_folder(source, tmp_path, monkeypatch):
+    from rmb_build.benchmarks.formats import RMB, open_release
+
+    monkeypatch.chdir(tmp_path)
+    for fmt in (None, RMB):
+        with pytest.raises(RMBError) as err:
+            open_release(source, fmt)
+        assert "no such" in str(err.value) and "not a Hugging Face Hub id of the form ORG/NAME" in str(err.value)
+
+
+def test_a_model_that_is_no_folder_and_no_hub_id_is_a_missing_folder(tmp_path, monkeypatch):
+    from rmb_build.evaluate.loading import locate
+    from rmb_build.evaluate.rm_options import RMOptions
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RMBError, match="no such folder"):
+        locate("my model", RMOptions())
