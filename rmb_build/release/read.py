@@ -12,6 +12,7 @@ from rmb_build.core.jsonl import read_jsonl_objects
 from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
 from rmb_build.release.rmb_format import iter_set_file, load_json_file, parse_set_file
+from rmb_build.release.style_set import STYLE_FOLDER, StyleRecord, read_style_set
 
 ANNOTATIONS_FILE = "annotations.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -26,6 +27,7 @@ class Release:
     files: dict[tuple[str, str], list[Item]] = field(default_factory=dict)
     manifest: dict | None = None
     source_format: str = "rmb"  # "rmb" or "hf"
+    style: list[StyleRecord] = field(default_factory=list)  # Style_set/'s records (release/style_set.py)
 
     @property
     def pairwise(self) -> list[PairwiseItem]:
@@ -72,7 +74,7 @@ def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Pat
     if root is None:
         raise InputError(str(path), "not an RMB release: no Pairwise_set/ or BoN_set/ folder found")
     for child in sorted(root.iterdir()):
-        if child.is_dir() and child.name not in FOLDER_SETS and any(child.rglob("*.json")):
+        if child.is_dir() and child.name not in (*FOLDER_SETS, STYLE_FOLDER) and any(child.rglob("*.json")):
             raise InputError(str(child), f"unknown set folder {child.name!r} (expected {' or '.join(FOLDER_SETS)})")
     files = []
     for folder, set_name in FOLDER_SETS.items():
@@ -105,6 +107,7 @@ def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = N
     release = Release(name=name or path.resolve().name, root=root)
     for set_name, scenario_id, file, rel in files:
         release.files[(set_name, scenario_id)] = parse_set_file(file, set_name, scenario_id, rel, strict)
+    release.style = read_style_set(root, strict)
     if (root / MANIFEST_FILE).exists():
         release.manifest = load_json_file(root / MANIFEST_FILE, str(root / MANIFEST_FILE))
     return release
