@@ -64,8 +64,11 @@ def test_a_content_and_length_scorer_has_its_content_skill_recovered(tmp_path):
     assert lo < CONTENT_SKILL < hi and abs(g["length_neutral"] - CONTENT_SKILL) < 0.05
     assert sum(b["n"] for b in g["bins"]) == g["n"] == 400
     assert got["overall"]["length_neutral"] == g["length_neutral"]  # one goal: the same pairs
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "## Length-controlled accuracy (pairwise)" in report and "characters" in report
 
 
+@pytest.mark.slow
 def test_baseline_length_is_near_chance_at_zero_length_difference_on_the_sample(rmb_sample, tmp_path):
     got = run(rmb_sample, "baseline:length", tmp_path / "out")
     plain = got["pairwise"]["goals"]["Helpfulness"]

@@ -66,6 +66,9 @@ def test_style_bias_counts_the_detailed_and_markdown_variant_of_the_same_answer(
     by_id = {r["id"]: r for r in everything}
     assert all(r["scores"]["chosen"] == by_id[r["id"]]["score_chosen"] for r in rows) and len(rows) == len(by_id)
     assert got["style"]["n_records"] == len(everything) and len(got["style"]["sha256"]) == 64
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "## Style-controlled accuracy (Style_set)" in report and "| Harmlessness/S6 |" in report
+    assert f"| overall | {len(SCENARIOS)}" not in report  # n counts records, not scenarios
 
 
 def test_a_release_without_style_set_has_no_style_figures(tmp_path):
