@@ -37,9 +37,10 @@ class StyleRecord:
     conversation: Conversation
     chosen: tuple[str, ...]
     rejected: tuple[str, ...]
-    scenario_id: str
+    scenario_id: str  # the file's scenario id
     file: str  # relative to the release root
     index: int  # position in its file
+    scenario: str = ""  # the record's own ``scenario`` field (lenient reading keeps one that differs)
 
     def where(self) -> str:
         return f"{self.file}, record {self.index} (id {self.id})"
@@ -95,6 +96,7 @@ def parse_record(raw: Any, scenario_id: str, file: str, index: int, strict: bool
         scenario_id=scenario_id,
         file=file,
         index=index,
+        scenario=scenario,
     )
 
 
