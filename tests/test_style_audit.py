@@ -45,3 +45,23 @@ def test_a_clean_style_set_has_no_style_defects(tmp_path):
     report = audit_release(read_rmb_release(release, strict=False), near_duplicates=False)
     assert all(report.counts[k] == 0 for k in ("style_orphan", "style_variants", "style_empty"))
     assert len(read_rmb_release(release).style) == sum(len(v) for v in style_records(np.random.default_rng(1)).values())
+
+
+def test_publish_writes_a_style_configuration_that_reads_back(tmp_path, capsys):
+    from rmb_build.release.load import read_release
+
+    records = style_records(np.random.default_rng(2))
+    release = write_style_release(tmp_path / "rel", records)
+    out = tmp_path / "hf"
+    args = ["publish", str(release), "--repo-id", "me/style", "--dry-run", "--out", str(out), "--no-embeddings"]
+    assert main([*args, "--license", "cc-by-4.0"]) == 0
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "config_name: style" in card and "path: style/test-*" in card
+    assert sorted(p.name for p in (out / "style").iterdir()) == ["test-00000-of-00001.parquet"]
+    back = read_release(str(out))
+
+    def same(r):
+        return (r.id, r.prompt, r.conversation, r.chosen, r.rejected, r.scenario_id)
+
+    assert [same(r) for r in back.style] == [same(r) for r in read_rmb_release(release).style]
+    assert len(back.style) == sum(len(v) for v in records.values())

@@ -19,7 +19,7 @@ from typing import Any
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Conversation
 from rmb_build.core.paths import check_relative_id
-from rmb_build.core.taxonomy import is_known
+from rmb_build.core.taxonomy import is_known, parse_scenario_id
 from rmb_build.release.rmb_format import _conversation, _Ctx, load_json_file
 
 STYLE_FOLDER = "Style_set"
@@ -128,4 +128,48 @@ def read_style_set(root: Path, strict: bool = True) -> list[StyleRecord]:
     return out
 
 
-__all__ = ["SIDES", "STYLES", "STYLE_FOLDER", "STYLE_SET", "StyleRecord", "parse_record", "read_style_set"]
+def style_row(rec: StyleRecord) -> dict[str, Any]:
+    """The record as a row of the Hugging Face form's ``style`` configuration."""
+    sc = parse_scenario_id(rec.scenario_id)
+    return {
+        "uid": rec.id,
+        "goal": sc.goal,
+        "task": sc.task_id or "",
+        "scenario": rec.scenario_id,
+        "prompt": rec.prompt,
+        "conversation": [{"role": t.role, "content": t.content, "language": t.language} for t in rec.conversation],
+        "chosen": list(rec.chosen),
+        "rejected": list(rec.rejected),
+    }
+
+
+def record_from_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``style`` row back as the record of a Style_set file, for ``parse_record`` to check as it checks one."""
+    turns = []
+    for t in row.get("conversation") or []:
+        turn = {"content": t.get("content")}
+        if t.get("language") is not None:
+            turn["language"] = t["language"]
+        turn["role"] = t.get("role")
+        turns.append(turn)
+    return {
+        "id": row.get("uid"),
+        "prompt": row.get("prompt"),
+        "conversation_input": turns,
+        "chosen": row.get("chosen"),
+        "rejected": row.get("rejected"),
+        "scenario": row.get("scenario"),
+    }
+
+
+__all__ = [
+    "SIDES",
+    "STYLES",
+    "STYLE_FOLDER",
+    "STYLE_SET",
+    "StyleRecord",
+    "parse_record",
+    "read_style_set",
+    "record_from_row",
+    "style_row",
+]
