@@ -65,3 +65,23 @@ def test_publish_writes_a_style_configuration_that_reads_back(tmp_path, capsys):
 
     assert [same(r) for r in back.style] == [same(r) for r in read_rmb_release(release).style]
     assert len(back.style) == sum(len(v) for v in records.values())
+
+
+def test_the_review_page_opens_on_a_release_with_a_style_set_and_shows_rmb_items_only(tmp_path):
+    """The minimum honest support: people review RMB's two sets; style records are not shown (a Style_set/
+    folder used to stop every reader: 'unknown set folder')."""
+    from starlette.testclient import TestClient
+
+    from rmb_build.review.app import create_app
+    from rmb_build.review.session import Settings, open_session
+
+    records = style_records(np.random.default_rng(3))
+    rel = read_rmb_release(write_style_release(tmp_path / "rel", records))
+    assert rel.style and rel.pairwise
+    page, _ = open_session(
+        str(tmp_path / "review.db"), rel, "rel", Settings(["ann"], None, 1.0, 0), require_token=False
+    )
+    client = TestClient(create_app(page), base_url="http://127.0.0.1:8765")
+    r = client.get("/a/ann")
+    assert r.status_code == 200 and "Question " in r.text
+    assert "detailed_markdown" not in r.text  # only the pairwise items' answers (the concise variants) are shown
