@@ -5,7 +5,8 @@ answer strings; not the RM's tokens, which differ between RMs and would make two
 
 - ``bins``: accuracy in fixed bins of that difference, each with its Clopper-Pearson interval.
 - ``length_neutral``: the expected outcome at a length difference of zero, from a logistic regression of the
-  outcome on the difference, penalised as Firth (1993) does (Jeffreys prior). Why this and not matched pairs:
+  outcome on ``sign(d) * log(1 + |d|)`` of the difference ``d``, penalised as Firth (1993) does (Jeffreys
+  prior). Why this and not matched pairs:
   a scorer that goes by length alone separates outcome and length perfectly, where the plain maximum-likelihood
   fit does not exist (its slope runs to infinity); Firth's estimate always exists and is finite, and it uses
   every pair, where matching pairs of near-equal length would keep only the few that have them. Its 95%
@@ -26,7 +27,8 @@ from rmb_build.core.taxonomy import PAIRWISE_SET, parse_scenario_id
 
 UNIT = "characters (Unicode code points) of the answer: chosen minus rejected"
 ESTIMATOR = (
-    "Firth-penalised logistic regression of the outcome on the length difference, read at a difference of 0; "
+    "Firth-penalised logistic regression of the outcome on sign(d)*log(1+|d|) of the length difference d, read "
+    "at d = 0; "
     "it exists even where length separates the outcomes perfectly (a length-only scorer), where plain maximum "
     "likelihood does not; 95% percentile bootstrap over pairs (at most 2000 draws)"
 )
