@@ -81,7 +81,9 @@ def parse_record(raw: Any, scenario_id: str, file: str, index: int, strict: bool
         raise ctx.fail("id", f"expected a string or integer pair_uid, got {type(uid).__name__}")
     prompt = raw.get("prompt")
     if not isinstance(prompt, str):
-        raise ctx.fail("prompt", "missing" if "prompt" not in raw else f"expected a string, got {type(prompt).__name__}")
+        raise ctx.fail(
+            "prompt", "missing" if "prompt" not in raw else f"expected a string, got {type(prompt).__name__}"
+        )
     scenario = raw.get("scenario", scenario_id)
     if not isinstance(scenario, str):
         raise ctx.fail("scenario", f"expected a string, got {type(scenario).__name__}")
