@@ -86,6 +86,9 @@ EXPECTED = {
     "bad_turns": [("pairwise", "9")],
     "near_duplicate_prompt": [("pairwise", "11")],
     "human_disagrees": [],  # only from people's labels (--review): tests/test_review.py
+    "style_orphan": [],  # Style_set/ records: tests/test_style_audit.py
+    "style_variants": [],
+    "style_empty": [],
 }
 
 

@@ -8,7 +8,7 @@ from rmb_build.core.intervals import DEFAULT_DRAWS
 from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
 
 # What an evaluation writes into --out; a folder holding anything else is not replaced.
-OUT_ENTRIES = {"results.json", "predictions.jsonl", "report.md", "heatmap.png"}
+OUT_ENTRIES = {"results.json", "predictions.jsonl", "style_predictions.jsonl", "report.md", "heatmap.png"}
 OUT_MARKS = {"results.json"}
 
 

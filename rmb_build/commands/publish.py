@@ -12,7 +12,7 @@ from pathlib import Path
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # What an earlier publish of ours leaves in --out; anything else there is someone else's and is kept safe.
-OWN_ENTRIES = {"README.md", "manifest.json", "pairwise", "bon"}
+OWN_ENTRIES = {"README.md", "manifest.json", "pairwise", "bon", "style"}
 MARKS = {"README.md"}  # written by every publish
 
 

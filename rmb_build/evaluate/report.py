@@ -11,6 +11,7 @@ from rmb_build.core.atomic import write_text
 from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.heatmap import SET_TITLES, write_heatmap
+from rmb_build.evaluate.report_style import length_control_section, style_section
 from rmb_build.release.audit import defects_phrase
 
 
@@ -75,6 +76,8 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
     if heatmap:
         out += [f"![per-scenario accuracy]({heatmap})", ""]
     out += _bias_section(results)
+    out += length_control_section(results.get("length_control"))
+    out += style_section(results.get("style"))
     scoring = results.get("scoring")
     if scoring:
         out += ["## Scoring", "", "| | count |", "| --- | ---: |"]

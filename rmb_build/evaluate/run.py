@@ -13,10 +13,12 @@ from rmb_build.evaluate.adapters import RewardModel
 from rmb_build.evaluate.benchmarks import benchmark_fields
 from rmb_build.evaluate.cache import ScoreCache
 from rmb_build.evaluate.defects import audit_defects, split_items
+from rmb_build.evaluate.length_control import length_control
 from rmb_build.evaluate.metrics import DEFAULT_RESAMPLES, build_results
 from rmb_build.evaluate.outcomes import length_bias, position_bias, predict
 from rmb_build.evaluate.report import write_report
 from rmb_build.evaluate.scoring import score_items
+from rmb_build.evaluate.style import STYLE_PREDICTIONS, score_style, style_results, style_sha256
 from rmb_build.release.provenance import release_record
 from rmb_build.release.read import Release
 
@@ -47,16 +49,29 @@ def evaluate(
         extra["release_defects"] = defects.to_json()
     if skipped is not None:
         extra["skipped_defective"] = skipped
+    style_rows: list[dict[str, Any]] | None = None
     if getattr(rm, "precomputed", False):  # scores from a file (adapters/scores.py): per item, no cache
         predictions, scoring, extra["scores_file"] = rm.predict_items(items, list(release.items()), ties)
+        if release.style:
+            extra["style"] = {"skipped": "scores from a file hold no scores of Style_set/'s texts"}
     else:
         with ScoreCache(cache_dir) as cache:
             try:
                 values, keys, stats = score_items(items, rm, cache, progress=progress)
+                if release.style:
+                    style_rows = score_style(
+                        release.style, lambda its: score_items(its, rm, cache, progress=progress)[:2], rm.compares_pairs
+                    )
             finally:
                 rm.close()
         predictions = predict(items, keys, values, ties=ties, judge=rm.compares_pairs)
         scoring = stats.to_json()
+    if style_rows is not None:
+        extra["style"] = {
+            **style_results(style_rows, resamples, seed),
+            "sha256": style_sha256(release.style),
+        }
+    extra["length_control"] = length_control(items, predictions, resamples, seed)
     bias: dict[str, Any] = {"length": length_bias([p for p in predictions if p["set"] == "pairwise"])}
     if rm.compares_pairs:
         bias["position"] = position_bias(predictions)
@@ -85,6 +100,8 @@ def evaluate(
     results = redact_json(results)  # the spec is redacted already; so is whatever a label or origin carried
     out_dir = Path(out_dir)
     write_jsonl(out_dir / "predictions.jsonl", predictions)
+    if style_rows is not None:
+        write_jsonl(out_dir / STYLE_PREDICTIONS, style_rows)
     write_json(out_dir / "results.json", results)
     write_report(results, out_dir)
     return results

@@ -17,7 +17,9 @@ from rmb_build.core.redact import redact_json
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import DEFAULT_RESAMPLES, SHORT_SHA
 from rmb_build.evaluate.heatmap import SET_TITLES
+from rmb_build.leaderboard import style_columns
 from rmb_build.leaderboard.entries import COLUMNS, MEAN, Entry, assign_slugs, load_entry
+from rmb_build.leaderboard.rank_intervals import rank_uncertainty
 from rmb_build.leaderboard.ranking import rank_groups, release_groups
 from rmb_build.release.rmb_format import load_json_file
 
@@ -173,6 +175,9 @@ def build_site(
     assign_slugs(entries)
     groups = rank_groups(release_groups(entries, allow_mixed=group_by_release), resamples=resamples, seed=seed)
     entries = [e for g in groups for e in g.entries]
+    # Per table: rank intervals and separability, and the style / length-neutral columns its RMs have.
+    uncertainty = {g.table_id: rank_uncertainty(g.entries, resamples, seed) for g in groups}
+    extra = {g.table_id: style_columns.table(g.entries) for g in groups}
     check = attach_downstream(entries, downstream) if downstream is not None else None
     out = Path(out)
     env = environment()
@@ -209,6 +214,8 @@ def build_site(
             resamples=resamples,
             seed=seed,
             downstream=check,
+            uncertainty=uncertainty,
+            extra=extra,
         ),
     )
     return index

@@ -39,6 +39,7 @@ from rmb_build.core.taxonomy import PAIRWISE_SET, is_known
 from rmb_build.core.text import display, identity, search_text
 from rmb_build.release.read import Release
 from rmb_build.release.rmb_format import VALID_ROLES
+from rmb_build.release.style_set import STYLE_SET, STYLES, StyleRecord
 
 SCHEMA_VERSION = 1
 LEAK_PATTERNS_FILE = "leak_patterns.txt"
@@ -58,6 +59,7 @@ class AuditContext:
     embed: Callable[[Sequence[str]], Any] | None = None  # texts -> unit rows; None: the default encoder
     items: "_Items" = field(default_factory=lambda: _Items())  # every item added so far, by order
     review: Mapping[tuple[str, str], dict] | None = None  # people's verdicts (review_labels.human_verdicts)
+    style: Sequence[StyleRecord] = ()  # Style_set/'s records (release/style_set.py), checked after the items
 
 
 def _named_item(entry: dict) -> list[dict]:
@@ -855,6 +857,65 @@ def _human_disagrees(ctx: AuditContext, e: _Entry) -> dict | None:
     return _defect(e, "; ".join(said), majority=verdict["majority"], flags=sorted(verdict["flags"]))
 
 
+def _no_item(entry: dict) -> list[dict]:
+    """A style record's defect makes no item of RMB's two sets unusable (``--fix`` removes none)."""
+    return []
+
+
+def _style_defect(rec: StyleRecord, detail: str) -> dict[str, Any]:
+    return {"set": STYLE_SET, "uid": rec.id, "file": rec.file, "index": rec.index, "detail": detail}
+
+
+class _StyleCheck:
+    """A check of ``Style_set/``'s records (``ctx.style``), run once every item has been seen."""
+
+    def __init__(self, ctx: AuditContext):
+        self.ctx = ctx
+        self.pairwise: set[str] = set()
+
+    def add(self, e: _Entry) -> None:
+        if isinstance(e.item, PairwiseItem):
+            self.pairwise.add(str(e.item.uid))
+
+    def finish(self) -> list[dict]:
+        return [d for rec in self.ctx.style if (d := self.check(rec)) is not None]
+
+    def check(self, rec: StyleRecord) -> dict | None:
+        raise NotImplementedError
+
+
+@defect("style_orphan", "a Style_set record whose id is the pair_uid of no pairwise item of the release.", _no_item)
+class _StyleOrphan(_StyleCheck):
+    def check(self, rec: StyleRecord) -> dict | None:
+        return None if rec.id in self.pairwise else _style_defect(rec, f"no pairwise item has pair_uid {rec.id!r}")
+
+
+@defect(
+    "style_variants",
+    f"a Style_set record without exactly {len(STYLES)} chosen and {len(STYLES)} rejected variants "
+    f"({', '.join(STYLES)}), or whose scenario field differs from its file's.",
+    _no_item,
+)
+class _StyleVariants(_StyleCheck):
+    def check(self, rec: StyleRecord) -> dict | None:
+        wrong = [f"{side} has {len(v)}" for side, v in (("chosen", rec.chosen), ("rejected", rec.rejected))]
+        wrong = [w for w, v in zip(wrong, (rec.chosen, rec.rejected)) if len(v) != len(STYLES)]
+        if rec.scenario != rec.scenario_id:
+            wrong.append(f"scenario {rec.scenario!r} in file of {rec.scenario_id!r}")
+        return _style_defect(rec, "; ".join(wrong)) if wrong else None
+
+
+@defect("style_empty", "a Style_set record with an empty prompt, turn or variant by the identity rule.", _no_item)
+class _StyleEmpty(_StyleCheck):
+    def check(self, rec: StyleRecord) -> dict | None:
+        texts = [("prompt", rec.prompt)] + [
+            (f"conversation_input[{i}]", t.content) for i, t in enumerate(rec.conversation)
+        ]
+        texts += [(f"{side}[{i}]", v) for side in ("chosen", "rejected") for i, v in enumerate(getattr(rec, side))]
+        empty = [name for name, text in texts if not identity(text)]
+        return _style_defect(rec, f"empty: {', '.join(empty)}") if empty else None
+
+
 DEFECT_KINDS = tuple(KINDS)  # every kind declared above, in report order
 
 
@@ -878,6 +939,7 @@ class StreamingAudit:
         leak_patterns: Iterable[str] | None = None,
         embed: Callable[[Sequence[str]], Any] | None = None,
         review: Mapping[tuple[str, str], dict] | None = None,
+        style: Sequence[StyleRecord] = (),
     ):
         patterns = (
             load_leak_patterns()
@@ -887,7 +949,14 @@ class StreamingAudit:
         self._report = AuditReport(release=name)
         self._report.checks["leak_patterns"] = len(patterns)
         ctx = AuditContext(
-            patterns, near_duplicates, near_threshold, self._report.notes, self._report.checks, embed, review=review
+            patterns,
+            near_duplicates,
+            near_threshold,
+            self._report.notes,
+            self._report.checks,
+            embed,
+            review=review,
+            style=style,
         )
         if review is not None:
             self._report.checks["review_items"] = len(review)
@@ -941,6 +1010,7 @@ def audit_release(
         leak_patterns=leak_patterns,
         embed=embed,
         review=review,
+        style=release.style,
     )
     for (set_name, scenario_id), items in release.files.items():
         file = set_file(set_name, scenario_id)

@@ -1,4 +1,5 @@
-"""The Hugging Face form of a release: configurations ``pairwise`` and ``bon``, split ``test``, Parquet
+"""The Hugging Face form of a release: configurations ``pairwise`` and ``bon`` (and ``style`` where the release
+has ``Style_set/``: ``STYLE_COLUMNS``, a record a row), split ``test``, Parquet
 files plus a ``README.md`` card whose YAML header names them, and back.
 
 Columns: ``uid, goal, task, scenario, conversation`` (a list of ``{role, content, language}``), then
@@ -26,6 +27,7 @@ from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
 from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
 from rmb_build.release.rmb_format import parse_item
+from rmb_build.release.style_set import STYLE_SET, StyleRecord, parse_record, record_from_row, style_row
 
 SPLIT = "test"
 CONFIGS = (PAIRWISE_SET, BON_SET)  # configuration name == set name
@@ -36,6 +38,8 @@ SET_COLUMNS = {
     BON_SET: ("best", "best_model", "losers", "loser_models"),
 }
 EXTRA_COLUMNS = ("category_path",)
+# The third configuration, where the release has Style_set/ (release/style_set.py): one row per record.
+STYLE_COLUMNS = ("uid", "goal", "task", "scenario", "prompt", "conversation", "chosen", "rejected")
 
 
 def data_file(config: str) -> str:
@@ -177,7 +181,20 @@ def release_to_dataset_dict(release: Release, annotations: Iterable[dict] | None
             rows.append(row)
         features = _features(config, columns)
         out[config] = DatasetDict({SPLIT: Dataset.from_list(rows, features=features)})
+    if release.style:
+        out[STYLE_SET] = DatasetDict(
+            {SPLIT: Dataset.from_list([style_row(r) for r in release.style], features=_style_features())}
+        )
     return out
+
+
+def _style_features():
+    from datasets import Features, List, Value
+
+    string = Value("string")
+    turn = {"role": string, "content": string, "language": string}
+    cols = {c: string for c in STYLE_COLUMNS}
+    return Features({**cols, "conversation": List(turn), "chosen": List(string), "rejected": List(string)})
 
 
 def write_hf_release(
@@ -188,7 +205,7 @@ def write_hf_release(
     out = Path(out_dir)
     dicts = release_to_dataset_dict(release, annotations)
     # a previous write's shards would otherwise linger beside (and be mistaken for) this one's
-    for config in CONFIGS:
+    for config in (*CONFIGS, STYLE_SET):
         for old in (out / config).glob(f"{SPLIT}-*.parquet"):
             old.unlink()
     if release.manifest is None and (out / MANIFEST_FILE).exists():
@@ -319,6 +336,26 @@ def _raw_item(set_name: str, row: dict[str, Any], where: str, index: int) -> dic
     }
 
 
+def _read_style(source: str, strict: bool) -> list[StyleRecord]:
+    """The ``style`` configuration's records, checked as a Style_set file's; [] where there is none."""
+    from datasets import get_dataset_config_names
+
+    if STYLE_SET not in get_dataset_config_names(source):
+        return []
+    ds = _load_split(source, STYLE_SET)
+    where = f"{source} [{STYLE_SET}/{SPLIT}]"
+    missing = [c for c in STYLE_COLUMNS if c not in ds.column_names]
+    if missing:
+        raise InputError(where, f"missing column(s): {', '.join(missing)}")
+    out = []
+    for index, row in enumerate(ds):
+        scenario_id = row["scenario"]
+        if not isinstance(scenario_id, str) or not scenario_id:
+            raise InputError(where, "expected a scenario id", item=index, field="scenario")
+        out.append(parse_record(record_from_row(row), scenario_id, where, index, strict))
+    return out
+
+
 def _load_manifest(source: str) -> dict | None:
     local = Path(source)
     if local.is_dir():
@@ -371,6 +408,7 @@ def read_hf_release(source: str, strict: bool = True) -> Release:
             raw = _raw_item(config, row, where, index)
             item = parse_item(config, raw, scenario_id, where, index, strict)
             release.add(item)
+    release.style = _read_style(source, strict)
     release.manifest = _load_manifest(source)
     if not release.files:
         raise InputError(source, "the release holds no items")

@@ -13,6 +13,7 @@ from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
 from rmb_build.core.walk import ReadAccount, Seen, walk_files
 from rmb_build.release.rmb_format import iter_set_file, load_json_file, parse_set_file
+from rmb_build.release.style_set import STYLE_FOLDER, StyleRecord, read_style_set
 
 ANNOTATIONS_FILE = "annotations.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -28,6 +29,7 @@ class Release:
     manifest: dict | None = None
     source_format: str = "rmb"  # "rmb" or "hf"
     account: ReadAccount | None = None  # the files read and skipped, where the release came from files
+    style: list[StyleRecord] = field(default_factory=list)  # Style_set/'s records (release/style_set.py)
 
     @property
     def pairwise(self) -> list[PairwiseItem]:
@@ -78,21 +80,28 @@ def find_rmb_root(path: Path) -> Path | None:
 RELEASE_FILES = (ANNOTATIONS_FILE, MANIFEST_FILE, "README.md", "removed.jsonl", "renumbered.jsonl")
 
 
-def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Path, str]], ReadAccount]:
+def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Path, str]], list[Path], ReadAccount]:
     """RMB's root under ``path``, its set files as (set, scenario id, file, file relative to the root)
     in reading order (pairwise then BoN, each set's files by path; symbolic links followed, see
-    ``core/walk.py``), and the account of every file seen: the set files, and what was skipped, with why."""
+    ``core/walk.py``), the Style_set's files, and the account of every file seen: the set files, and what
+    was skipped, with why."""
     root = find_rmb_root(path)
     if root is None:
         raise InputError(str(path), "not an RMB release: no Pairwise_set/ or BoN_set/ folder found")
     seen, skipped = walk_files(root)
     account = ReadAccount(str(root), skipped=skipped)
     by_set: dict[str, list[Seen]] = {name: [] for name in FOLDER_SETS.values()}
+    style: list[Seen] = []
     for file in seen:
         top, _, rest = file.rel.partition("/")
         if not rest:
             if file.rel not in RELEASE_FILES:
                 account.skipped.append((file.rel, "not in a set folder"))
+        elif top == STYLE_FOLDER:  # style variants (release/style_set.py), read from the same walk
+            if file.path.suffix == ".json":
+                style.append(file)
+            else:
+                account.skipped.append((file.rel, "not a .json file"))
         elif top not in FOLDER_SETS:
             if file.path.suffix == ".json":
                 raise InputError(str(root / top), f"unknown set folder {top!r} (expected {' or '.join(FOLDER_SETS)})")
@@ -119,19 +128,23 @@ def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Pat
             account.linked += file.linked
     if not files:
         raise InputError(str(path), f"the release holds no set files ({account.summary()})")
-    return root, files, account
+    for file in style:
+        account.read.append(file.rel)
+        account.linked += file.linked
+    return root, files, [file.path for file in style], account
 
 
 def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = None) -> Release:
     """Read RMB's layout. ``strict`` also rejects empty conversations, conversations that do not end
     with a user turn and unknown scenarios (use ``strict=False`` to audit such a release)."""
     path = Path(path)
-    root, files, account = _set_files(path, strict)
+    root, files, style_files, account = _set_files(path, strict)
     release = Release(name=name or path.resolve().name, root=root, account=account)
     for set_name, scenario_id, file, rel in files:
         items = parse_set_file(file, set_name, scenario_id, rel, strict)
         release.files[(set_name, scenario_id)] = items
         account.items += len(items)
+    release.style = read_style_set(root, strict, style_files)
     if (root / MANIFEST_FILE).exists():
         release.manifest = load_json_file(root / MANIFEST_FILE, str(root / MANIFEST_FILE))
     return release
@@ -140,7 +153,7 @@ def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = N
 def iter_rmb_items(path: str | Path, strict: bool = True) -> Iterator[tuple[Item, str, int]]:
     """Each item of the release in RMB's layout at ``path`` as (item, its file relative to the root,
     its index in the file), in ``read_rmb_release``'s order, one item in memory at a time."""
-    _, files, _ = _set_files(Path(path), strict)
+    _, files, _, _ = _set_files(Path(path), strict)
     for set_name, scenario_id, file, rel in files:
         for index, item in enumerate(iter_set_file(file, set_name, scenario_id, rel, strict)):
             yield item, rel, index

@@ -59,5 +59,16 @@
       });
     });
     shown.textContent = count + " of " + total + " shown";
+    // Separability over the RMs shown: recount the pairs whose two RMs are both visible.
+    Array.prototype.forEach.call(document.querySelectorAll("p.separability[data-pairs]"), function (p) {
+      var table = document.getElementById(p.getAttribute("data-table")), visible = {};
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+        if (!row.hidden) { visible[row.getAttribute("data-rm")] = true; }
+      });
+      var pairs = JSON.parse(p.getAttribute("data-pairs")).filter(function (d) { return visible[d[0]] && visible[d[1]]; });
+      var sep = pairs.filter(function (d) { return d[2]; }).length;
+      p.querySelector(".sep-count").textContent = sep + " of the " + pairs.length;
+      p.querySelector(".sep-share").textContent = pairs.length ? (100 * sep / pairs.length).toFixed(1) + "%" : "no pair";
+    });
   });
 })();

@@ -8,6 +8,7 @@ from typing import Any
 from rmb_build.release.card.licence import CardLicense
 from rmb_build.release.hf import CONFIGS, SPLIT, data_files_pattern
 from rmb_build.release.read import Release
+from rmb_build.release.style_set import STYLE_SET
 
 TASK_CATEGORIES = ["text-classification"]
 TAGS = ["reward-modeling", "preference", "rlhf", "benchmark", "rmb"]
@@ -94,7 +95,7 @@ def card_header(release: Release, license_: str | list[str] | CardLicense, prett
     """The YAML header: license (and with ``other`` its name and link), language, task categories,
     size category, and ``configs``."""
     codes, _ = languages(release)
-    configs = [c for c in CONFIGS if any(True for _ in release.items(c))]
+    configs = [c for c in CONFIGS if any(True for _ in release.items(c))] + ([STYLE_SET] if release.style else [])
     n = sum(1 for _ in release.items())
     header: dict[str, Any] = (license_ if isinstance(license_, CardLicense) else CardLicense(license_)).header()
     if codes:

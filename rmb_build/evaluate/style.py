@@ -1,0 +1,157 @@
+"""RM-Bench's style-controlled figures for a release's ``Style_set/`` (results.json ``style``).
+
+Each record's three chosen and three rejected variants (concise, detailed plain, detailed markdown) are scored
+like any other text (through the score cache) and compared as RM-Bench's 3x3 matrix: chosen style i against
+rejected style j, ``hard`` above the diagonal, ``normal`` on it, ``easy`` below (``benchmarks/rmbench.py``'s
+``difficulty``); a tie counts as wrong whatever ``--ties`` says (RM-Bench's ``score_chosen > score_rejected``).
+Per scenario a level's accuracy is the mean of its cells over the records, as RM-Bench's ``compute_accuracy``
+computes it per domain; a task, goal and the overall figure are the mean of their scenarios' figures (as
+RM-Bench's overall is the mean over its domains).
+
+Two style-bias figures compare the variants of the *same* answer: ``prefers_detailed``, how often the detailed
+plain variant scores strictly above the concise one, and ``prefers_markdown``, how often the markdown variant
+scores strictly above the detailed plain one, each over both the chosen and the rejected answer.
+
+Intervals: the record is the unit (its cells share a prompt and answers): each figure is a mean of per-record
+values in [0, 1] and gets ``core/intervals.py``'s 95% interval over the records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from statistics import fmean
+from typing import Any, Sequence
+
+from rmb_build.benchmarks.rmbench import LEVELS, TIE_RULE, difficulty
+from rmb_build.core.items import Answer, PairwiseItem
+from rmb_build.evaluate.metrics import aggregate_set
+from rmb_build.evaluate.outcomes import predict
+from rmb_build.release.style_set import SIDES, STYLES, StyleRecord
+
+STYLE_PREDICTIONS = "style_predictions.jsonl"  # one row per record, beside predictions.jsonl
+AVERAGE = "average"
+BIAS = {"prefers_detailed": (1, 0), "prefers_markdown": (2, 1)}  # (variant preferred, variant it is compared to)
+FIGURES = (*LEVELS, AVERAGE, *BIAS)
+SIZE = len(STYLES)
+
+
+def style_items(records: Sequence[StyleRecord]) -> list[PairwiseItem]:
+    """Per record, in order: its nine matrix cells (chosen[i] vs rejected[j], row by row), then per side the
+    two bias comparisons (detailed vs concise, markdown vs detailed), as pairwise items to score."""
+    out = []
+    for r in records:
+        variants = {side: [Answer(f"{side}/{s}", t) for s, t in zip(STYLES, getattr(r, side))] for side in SIDES}
+        for i in range(SIZE):
+            for j in range(SIZE):
+                out.append(
+                    PairwiseItem(
+                        f"{r.id}:{i}{j}", r.conversation, variants["chosen"][i], variants["rejected"][j], r.scenario_id
+                    )
+                )
+        for side in SIDES:
+            for name, (hi, lo) in BIAS.items():
+                out.append(
+                    PairwiseItem(
+                        f"{r.id}:{side}:{name}", r.conversation, variants[side][hi], variants[side][lo], r.scenario_id
+                    )
+                )
+    return out
+
+
+PER_RECORD = SIZE * SIZE + len(SIDES) * len(BIAS)
+
+
+def record_rows(records: Sequence[StyleRecord], predictions: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per record (style_predictions.jsonl): its matrix of outcomes, the figures it contributes, and
+    its six scores where the RM scores texts one at a time."""
+    rows = []
+    for k, r in enumerate(records):
+        own = predictions[k * PER_RECORD : (k + 1) * PER_RECORD]
+        cells = own[: SIZE * SIZE]
+        matrix = [[1.0 if cells[i * SIZE + j]["outcome"] == 1.0 else 0.0 for j in range(SIZE)] for i in range(SIZE)]
+        row: dict[str, Any] = {"id": r.id, "scenario": r.scenario_id, "file": r.file, "matrix": matrix}
+        for level in LEVELS:
+            row[level] = fmean(matrix[i][j] for i in range(SIZE) for j in range(SIZE) if difficulty(i, j) == level)
+        row[AVERAGE] = fmean(v for line in matrix for v in line)
+        bias = own[SIZE * SIZE :]
+        for b, name in enumerate(BIAS):
+            row[name] = fmean(1.0 if bias[s * len(BIAS) + b]["outcome"] == 1.0 else 0.0 for s in range(len(SIDES)))
+        first = cells[0]["scores"]
+        if not isinstance(first.get("chosen"), (list, dict)) and all("votes" not in c for c in cells):
+            row["scores"] = {
+                "chosen": [cells[i * SIZE]["scores"]["chosen"] for i in range(SIZE)],
+                "rejected": [cells[j]["scores"]["rejected"] for j in range(SIZE)],
+            }
+        if any(c.get("failed") for c in own):
+            row["failed"] = True
+        rows.append(row)
+    return rows
+
+
+def style_sha256(records: Sequence[StyleRecord]) -> str:
+    """sha256 over the records' ids, scenarios, conversations and variants: which Style_set was scored."""
+    payload = [
+        [r.scenario_id, r.id, [[t.role, t.content] for t in r.conversation], list(r.chosen), list(r.rejected)]
+        for r in records
+    ]
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _group(aggs: dict[str, dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    """One group's figures (macro over its scenarios) with their intervals, from the per-figure aggregates."""
+    out: dict[str, Any] = {}
+    ci: dict[str, list[float]] = {}
+    n = 0
+    for fig, agg in aggs.items():
+        g = agg[kind] if name is None else agg[kind][name]
+        if kind == "scenarios":
+            out[fig], ci[fig], n = g["accuracy"], g["ci95"], g["n"]
+        else:
+            out[fig], ci[fig], n = g["macro"], g["ci95_macro"], g["n"]
+            out["n_scenarios"] = g["n_scenarios"]
+    return {**out, "n": n, "ci95": ci}
+
+
+def style_results(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    """results.json's ``style``: scenarios, tasks, goals and overall, each with every figure and its ci95."""
+    aggs = {
+        fig: aggregate_set(
+            [{"set": f"style/{fig}", "scenario": r["scenario"], "outcome": r[fig]} for r in rows],
+            f"style/{fig}",
+            resamples,
+            seed,
+        )
+        for fig in FIGURES
+    }
+    first = aggs[FIGURES[0]]
+    return {
+        "scenarios": {s: _group(aggs, "scenarios", s) for s in first["scenarios"]},
+        "tasks": {t: _group(aggs, "tasks", t) for t in first["tasks"]},
+        "goals": {g: _group(aggs, "goals", g) for g in first["goals"]},
+        "overall": _group(aggs, "overall"),
+        "n_records": len(rows),
+        "failed_records": sum(bool(r.get("failed")) for r in rows),
+        "tie_rule": TIE_RULE,
+        "figures": {
+            "easy": "chosen in a fancier style than rejected (RM-Bench's cells below the diagonal)",
+            "normal": "the same style on both sides",
+            "hard": "chosen in a plainer style than rejected (above the diagonal)",
+            "average": "the mean of the nine cells",
+            "prefers_detailed": "the detailed plain variant scored above the concise one of the same answer",
+            "prefers_markdown": "the markdown variant scored above the detailed plain one of the same answer",
+            "groups": "a task, goal and overall figure is the mean of its scenarios' figures",
+            "ci95": "over records (a record's cells are not independent)",
+        },
+    }
+
+
+def score_style(records: Sequence[StyleRecord], score, judge: bool) -> list[dict[str, Any]]:
+    """Per-record rows for ``records``: ``score(items) -> (values, keys)`` scores the style items (through the
+    run's cache); a tie is wrong (strict) as RM-Bench counts it."""
+    items = style_items(records)
+    values, keys = score(items)
+    return record_rows(records, predict(items, keys, values, ties="strict", judge=judge))
+
+
+__all__ = ["FIGURES", "STYLE_PREDICTIONS", "record_rows", "score_style", "style_items", "style_results", "style_sha256"]

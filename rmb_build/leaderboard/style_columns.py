@@ -1,0 +1,44 @@
+"""The leaderboard's columns for the style-controlled figures (results.json ``style``) and the length-neutral
+pairwise accuracy (``length_control``): shown only where some RM of the table has them."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rmb_build.leaderboard.entries import Entry
+
+STYLE = (
+    ("style/hard", "Style hard", "hard"),
+    ("style/normal", "Style normal", "normal"),
+    ("style/easy", "Style easy", "easy"),
+    ("style/prefers_detailed", "prefers detailed", "prefers_detailed"),
+    ("style/prefers_markdown", "prefers markdown", "prefers_markdown"),
+)
+LENGTH = ("length/neutral", "length-neutral pairwise")
+
+
+def figures(entry: Entry) -> dict[str, tuple[float | None, list[float] | None]]:
+    """column -> (value, ci95) of the entry; absent where its results have none."""
+    out: dict[str, tuple[float | None, list[float] | None]] = {}
+    overall = (entry.results.get("style") or {}).get("overall")
+    if overall:
+        for key, _, fig in STYLE:
+            out[key] = (overall.get(fig), (overall.get("ci95") or {}).get(fig))
+    lc = (entry.results.get("length_control") or {}).get("overall")
+    if lc:
+        out[LENGTH[0]] = (lc.get("length_neutral"), lc.get("length_neutral_ci95"))
+    return out
+
+
+def columns(entries: Sequence[Entry]) -> list[tuple[str, str]]:
+    """(key, title) of the extra columns some entry of the table has, in a fixed order."""
+    have = set().union(*(figures(e) for e in entries)) if entries else set()
+    return [(k, t) for k, t, _ in STYLE if k in have] + ([LENGTH] if LENGTH[0] in have else [])
+
+
+def table(entries: Sequence[Entry]) -> dict[str, Any]:
+    """What the index needs for one table: its extra columns and each RM's values (by RM spec)."""
+    return {"columns": columns(entries), "values": {e.rm: figures(e) for e in entries}}
+
+
+__all__ = ["columns", "figures", "table"]
