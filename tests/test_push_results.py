@@ -162,3 +162,28 @@ def test_a_push_without_a_token_or_a_hub_fails_in_one_line_before_any_upload(eva
     assert done.stderr.startswith("rmb push-results: error: cannot push to org/x: ")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "CANARY" not in done.stdout + done.stderr
+
+
+def test_a_hub_id_is_read_from_the_hub_cache_offline(evaluated, tmp_path):
+    """``rmb leaderboard ORG/NAME``: huggingface_hub's own snapshot_download, offline, on a cache holding a
+    snapshot of the pushed dataset (laid out as the Hub's cache lays it out), ranks as the folder."""
+    _, pushed = evaluated
+    repo = tmp_path / "hub" / "datasets--org--rm0"
+    commit = "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(pushed[0], repo / "snapshots" / commit)
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    for source, site in (("org/rm0", "from-hub"), (str(pushed[0]), "from-folder")):
+        done = subprocess.run(
+            [sys.executable, "-m", "rmb_build.cli", "leaderboard", source, "--out", str(tmp_path / site)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+    pages = sorted((tmp_path / "from-hub" / "rm").rglob("results.json"))
+    assert pages and [p.read_bytes() for p in pages] == [
+        p.read_bytes() for p in sorted((tmp_path / "from-folder" / "rm").rglob("results.json"))
+    ]
