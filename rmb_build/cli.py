@@ -39,6 +39,7 @@ COMMANDS = {
     "models": "the reward models known by Hub id: family, dtype, attention, maximum length, remote code",
     "audit": "find defects in a release (duplicates, contradictions, leaks, ...)",
     "publish": "write a release as a Hugging Face dataset and push it to the Hub",
+    "push-results": "write an evaluation as a Hugging Face dataset and push it to the Hub",
     "classify-eval": "accuracy of the offline scenario classifier on a labelled release",
     "contamination": "release prompts that are near-duplicates of a training set's",
     "judge-check": "agreement of a build's judge (and guard) with a labelled release's pairs",

@@ -2,6 +2,7 @@
 info and query token, an endpoint's URL and API key in a config, the official release's download URL, a
 release manifest's endpoints) appears in no file a command writes and in nothing it prints, and in no text
 drawn into an image; the credential still reaches the endpoint. ``rmb build`` is in ``test_secrets.py``.
+``push-results`` is checked on an evaluation written before evaluate redacted (parquet bytes included).
 
 Commands run as the user runs them (``python -m rmb_build.cli -v``: debug logging on), except where the
 text drawn into a heatmap is read, which needs this process; that quick test covers issue 37's path
@@ -177,6 +178,29 @@ def test_text_drawn_into_heatmaps_holds_no_credential(tmp_path, monkeypatch, cap
     assert main(["leaderboard", str(out), "--out", str(tmp_path / "site")]) == 0
     assert drawn.texts and not [t for t in drawn.texts if CANARY in t]
     (out / "results.json").unlink()  # the planted file itself
+    printed = capsys.readouterr()
+    assert leaks(tmp_path, (printed.out + printed.err).encode()) == []
+
+
+def test_push_results_writes_and_prints_no_credential(tmp_path, capsys):
+    """An evaluation written before evaluate redacted its spec (the password in ``rm`` and ``command``, a
+    token in a prediction's line): ``push-results --dry-run`` writes and prints none of them."""
+    release = small_release(tmp_path / "release")
+    out = tmp_path / "inputs" / "eval"
+    args = ["evaluate", "--release", str(release), "--rm", "baseline:length", "--out", str(out), "--no-progress"]
+    assert main([*args, "--bootstrap", "50"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    results["rm"] = f"openai:judge@http://user:{CANARY}@127.0.0.1:9/v1"
+    results["command"] += f" --rm openai:judge@http://127.0.0.1:9/v1?api_key={CANARY}"
+    (out / "results.json").write_text(json.dumps(results))
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    rows[0]["error"] = f"401 for http://127.0.0.1:9/v1 with Authorization: Bearer {KEY}"
+    (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    hf = tmp_path / "hf"
+    assert main(["push-results", str(out), "--repo-id", "org/canary", "--dry-run", "--out", str(hf)]) == 0
+    written = json.loads((hf / "results.json").read_text())
+    assert written["rm"] == f"openai:judge@http://{REDACTED}@127.0.0.1:9/v1"
+    assert REDACTED in (hf / "README.md").read_text()
     printed = capsys.readouterr()
     assert leaks(tmp_path, (printed.out + printed.err).encode()) == []
 

@@ -1,5 +1,8 @@
 """``rmb leaderboard RESULTS_DIR... --out SITE``: a static site comparing reward models, viewable from disk.
 
+A RESULTS_DIR is an ``rmb evaluate --out`` folder or what ``rmb push-results`` made of one (its folder, or
+the Hub id it was pushed to).
+
 RMs are ranked only against RMs scored on the same release (the sha256 each results.json records): folders of
 different releases, or ones that record no release sha256, stop the command with one line naming them, unless
 ``--group-by-release`` asks for one table per release, each ranked and tested on its own (a folder without a
@@ -14,7 +17,12 @@ OUT_ENTRIES, OUT_MARKS = {"index.html", "rm"}, {"index.html"}  # what a site hol
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("results", nargs="+", metavar="RESULTS_DIR", help="'rmb evaluate --out' folders, one per RM")
+    p.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULTS_DIR",
+        help="'rmb evaluate --out' folders, one per RM, or their 'rmb push-results' form (a folder or a Hub id)",
+    )
     p.add_argument("--out", required=True, metavar="SITE", help="folder for index.html and the per-RM pages")
     p.add_argument("--title", default="Reward model leaderboard")
     p.add_argument(

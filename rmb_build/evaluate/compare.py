@@ -131,25 +131,28 @@ def read_predictions(folder: str | Path, need: Sequence[str] = ()) -> list[dict[
     path = Path(folder) / "predictions.jsonl"
     if not path.is_file():
         raise InputError(str(path), "missing: not an 'rmb evaluate' output folder")
-    rows = []
-    for n, row in read_jsonl_objects(path):
-        for field in ("set", "uid", "scenario", "outcome"):
-            if field not in row:
-                raise InputError(str(path), "missing", line=n, field=field)
-        for field in need:
-            if field not in row:
-                raise InputError(
-                    str(path),
-                    "missing (written before 'rmb evaluate' recorded item digests); re-run "
-                    "'rmb evaluate' to compare on shared texts",
-                    line=n,
-                    field=field,
-                )
-        o = row["outcome"]
-        if not isinstance(o, (int, float)) or isinstance(o, bool) or not 0 <= o <= 1:
-            raise InputError(str(path), "expected a number from 0 to 1", line=n, field="outcome")
-        rows.append(row)
-    return rows
+    return [check_prediction(row, str(path), need, line=n) for n, row in read_jsonl_objects(path)]
+
+
+def check_prediction(row: dict[str, Any], where: str, need: Sequence[str] = (), **at: Any) -> dict[str, Any]:
+    """``row`` when it is a prediction (set, uid, scenario, an outcome from 0 to 1); InputError naming ``where``
+    and ``at`` (``line=`` or ``item=``) and the field otherwise."""
+    for field in ("set", "uid", "scenario", "outcome"):
+        if field not in row:
+            raise InputError(where, "missing", field=field, **at)
+    for field in need:
+        if field not in row:
+            raise InputError(
+                where,
+                "missing (written before 'rmb evaluate' recorded item digests); re-run "
+                "'rmb evaluate' to compare on shared texts",
+                field=field,
+                **at,
+            )
+    o = row["outcome"]
+    if not isinstance(o, (int, float)) or isinstance(o, bool) or not 0 <= o <= 1:
+        raise InputError(where, "expected a number from 0 to 1", field="outcome", **at)
+    return row
 
 
 def _ties(folder: str | Path) -> str | None:

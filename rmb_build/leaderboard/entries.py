@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from rmb_build.core.errors import InputError
-from rmb_build.core.redact import redact_json
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import ReleaseId, release_id
 from rmb_build.evaluate.metrics import RMB_CELLS as CELLS
-from rmb_build.release.rmb_format import load_json_file
 
 MEAN = "mean"
 COLUMNS = (*CELLS, MEAN)
@@ -30,6 +28,12 @@ class Entry:
     slug: str = ""
     vs_next: dict[str, Any] | None = field(default=None)  # paired test against the next entry by mean
     downstream: dict[str, Any] | None = field(default=None)  # its row of an ``rmb downstream`` result
+    opened: Any = field(default=None, repr=False)  # its ``Evaluation``: where it came from; keeps a converted form
+
+    @property
+    def results_file(self) -> str:
+        """Its results.json as messages name it (a pushed form: the source the user gave)."""
+        return self.opened.results_file if self.opened is not None else str(self.folder / "results.json")
 
     @property
     def rm(self) -> str:
@@ -86,24 +90,20 @@ def cells(results: dict[str, Any]) -> tuple[dict, dict, dict]:
     return values, ci, n
 
 
-def load_entry(folder: str | Path) -> Entry:
-    """Read ``folder/results.json``; InputError names the file and field when it is not evaluate's output."""
-    folder = Path(folder)
+def load_entry(source: str | Path) -> Entry:
+    """The entry of an ``rmb evaluate`` folder or of its pushed form (a folder or a Hub id, see
+    ``evaluate.published``); InputError names the file and field when it is neither."""
+    from rmb_build.evaluate.published import open_evaluation, read_results
+
+    opened = open_evaluation(source)
+    folder = opened.folder
     path = folder / "results.json"
     if not path.is_file():
         raise InputError(str(path), "missing: not an 'rmb evaluate' output folder")
-    results = load_json_file(path)
-    if not isinstance(results, dict):
-        raise InputError(str(path), "expected a JSON object")
-    for key in ("rm", PAIRWISE_SET, BON_SET):
-        if key not in results:
-            raise InputError(str(path), "missing", field=key)
-    if not isinstance(results["rm"], str) or not results["rm"]:
-        raise InputError(str(path), "expected a non-empty string", field="rm")
     # A results.json written before evaluate redacted its spec: pages and their names get the redacted one.
-    results = _with_current_intervals(redact_json(results), folder)
+    results = _with_current_intervals(read_results(path, opened.results_file), folder)
     values, ci, n = cells(results)
-    return Entry(folder=folder, results=results, values=values, ci95=ci, n=n)
+    return Entry(folder=folder, results=results, values=values, ci95=ci, n=n, opened=opened)
 
 
 def _with_current_intervals(results: dict[str, Any], folder: Path) -> dict[str, Any]:

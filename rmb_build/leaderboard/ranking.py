@@ -51,7 +51,7 @@ def release_groups(entries: list[Entry], allow_mixed: bool = False) -> list[Grou
         unknown = next((g for g in out if g.release.sha256 is None), None)
         if unknown is not None:
             raise InputError(
-                str(unknown.entries[0].folder / "results.json"),
+                unknown.entries[0].results_file,
                 "records no release sha256 (written before 'rmb evaluate' recorded it), so it cannot be "
                 f"ranked against the others; re-run 'rmb evaluate', or add {GROUP_FLAG} to show it "
                 "in a table of its own",

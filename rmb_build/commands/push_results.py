@@ -1,0 +1,53 @@
+"""``rmb push-results EVAL_DIR --repo-id ORG/NAME [--private] [--dry-run --out DIR]``.
+
+Writes an ``rmb evaluate`` output (results.json and the per-item predictions, as Parquet) as a Hugging Face
+dataset with a card, and pushes it; ``rmb leaderboard`` reads it back from the folder or the Hub id. The
+token comes from ``HF_TOKEN`` or the Hugging Face login and is never written.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+MARKS = {"README.md"}  # written by every push-results
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("eval_dir", metavar="EVAL_DIR", help="an 'rmb evaluate --out' folder")
+    parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset to create or update")
+    parser.add_argument("--private", action="store_true", help="create the Hub dataset as private")
+    parser.add_argument("--dry-run", action="store_true", help="write what would be pushed to --out, push nothing")
+    parser.add_argument("--out", metavar="DIR", help="where to write the dataset (required with --dry-run)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from rmb_build.core import atomic
+    from rmb_build.core.errors import RMBError
+    from rmb_build.evaluate.published import ENTRIES, REPO_ID, check_can_push, push_form, read_evaluation, write_form
+
+    if not REPO_ID.match(args.repo_id):
+        raise RMBError(f"--repo-id {args.repo_id!r}: expected ORG/NAME")
+    if args.dry_run and not args.out:
+        raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
+    if args.out:
+        atomic.check_out_dir(args.out, ENTRIES, MARKS)
+    if not args.dry_run:
+        check_can_push()  # before any work: offline or without a token nothing could be pushed
+    results, rows = read_evaluation(args.eval_dir)
+    if args.out:
+        with atomic.atomic_dir(args.out, ENTRIES, MARKS) as tmp:  # replaces an earlier output as a whole
+            write_form(results, rows, tmp, args.repo_id)
+        print(f"wrote {args.out}: results.json and {len(rows)} item predictions, with a card")
+    if args.dry_run:
+        print(f"dry run: nothing pushed to {args.repo_id}")
+        return 0
+    if args.out:
+        url = push_form(args.out, args.repo_id, private=args.private)
+    else:
+        with tempfile.TemporaryDirectory(prefix="rmb-push-") as tmp:
+            write_form(results, rows, tmp, args.repo_id)
+            url = push_form(tmp, args.repo_id, private=args.private)
+    print(f"pushed to {url}")
+    return 0
