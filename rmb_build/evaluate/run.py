@@ -15,6 +15,7 @@ from rmb_build.evaluate.cache import ScoreCache
 from rmb_build.evaluate.defects import audit_defects, split_items
 from rmb_build.evaluate.metrics import DEFAULT_RESAMPLES, build_results
 from rmb_build.evaluate.outcomes import length_bias, position_bias, predict
+from rmb_build.evaluate.protocols import protocol, record
 from rmb_build.evaluate.report import write_report
 from rmb_build.evaluate.scoring import score_items
 from rmb_build.release.provenance import release_record
@@ -47,6 +48,13 @@ def evaluate(
         extra["release_defects"] = defects.to_json()
     if skipped is not None:
         extra["skipped_defective"] = skipped
+    extra["protocol"] = (
+        rm.protocol_record()
+        if hasattr(rm, "protocol_record")
+        else record(
+            protocol(rm.options.protocol), max_length=None, truncation_side="left", overridden=[], applies=False
+        )
+    )
     if getattr(rm, "precomputed", False):  # scores from a file (adapters/scores.py): per item, no cache
         predictions, scoring, extra["scores_file"] = rm.predict_items(items, list(release.items()), ties)
     else:
