@@ -218,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.evaluate import devices
     from rmb_build.evaluate.protocols import default_for, label, protocol
 
-    chosen = protocol(args.protocol or default_for(getattr(release, "benchmark_format", None) or "rmb"))
+    fmt = getattr(release, "benchmark_format", None) or "rmb"
+    chosen = protocol(default_for(fmt) if args.protocol is None else args.protocol)
     ties = args.ties or chosen.ties
     device_list = devices.resolve(args.devices)
     if device_list and args.device:

@@ -43,8 +43,20 @@ def check(rm: RewardModel) -> None:
         raise RMBError("--devices runs one replica per device; --device-map spreads one model over them: give one")
 
 
-def _worker(kind: str, target: str, options: Any, texts: list[ScoreText], k: int, out: Any) -> None:
+def _quiet() -> bool:
+    """Whether this process shows no weight-loading bars (the CLI's default): its replicas show none either."""
+    import sys
+
+    transformers = sys.modules.get("transformers")
+    return transformers is not None and not transformers.utils.logging.is_progress_bar_enabled()
+
+
+def _worker(kind: str, target: str, options: Any, texts: list[ScoreText], k: int, out: Any, quiet: bool) -> None:
     try:
+        if quiet:
+            import transformers
+
+            transformers.utils.logging.disable_progress_bar()
         rm = load_rm(f"{kind}:{target}", options)
         for idx, scores in rm.score_stream(texts):
             out.put(("batch", k, idx, scores))
@@ -63,10 +75,10 @@ def parallel_stream(rm: RewardModel):
 
         ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state or threads copied from this one
         out = ctx.Queue()
-        procs = []
+        procs, quiet = [], _quiet()
         for k, device in enumerate(devices):
             options = dataclasses.replace(rm.options, device=device, devices=None, shard=(k, len(devices)))
-            procs.append(ctx.Process(target=_worker, args=(rm.kind, rm.target, options, list(texts), k, out)))
+            procs.append(ctx.Process(target=_worker, args=(rm.kind, rm.target, options, list(texts), k, out, quiet)))
         finished: dict[int, dict] = {}
         counts = [0] * len(devices)
         try:

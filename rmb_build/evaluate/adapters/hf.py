@@ -107,17 +107,19 @@ class HFRewardModel(RewardModel):
             convs = [alternate(t.conversation) if p.roles == "alternate" else t.conversation for t in texts]
             rendered = [T.render(self.tokenizer, c, t.answer) for c, t in zip(convs, texts)]
         out = []
+        self.cut = []  # per text: whether it was cut
         finish = self.family.finish_ids
         for text, ids in zip(rendered, self.tokenizer(rendered, add_special_tokens=p.special_tokens)["input_ids"]):
-            if p.name != "native" and self.max_length is not None and len(ids) > self.max_length:
+            cut = p.name != "native" and self.max_length is not None and len(ids) > self.max_length
+            if cut:
                 ids = self._tokenizer_cut(text)  # the harness's own call: specials kept, the text cut around them
-                self.stats["truncated"] += 1
             if finish is not None:
                 ids = finish(self.model, self.tokenizer, ids)
             if p.name == "native":
                 ids, cut = T.truncate_left(ids, self.max_length)
-                self.stats["truncated"] += cut
+            self.cut.append(cut)
             out.append(ids)
+        self.stats["truncated"] += sum(self.cut)
         return out
 
     def _tokenizer_cut(self, text: str) -> list[int]:
@@ -153,6 +155,9 @@ class HFRewardModel(RewardModel):
         batches = list(T.sorted_batches(lengths, self.options.batch_size))
         if self.options.shard is not None:  # one replica of --devices: its share of the batches one device forms
             batches = T.share_batches(batches, lengths, *self.options.shard)
+            mine = {i for b in batches for i in b}
+            # each replica counts the cut texts of its own batches only
+            self.stats["truncated"] -= sum(c for i, c in enumerate(self.cut) if i not in mine)
         for idx in batches:
             yield idx, self.forward([ids[i] for i in idx])
 
