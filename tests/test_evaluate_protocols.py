@@ -235,3 +235,18 @@ def test_two_cpu_processes_score_exactly_as_one_device(model_dir, tmp_path, caps
     assert _cli(tmp_path, release_dir, "bad", "--rm", f"hf:{model_dir}", "--devices", "nodevice,nodevice") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--devices: the replica on nodevice" in err, err
+
+
+def test_a_rewardbench_release_defaults_to_reward_benchs_leaderboard_harness(tmp_path, capsys):
+    from formats_helpers import ans, evaluate, write_jsonl
+
+    rows = [
+        {"id": k, "prompt": f"q{k}?", "chosen": ans(2, "good"), "rejected": ans(1, "bad"), "subset": "math-prm"}
+        for k in range(3)
+    ]
+    path = write_jsonl(tmp_path / "rb.jsonl", rows)
+    rec = evaluate(tmp_path, path)["protocol"]
+    assert rec["name"] == "rewardbench-run_rm" and rec["source"].endswith(":scripts/run_rm.py")
+    assert "headline" in capsys.readouterr().out
+    other = evaluate(tmp_path, path, "--protocol", "rewardbench-v2", out="v2")["protocol"]
+    assert other["name"] == "rewardbench-v2" and other["max_length"] is None  # this RM reads no tokens: none cut
