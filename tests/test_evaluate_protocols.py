@@ -250,3 +250,15 @@ def test_a_rewardbench_release_defaults_to_reward_benchs_leaderboard_harness(tmp
     assert "headline" in capsys.readouterr().out
     other = evaluate(tmp_path, path, "--protocol", "rewardbench-v2", out="v2")["protocol"]
     assert other["name"] == "rewardbench-v2" and other["max_length"] is None  # this RM reads no tokens: none cut
+
+
+def test_compare_says_when_two_results_were_prepared_by_different_harnesses(tmp_path):
+    from rmb_build.evaluate.compare import compare, render_table
+
+    release = _release_folder(tmp_path)
+    for out, name in (("a", "rmb"), ("b", "native"), ("c", "rmb")):
+        assert _cli(tmp_path, release, out, "--rm", "baseline:length", "--protocol", name) == 0
+    differ = compare(tmp_path / "a", tmp_path / "b", resamples=20)
+    assert differ["protocol"] == {"a": "rmb", "b": "native"}
+    assert "A was scored under protocol 'rmb', B under 'native'" in render_table(differ)
+    assert "protocol" not in render_table(compare(tmp_path / "a", tmp_path / "c", resamples=20))
