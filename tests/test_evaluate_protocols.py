@@ -165,6 +165,8 @@ def test_an_rmb_release_is_scored_under_rmbs_protocol_and_says_so(model_dir, tmp
     assert "scored 10 texts, 0 from the cache" in out
     native = json.loads((tmp_path / "b" / "results.json").read_text())
     assert native["protocol"]["name"] == "native" and native["fingerprint"] != results["fingerprint"]
+    assert _cli(tmp_path, release, "c", "--rm", f"hf:{model_dir}", "--device", "cpu", "--max-length", "64") == 0
+    assert "[protocol rmb (64 tokens, cut left overriding max_length), ties strict]" in capsys.readouterr().out
 
 
 def test_a_protocol_sets_the_tie_rule_of_rms_that_read_no_tokens(tmp_path, capsys):
@@ -249,7 +251,7 @@ def test_a_rewardbench_release_defaults_to_reward_benchs_leaderboard_harness(tmp
     assert rec["name"] == "rewardbench-run_rm" and rec["source"].endswith(":scripts/run_rm.py")
     assert "headline" in capsys.readouterr().out
     other = evaluate(tmp_path, path, "--protocol", "rewardbench-v2", out="v2")["protocol"]
-    assert other["name"] == "rewardbench-v2" and other["max_length"] is None  # this RM reads no tokens: none cut
+    assert other["name"] == "rewardbench-v2" and other["max_length"] is None  # a python: RM: nothing is cut
 
 
 def test_compare_says_when_two_results_were_prepared_by_different_harnesses(tmp_path):

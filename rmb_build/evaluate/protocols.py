@@ -149,7 +149,7 @@ def record(p: Protocol, *, max_length: int | None, truncation_side: str, overrid
     if overridden:
         out["overridden"] = overridden
     if not applies:
-        out["applies_to"] = "the tie rule only: this kind of RM reads no tokens"
+        out["applies_to"] = "the tie rule only: this kind of RM prepares its texts its own way"
     return out
 
 

@@ -79,7 +79,7 @@ class HFRewardModel(RewardModel):
             length = self.options.max_length or T.max_positions(config, self.tokenizer)
         else:
             length = self.cut_length()
-        overridden = ["max_length"] if self.user_max_length is not None and self.protocol.limit != "model" else []
+        overridden = ["max_length"] if self.user_max_length is not None else []
         return record(self.protocol, max_length=length, truncation_side=self.side, overridden=overridden, applies=True)
 
     def _load(self):
