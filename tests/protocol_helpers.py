@@ -15,7 +15,7 @@ TEMPLATE = "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['con
 WORDS = "Hello there, how are you? I am fine. The quick brown fox jumps over the lazy dog. "
 
 
-def build_model(folder: Path, seed: int = 0) -> str:
+def build_model(folder: Path, seed: int = 0, positions: int = 4096) -> str:
     """The model folder: a byte-level BPE tokenizer (BOS added by its post-processor) and a 2-layer
     LlamaForSequenceClassification with 1 label; loadable by transformers 4 (the rewardbench venv) and 5."""
     import torch
@@ -51,7 +51,7 @@ def build_model(folder: Path, seed: int = 0) -> str:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=4096,
+        max_position_embeddings=positions,
         num_labels=1,
         pad_token_id=tok.pad_token_id,
         bos_token_id=tok.bos_token_id,

@@ -124,6 +124,17 @@ def test_the_settings_change_scores_and_each_protocol_has_its_own_cache_key(mode
         load_rm(f"hf:{model_dir}", RMOptions(device="cpu", protocol="rmb2"))
 
 
+def test_a_harness_that_hands_a_model_more_tokens_than_its_limit_says_how_often(tmp_path):
+    short = H.build_model(tmp_path / "short", positions=1024)  # the two long texts are over 2048 tokens
+    texts = H.texts()
+    for name, beyond, cut in (("rewardbench", 2, 0), ("rmb", 2, 2)):
+        got, stats = rmb_scores(short, texts, name)
+        assert stats["beyond_model_limit"] == beyond and stats["truncated"] == cut
+        assert got == pytest.approx(harness_scores(short, texts, name)[0], abs=TOL)  # scored as the harness does
+    _, stats = rmb_scores(short, texts, "native")
+    assert stats["truncated"] == 2 and "beyond_model_limit" not in stats  # cut at the model's own 1024
+
+
 def _release_folder(tmp_path):
     from rmb_build.release.write import write_release
 

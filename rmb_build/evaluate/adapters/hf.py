@@ -120,6 +120,10 @@ class HFRewardModel(RewardModel):
             self.cut.append(cut)
             out.append(ids)
         self.stats["truncated"] += sum(self.cut)
+        if p.name != "native":  # a harness may hand a model more tokens than it was built for: say how often
+            limit = T.max_positions(self.model.config, self.tokenizer)
+            self.beyond = [limit is not None and len(ids) > limit for ids in out]
+            self.stats["beyond_model_limit"] = self.stats.get("beyond_model_limit", 0) + sum(self.beyond)
         return out
 
     def _tokenizer_cut(self, text: str) -> list[int]:
@@ -156,8 +160,10 @@ class HFRewardModel(RewardModel):
         if self.options.shard is not None:  # one replica of --devices: its share of the batches one device forms
             batches = T.share_batches(batches, lengths, *self.options.shard)
             mine = {i for b in batches for i in b}
-            # each replica counts the cut texts of its own batches only
+            # each replica counts the texts of its own batches only
             self.stats["truncated"] -= sum(c for i, c in enumerate(self.cut) if i not in mine)
+            if "beyond_model_limit" in self.stats:
+                self.stats["beyond_model_limit"] -= sum(b for i, b in enumerate(self.beyond) if i not in mine)
         for idx in batches:
             yield idx, self.forward([ids[i] for i in idx])
 
