@@ -275,3 +275,11 @@ def test_compare_says_when_two_results_were_prepared_by_different_harnesses(tmp_
     assert differ["protocol"] == {"a": "rmb", "b": "native"}
     assert "A was scored under protocol 'rmb', B under 'native'" in render_table(differ)
     assert "protocol" not in render_table(compare(tmp_path / "a", tmp_path / "c", resamples=20))
+
+
+def test_the_official_release_is_measured_under_rmbs_protocol_and_every_headline_says_so(rmb_sample, tmp_path, capsys):
+    assert _cli(tmp_path, rmb_sample, "official", "--rm", "baseline:length") == 0
+    out = capsys.readouterr().out
+    headlines = [line for line in out.splitlines() if "overall" in line]
+    assert any(line.startswith("RMB overall") for line in headlines)
+    assert all(line.endswith("[protocol rmb (ties strict only), ties strict]") for line in headlines), out
