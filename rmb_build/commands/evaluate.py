@@ -55,8 +55,24 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ties",
         choices=("strict", "half"),
-        default="strict",
-        help="a pairwise tie counts 0 (strict, as RMB's script) or 0.5 (half)",
+        default=None,
+        help="a pairwise tie counts 0 (strict, as RMB's script) or 0.5 (half); default: the protocol's (strict)",
+    )
+    p.add_argument(
+        "--protocol",
+        default=None,
+        metavar="NAME",
+        help="hf: the harness whose text preparation to copy (max length and side cut, special tokens and BOS, "
+        "roles, GPU dtype, ties): native, rmb, rewardbench (the CLI), rewardbench-run_rm, rewardbench-v2, "
+        "rm-bench (see docs/protocols.md); default: the release's authors' (rmb for an RMB release), native "
+        "for a release of no known benchmark",
+    )
+    p.add_argument(
+        "--devices",
+        default=None,
+        metavar="auto|LIST",
+        help="hf: one model replica per device, in its own process (auto: every CUDA device; or e.g. "
+        "cuda:0,cuda:1); scores equal one device's",
     )
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument(
@@ -73,9 +89,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--dtype",
-        choices=("auto", "bf16", "fp32"),
+        choices=("auto", "bf16", "fp16", "fp32"),
         default="auto",
-        help="hf:/dpo: weights dtype (auto: bf16 on GPU, fp32 on CPU)",
+        help="hf:/dpo: weights dtype (auto: the protocol's on a GPU, bf16 under native; fp32 on CPU)",
     )
     p.add_argument("--max-length", type=int, default=None, help="hf:/dpo: tokens per text; longer texts are cut")
     p.add_argument("--chat-template", default=None, help="hf:/dpo: a Jinja chat template (string or file)")
@@ -200,12 +216,23 @@ def run(args: argparse.Namespace) -> int:
     )
     release = open_release(args.release, args.format)
     print(release.read_summary())
+    from rmb_build.evaluate import devices
+    from rmb_build.evaluate.protocols import default_for, label, protocol
+
+    fmt = getattr(release, "benchmark_format", None) or "rmb"
+    chosen = protocol(default_for(fmt) if args.protocol is None else args.protocol)
+    ties = args.ties or chosen.ties
+    device_list = devices.resolve(args.devices)
+    if device_list and args.device:
+        raise RMBError("--devices and --device: give one (--devices runs one replica on each)")
     options = RMOptions(
         batch_size=args.batch_size,
         dtype=args.dtype,
         max_length=args.max_length,
         chat_template=args.chat_template,
-        device=args.device,
+        device=device_list[0] if device_list else args.device,
+        devices=device_list,
+        protocol=chosen.name,
         seed=args.seed,
         votes=args.votes,
         judge_mode=args.judge_mode,
@@ -228,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
             rm,
             tmp,
             cache_dir,
-            ties=args.ties,
+            ties=ties,
             resamples=args.bootstrap,
             seed=args.seed,
             release_label=str(args.release),
@@ -239,22 +266,23 @@ def run(args: argparse.Namespace) -> int:
         results.update(command=command_line("evaluate", args, configure))
         write_json(tmp / "results.json", results)
     s = results["scoring"]
+    under = f"[{label(results['protocol'])}, ties {results['ties']}]"  # every headline says how it was measured
     headline = results["rmb_overall"]
     if headline["mean"] is not None:
         cells = "  ".join(f"{c} {100 * v:.1f}" for c, v in headline["cells"].items() if v is not None)
-        print(f"RMB overall {100 * headline['mean']:.1f} (mean of macro cells: {cells})")
+        print(f"RMB overall {100 * headline['mean']:.1f} (mean of macro cells: {cells}) {under}")
     for set_name in ("pairwise", "bon"):
         overall = results[set_name].get("overall")
         if overall:
             print(
                 f"{set_name:9s} overall macro {100 * overall['macro']:.1f}  micro {100 * overall['micro']:.1f}  "
-                f"(n={overall['n']})"
+                f"(n={overall['n']}) {under}"
             )
     bench = results.get("benchmark")
     if bench and bench.get("headline") is not None:
-        print(f"{bench['format']} headline {100 * bench['headline']:.1f}")
+        print(f"{bench['format']} headline {100 * bench['headline']:.1f} {under}")
     elif bench:
-        print(f"{bench['format']} headline: none ({bench.get('headline_reason', 'no figure')})")
+        print(f"{bench['format']} headline: none ({bench.get('headline_reason', 'no figure')}) {under}")
     if "scores_file" in results:
         from rmb_build.evaluate.scores_file import summary_line
 

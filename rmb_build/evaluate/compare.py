@@ -161,6 +161,13 @@ def _ties(folder: str | Path) -> str | None:
     return r.get("ties") if r else None
 
 
+def _protocol(folder: str | Path) -> str | None:
+    """The harness protocol an evaluation folder was scored under (None where results.json records none)."""
+    r = _results(folder)
+    p = r.get("protocol") if r else None
+    return p.get("name") if isinstance(p, dict) else None
+
+
 def _uid_key(row: Mapping[str, Any]) -> tuple[str, str]:
     return row["set"], str(row["uid"])
 
@@ -350,6 +357,7 @@ def compare(
         by_scenario[(set_name, scenario)].append((a, b))
     result["small_scenarios"] = sum(len(v) < SMALL_SCENARIO for v in by_scenario.values())
     result["ties"] = {"a": _ties(dir_a), "b": _ties(dir_b)}
+    result["protocol"] = {"a": _protocol(dir_a), "b": _protocol(dir_b)}
     pseudo = _rng(seed, "pseudo").gamma(1.0, size=resamples)
     by_set: dict[str, dict[str, Paired]] = {}
     for set_name in SETS:
@@ -424,6 +432,12 @@ def render_table(result: dict[str, Any]) -> str:
         lines.append(
             f"Note: A counts pairwise ties as {ties.get('a')!r}, B as {ties.get('b')!r}: "
             "the pairwise figures follow different rules."
+        )
+    protocols = result.get("protocol") or {}
+    if protocols.get("a") != protocols.get("b"):
+        lines.append(
+            f"Note: A was scored under protocol {protocols.get('a')!r}, B under {protocols.get('b')!r}: "
+            "their texts were prepared by different harnesses (length cut, special tokens, roles)."
         )
     if result.get("small_scenarios"):
         lines.append(

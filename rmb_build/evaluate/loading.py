@@ -180,7 +180,7 @@ def resolve_device(options: RMOptions) -> str:
 
 
 def resolve_dtype(options: RMOptions, device: str) -> str:
-    """``bf16`` or ``fp32``; ``auto`` is bf16 on a GPU and fp32 elsewhere."""
+    """``bf16``, ``fp16`` or ``fp32``; ``auto`` is bf16 on a GPU and fp32 elsewhere."""
     if options.dtype == "auto":
         return "bf16" if device.startswith("cuda") else "fp32"
     return options.dtype
@@ -189,7 +189,7 @@ def resolve_dtype(options: RMOptions, device: str) -> str:
 def torch_dtype(name: str):
     import torch
 
-    return {"bf16": torch.bfloat16, "fp32": torch.float32}[name]
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
 
 
 def _file_digest(path: Path) -> str:
@@ -250,6 +250,16 @@ def load_tokenizer(ref: ModelRef, options: RMOptions):
     return tok
 
 
+def load_config(ref: ModelRef, options: RMOptions):
+    """The model's config alone (no weights): what its own limit is read from."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(ref.path, **load_kwargs(ref, options, model=False))
+    except (OSError, ValueError) as exc:
+        raise load_error(ref, "its config", exc) from None
+
+
 def template_hash(tok) -> str:
     return hashlib.sha256(str(tok.chat_template).encode("utf-8")).hexdigest()[:16]
 
@@ -284,6 +294,20 @@ def sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     for start in range(0, len(order), max(1, batch_size)):
         yield order[start : start + batch_size]
+
+
+def share_batches(batches: Sequence[list[int]], lengths: Sequence[int], k: int, n: int) -> list[list[int]]:
+    """The ``k``-th of ``n`` replicas' batches: the costliest batch (padded tokens) first, each to the replica
+    with the least work so far (the lowest index on a tie); every replica computes the same split."""
+    load = [0] * n
+    mine = set()
+    cost = lambda b: len(b) * max(lengths[i] for i in b)  # noqa: E731
+    for j in sorted(range(len(batches)), key=lambda j: -cost(batches[j])):
+        r = min(range(n), key=lambda r: load[r])
+        load[r] += cost(batches[j])
+        if r == k:
+            mine.add(j)
+    return [b for j, b in enumerate(batches) if j in mine]
 
 
 def pad(batch: Sequence[Sequence[int]], pad_id: int, device: str):

@@ -11,6 +11,7 @@ from rmb_build.core.atomic import write_text
 from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.heatmap import SET_TITLES, write_heatmap
+from rmb_build.evaluate.protocols import label as protocol_label
 from rmb_build.evaluate.report_style import length_control_section, style_section
 from rmb_build.release.audit import defects_phrase
 
@@ -50,6 +51,8 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
         f"Accuracies in %. {FEW_NOTE}",
         "",
     ]
+    if results.get("protocol"):  # which harness's text preparation every figure below was measured under
+        out[-1:-1] = [f"Harness {protocol_label(results['protocol'])}: {results['protocol']['harness']}."]
     sets = [s for s in (PAIRWISE_SET, BON_SET) if results.get(s, {}).get("scenarios")]
     out += _rmb_overall_section(results.get("rmb_overall"))
     out += _defects_section(results)

@@ -11,7 +11,7 @@ class RMOptions:
     """Everything from the command line that an adapter may use; each adapter reads what it needs."""
 
     batch_size: int = 16
-    dtype: str = "auto"  # auto | bf16 | fp32
+    dtype: str = "auto"  # auto | bf16 | fp16 | fp32
     max_length: int | None = None
     chat_template: str | None = None  # a Jinja template string or a file holding one
     device: str | None = None  # None: cuda when present, else cpu
@@ -22,6 +22,9 @@ class RMOptions:
     device_map: str | None = None  # hf: "auto": accelerate spreads the layers over GPUs, CPU memory, disk
     max_memory: dict[Any, str] | None = None  # hf: with device_map, the memory each device may hold
     load_in: str | None = None  # hf: "8bit" | "4bit" with bitsandbytes (CUDA only)
+    protocol: str = "native"  # hf: the harness protocol (rmb_build.evaluate.protocols) texts are prepared by
+    devices: list[str] | None = None  # hf: one model replica per device (evaluate.devices); None: one device
+    shard: tuple[int, int] | None = None  # hf: (k, n): score only the k-th of n replicas' share of the batches
     seed: int = 0
     votes: int = 1
     judge_mode: str = "pairwise"  # pairwise | pointwise

@@ -16,6 +16,7 @@ from rmb_build.evaluate.defects import audit_defects, split_items
 from rmb_build.evaluate.length_control import length_control
 from rmb_build.evaluate.metrics import DEFAULT_RESAMPLES, build_results
 from rmb_build.evaluate.outcomes import length_bias, position_bias, predict
+from rmb_build.evaluate.protocols import protocol, record
 from rmb_build.evaluate.report import write_report
 from rmb_build.evaluate.scoring import score_items
 from rmb_build.evaluate.style import STYLE_PREDICTIONS, score_style, style_results, style_sha256
@@ -50,6 +51,13 @@ def evaluate(
     if skipped is not None:
         extra["skipped_defective"] = skipped
     style_rows: list[dict[str, Any]] | None = None
+    extra["protocol"] = (
+        rm.protocol_record()
+        if hasattr(rm, "protocol_record")
+        else record(
+            protocol(rm.options.protocol), max_length=None, truncation_side="left", overridden=[], applies=False
+        )
+    )
     if getattr(rm, "precomputed", False):  # scores from a file (adapters/scores.py): per item, no cache
         predictions, scoring, extra["scores_file"] = rm.predict_items(items, list(release.items()), ties)
         if release.style:

@@ -17,6 +17,7 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import Item, text_key
 from rmb_build.core.taxonomy import PAIRWISE_SET
+from rmb_build.evaluate import devices
 from rmb_build.evaluate.adapters import JudgePair, RewardModel, ScoreText
 from rmb_build.evaluate.cache import ScoreCache
 
@@ -183,6 +184,9 @@ def score_items(
     Returns (cache key -> value, each item's unit keys, stats). A unit is a text for a text RM (value:
     a float; keys in ``item.answers()`` order) or a (better, worse) pair for a judge (value: votes).
     """
+    many = len(rm.options.devices or ()) > 1
+    if many:
+        devices.check(rm)
     fp = rm.fingerprint()
     cache.register(fp, rm.spec, rm.describe())
     stats = ScoringStats()
@@ -194,6 +198,8 @@ def score_items(
     else:
         units = collect_texts(items, keys, rm.per_scenario)
         desc, stream = f"scoring with {rm.spec}", rm.score_stream
+        if many:  # one replica per device; this process alone writes the cache
+            stream = devices.parallel_stream(rm)
     stats.naive = sum(len(k) for k in keys)
     values = _run_cached(
         units, stream, rm, fp, cache, desc, progress, stats, lambda key: _item_of(key, items, keys, rm.compares_pairs)

@@ -54,8 +54,12 @@ def family(name: str) -> Family:
 
 
 def last_token_index(attention_mask: Any) -> Any:
-    """The index of each row's last real token in a right-padded batch."""
-    return attention_mask.sum(dim=1) - 1
+    """The index of each row's last real token in a right-padded batch (a masked leading BOS, as a harness
+    protocol may mask one, does not move it)."""
+    import torch
+
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    return (positions * attention_mask).argmax(dim=1)
 
 
 def gather_last(values: Any, attention_mask: Any) -> Any:

@@ -1,0 +1,120 @@
+"""``--devices``: one replica of an ``hf:`` reward model per device, each in its own process.
+
+Every replica tokenizes all the texts to score, forms the batches one device would form, and scores only
+its share of them (``loading.share_batches``: the costliest batch first, each to the least-loaded replica),
+so the scores equal one device's bit for bit. The parent receives the scores and alone writes the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue as queue_mod
+from typing import Any, Iterator, Sequence
+
+from rmb_build.core.errors import RMBError
+from rmb_build.evaluate.adapters import RewardModel, ScoreText, load_rm
+
+POLL_S = 1.0  # how often the parent checks that no replica died without a word
+
+
+def resolve(text: str | None) -> list[str] | None:
+    """``auto`` (every CUDA device, or the CPU alone) or ``cpu,cpu`` / ``cuda:0,cuda:1`` as a list; None: one device."""
+    if text is None:
+        return None
+    if text.strip() == "auto":
+        import torch
+
+        count = torch.cuda.device_count()
+        return [f"cuda:{i}" for i in range(count)] if count else ["cpu"]
+    devices = [d.strip() for d in text.split(",")]
+    if not all(devices):
+        raise RMBError(f"--devices {text!r}: expected auto or a comma-separated list of devices, e.g. cuda:0,cuda:1")
+    kinds = {d.split(":")[0] for d in devices}
+    if len(kinds) > 1:  # a CPU's and a GPU's default dtypes differ: the replicas would score differently
+        raise RMBError(f"--devices {text!r}: mixes device kinds ({', '.join(sorted(kinds))}); give devices of one kind")
+    return devices
+
+
+def check(rm: RewardModel) -> None:
+    """Refuse what one replica per device cannot do, before anything is scored."""
+    if rm.kind != "hf":
+        raise RMBError(f"--devices: only hf: reward models run one replica per device, not {rm.kind}:")
+    if rm.options.device_map:
+        raise RMBError("--devices runs one replica per device; --device-map spreads one model over them: give one")
+
+
+def _quiet() -> bool:
+    """Whether this process shows no weight-loading bars (the CLI's default): its replicas show none either."""
+    import sys
+
+    transformers = sys.modules.get("transformers")
+    return transformers is not None and not transformers.utils.logging.is_progress_bar_enabled()
+
+
+def _worker(kind: str, target: str, options: Any, texts: list[ScoreText], k: int, out: Any, quiet: bool) -> None:
+    try:
+        if quiet:
+            import transformers
+
+            transformers.utils.logging.disable_progress_bar()
+        rm = load_rm(f"{kind}:{target}", options)
+        for idx, scores in rm.score_stream(texts):
+            out.put(("batch", k, idx, scores))
+        out.put(("done", k, dict(rm.stats)))
+    except BaseException as exc:  # the parent prints it as one line
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        out.put(("error", k, f"{type(exc).__name__}: {first}" if not isinstance(exc, RMBError) else first))
+
+
+def parallel_stream(rm: RewardModel):
+    """``rm.score_stream`` over ``rm.options.devices``: one process per device, scores as they come."""
+    devices = list(rm.options.devices or ())
+
+    def stream(texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float]]]:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state or threads copied from this one
+        out = ctx.Queue()
+        procs, quiet = [], _quiet()
+        for k, device in enumerate(devices):
+            options = dataclasses.replace(rm.options, device=device, devices=None, shard=(k, len(devices)))
+            procs.append(ctx.Process(target=_worker, args=(rm.kind, rm.target, options, list(texts), k, out, quiet)))
+        finished: dict[int, dict] = {}
+        counts = [0] * len(devices)
+        try:
+            for p in procs:
+                p.start()
+            while len(finished) < len(procs):
+                try:
+                    msg = out.get(timeout=POLL_S)
+                except queue_mod.Empty:
+                    for k, p in enumerate(procs):
+                        if k not in finished and not p.is_alive() and out.empty():
+                            raise RMBError(
+                                f"--devices: the replica on {devices[k]} stopped (exit code {p.exitcode}) "
+                                "before it finished; what was scored before is cached"
+                            ) from None
+                    continue
+                if msg[0] == "error":
+                    raise RMBError(f"--devices: the replica on {devices[msg[1]]}: {msg[2]}")
+                if msg[0] == "done":
+                    finished[msg[1]] = msg[2]
+                    continue
+                counts[msg[1]] += len(msg[2])
+                yield msg[2], msg[3]
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+                p.join()
+        for stats in finished.values():  # truncated texts, tokens: summed over the replicas
+            for key, v in stats.items():
+                if isinstance(v, (int, float)):
+                    rm.stats[key] = rm.stats.get(key, 0) + v
+        rm.stats["devices"] = devices
+        rm.stats["texts_per_device"] = counts
+
+    return stream
+
+
+__all__ = ["check", "parallel_stream", "resolve"]
