@@ -195,8 +195,8 @@ def timed(cmd: list[str], cwd: Path, env: dict) -> tuple[tuple[float, float], su
 def run_rmb(model: Path, data: Path, out: Path, cache: Path, args, env: dict) -> tuple[tuple[float, float], dict]:
     cmd = [sys.executable, "-m", "rmb_build.cli", "evaluate", "--release", str(data), "--format", "rewardbench"]
     cmd += ["--rm", f"hf:{model}", "--out", str(out), "--cache", str(cache), "--batch-size", str(args.batch_size)]
-    cmd += ["--dtype", "fp32" if args.dtype == "float32" else "bf16", "--device", args.device]
-    cmd += ["--bootstrap", "200", "--no-progress"] + (["--devices", args.devices] if args.devices else [])
+    cmd += ["--dtype", "fp32" if args.dtype == "float32" else "bf16", "--bootstrap", "200", "--no-progress"]
+    cmd += ["--devices", args.devices] if args.devices else ["--device", args.device]  # rmb takes one of the two
     seconds, _ = timed(cmd, out.parent, env)
     scores = {}
     for line in (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines():
