@@ -18,6 +18,7 @@ from rmb_build.stages.common import (
 )
 from rmb_build.stages.options import GeneratorConfig
 from rmb_build.stages.plan import Planned
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 STAGE = "generate"
 Target = tuple[Query, GeneratorConfig, int]  # the query, its generator, characters cut from its conversation
@@ -161,3 +162,12 @@ def assumed_responses(
         Response(q.id, gen.llm_name, gen.model, gen.endpoint, assumed_answer(gen.max_tokens), "length", cut)
         for q, gen, cut in prepare(queries, generators, endpoints).targets
     ]
+
+
+async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Response]:
+    return await generate(queries, env.section, env.client)
+
+
+SPEC = StageSpec(
+    "generate", generate_batch, config="generators", endpoints=lambda gens: [g.endpoint for g in gens], llm=True
+)
