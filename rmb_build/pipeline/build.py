@@ -56,6 +56,7 @@ from rmb_build.stages import (
     sets,
 )
 from rmb_build.stages.classify import build_classifier, classifier_text, default_training_set
+from rmb_build.stages.gather import read_queries, write_queries
 from rmb_build.stages.select import select, short_goals
 from rmb_build.stages.sets import finished
 from rmb_build.stages.spec import StageSpec
@@ -112,7 +113,7 @@ def _gather_and_dedup(run: BuildRun) -> list[Any]:
     cfg, paths = run.cfg, run.paths
     gathered = run.record(gather.SPEC, [run.call(gather.SPEC, str(paths.raw / P.QUARANTINE), cfg.run.max_queries)])[0]
     raw = paths.raw / P.RAW_QUERIES
-    steps.write_queries_file(gathered.queries, raw)
+    write_queries(gathered.queries, raw)
     run.acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
     if not run.runs(dedup.SPEC):
         return gathered.queries
@@ -120,7 +121,7 @@ def _gather_and_dedup(run: BuildRun) -> list[Any]:
     del gathered  # on disk now: the encoder's pass, the build's peak of memory, runs without the queries
     _embed_on_runner(run, texts)
     del texts
-    queries = steps.read_queries_file(raw)
+    queries = read_queries(raw)
     deduped = run.record(dedup.SPEC, [run.submit(dedup.SPEC, queries).result()])[0]
     run.acc.dedup_removed = steps.count_by(deduped.removed, "kind")
     return deduped.kept
@@ -166,7 +167,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
             )
             acc.selected = len(selected)
             acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
-            steps.write_queries_file(selected, paths.run / P.SELECTED_QUERIES)
+            write_queries(selected, paths.run / P.SELECTED_QUERIES)
         # --- end of label checks ---
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)
@@ -221,7 +222,7 @@ def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], 
     and counted in ``run.acc``."""
     responses = outcomes[_last_answers(outcomes)].value.records
     scores, labels = outcomes[judge.SPEC.name].value.records, outcomes[guard.SPEC.name].value.records
-    batch = steps.apply_guard_scenarios(batch, labels)
+    batch = guard.apply_prompt_scenarios(batch, labels)
     built = run.call(sets.SPEC, batch, responses, scores, labels)
     set_parts.write_part(sets_dir, index, built.value)
     run.acc.add_batch(batch, responses, scores, [*built.value.pairwise, *built.value.bon])
@@ -302,11 +303,11 @@ def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> tuple[list[Any]
     queries = pool.pop()
     texts = [classifier_text(q.conversation) for q in queries]
     deduped = run.paths.run / P.DEDUPED_QUERIES
-    steps.write_queries_file(queries, deduped)
+    write_queries(queries, deduped)
     del queries
     _embed_on_runner(run, texts + (default_training_set()[0] if not run.cfg.classifier.train_release else []))
     del texts
-    queries = steps.read_queries_file(deduped)
+    queries = read_queries(deduped)
     futures = [run.submit(classify.SPEC, b) for b in batched(queries, run.cfg.run.batch_size)]
     return queries, [q for part in run.record(classify.SPEC, [f.result() for f in futures]) for q in part]
 
@@ -350,7 +351,7 @@ def _select(run: BuildRun, queries: list[Any]) -> list[Any]:
     selected, acc.not_selected = select(queries, cfg.select, cfg.scenarios)
     acc.selected = len(selected)
     acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
-    steps.write_queries_file(selected, run.paths.run / P.SELECTED_QUERIES)
+    write_queries(selected, run.paths.run / P.SELECTED_QUERIES)
     run.log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
     return selected
 

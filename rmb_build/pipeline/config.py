@@ -27,6 +27,7 @@ from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.pipeline import stages as build_stages
+from rmb_build.stages import release
 from rmb_build.stages.options import (
     ClassifierConfig,
     DedupConfig,
@@ -153,7 +154,7 @@ class BuildConfig(StrictModel):
     def _release_answers_end_naturally(self) -> "BuildConfig":
         """A server reports ``finish_reason: stop`` for a stop string as for a natural end, so an answer a stop
         string cut would pass as finished: generators whose answers go into a release set no ``stop``."""
-        if "release" in self.stages:
+        if release.SPEC.name in self.stages:
             for i, g in enumerate(self.generators):
                 if g.stop:
                     raise ValueError(

@@ -1,9 +1,8 @@
-"""Small in-flow steps between the stage tasks: stats merging, files a run keeps."""
+"""Small in-flow helpers between the stage tasks: a result's stats, log lines, counts."""
 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from rmb_build.core.records import Query
@@ -44,21 +43,3 @@ def count_by(records: Iterable[Any], attr: str) -> dict[str, int]:
 
 def goal_counts(queries: Iterable[Query]) -> dict[str, int]:
     return dict(Counter(parse_scenario_id(q.scenario_id).goal if q.scenario_id else "unclassified" for q in queries))
-
-
-def write_queries_file(queries: Sequence[Query], path: Path) -> None:
-    from rmb_build.stages.gather import write_queries
-
-    write_queries(queries, path)
-
-
-def read_queries_file(path: Path) -> list[Query]:
-    from rmb_build.stages.gather import read_queries
-
-    return read_queries(path)
-
-
-def apply_guard_scenarios(queries: Sequence[Query], labels: Sequence[Any]) -> list[Query]:
-    from rmb_build.stages.guard import apply_prompt_scenarios
-
-    return apply_prompt_scenarios(queries, labels)

@@ -425,7 +425,7 @@ class LLMClassifier:
 
     SYSTEM = "classify/system.md"
     USER = "classify/user.md"
-    STAGE = "classify"
+    STAGE = "classify"  # the stage's one name: its SPEC's, its requests' stage
 
     def __init__(
         self,
@@ -546,5 +546,5 @@ _KEY = dict(
     encoder=True,
     prompts=("classify", TAXONOMY_FILE),
 )
-SPEC = StageSpec("classify", classify_batch, **_KEY, optional=True)
+SPEC = StageSpec(LLMClassifier.STAGE, classify_batch, **_KEY, optional=True)
 LLM_SPEC = StageSpec("classify_llm", classify_llm_batch, **_KEY, llm=True, listed=False, of=SPEC.name)

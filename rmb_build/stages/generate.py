@@ -20,7 +20,7 @@ from rmb_build.stages.options import GeneratorConfig
 from rmb_build.stages.plan import Planned
 from rmb_build.stages.spec import StageEnv, StageSpec
 
-STAGE = "generate"
+STAGE = "generate"  # the stage's one name: its SPEC's, its requests' and failures' stage
 Target = tuple[Query, GeneratorConfig, int]  # the query, its generator, characters cut from its conversation
 
 
@@ -169,5 +169,5 @@ async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult
 
 
 SPEC = StageSpec(
-    "generate", generate_batch, config="generators", endpoints=lambda gens: [g.endpoint for g in gens], llm=True
+    STAGE, generate_batch, config="generators", endpoints=lambda gens: [g.endpoint for g in gens], llm=True
 )

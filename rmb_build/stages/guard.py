@@ -32,7 +32,7 @@ from rmb_build.stages.options import GuardConfig
 from rmb_build.stages.plan import Planned
 from rmb_build.stages.spec import StageEnv, StageSpec
 
-STAGE = "guard"
+STAGE = "guard"  # the stage's one name: its SPEC's, its requests' and failures' stage
 PROMPT = "guard/llama_guard2.md"
 SAFE, UNSAFE, UNKNOWN = "safe", "unsafe", "unknown"
 PROMPT_TARGET, RESPONSE_TARGET = "prompt", "response"
@@ -254,7 +254,7 @@ async def guard_batch(
 
 
 SPEC = StageSpec(
-    "guard",
+    STAGE,
     guard_batch,
     config="guard",
     endpoints=lambda guard_cfg: [guard_cfg.endpoint],

@@ -32,7 +32,7 @@ from rmb_build.stages.options import JudgeConfig
 from rmb_build.stages.plan import Planned
 from rmb_build.stages.spec import StageEnv, StageSpec
 
-STAGE = "judge"
+STAGE = "judge"  # the stage's one name: its SPEC's, its requests' and failures' stage
 SYSTEM_PROMPT = "judge/system.md"
 USER_PROMPT = "judge/pointwise.md"
 RATIONALE_KEEP_CHARS = 2000  # endpoints without a grammar may ignore maxLength
@@ -229,7 +229,7 @@ async def judge_batch(
 
 
 SPEC = StageSpec(
-    "judge",
+    STAGE,
     judge_batch,
     config="judge",
     endpoints=lambda judge_cfg: [judge_cfg.endpoint],
