@@ -148,6 +148,15 @@ async def generate(
     return collect(planned, await ask(client, planned.requests, desc=STAGE))
 
 
+async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Response]:
+    return await generate(queries, env.section, env.client)
+
+
+SPEC = StageSpec(
+    STAGE, generate_batch, config="generators", endpoints=lambda gens: [g.endpoint for g in gens], llm=True
+)
+
+
 def assumed_answer(max_tokens: int) -> str:
     """A stand-in answer of about ``max_tokens`` tokens (at 3 bytes a token), for planning the stages
     after generation before any answer exists."""
@@ -162,12 +171,3 @@ def assumed_responses(
         Response(q.id, gen.llm_name, gen.model, gen.endpoint, assumed_answer(gen.max_tokens), "length", cut)
         for q, gen, cut in prepare(queries, generators, endpoints).targets
     ]
-
-
-async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Response]:
-    return await generate(queries, env.section, env.client)
-
-
-SPEC = StageSpec(
-    STAGE, generate_batch, config="generators", endpoints=lambda gens: [g.endpoint for g in gens], llm=True
-)
