@@ -45,6 +45,8 @@ def make_task(spec: StageSpec) -> Any:
         def work(cache_key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
             return _stamp(compute(spec, env, inputs))
 
+    # the function's name is the task's key in Prefect and its tasks' prefix on a Dask cluster
+    work.__name__ = work.__qualname__ = f"{spec.name}_task"
     return task(name=spec.name, **(CACHED if spec.cached else UNCACHED))(work)
 
 
