@@ -170,14 +170,15 @@ def test_embeddings_config_and_the_deprecated_dedup_model():
 
 
 def test_cache_keys_follow_the_encoder():
-    from rmb_build.pipeline import keys as K
+    from rmb_build.pipeline.keys import stage_key
+    from rmb_build.stages import classify, dedup
 
     base = parse_config(_cfg())
     onnx = parse_config(_cfg(embeddings={"backend": "onnx"}))
     half = parse_config(_cfg(embeddings={"dtype": "float16"}))
     qs = _queries()
-    assert len({K.dedup_key(c, qs) for c in (base, onnx, half)}) == 3
-    assert len({K.classify_key(c, qs) for c in (base, onnx, half)}) == 3
+    assert len({stage_key(dedup.SPEC, c, qs) for c in (base, onnx, half)}) == 3
+    assert len({stage_key(classify.SPEC, c, qs) for c in (base, onnx, half)}) == 3
 
 
 @pytest.mark.slow

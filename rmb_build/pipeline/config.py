@@ -26,6 +26,8 @@ from pydantic import (
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
 from rmb_build.llm.config import EndpointConfig
+from rmb_build.pipeline import stages as build_stages
+from rmb_build.stages import release
 from rmb_build.stages.options import (
     ClassifierConfig,
     DedupConfig,
@@ -38,8 +40,6 @@ from rmb_build.stages.options import (
     SetsConfig,
     SourceConfig,
 )
-
-STAGES = ("gather", "dedup", "classify", "generate", "judge", "guard", "build_sets", "release")
 
 
 def folder_name(v: str) -> str:
@@ -72,7 +72,7 @@ class BuildConfig(StrictModel):
     select: SelectConfig = Field(default_factory=SelectConfig)
     route: RouteConfig = Field(default_factory=RouteConfig)
     run: RunConfig = Field(default_factory=RunConfig)
-    stages: list[str] = Field(default_factory=lambda: list(STAGES))
+    stages: list[str] = Field(default_factory=lambda: list(build_stages.listed()))
     scenarios: list[str] | None = Field(default=None, description="build only these scenario ids")
     license: str | None = Field(
         default=None,
@@ -130,9 +130,10 @@ class BuildConfig(StrictModel):
     @field_validator("stages")
     @classmethod
     def _stages(cls, v: list[str]) -> list[str]:
+        names = build_stages.listed()
         for s in v:
-            if s not in STAGES:
-                raise ValueError(f"unknown stage {s!r} (stages: {', '.join(STAGES)})")
+            if s not in names:
+                raise ValueError(f"unknown stage {s!r} (stages: {', '.join(names)})")
         return v
 
     @model_validator(mode="after")
@@ -153,7 +154,7 @@ class BuildConfig(StrictModel):
     def _release_answers_end_naturally(self) -> "BuildConfig":
         """A server reports ``finish_reason: stop`` for a stop string as for a natural end, so an answer a stop
         string cut would pass as finished: generators whose answers go into a release set no ``stop``."""
-        if "release" in self.stages:
+        if release.SPEC.name in self.stages:
             for i, g in enumerate(self.generators):
                 if g.stop:
                     raise ValueError(

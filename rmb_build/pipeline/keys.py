@@ -105,21 +105,6 @@ def _endpoints(cfg: Any, names: Any) -> dict[str, Any]:
     return {n: endpoint_description(cfg.endpoints[n]) for n in sorted(set(names))}
 
 
-def gather_key(cfg: Any) -> str:
-    """Sources as configured and what each source says identifies it (the files behind it, size and
-    mtime, or a package version), their label sets' digests, the gather code, the limit."""
-    from rmb_build.stages.sources import label_sets, source_for
-
-    return fingerprint(
-        "gather",
-        code_version("rmb_build.stages.gather"),
-        cfg.sources,
-        [source_for(s).identity() for s in cfg.sources],
-        [label_sets.identity(s.labels) for s in cfg.sources],
-        cfg.run.max_queries,
-    )
-
-
 def encoder_identity(cfg: Any) -> list[str]:
     """The build's sentence encoder as its vectors depend on it: model (version), backend, stored dtype."""
     from rmb_build.embed.encoder import model_fingerprint
@@ -127,73 +112,25 @@ def encoder_identity(cfg: Any) -> list[str]:
     return [model_fingerprint(cfg.embeddings.model, cfg.embeddings.backend), cfg.embeddings.dtype]
 
 
-def dedup_key(cfg: Any, queries: Any) -> str:
-    return fingerprint(
-        "dedup", code_version("rmb_build.stages.dedup"), cfg.dedup, encoder_identity(cfg), _records(queries)
-    )
-
-
-def classify_key(cfg: Any, queries: Any, *, offline: bool = False) -> str:
-    """``offline``: a dry run's LLM classification (cached answers only, the embedding classifier for
-    the rest), kept apart from a real run's."""
-    from rmb_build.stages.sources import file_identity
-
-    llm = _endpoints(cfg, [cfg.classifier.endpoint]) if cfg.classifier.method == "llm" else None
-    if llm is not None and offline:
-        llm["offline"] = True
-    return fingerprint(
-        "classify",
-        code_version("rmb_build.stages.classify"),
-        cfg.classifier,
-        llm,
-        file_identity(cfg.classifier.train_release),
-        encoder_identity(cfg),
-        prompts_digest("classify", "taxonomy.yaml"),
-        _records(queries),
-    )
-
-
-def generate_key(cfg: Any, queries: Any) -> str:
-    return fingerprint(
-        "generate",
-        code_version("rmb_build.stages.generate"),
-        cfg.generators,
-        _endpoints(cfg, (g.endpoint for g in cfg.generators)),
-        _records(queries),
-    )
-
-
-def judge_key(cfg: Any, queries: Any, responses: Any) -> str:
-    return fingerprint(
-        "judge",
-        code_version("rmb_build.stages.judge"),
-        cfg.judge,
-        _endpoints(cfg, [cfg.judge.endpoint]),
-        prompts_digest("judge", "criteria"),
-        _records(queries),
-        _records(responses),
-    )
-
-
-def guard_key(cfg: Any, queries: Any, responses: Any) -> str:
-    return fingerprint(
-        "guard",
-        code_version("rmb_build.stages.guard"),
-        cfg.guard,
-        _endpoints(cfg, [cfg.guard.endpoint]),
-        prompts_digest("guard"),
-        _records(queries),
-        _records(responses),
-    )
-
-
-def sets_key(cfg: Any, queries: Any, responses: Any, scores: Any, labels: Any) -> str:
-    return fingerprint(
-        "build_sets",
-        code_version("rmb_build.stages.sets"),
-        cfg.sets,
-        _records(queries),
-        _records(responses),
-        _records(scores),
-        _records(labels),
-    )
+def stage_key(spec: Any, cfg: Any, *inputs: Any, offline: bool = False) -> str:
+    """One batch's key for ``spec`` (a ``StageSpec``): its stage, its code, its config section, then
+    what the spec says the key reads, in this order: the section's endpoints, the stage's own
+    identity parts, the encoder, the prompts, the batch's inputs. ``offline``: a dry run's LLM calls
+    (cached answers only, stand-ins for the rest), kept apart from a real run's."""
+    section = getattr(cfg, spec.config) if spec.config else None
+    parts: list[Any] = [spec.stage, code_version(spec.module), section]
+    if spec.endpoints is not None:
+        names = spec.endpoints(section)
+        described = _endpoints(cfg, names) if names is not None else None
+        if described is not None and offline:
+            described["offline"] = True
+        parts.append(described)
+    if spec.identity is not None:
+        parts.extend(spec.identity(cfg))
+    if spec.encoder:
+        parts.append(encoder_identity(cfg))
+    if spec.prompts:
+        parts.append(prompts_digest(*spec.prompts))
+    if spec.keyed_inputs:
+        parts.extend(_records(i) for i in inputs)
+    return fingerprint(*parts)

@@ -19,10 +19,14 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import GOALS
 from rmb_build.pipeline.config import BuildConfig
+from rmb_build.stages import gold as gold_stage
+from rmb_build.stages import route as route_stage
+from rmb_build.stages.classify import build_classifier
 from rmb_build.stages.gold import below, gold_check, guard_evidence
 from rmb_build.stages.guard import guard
 from rmb_build.stages.route import Routing, alternatives_from, goal_of, needs_alternatives, route
 from rmb_build.stages.select import select, select_balanced
+from rmb_build.stages.spec import open_store
 
 
 async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_agreement: float | None) -> dict | None:
@@ -31,10 +35,10 @@ async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_ag
         if min_agreement is not None:
             raise RMBError("--min-gold-agreement needs judge.gold in the build config")
         return None
-    with state.timed("gold"):  # no task batch: the stage's seconds and span are this block's
+    with state.timed(gold_stage.SPEC.name):  # no task batch: the stage's seconds and span are this block's
         section, failures = await gold_check(cfg, client)
     state.add_failures(failures)
-    state.stage("gold").stats = {k: v for k, v in section.items() if k != "stats"}
+    state.stage(gold_stage.SPEC.name).stats = {k: v for k, v in section.items() if k != "stats"}
     state.flush(gold=section)
     log.info("gold: %s", section.get("status") or {g: (a["value"], a["n"]) for g, a in section["agreement"].items()})
     stop = below(section, min_agreement) if min_agreement is not None else None
@@ -47,8 +51,6 @@ async def _guard_and_route(
     cfg: BuildConfig, queries: Sequence[Query], client: Any, store_dir: str | None, not_evidence: str | None
 ) -> tuple[Routing, list[Any]]:
     """The routing of ``queries`` by their prompts' guard verdicts, and the guard's failures."""
-    from rmb_build.pipeline.batches import build_classifier, open_store
-
     labels = await guard(queries, [], cfg.guard, client, every_prompt=True)
     unsure = needs_alternatives(queries, labels.records, not_evidence)
     alts = {}
@@ -146,11 +148,11 @@ async def route_by_guard(
     gold: dict | None = None,
 ) -> tuple[list[Query], dict[str, int], Routing]:
     """``plan_routing`` in a build: its failures and stats go to the run state and the log."""
-    with state.timed("route"):
+    with state.timed(route_stage.SPEC.name):
         routed = await plan_routing(cfg, queries, selected, not_selected, client, store_dir, gold)
     state.add_failures(routed.failures)
     stats = routed.routing.stats()
-    state.stage("route").stats = stats
+    state.stage(route_stage.SPEC.name).stats = stats
     state.flush()
     log.info(
         "route: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",

@@ -8,19 +8,21 @@ import asyncio
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from rmb_build.core import stop
 from rmb_build.core.paths import BuildPaths
-from rmb_build.pipeline.batches import Timed
 from rmb_build.pipeline.build import run_pipeline
 from rmb_build.pipeline.config import BuildConfig, parse_config
+from rmb_build.pipeline.context import RunOptions
+from rmb_build.pipeline.executor import Timed
 from rmb_build.pipeline.manifest import public_config
 from rmb_build.pipeline.runners import make_task_runner
 from rmb_build.pipeline.tasks import bind_storage
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 
 class PrefectRunner:
@@ -31,14 +33,14 @@ class PrefectRunner:
         self.run_id = flow_run.get_id()
         self.log = get_run_logger()
 
-    def call(self, stage: str, *args: Any) -> Timed:
-        return self.tasks[stage](*args)
+    def call(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
+        return self.tasks[spec.name](key, env, inputs)
 
-    def submit(self, stage: str, *args: Any) -> Any:
-        return self.tasks[stage].submit(*args)
+    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Any:
+        return self.tasks[spec.name].submit(key, env, inputs)
 
-    async def acall(self, stage: str, *args: Any) -> Timed:
-        return await self.tasks[stage](*args)
+    async def acall(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
+        return await self.tasks[spec.name](key, env, inputs)
 
     def close(self) -> None:
         pass
@@ -68,30 +70,18 @@ async def build_flow(
     """``run_pipeline`` on Prefect: the config as a mapping, or the one registered under ``config_ref``."""
     cfg = _flow_config(config, config_ref, config_file)
     runner = PrefectRunner(BuildPaths.of(cfg.name, workdir).results)
+    options = RunOptions(config_file, max_cost, dry_run, min_gold_agreement)
     with stop.noting_sigterm():  # Prefect's own SIGTERM handler is in place here
-        return await run_pipeline(
-            cfg,
-            runner,
-            workdir,
-            config_file=config_file,
-            max_cost=max_cost,
-            dry_run=dry_run,
-            min_gold_agreement=min_gold_agreement,
-        )
+        return await run_pipeline(cfg, runner, workdir, options)
 
 
 def run_with_prefect(
-    cfg: BuildConfig,
-    workdir: str | os.PathLike | None = None,
-    *,
-    config_file: str = "<config>",
-    max_cost: float | None = None,
-    dry_run: bool = False,
-    min_gold_agreement: float | None = None,
+    cfg: BuildConfig, workdir: str | os.PathLike | None = None, options: RunOptions | None = None
 ) -> dict[str, Any]:
     """Run :func:`build_flow` with the task runner the config names. The flow's parameters (which Prefect
     stores) hold the config without credentials and a reference to ``cfg`` itself, kept in this process."""
-    task_runner = make_task_runner(cfg.run, config_file)
+    options = options or RunOptions()
+    task_runner = make_task_runner(cfg.run, options.config_file)
     flow_ = build_flow.with_options(task_runner=task_runner, flow_run_name=f"build-{cfg.name}")
     ref = uuid.uuid4().hex
     _LIVE_CONFIGS[ref] = cfg
@@ -100,11 +90,11 @@ def run_with_prefect(
             flow_(
                 public_config(cfg),
                 str(workdir) if workdir else None,
-                config_file,
-                max_cost,
-                dry_run,
+                options.config_file,
+                options.max_cost,
+                options.dry_run,
                 ref,
-                min_gold_agreement,
+                options.min_gold_agreement,
             )
         )
     finally:

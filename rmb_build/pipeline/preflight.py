@@ -11,10 +11,12 @@ import os
 
 from rmb_build.core.errors import ConfigError, InputError
 from rmb_build.llm.config import ModelRef
-from rmb_build.pipeline.config import STAGES, BuildConfig
+from rmb_build.pipeline import stages as build_stages
+from rmb_build.pipeline.config import BuildConfig
+from rmb_build.stages import generate, judge
+from rmb_build.stages.generate import check_generators
 
 # Stages that may be left out of ``stages``: the pipeline passes their input through.
-SKIPPABLE = ("dedup", "classify")
 
 
 def check_sources(cfg: BuildConfig, file: str = "<config>") -> None:
@@ -66,17 +68,20 @@ def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     listed = set(cfg.stages)
     if not listed:
         raise ConfigError(file, "stages", "empty: list the stages to run")
-    last = max(STAGES.index(s) for s in listed)
+    order = [s for s in build_stages.STAGES if s.listed]
+    names = [s.name for s in order]
+    last = max(names.index(s) for s in listed)
+    skippable = [s.name for s in order if s.optional]
     run = []
-    for stage in STAGES[: last + 1]:
-        if stage in listed:
-            run.append(stage)
-        elif stage not in SKIPPABLE:
+    for spec in order[: last + 1]:
+        if spec.name in listed:
+            run.append(spec.name)
+        elif not spec.optional:
             raise ConfigError(
                 file,
                 "stages",
-                f"{stage!r} is missing: it must run before {STAGES[last]!r} "
-                f"(only {' and '.join(SKIPPABLE)} can be left out)",
+                f"{spec.name!r} is missing: it must run before {names[last]!r} "
+                f"(only {' and '.join(skippable)} can be left out)",
             )
     return run
 
@@ -138,15 +143,13 @@ def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     stages = check_stages(cfg, file)
     check_sources(cfg, file)
     check_api_keys(cfg, file)
-    if "generate" in stages:
-        from rmb_build.stages.generate import check_generators
-
+    if generate.SPEC.name in stages:
         try:
             check_generators(cfg.generators)
         except ConfigError as exc:  # the stage does not know the file's name
             prefix = f"{exc.file}: " + (f"field {exc.field!r}: " if exc.field else "")
             raise ConfigError(file, exc.field, str(exc).removeprefix(prefix)) from None
-        check_cast(cfg, file, judging="judge" in stages)
+        check_cast(cfg, file, judging=judge.SPEC.name in stages)
     if cfg.run.task_runner == "dask":
         from importlib.util import find_spec
 

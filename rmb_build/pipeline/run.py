@@ -11,16 +11,17 @@ from typing import Any, Literal
 from rmb_build.core.paths import BuildPaths
 from rmb_build.pipeline.build import run_pipeline
 from rmb_build.pipeline.config import BuildConfig
+from rmb_build.pipeline.context import RunOptions
 from rmb_build.pipeline.runner import LocalRunner
 
 RUNNERS = ("prefect", "local")
 
 
 def run_local(cfg: BuildConfig, workdir: str | os.PathLike | None = None, **options: Any) -> dict[str, Any]:
-    """``run_pipeline`` in this process (``options``: config_file, max_cost, dry_run, min_gold_agreement)."""
+    """``run_pipeline`` in this process (``options``: those of :class:`RunOptions`)."""
     runner = LocalRunner(BuildPaths.of(cfg.name, workdir).batch_results)
     try:
-        return asyncio.run(run_pipeline(cfg, runner, workdir, **options))
+        return asyncio.run(run_pipeline(cfg, runner, workdir, RunOptions(**options)))
     finally:
         runner.close()
 
@@ -36,11 +37,11 @@ def run_build(
     min_gold_agreement: float | None = None,
 ) -> dict[str, Any]:
     """Build ``cfg`` into ``workdir`` on ``runner``; returns the run summary."""
-    options = dict(config_file=config_file, max_cost=max_cost, dry_run=dry_run, min_gold_agreement=min_gold_agreement)
+    options = RunOptions(config_file, max_cost, dry_run, min_gold_agreement)
     if runner == "local":
-        return run_local(cfg, workdir, **options)
+        return run_local(cfg, workdir, **vars(options))
     if runner != "prefect":
         raise ValueError(f"unknown runner {runner!r} (runners: {', '.join(RUNNERS)})")
     from rmb_build.pipeline.prefect_flow import run_with_prefect
 
-    return run_with_prefect(cfg, workdir, **options)
+    return run_with_prefect(cfg, workdir, options)

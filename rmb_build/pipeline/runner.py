@@ -1,8 +1,9 @@
 """The seam between the build's logic (``build.py``) and what executes its batches.
 
-The build asks a runner for one stage over one batch by name (``batches.BATCHES``), with the batch's
-cache key first; the runner returns the batch's :class:`~rmb_build.pipeline.batches.Timed`, computed
-now or reloaded from an earlier run under the same key (its ``flow_run_id`` then names that run).
+The build asks a runner for one stage (its ``StageSpec``) over one batch, with the batch's cache key
+(``executor.py`` computes it); the runner returns the batch's :class:`~rmb_build.pipeline.executor.Timed`,
+computed now (``executor.compute``) or reloaded from an earlier run under the same key (its
+``flow_run_id`` then names that run).
 
 - :class:`LocalRunner`: in this process, no server: CPU batches on a thread pool, results pickled
   under the run folder by cache key (``runs/<name>/batch-results``). Used by tests and by
@@ -10,7 +11,7 @@ now or reloaded from an earlier run under the same key (its ``flow_run_id`` then
 - ``prefect_flow.PrefectRunner``: each batch a Prefect task (persisted results, the UI, the Dask task
   runner); what ``rmb build`` uses by default. Prefect is imported only on that side.
 
-Both run the same batch functions under the same keys, so a build gives the same release on either.
+Both run the same stage work under the same keys, so a build gives the same release on either.
 """
 
 from __future__ import annotations
@@ -21,21 +22,23 @@ import pickle
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 from rmb_build.core import atomic
-from rmb_build.pipeline.batches import BATCHES, UNCACHED, Timed
+from rmb_build.pipeline.executor import Timed, acompute, compute
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 
 class Runner(Protocol):
     run_id: str  # the id stamped on what this run computes
     log: Any  # a logging.Logger-like object
 
-    def call(self, stage: str, *args: Any) -> Timed: ...
+    def call(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed: ...
 
-    def submit(self, stage: str, *args: Any) -> Any: ...  # something with .result() -> Timed
+    # something with .result() -> Timed
+    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Any: ...
 
-    async def acall(self, stage: str, *args: Any) -> Timed: ...
+    async def acall(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed: ...
 
 
 class LocalRunner:
@@ -48,37 +51,36 @@ class LocalRunner:
         # CPU batches: torch already uses every core, so more threads than cores only contend
         self._pool = ThreadPoolExecutor(max_workers or os.cpu_count() or 2, thread_name_prefix="rmb-batch")
 
-    def _path(self, stage: str, key: str) -> Path:
-        return self.results / f"{stage}-{key}.pickle"
+    def _path(self, spec: StageSpec, key: str) -> Path:
+        return self.results / f"{spec.name}-{key}.pickle"
 
-    def _load(self, stage: str, args: tuple) -> Timed | None:
-        if stage in UNCACHED:
+    def _load(self, spec: StageSpec, key: str | None) -> Timed | None:
+        if key is None:
             return None
-        path = self._path(stage, args[0])
         try:
-            with open(path, "rb") as fh:
+            with open(self._path(spec, key), "rb") as fh:
                 return pickle.load(fh)
         except FileNotFoundError:
             return None
         except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
             return None  # a result of older code, or cut short: computed again
 
-    def _keep(self, stage: str, args: tuple, timed: Timed) -> Timed:
+    def _keep(self, spec: StageSpec, key: str | None, timed: Timed) -> Timed:
         timed.flow_run_id = self.run_id
-        if stage not in UNCACHED:
-            atomic.write_bytes(self._path(stage, args[0]), pickle.dumps(timed, protocol=pickle.HIGHEST_PROTOCOL))
+        if key is not None:
+            atomic.write_bytes(self._path(spec, key), pickle.dumps(timed, protocol=pickle.HIGHEST_PROTOCOL))
         return timed
 
-    def call(self, stage: str, *args: Any) -> Timed:
-        hit = self._load(stage, args)
-        return hit if hit is not None else self._keep(stage, args, BATCHES[stage](*args))
+    def call(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
+        hit = self._load(spec, key)
+        return hit if hit is not None else self._keep(spec, key, compute(spec, env, inputs))
 
-    def submit(self, stage: str, *args: Any) -> Future:
-        return self._pool.submit(self.call, stage, *args)
+    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Future:
+        return self._pool.submit(self.call, spec, key, env, inputs)
 
-    async def acall(self, stage: str, *args: Any) -> Timed:
-        hit = self._load(stage, args)
-        return hit if hit is not None else self._keep(stage, args, await BATCHES[stage](*args))
+    async def acall(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
+        hit = self._load(spec, key)
+        return hit if hit is not None else self._keep(spec, key, await acompute(spec, env, inputs))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

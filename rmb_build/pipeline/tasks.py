@@ -1,27 +1,31 @@
-"""Prefect tasks: each wraps one batch function (``batches.py``) over one batch, never one item.
+"""Prefect tasks, one per stage of ``pipeline/stages.STAGES``, made in one loop: each runs its stage's
+work (``executor.compute``/``acompute``) over one batch, never one item.
 
-Every task is cached under the explicit key the build computes (``keys.py``) and persists its result
-to the run folder (``bind_storage``), so a build started again after a kill reloads every finished
-batch instead of redoing it. A task stamps its result with the flow run that computed it (another
-run's id on a reloaded result means a cache hit). Only ``runner.PrefectRunner`` uses these.
+Every task is cached under the explicit key the build computes (``keys.stage_key``) and persists its
+result to the run folder (``bind_storage``), so a build started again after a kill reloads every
+finished batch instead of redoing it. A task stamps its result with the flow run that computed it
+(another run's id on a reloaded result means a cache hit). Only ``prefect_flow.PrefectRunner`` uses these.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
-from rmb_build.pipeline import batches as B
-from rmb_build.pipeline.batches import Timed
+from rmb_build.pipeline import stages
+from rmb_build.pipeline.executor import Timed, acompute, compute, is_async
 from rmb_build.pipeline.keys import by_cache_key
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 # Results go to the run folder, not also to Prefect's in-memory result cache (up to 1,000 records
 # kept for the whole flow run: every batch's answers, scores and items of the build, in memory).
 CACHED = dict(cache_key_fn=by_cache_key, persist_result=True, cache_result_in_memory=False)
+# A stage whose cache is elsewhere (``embed``: the embedding store) persists nothing.
+UNCACHED = dict(cache_policy=NO_CACHE, persist_result=False, cache_result_in_memory=False)
 
 
 def _stamp(timed: Timed) -> Timed:
@@ -29,67 +33,23 @@ def _stamp(timed: Timed) -> Timed:
     return timed
 
 
-@task(name="gather", **CACHED)
-def gather_task(cache_key: str, sources: Any, quarantine_path: str, limit: int | None) -> Timed:
-    return _stamp(B.gather_batch(cache_key, sources, quarantine_path, limit))
+def make_task(spec: StageSpec) -> Any:
+    """The Prefect task of ``spec``: ``(cache_key, env, inputs) -> Timed``."""
+    if is_async(spec):
 
+        async def work(cache_key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
+            return _stamp(await acompute(spec, env, inputs))
 
-@task(name="dedup", **CACHED)
-def dedup_task(cache_key: str, queries: Any, dedup_cfg: Any, embeddings: Any, store_dir: str) -> Timed:
-    return _stamp(B.dedup_batch(cache_key, queries, dedup_cfg, embeddings, store_dir))
+    else:
 
+        def work(cache_key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
+            return _stamp(compute(spec, env, inputs))
 
-@task(name="embed", cache_policy=NO_CACHE, persist_result=False, cache_result_in_memory=False)
-def embed_task(texts: Any, embeddings: Any, store_dir: str) -> Timed:
-    """The embedding store is this task's cache, so it persists nothing else."""
-    return _stamp(B.embed_batch(texts, embeddings, store_dir))
-
-
-@task(name="classify", **CACHED)
-def classify_task(cache_key: str, queries: Any, classifier_cfg: Any, embeddings: Any, store_dir: str) -> Timed:
-    return _stamp(B.classify_batch(cache_key, queries, classifier_cfg, embeddings, store_dir))
-
-
-@task(name="classify_llm", **CACHED)
-async def llm_classify_task(
-    cache_key: str, queries: Any, classifier_cfg: Any, client: Any, embeddings: Any, store_dir: str
-) -> Timed:
-    return _stamp(await B.classify_llm_batch(cache_key, queries, classifier_cfg, client, embeddings, store_dir))
-
-
-@task(name="generate", **CACHED)
-async def generate_task(cache_key: str, queries: Any, generators: Any, client: Any) -> Timed:
-    return _stamp(await B.generate_batch(cache_key, queries, generators, client))
-
-
-@task(name="judge", **CACHED)
-async def judge_task(cache_key: str, queries: Any, responses: Any, judge_cfg: Any, client: Any) -> Timed:
-    return _stamp(await B.judge_batch(cache_key, queries, responses, judge_cfg, client))
-
-
-@task(name="guard", **CACHED)
-async def guard_task(cache_key: str, queries: Any, responses: Any, guard_cfg: Any, client: Any) -> Timed:
-    return _stamp(await B.guard_batch(cache_key, queries, responses, guard_cfg, client))
-
-
-@task(name="build_sets", **CACHED)
-def build_sets_task(cache_key: str, queries: Any, responses: Any, scores: Any, labels: Any, sets_cfg: Any) -> Timed:
-    return _stamp(B.build_sets_batch(cache_key, queries, responses, scores, labels, sets_cfg))
-
-
-ALL_TASKS = (
-    gather_task,
-    embed_task,
-    dedup_task,
-    classify_task,
-    llm_classify_task,
-    generate_task,
-    judge_task,
-    guard_task,
-    build_sets_task,
-)
+    # the function's name is the task's key in Prefect and its tasks' prefix on a Dask cluster
+    work.__name__ = work.__qualname__ = f"{spec.name}_task"
+    return task(name=spec.name, **(CACHED if spec.cached else UNCACHED))(work)
 
 
 def bind_storage(storage: Path) -> dict[str, Any]:
     """The tasks by stage name, their results persisted under ``storage`` (a folder in the run's folder)."""
-    return {t.name: t.with_options(result_storage=storage) for t in ALL_TASKS}
+    return {s.name: make_task(s).with_options(result_storage=storage) for s in stages.STAGES if s.work is not None}

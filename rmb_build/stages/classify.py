@@ -14,6 +14,7 @@ one interface (``predict(queries) -> list[Prediction]``):
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import hashlib
@@ -38,6 +39,7 @@ from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
 from rmb_build.core.text import last_user_turn
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 TAXONOMY_FILE = "taxonomy.yaml"
 log = logging.getLogger(__name__)
@@ -425,7 +427,7 @@ class LLMClassifier:
 
     SYSTEM = "classify/system.md"
     USER = "classify/user.md"
-    STAGE = "classify"
+    STAGE = "classify"  # the stage's one name: its SPEC's, its requests' stage
 
     def __init__(
         self,
@@ -502,3 +504,49 @@ class LLMClassifier:
 
     def predict(self, queries: Sequence[Query]) -> list[Prediction]:
         return self.collect(queries, self.client.run(self.plan(queries), desc=self.STAGE))
+
+
+def build_classifier(
+    train_release: str | None, embeddings: Any = None, embed: Embed | None = None
+) -> EmbeddingClassifier:
+    """The build's embedding classifier: on ``embeddings``' encoder (``EmbeddingsConfig``; None: the
+    default one), its vectors from ``embed`` (the build's store) when given."""
+    if embeddings is None:
+        return embedding_classifier(train_release)
+    return embedding_classifier(train_release, embeddings.model, embeddings.backend, embed)
+
+
+def classify_batch(env: StageEnv, queries: Sequence[Query]) -> list[Query]:
+    """The offline embedding classifier."""
+    clf = build_classifier(env.section.train_release, env.embeddings, env.store)
+    return classify(queries, clf, env.section.min_confidence)
+
+
+async def classify_llm_batch(env: StageEnv, queries: Sequence[Query]) -> list[Query]:
+    """The LLM classifier through the build's client (the embedding one for unusable replies)."""
+    from rmb_build.stages.common import ask
+
+    cfg = env.section
+    fallback = await asyncio.to_thread(build_classifier, cfg.train_release, env.embeddings, env.store)
+    clf = LLMClassifier(env.client, cfg.endpoint, cfg.model, fallback=fallback)
+    results = await ask(env.client, clf.plan(queries), desc=clf.STAGE)
+    preds = await asyncio.to_thread(clf.collect, queries, results)  # the fallback encodes on the CPU
+    return apply_predictions(queries, preds, cfg.min_confidence)
+
+
+def _training_file(cfg: Any) -> list[Any]:
+    from rmb_build.stages.sources import file_identity
+
+    return [file_identity(cfg.classifier.train_release)]
+
+
+# Both forms read the same key: the LLM's endpoint only where the method is "llm".
+_KEY = dict(
+    config="classifier",
+    endpoints=lambda c: [c.endpoint] if c.method == "llm" else None,
+    identity=_training_file,
+    encoder=True,
+    prompts=("classify", TAXONOMY_FILE),
+)
+SPEC = StageSpec(LLMClassifier.STAGE, classify_batch, **_KEY, optional=True)
+LLM_SPEC = StageSpec("classify_llm", classify_llm_batch, **_KEY, llm=True, listed=False, of=SPEC.name)

@@ -19,6 +19,7 @@ from rmb_build.embed.encoder import DEFAULT_MODEL, Embed
 from rmb_build.embed.similarity import BLOCK_SIZE, similar_pairs
 from rmb_build.embed.store import text_digest
 from rmb_build.stages.options import DedupConfig
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,3 +160,10 @@ def dedup(
         else:
             removed.append(Duplicate(everything[k].id, everything[rows[partner[r]]].id, float(best[r]), "near"))
     return DedupResult(kept, removed)
+
+
+def dedup_batch(env: StageEnv, queries: Sequence[Query]) -> DedupResult:
+    return dedup(queries, env.section, embed=env.store)
+
+
+SPEC = StageSpec("dedup", dedup_batch, config="dedup", encoder=True, optional=True)

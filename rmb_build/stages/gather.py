@@ -33,6 +33,7 @@ from rmb_build.stages.sources.label_sets import load_label_set
 from rmb_build.stages.sources.records import (
     Skip,
 )
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 
 def source_label(src: SourceConfig) -> str:
@@ -170,3 +171,22 @@ def read_queries(path: str | os.PathLike) -> list[Query]:
         except (TypeError, AttributeError) as exc:
             raise InputError(str(path), f"malformed query: {exc}", line=n) from None
     return out
+
+
+def gather_batch(env: StageEnv, quarantine_path: str, limit: int | None) -> GatherResult:
+    return gather(env.section, quarantine_path=quarantine_path, limit=limit)
+
+
+def _sources_identity(cfg: Any) -> list[Any]:
+    """What each source says identifies it (files' sizes and mtimes, a package version), its label
+    set's digest, and the build's query limit."""
+    from rmb_build.stages.sources import label_sets
+
+    return [
+        [source_for(s).identity() for s in cfg.sources],
+        [label_sets.identity(s.labels) for s in cfg.sources],
+        cfg.run.max_queries,
+    ]
+
+
+SPEC = StageSpec("gather", gather_batch, config="sources", identity=_sources_identity, keyed_inputs=False)

@@ -18,8 +18,9 @@ from rmb_build.stages.common import (
 )
 from rmb_build.stages.options import GeneratorConfig
 from rmb_build.stages.plan import Planned
+from rmb_build.stages.spec import StageEnv, StageSpec
 
-STAGE = "generate"
+STAGE = "generate"  # the stage's one name: its SPEC's, its requests' and failures' stage
 Target = tuple[Query, GeneratorConfig, int]  # the query, its generator, characters cut from its conversation
 
 
@@ -145,6 +146,15 @@ async def generate(
     """
     planned = prepare(queries, generators, endpoints if endpoints is not None else getattr(client, "endpoints", None))
     return collect(planned, await ask(client, planned.requests, desc=STAGE))
+
+
+async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Response]:
+    return await generate(queries, env.section, env.client)
+
+
+SPEC = StageSpec(
+    STAGE, generate_batch, config="generators", endpoints=lambda gens: [g.endpoint for g in gens], llm=True
+)
 
 
 def assumed_answer(max_tokens: int) -> str:

@@ -38,6 +38,7 @@ from rmb_build.release.gold_report import CHANCE, NOT_FOUND
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
 from rmb_build.stages.judge import judge
 from rmb_build.stages.sets import Candidate, answer_key, beats
+from rmb_build.stages.spec import StageSpec
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"
 
@@ -262,3 +263,7 @@ def below(section: dict[str, Any], minimum: float) -> str | None:
         f"judge agreement with gold labels below --min-gold-agreement {minimum:g}: {worst}; "
         "stopping before generation (rerun with a lower bound resumes from the cache)"
     )
+
+
+# In the flow, once per build before generation (``pipeline/label_checks.check_gold``).
+SPEC = StageSpec("gold", config="judge", cached=False, llm=True, counts="gold items", listed=False)

@@ -30,8 +30,9 @@ from rmb_build.stages.common import (
 )
 from rmb_build.stages.options import GuardConfig
 from rmb_build.stages.plan import Planned
+from rmb_build.stages.spec import StageEnv, StageSpec
 
-STAGE = "guard"
+STAGE = "guard"  # the stage's one name: its SPEC's, its requests' and failures' stage
 PROMPT = "guard/llama_guard2.md"
 SAFE, UNSAFE, UNKNOWN = "safe", "unsafe", "unknown"
 PROMPT_TARGET, RESPONSE_TARGET = "prompt", "response"
@@ -244,3 +245,20 @@ def apply_prompt_scenarios(queries: Iterable[Query], labels: Iterable[GuardLabel
         dataclasses.replace(q, scenario_id=implied[q.id]) if is_harmlessness(q) and q.id in implied else q
         for q in queries
     ]
+
+
+async def guard_batch(
+    env: StageEnv, queries: Sequence[Query], responses: Sequence[Response]
+) -> StageResult[GuardLabel]:
+    return await guard(queries, responses, env.section, env.client)
+
+
+SPEC = StageSpec(
+    STAGE,
+    guard_batch,
+    config="guard",
+    endpoints=lambda guard_cfg: [guard_cfg.endpoint],
+    prompts=("guard",),
+    llm=True,
+    counts="answers",
+)

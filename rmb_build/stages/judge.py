@@ -30,8 +30,9 @@ from rmb_build.stages.common import (
 )
 from rmb_build.stages.options import JudgeConfig
 from rmb_build.stages.plan import Planned
+from rmb_build.stages.spec import StageEnv, StageSpec
 
-STAGE = "judge"
+STAGE = "judge"  # the stage's one name: its SPEC's, its requests' and failures' stage
 SYSTEM_PROMPT = "judge/system.md"
 USER_PROMPT = "judge/pointwise.md"
 RATIONALE_KEEP_CHARS = 2000  # endpoints without a grammar may ignore maxLength
@@ -219,3 +220,20 @@ async def judge(
         queries, responses, cfg, endpoints if endpoints is not None else getattr(client, "endpoints", None)
     )
     return collect(planned, await ask(client, planned.requests, desc=STAGE), cfg)
+
+
+async def judge_batch(
+    env: StageEnv, queries: Sequence[Query], responses: Sequence[Response]
+) -> StageResult[JudgeScore]:
+    return await judge(queries, responses, env.section, env.client)
+
+
+SPEC = StageSpec(
+    STAGE,
+    judge_batch,
+    config="judge",
+    endpoints=lambda judge_cfg: [judge_cfg.endpoint],
+    prompts=("judge", "criteria"),
+    llm=True,
+    counts="answers",
+)

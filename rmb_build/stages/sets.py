@@ -30,6 +30,7 @@ from rmb_build.core.text import identity, unfinished_text
 from rmb_build.stages.common import index_queries, responses_by_query
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
 from rmb_build.stages.options import SetsConfig
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 # Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}
@@ -450,3 +451,16 @@ def _stats(pairwise, bon, pairs, bons, tally: _Tally, n_queries: int) -> dict[st
         },
         "scenarios": dict(sorted(per_scenario.items(), key=lambda kv: SCENARIO_ORDER[kv[0]])),
     }
+
+
+def build_sets_batch(
+    env: StageEnv,
+    queries: Sequence[Query],
+    responses: Sequence[Response],
+    scores: Sequence[JudgeScore],
+    labels: Sequence[GuardLabel],
+) -> SetsResult:
+    return build_sets(queries, responses, scores, labels, env.section)
+
+
+SPEC = StageSpec("build_sets", build_sets_batch, config="sets", counts="answers")

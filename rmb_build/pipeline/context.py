@@ -1,0 +1,112 @@
+"""One build's run context (:class:`BuildRun`): what every part of the build reads, passed as one
+object instead of five-argument tuples, and the one step every stage's batch takes, whatever the
+stage (``run.call(SPEC, *inputs)``): its cache key (``keys.stage_key``, from what the spec says the
+key reads), the runner (which reloads a batch computed in an earlier run under that key, or has it
+computed and timed, ``executor.py``, and stamps it with this run); ``record`` adds the batches to the
+run summary under the spec's stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from rmb_build.core.memory import give_back
+from rmb_build.core.paths import BuildPaths
+from rmb_build.pipeline import steps
+from rmb_build.pipeline.config import BuildConfig
+from rmb_build.pipeline.executor import Timed
+from rmb_build.pipeline.keys import stage_key
+from rmb_build.pipeline.manifest import Accounting
+from rmb_build.pipeline.run_state import RunState, merge_stats
+from rmb_build.pipeline.runner import Runner
+from rmb_build.stages.spec import StageEnv, StageSpec, open_store
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How this run was asked for, beside the config: ``rmb build``'s options."""
+
+    config_file: str = "<config>"
+    max_cost: float | None = None  # None: the config's ``run.max_cost``
+    dry_run: bool = False
+    min_gold_agreement: float | None = None
+
+
+@dataclass
+class BuildRun:
+    """One build as it runs: config, options, paths, the stages to run, the run state and accounting,
+    the runner, the LLM client (set once the LLM stages start) and the log."""
+
+    cfg: BuildConfig
+    options: RunOptions
+    paths: BuildPaths
+    stages: list[str]
+    state: RunState
+    runner: Runner
+    acc: Accounting = field(default_factory=Accounting)
+    client: Any = None
+
+    @property
+    def log(self) -> Any:
+        return self.runner.log
+
+    def runs(self, spec: StageSpec) -> bool:
+        """Whether this build runs ``spec``'s stage."""
+        return spec.stage in self.stages
+
+    def store(self) -> Any:
+        """A new object on the build's embedding store (its figures are its own)."""
+        return open_store(self.cfg.embeddings, self.paths.embeddings)
+
+    def env(self, spec: StageSpec) -> StageEnv:
+        """What of the run ``spec``'s work gets: its config section, the client (LLM stages), the
+        store's settings (stages that embed)."""
+        return StageEnv(
+            section=getattr(self.cfg, spec.config) if spec.config else None,
+            client=self.client if spec.llm else None,
+            embeddings=self.cfg.embeddings if spec.encoder else None,
+            store_dir=str(self.paths.embeddings) if spec.encoder else None,
+        )
+
+    def _key(self, spec: StageSpec, inputs: Sequence[Any]) -> str | None:
+        return stage_key(spec, self.cfg, *inputs, offline=self.options.dry_run) if spec.cached else None
+
+    def _progress(self, spec: StageSpec, timed: Timed) -> Timed:
+        """Where a per-stage progress reporter will see each batch of ``spec`` finish (none yet)."""
+        return timed
+
+    def call(self, spec: StageSpec, *inputs: Any) -> Timed:
+        """``spec`` over one batch, here and now."""
+        return self._progress(spec, self.runner.call(spec, self._key(spec, inputs), self.env(spec), inputs))
+
+    def submit(self, spec: StageSpec, *inputs: Any) -> Any:
+        """``spec`` over one batch on the runner's pool (or cluster): something with ``.result() -> Timed``."""
+        return self.runner.submit(spec, self._key(spec, inputs), self.env(spec), inputs)
+
+    async def acall(self, spec: StageSpec, *inputs: Any) -> Timed:
+        """An LLM stage over one batch, awaited in the flow's event loop."""
+        timed = await self.runner.acall(spec, self._key(spec, inputs), self.env(spec), inputs)
+        return self._progress(spec, timed)
+
+    def record(self, spec: StageSpec, outcomes: Sequence[Timed]) -> list[Any]:
+        """Adds batch outcomes to the run state under ``spec``'s stage: seconds of work only for
+        batches computed in this run; returns their values."""
+        stage = spec.stage
+        rec = self.state.stage(stage)
+        embedded = []
+        for t in outcomes:
+            rec.batches += 1
+            if t.flow_run_id != self.runner.run_id:
+                rec.cached_batches += 1
+            else:
+                self.state.add_work(stage, t.started, t.seconds)
+                embedded.append(getattr(t, "embeddings", None) or {})
+            self.state.add_failures(getattr(t.value, "failures", None) or ())
+        rec.stats = merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
+        if any(embedded):  # the embedding store's figures, for batches computed in this run
+            rec.stats["embeddings"] = merge_stats([rec.stats.get("embeddings") or {}, *embedded])
+        cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
+        self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, steps.brief(rec.stats))
+        self.state.flush()
+        give_back()
+        return [t.value for t in outcomes]

@@ -1,0 +1,28 @@
+"""The build's stages, in the order they run: the one list the build, the dry run, the config's
+``stages:``, preflight and the Prefect tasks read. Adding a stage: its module in ``rmb_build/stages/``
+ending with ``SPEC = StageSpec(...)``, and one line here."""
+
+from __future__ import annotations
+
+from rmb_build.stages import classify, dedup, embed, gather, generate, gold, guard, judge, release, route, sets
+from rmb_build.stages.spec import StageSpec
+
+STAGES: tuple[StageSpec, ...] = (
+    gather.SPEC,
+    embed.SPEC,
+    dedup.SPEC,
+    classify.SPEC,
+    classify.LLM_SPEC,
+    gold.SPEC,
+    route.SPEC,
+    generate.SPEC,
+    judge.SPEC,
+    guard.SPEC,
+    sets.SPEC,
+    release.SPEC,
+)
+
+
+def listed() -> tuple[str, ...]:
+    """The names the config's ``stages:`` accepts, in build order."""
+    return tuple(s.name for s in STAGES if s.listed)

@@ -1,0 +1,92 @@
+"""What a build stage declares about itself: one :class:`StageSpec` at the end of its module.
+
+The pipeline reads the ordered specs (``rmb_build.pipeline.stages.STAGES``) and does the rest the same
+way for every stage: the cache key from what the spec says it reads (``pipeline/keys.stage_key``),
+the cache, the timing and the run's stamp (``pipeline/executor.py``), the Prefect task
+(``pipeline/tasks.py``), the run summary under the spec's name. A stage's work function only does the
+stage's work: ``work(env, *inputs)``, sync (CPU, on the task runner's pool) or async (LLM calls in the
+flow's event loop), with :class:`StageEnv` holding what the run hands it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from rmb_build.embed.encoder import store_for
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One build stage.
+
+    - ``name``: its one name (config ``stages:``, the run summary, the cache, the Prefect task);
+    - ``work``: ``work(env, *inputs) -> result`` over one batch; None for a step that runs in the flow
+      itself, over the whole run (``gold``, ``route``, ``release``);
+    - ``config``: the build config's section the work gets as ``env.section`` and the key reads;
+    - ``endpoints``: the section's endpoint names the key reads (a function of the section; it may
+      return None: no endpoint for this form of the stage);
+    - ``identity``: what else of the config the key reads (a function of the whole config);
+    - ``encoder``: the key reads the build's sentence encoder, and the work gets the embedding store;
+    - ``prompts``: the ``prompts/`` folders (or top-level files) the key reads;
+    - ``keyed_inputs``: the key reads the batch's inputs (their records);
+    - ``cached``: its batches are kept under their key (``embed``'s cache is the embedding store);
+    - ``llm``: it calls an LLM (through the build's one client);
+    - ``counts``: what one unit of its work is, for the log and a progress reporter;
+    - ``listed``: a name the config's ``stages:`` accepts; ``optional``: one it may leave out before
+      the last stage it lists;
+    - ``over``: where a stage added to the list runs: ``"answers"``, in each batch's chain after
+      ``generate`` (``work(env, queries, answers)`` returns a result whose ``records`` are the answers
+      the later stages see);
+    - ``of``: the stage this one is a form of (the LLM classifier's batches are ``classify``'s).
+    """
+
+    name: str
+    work: Callable[..., Any] | None = None
+    config: str | None = None
+    endpoints: Callable[[Any], Sequence[str] | None] | None = None
+    identity: Callable[[Any], list[Any]] | None = None
+    encoder: bool = False
+    prompts: tuple[str, ...] = ()
+    keyed_inputs: bool = True
+    cached: bool = True
+    llm: bool = False
+    counts: str = "queries"
+    listed: bool = True
+    optional: bool = False
+    over: str | None = None
+    of: str | None = None
+
+    @property
+    def stage(self) -> str:
+        """The stage its batches count for and its key names."""
+        return self.of or self.name
+
+    @property
+    def module(self) -> str:
+        """The module whose code (and all it reaches) the cache key hashes."""
+        return self.work.__module__ if self.work is not None else ""
+
+
+@dataclass
+class StageEnv:
+    """What a stage's work gets from the run besides its inputs: its config section, the LLM client
+    (LLM stages), the embedding settings and store folder (stages that embed; ``store`` is opened per
+    batch by the executor, so that its figures are that batch's). Only what the work needs travels to
+    a Dask worker: never the whole config (its endpoints may hold credentials)."""
+
+    section: Any = None
+    client: Any = None
+    embeddings: Any = None
+    store_dir: str | None = None
+    store: Any = None
+
+    def open_store(self) -> Any:
+        """A new store object on the build's vectors (``None`` without embedding settings)."""
+        return open_store(self.embeddings, self.store_dir) if self.embeddings is not None else None
+
+
+def open_store(embeddings: Any, folder: Any) -> Any:
+    """The build's embedding store (``EmbeddingsConfig`` ``embeddings``) in ``folder``: a new object per
+    batch, so that its stats are that batch's; every object and process shares the folder's vectors."""
+    return store_for(folder, embeddings.model, embeddings.backend, embeddings.dtype)
