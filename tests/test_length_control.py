@@ -103,3 +103,21 @@ def test_no_length_neutral_figure_where_the_data_cannot_give_one(x, reason):
     f = group_figures(x, (x > 0).astype(float), 50, 0, "t")
     assert f["length_neutral"] is None and f["length_neutral_ci95"] is None and reason in f["length_neutral_reason"]
     assert f["accuracy"] == float((x > 0).mean())
+
+
+def test_a_resample_whose_pairs_are_all_alike_is_no_fit_and_never_nan():
+    """A bootstrap resample that draws one pair only has a singular information matrix: its Newton step was
+    infinite and the fit became NaN, which reached results.json (refused there by the strict writer)."""
+    import numpy as np
+
+    from rmb_build.evaluate.length_control import firth_logistic, group_figures
+
+    x = np.array([-3.0, -1.0, 0.5, 2.0, 4.0] * 3)
+    y = np.array([0.0, 1.0, 1.0, 0.0, 1.0] * 3)
+    one_pair = np.zeros((1, len(x)))
+    one_pair[0, 2] = len(x)  # every draw the same pair
+    b0, b1, ok = firth_logistic(x, y, np.vstack([one_pair, np.ones((1, len(x)))]))
+    assert np.isfinite(b0).all() and np.isfinite(b1).all()
+    assert ok.tolist() == [False, True]
+    fig = group_figures(x, y, 200, 0, "t")
+    assert fig["length_neutral_ci95"] is None or all(np.isfinite(fig["length_neutral_ci95"]))

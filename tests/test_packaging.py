@@ -152,10 +152,14 @@ def _without_the_build_extra(tmp_path: Path) -> str:
     site = Path(sysconfig.get_paths()["purelib"])
     links = tmp_path / "site"
     links.mkdir()
-    for entry in site.iterdir():
-        if entry.name not in skip and not entry.name.startswith(("rmb_build", "__editable__")):
-            (links / entry.name).symlink_to(entry)
     python, purelib = _venv(tmp_path / "venv")
+    for entry in site.iterdir():
+        if entry.name.startswith(("rmb_build", "__editable__")):
+            # rmb_build itself as installed: an editable install's .pth and finder must sit in the site folder
+            # to be run (they map rmb_build.prompts to the top-level prompts/), a wheel's package beside them
+            (purelib / entry.name).symlink_to(entry)
+        elif entry.name not in skip:
+            (links / entry.name).symlink_to(entry)
     (purelib / "zz_links.pth").write_text(f"{links}\n")
     return python
 

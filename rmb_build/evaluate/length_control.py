@@ -81,23 +81,31 @@ def firth_logistic(
     b1 = np.full(len(w), float(start[1]))
     done = np.zeros(len(w), dtype=bool)
     obj, (u0, u1), (a, b, c, det) = _penalised(x, y, w, b0, b1)
-    for _ in range(MAX_ITER):
-        d0, d1 = (c * u0 - b * u1) / det, (a * u1 - b * u0) / det
-        big = np.maximum(np.abs(d0), np.abs(d1))
-        step = np.where(done, 0.0, np.minimum(1.0, MAX_STEP / np.maximum(big, 1e-300)))
-        for _ in range(HALVINGS):
-            new = _penalised(x, y, w, b0 + step * d0, b1 + step * d1)
-            worse = (new[0] < obj - 1e-12) & (step > 0)
-            if not worse.any():
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for _ in range(MAX_ITER):
+            # a singular information matrix (one resample's pairs all alike) makes an infinite step: that fit
+            # stops where it is, never at NaN, and counts as not converged
+            d0, d1 = (c * u0 - b * u1) / det, (a * u1 - b * u0) / det
+            stuck = ~(np.isfinite(d0) & np.isfinite(d1))
+            d0, d1 = np.where(stuck, 0.0, d0), np.where(stuck, 0.0, d1)
+            big = np.maximum(np.abs(d0), np.abs(d1))
+            step = np.where(done | stuck, 0.0, np.minimum(1.0, MAX_STEP / np.maximum(big, 1e-300)))
+            for _ in range(HALVINGS):
+                new = _penalised(x, y, w, b0 + step * d0, b1 + step * d1)
+                worse = (new[0] < obj - 1e-12) & (step > 0)
+                if not worse.any():
+                    break
+                step = np.where(worse, step / 2, step)
+            moved = np.maximum(np.abs(step * d0), np.abs(step * d1))
+            b0, b1 = b0 + step * d0, b1 + step * d1
+            obj, (u0, u1), (a, b, c, det) = new
+            done |= (moved < TOL) & ~stuck
+            if (done | stuck).all():
                 break
-            step = np.where(worse, step / 2, step)
-        moved = np.maximum(np.abs(step * d0), np.abs(step * d1))
-        b0, b1 = b0 + step * d0, b1 + step * d1
-        obj, (u0, u1), (a, b, c, det) = new
-        done |= moved < TOL
-        if done.all():
-            break
-    return b0, b1, done
+    # a resample whose pairs share one length difference has no slope to fit: no fit, whatever the steps did
+    mean_x = (w * x).sum(1) / np.maximum(w.sum(1), 1e-300)
+    spread = (w * (x - mean_x[:, None]) ** 2).sum(1) > 0
+    return b0, b1, done & spread & np.isfinite(b0) & np.isfinite(b1)
 
 
 def _bins(x: np.ndarray, y: np.ndarray, draws: int, seed: int, stratum: str) -> list[dict[str, Any]]:
@@ -148,6 +156,12 @@ def group_figures(x: np.ndarray, y: np.ndarray, draws: int, seed: int, stratum: 
         boot.append(b)
         conv.append(c)
     ok_draws = np.concatenate(conv)
+    if ok_draws.sum() < draws / 2:  # an interval from the few resamples that fit would be a guess
+        return {
+            **out,
+            "length_neutral_reason": f"only {int(ok_draws.sum())} of {draws} bootstrap fits converged",
+            "bootstrap": {"draws": draws, "converged": int(ok_draws.sum())},
+        }
     values = expit(np.concatenate(boot)[ok_draws])
     out["length_neutral"] = float(expit(b0[0]))
     out["length_neutral_ci95"] = [float(np.quantile(values, ALPHA / 2)), float(np.quantile(values, 1 - ALPHA / 2))]
