@@ -40,6 +40,11 @@ def configure(p: argparse.ArgumentParser) -> None:
         "local: in this process, no server (the same release)",
     )
     p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars or progress lines (-v keeps its meaning: Prefect's own logs)",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="gather, dedup, classify and select, then print the LLM calls, tokens and cost a build would spend",
@@ -159,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             min_gold_agreement=args.min_gold_agreement,
             runner=args.runner,
+            progress=not args.no_progress,
         )
     )
     return 0

@@ -99,12 +99,15 @@ async def run_pipeline(
         # One client for every LLM call of the build (classification included): one cache, one budget,
         # one usage total; a dry run's client answers from the cache only and sends nothing.
         if _uses_llm(run):
-            run.client = LLMClient(cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=options.dry_run)
+            run.client = LLMClient(  # its calls show in the stage's progress, not in a bar of their own
+                cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=options.dry_run, progress=False
+            )
         pool = [queries]  # handed over, not kept here: the flow's frame would hold every query to the end
         del queries
         async with run.client if run.client is not None else contextlib.nullcontext():
             return await _from_classify(run, pool)
     finally:
+        run.progress.close()
         thaw()  # give_back froze what it kept between stages
 
 
@@ -160,17 +163,30 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
     sets_dir = paths.sets
     try:
         # --- label checks before generation (rmb_build/pipeline/label_checks.py): judge vs gold, guard routing ---
-        checks["gold"] = await label_checks.check_gold(cfg, run.client, state, log, run.options.min_gold_agreement)
+        with run.progress.step("gold"):
+            checks["gold"] = await label_checks.check_gold(cfg, run.client, state, log, run.options.min_gold_agreement)
         if cfg.route.enabled and run.runs(guard.SPEC):
-            selected, acc.not_selected, routing = await label_checks.route_by_guard(
-                cfg, queries, selected, acc.not_selected, run.client, state, log, str(paths.embeddings), checks["gold"]
-            )
+            with run.progress.step("route"):
+                selected, acc.not_selected, routing = await label_checks.route_by_guard(
+                    cfg,
+                    queries,
+                    selected,
+                    acc.not_selected,
+                    run.client,
+                    state,
+                    log,
+                    str(paths.embeddings),
+                    checks["gold"],
+                )
             acc.selected = len(selected)
             acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
             write_queries(selected, paths.run / P.SELECTED_QUERIES)
         # --- end of label checks ---
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)
+        for spec in (generate.SPEC, *_answer_stages(), judge.SPEC, guard.SPEC, sets.SPEC):
+            if run.runs(spec):
+                run.progress.expect(spec.stage, len(batches))
         set_parts.clear(sets_dir, keep=range(len(batches)))
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
 
@@ -214,7 +230,8 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         )
     n_batches = len(batches)
     del selected, batches, chains
-    return _release(run, checks, routing, set_parts.merged(sets_dir, range(n_batches)))
+    with run.progress.step(release.SPEC.name):
+        return _release(run, checks, routing, set_parts.merged(sets_dir, range(n_batches)))
 
 
 def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]) -> Timed:

@@ -11,15 +11,30 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from rmb_build.core.memory import give_back
-from rmb_build.core.paths import BuildPaths
+from rmb_build.core.paths import FAILURES_FILE, BuildPaths
 from rmb_build.pipeline import steps
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.executor import Timed
 from rmb_build.pipeline.keys import stage_key
 from rmb_build.pipeline.manifest import Accounting
+from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runner import Runner
 from rmb_build.stages.spec import StageEnv, StageSpec, open_store
+
+
+class _Collected:
+    """A submitted batch whose ``result()`` (the flow collecting it, any runner's future) reports it done."""
+
+    def __init__(self, future: Any, run: "BuildRun", spec: StageSpec):
+        self._future, self._run, self._spec, self._seen = future, run, spec, False
+
+    def result(self, *args: Any, **kwargs: Any) -> Timed:
+        timed = self._future.result(*args, **kwargs)
+        if not self._seen:
+            self._seen = True
+            self._run._progress(self._spec, timed)
+        return timed
 
 
 @dataclass(frozen=True)
@@ -30,6 +45,7 @@ class RunOptions:
     max_cost: float | None = None  # None: the config's ``run.max_cost``
     dry_run: bool = False
     min_gold_agreement: float | None = None
+    progress: bool = True  # False: ``--no-progress`` (no bars, no progress lines)
 
 
 @dataclass
@@ -45,6 +61,11 @@ class BuildRun:
     runner: Runner
     acc: Accounting = field(default_factory=Accounting)
     client: Any = None
+    progress: BuildProgress = field(init=False)
+
+    def __post_init__(self) -> None:
+        mode = ("bars" if bars_wanted() else "log") if self.options.progress else "off"
+        self.progress = BuildProgress(self.log, mode, lambda: self.client)
 
     @property
     def log(self) -> Any:
@@ -72,19 +93,23 @@ class BuildRun:
         return stage_key(spec, self.cfg, *inputs, offline=self.options.dry_run) if spec.cached else None
 
     def _progress(self, spec: StageSpec, timed: Timed) -> Timed:
-        """Where a per-stage progress reporter will see each batch of ``spec`` finish (none yet)."""
+        """The progress reporter sees each batch of ``spec`` finish."""
+        self.progress.done(spec.stage)
         return timed
 
     def call(self, spec: StageSpec, *inputs: Any) -> Timed:
         """``spec`` over one batch, here and now."""
+        self.progress.begin(spec.stage)
         return self._progress(spec, self.runner.call(spec, self._key(spec, inputs), self.env(spec), inputs))
 
     def submit(self, spec: StageSpec, *inputs: Any) -> Any:
         """``spec`` over one batch on the runner's pool (or cluster): something with ``.result() -> Timed``."""
-        return self.runner.submit(spec, self._key(spec, inputs), self.env(spec), inputs)
+        self.progress.begin(spec.stage)
+        return _Collected(self.runner.submit(spec, self._key(spec, inputs), self.env(spec), inputs), self, spec)
 
     async def acall(self, spec: StageSpec, *inputs: Any) -> Timed:
         """An LLM stage over one batch, awaited in the flow's event loop."""
+        self.progress.begin(spec.stage)
         timed = await self.runner.acall(spec, self._key(spec, inputs), self.env(spec), inputs)
         return self._progress(spec, timed)
 
@@ -107,6 +132,15 @@ class BuildRun:
             rec.stats["embeddings"] = merge_stats([rec.stats.get("embeddings") or {}, *embedded])
         cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
         self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, steps.brief(rec.stats))
+        failed = [f for t in outcomes for f in getattr(t.value, "failures", None) or ()]
+        if failed:
+            self.log.info(
+                "%s: %d failed: %s (each listed in %s)",
+                stage,
+                len(failed),
+                steps.failure_reasons(failed),
+                self.paths.run / FAILURES_FILE,
+            )
         self.state.flush()
         give_back()
         return [t.value for t in outcomes]

@@ -66,11 +66,12 @@ async def build_flow(
     dry_run: bool = False,
     config_ref: str | None = None,
     min_gold_agreement: float | None = None,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """``run_pipeline`` on Prefect: the config as a mapping, or the one registered under ``config_ref``."""
     cfg = _flow_config(config, config_ref, config_file)
     runner = PrefectRunner(BuildPaths.of(cfg.name, workdir).results)
-    options = RunOptions(config_file, max_cost, dry_run, min_gold_agreement)
+    options = RunOptions(config_file, max_cost, dry_run, min_gold_agreement, progress)
     with stop.noting_sigterm():  # Prefect's own SIGTERM handler is in place here
         return await run_pipeline(cfg, runner, workdir, options)
 
@@ -95,6 +96,7 @@ def run_with_prefect(
                 options.dry_run,
                 ref,
                 options.min_gold_agreement,
+                options.progress,
             )
         )
     finally:

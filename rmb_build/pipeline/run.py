@@ -35,9 +35,10 @@ def run_build(
     max_cost: float | None = None,
     dry_run: bool = False,
     min_gold_agreement: float | None = None,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Build ``cfg`` into ``workdir`` on ``runner``; returns the run summary."""
-    options = RunOptions(config_file, max_cost, dry_run, min_gold_agreement)
+    options = RunOptions(config_file, max_cost, dry_run, min_gold_agreement, progress)
     if runner == "local":
         return run_local(cfg, workdir, **vars(options))
     if runner != "prefect":

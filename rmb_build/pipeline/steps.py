@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -43,3 +44,15 @@ def count_by(records: Iterable[Any], attr: str) -> dict[str, int]:
 
 def goal_counts(queries: Iterable[Query]) -> dict[str, int]:
     return dict(Counter(parse_scenario_id(q.scenario_id).goal if q.scenario_id else "unclassified" for q in queries))
+
+
+_DETAIL = re.compile(r"""\s*(?:['"(\[{]|\bin \d).*$""", re.S)
+# what a failure reason says in words, where its own text is terse (the guard's names no verdict format)
+_SAY = {"unreadable guard reply": "verdicts unreadable: the reply was not a Llama Guard verdict"}
+
+
+def failure_reasons(failures: Iterable[Any]) -> str:
+    """Failures by kind of reason, most first (``"43 verdicts unreadable: ..."``): each reason without
+    its details (the reply it quotes, the sample counts), which ``failures.jsonl`` keeps."""
+    kinds = Counter((_DETAIL.sub("", f.reason).rstrip(" :-") or f.reason or "no reason given")[:120] for f in failures)
+    return "; ".join(f"{n} {_SAY.get(kind, kind)}" for kind, n in kinds.most_common())

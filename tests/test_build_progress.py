@@ -1,0 +1,148 @@
+"""A build you can watch: per-stage progress (done/total, rate, ETA, LLM calls and cost) through the
+one step every batch takes, and a log (no TTY) that is never silent for long while a stage works."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from reliability_helpers import build_config, write_queries
+from stub_endpoint import StubEndpoint, request_stage
+
+from rmb_build.pipeline.progress import BuildProgress
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def test_log_lines_give_done_total_rate_and_eta():
+    log = logging.getLogger("test.progress")
+    log.setLevel(logging.INFO)
+    log.addHandler(seen := _Lines())
+    progress = BuildProgress(log, "log", interval_s=0.05)
+    try:
+        progress.expect("generate", 4)
+        for _ in range(2):
+            progress.begin("generate")
+        progress.done("generate")
+        deadline = time.monotonic() + 10
+        while not seen.lines and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        progress.close()
+        log.removeHandler(seen)
+    assert seen.lines, "a working stage wrote no progress line"
+    assert re.search(r"generate: 1/4 batches, .* batches/min, ETA \d+m\d\ds", seen.lines[0]), seen.lines[0]
+
+
+def test_finished_and_off_stages_write_nothing():
+    log = logging.getLogger("test.progress.quiet")
+    log.setLevel(logging.INFO)
+    log.addHandler(seen := _Lines())
+    done, off = BuildProgress(log, "log", interval_s=0.05), BuildProgress(log, "off", interval_s=0.05)
+    try:
+        for p in (done, off):
+            p.begin("gather")
+        done.done("gather")
+        time.sleep(0.3)
+    finally:
+        done.close()
+        off.close()
+        log.removeHandler(seen)
+    assert seen.lines == []
+
+
+QUERIES = ["What is the boiling point of water at sea level?", "Name three primary colours."]
+SLOW_S = 7.0  # each generate and judge reply: 4 of each, one at a time, make each stage ~30 s
+
+
+def _slow(req: dict) -> None:
+    if request_stage(req) in ("generate", "judge"):
+        time.sleep(SLOW_S)
+    return None  # the scripted reply
+
+
+@pytest.mark.slow
+def test_a_slow_build_log_is_never_silent_and_shows_done_total(tmp_path: Path):
+    src = tmp_path / "queries.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "prompt": p, "scenario": "Helpfulness/Open QA/Factual"}) + "\n"
+            for i, p in enumerate(QUERIES)
+        )
+    )
+    with StubEndpoint(reply=_slow, log=False) as stub:
+        cfg = {
+            "name": "slow",
+            "license": "CC0-1.0",
+            "endpoints": {"stub": {"base_url": stub.base_url, "max_retries": 0, "max_concurrency": 1}},
+            "sources": [{"kind": "jsonl", "path": str(src), "license": "CC0-1.0"}],
+            "generators": [{"endpoint": "stub", "model": m} for m in ("strong", "weak")],
+            "judge": {"endpoint": "stub", "model": "judge", "samples": 1},
+            "guard": {"endpoint": "stub", "model": "guard"},
+            "run": {"batch_size": 1},
+            "min_generators": 2,
+            "stages": ["gather", "generate", "judge", "guard", "build_sets"],
+        }
+        (tmp_path / "build.yaml").write_text(yaml.safe_dump(cfg))
+        cmd = [sys.executable, "-m", "rmb_build.cli", "build", "--runner", "local"]
+        cmd += ["--config", str(tmp_path / "build.yaml"), "--workdir", str(tmp_path / "work")]
+        env = {**os.environ, "CI": ""}
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        stamped: list[tuple[float, str]] = []
+        reader = threading.Thread(target=lambda: stamped.extend((time.monotonic(), ln) for ln in proc.stdout))
+        reader.start()
+        started = time.monotonic()
+        try:
+            code = proc.wait(timeout=300)
+        finally:
+            proc.kill()
+            reader.join(timeout=10)
+    log = "".join(ln for _, ln in stamped)
+    assert code == 0, log
+    times = [started] + [t for t, _ in stamped]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert max(gaps) <= 30, f"the log was silent for {max(gaps):.0f} s:\n{log}"
+    for stage in ("generate", "judge"):
+        assert re.search(rf"progress: {stage}: [01]/2 batches", log), log
+    assert re.search(r"progress: generate: .* LLM calls: \d+ sent, \d+ cached, \d+ failed; cost so far \$", log), log
+
+
+def _unreadable_answer_verdicts(req: dict) -> str | None:
+    last = req["messages"][-1]["content"]
+    return "I am not sure about that one." if request_stage(req) == "guard" and "Agent:" in last else None
+
+
+def test_guard_failures_are_counted_by_reason_with_the_file_that_lists_them(tmp_path, caplog):
+    """Not ``failures=2`` alone: how many failed for which reason, and where each is listed."""
+    from rmb_build.pipeline.config import parse_config
+    from rmb_build.pipeline.run import run_local
+
+    with StubEndpoint(reply=_unreadable_answer_verdicts) as stub, caplog.at_level("INFO", logger="rmb_build"):
+        cfg = build_config(write_queries(tmp_path / "queries.jsonl"), stub.base_url)
+        cfg["stages"] = ["gather", "generate", "judge", "guard", "build_sets"]
+        run_local(parse_config(cfg), tmp_path / "work")
+    lines = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith("guard: ") and "failed" in r.getMessage()
+    ]
+    failures = tmp_path / "work" / "runs" / cfg["name"] / "failures.jsonl"
+    listed = sum('"stage": "guard"' in ln for ln in failures.read_text().splitlines())
+    assert listed and lines == [
+        f"guard: {listed} failed: {listed} verdicts unreadable: the reply was not a Llama Guard verdict "
+        f"(each listed in {failures})"
+    ]
