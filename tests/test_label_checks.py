@@ -366,3 +366,20 @@ def test_judge_check_prints_the_per_goal_table(tmp_path, capsys):
     assert "| Harmlessness | 1.000 | 4 † | 0.398-1.000 | 0 | 0 |" in out
     assert "not distinguishable from a coin flip" in out and "above chance" not in out
     assert json.loads((tmp_path / "gold.json").read_text())["overall"]["n"] == 8
+
+
+def test_the_build_log_shows_the_gold_check_as_a_table(tmp_path, caplog):
+    """Not a Python tuple (``{'Helpfulness': (1.0, 4)}``): per goal the agreement, judged n, interval
+    and unjudged, and the pairs asked."""
+    from rmb_build.pipeline.run import run_local
+
+    gold = _write_gold(tmp_path / "gold", 9, 3)
+    with StubEndpoint() as stub, caplog.at_level("INFO", logger="rmb_build"):
+        cfg = _config(tmp_path, stub.base_url, [PLAIN, HARMFUL_AS_HELPFUL])
+        cfg["judge"]["gold"] = {"release": str(gold), "items": 8}
+        run_local(parse_config(cfg), tmp_path / "work")
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("gold:"))
+    assert "(1.0, 4)" not in line
+    assert "| goal | agreement | judged | 95% CI | ties | unjudged |" in line
+    assert "| Helpfulness | 1.000 | 4 " in line and "| Harmlessness | 1.000 | 4 " in line
+    assert "Asked 8 pairs of the 8 sampled; judged 8." in line

@@ -19,6 +19,7 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import GOALS
 from rmb_build.pipeline.config import BuildConfig
+from rmb_build.release import gold_report
 from rmb_build.stages import gold as gold_stage
 from rmb_build.stages import route as route_stage
 from rmb_build.stages.classify import build_classifier
@@ -40,7 +41,7 @@ async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_ag
     state.add_failures(failures)
     state.stage(gold_stage.SPEC.name).stats = {k: v for k, v in section.items() if k != "stats"}
     state.flush(gold=section)
-    log.info("gold: %s", section.get("status") or {g: (a["value"], a["n"]) for g, a in section["agreement"].items()})
+    log.info("gold: the judge against %s's labels:\n%s", section.get("release"), gold_report.table(section))
     stop = below(section, min_agreement) if min_agreement is not None else None
     if stop:
         raise RMBError(stop)
