@@ -163,7 +163,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
     sets_dir = paths.sets
     try:
         # --- label checks before generation (rmb_build/pipeline/label_checks.py): judge vs gold, guard routing ---
-        with run.progress.step("gold"):
+        with run.progress.step("gold") if cfg.judge.gold is not None else contextlib.nullcontext():
             checks["gold"] = await label_checks.check_gold(cfg, run.client, state, log, run.options.min_gold_agreement)
         if cfg.route.enabled and run.runs(guard.SPEC):
             with run.progress.step("route"):

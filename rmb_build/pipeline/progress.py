@@ -56,6 +56,12 @@ class BuildProgress:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._redirect: Any = None
+        if mode == "bars":  # log lines above the bars, not through them
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            self._redirect = logging_redirect_tqdm()
+            self._redirect.__enter__()
         if mode != "off":
             tick = 1.0 if mode == "bars" else interval_s
             self._thread = threading.Thread(target=self._beat, args=(tick,), name="build-progress", daemon=True)
@@ -65,10 +71,10 @@ class BuildProgress:
         st = self._stages.get(name)
         if st is None:
             st = self._stages[name] = _Stage(name)
-            if self.mode == "bars":
-                from tqdm.auto import tqdm
+        if st.bar is None and self.mode == "bars":
+            from tqdm.auto import tqdm
 
-                st.bar = tqdm(total=0, desc=name, unit="batch", position=len(self._stages) - 1, dynamic_ncols=True)
+            st.bar = tqdm(total=st.total, initial=st.done, desc=name, unit="batch", dynamic_ncols=True)
         return st
 
     def expect(self, stage: str, total: int) -> None:
@@ -131,12 +137,15 @@ class BuildProgress:
         if st.bar is not None:
             st.bar.total, st.bar.n = st.total, st.done
             st.bar.refresh()
+            if st.done == st.total:  # finished: the bar stays as it is (a later batch opens another)
+                st.bar.set_postfix_str(self._calls(st.name).removeprefix("; "), refresh=False)
+                st.bar.close()
+                st.bar = None
 
     def _beat(self, tick: float) -> None:
         while not self._stop.wait(tick):
             with self._lock:
-                working = [s for s in self._stages.values() if s.done < s.total]
-                for st in working if self.mode == "log" else self._stages.values():
+                for st in [s for s in self._stages.values() if s.done < s.total]:
                     try:
                         text = self.line(st.name)
                     except Exception:  # a progress line never stops a build
@@ -144,7 +153,7 @@ class BuildProgress:
                     if self.mode == "log":
                         self.log.info("progress: %s", text)
                     elif st.bar is not None:
-                        st.bar.set_postfix_str(text.split("; ", 1)[1] if "; " in text else "", refresh=True)
+                        st.bar.set_postfix_str(self._calls(st.name).removeprefix("; "), refresh=True)
 
     def close(self) -> None:
         self._stop.set()
@@ -153,3 +162,5 @@ class BuildProgress:
         for st in self._stages.values():
             if st.bar is not None:
                 st.bar.close()
+        if self._redirect is not None:
+            self._redirect.__exit__(None, None, None)
