@@ -18,7 +18,7 @@ import yaml
 from reliability_helpers import build_config, write_queries
 from stub_endpoint import StubEndpoint, request_stage
 
-from rmb_build.pipeline.progress import BuildProgress
+from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 
 
 class _Lines(logging.Handler):
@@ -146,3 +146,16 @@ def test_guard_failures_are_counted_by_reason_with_the_file_that_lists_them(tmp_
         f"guard: {listed} failed: {listed} verdicts unreadable: the reply was not a Llama Guard verdict "
         f"(each listed in {failures})"
     ]
+
+
+class _Tty:
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("ci, bars", [("", True), ("false", True), ("true", False), ("1", False)])
+def test_a_terminal_gets_bars_but_not_under_ci(monkeypatch, ci, bars):
+    monkeypatch.setenv("CI", ci)
+    assert bars_wanted(_Tty()) is bars
+    with open(os.devnull) as not_a_terminal:
+        assert bars_wanted(not_a_terminal) is False

@@ -37,7 +37,8 @@ def _clock(seconds: float) -> str:
 def bars_wanted(stream: Any = None) -> bool:
     """A live bar only on a terminal, and not under CI (whose log is a file, whatever it claims)."""
     stream = stream or sys.stderr
-    return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("CI")
+    ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    return bool(getattr(stream, "isatty", lambda: False)()) and not ci
 
 
 class BuildProgress:
