@@ -146,7 +146,8 @@ class BuildProgress:
     def _beat(self, tick: float) -> None:
         while not self._stop.wait(tick):
             with self._lock:
-                for st in [s for s in self._stages.values() if s.done < s.total]:
+                stages = self._stages.values()  # those at work, else those waiting for their first batch
+                for st in [s for s in stages if s.begun > s.done] or [s for s in stages if s.done < s.total]:
                     try:
                         text = self.line(st.name)
                     except Exception:  # a progress line never stops a build
