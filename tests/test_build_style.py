@@ -33,18 +33,28 @@ def _rewrite(body: dict, change=None) -> str | None:
     return (change(style, answer) if change else None) or f"[{style}] {answer}"
 
 
+def _config(tmp_path: Path, base_url: str, style: bool = True) -> dict:
+    raw = build_config(write_queries(tmp_path / "queries.jsonl"), base_url)
+    if style:
+        raw["style"] = {"endpoint": "proxy", "model": "rewriter", "max_score_shift": 1.0}
+        raw["stages"] = [*raw["stages"][:-1], "style", "release"]
+    return raw
+
+
+def _is_style_call(body: dict) -> bool:
+    """A rewrite, or the judge asked about a rewrite (the stub's rewrites start with '[<style>]')."""
+    return "## Answer to rewrite" in json.dumps(body) or bool(re.search(r"<answer>\\n\[\w+\]", json.dumps(body)))
+
+
 def _build(tmp_path: Path, style: bool = True, change=None) -> tuple[dict, Path]:
     from rmb_build.pipeline.run import run_build
 
     with StubEndpoint() as stub:
         stub.reply = lambda body: _rewrite(body, change)
-        raw = build_config(write_queries(tmp_path / "queries.jsonl"), stub.base_url)
-        if style:
-            raw["style"] = {"endpoint": "proxy", "model": "rewriter", "max_score_shift": 1.0}
-            raw["stages"] = [*raw["stages"][:-1], "style", "release"]
-        out = run_build(parse_config(raw), tmp_path / "work", runner="local")
+        out = run_build(parse_config(_config(tmp_path, stub.base_url, style)), tmp_path / "work", runner="local")
         rewrites = sum(1 for r in stub.requests if "## Answer to rewrite" in json.dumps(r.body))
-    return {**out, "rewrite_requests": rewrites}, Path(out["release"])
+        style_calls = sum(1 for r in stub.requests if _is_style_call(r.body))
+    return {**out, "rewrite_requests": rewrites, "style_calls": style_calls}, Path(out["release"])
 
 
 def _manifest(release: Path) -> dict:
@@ -120,3 +130,20 @@ def test_a_style_endpoint_not_defined_is_refused_naming_the_field(tmp_path):
 )
 def test_the_refusal_check(text, refuses):
     assert is_refusal(text) is refuses
+
+
+def test_the_dry_run_bounds_the_style_calls_and_a_rerun_asks_none_again(tmp_path):
+    from rmb_build.pipeline.run import run_build, run_local
+
+    with StubEndpoint() as stub:
+        stub.reply = _rewrite
+        cfg = parse_config(_config(tmp_path, stub.base_url))
+        dry = run_local(cfg, tmp_path / "dry", dry_run=True)["estimate"]
+        calls = []
+        for _ in range(2):
+            stub.reset()
+            run_build(cfg, tmp_path / "work", runner="local")
+            calls.append(sum(1 for r in stub.requests if _is_style_call(r.body)))
+    assert 0 < calls[0] <= dry["estimates"]["style_calls_at_most"]
+    assert "style stage" in dry["exact"]["calls"]
+    assert calls[1] == 0  # every call cached

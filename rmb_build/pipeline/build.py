@@ -452,6 +452,8 @@ async def _plan(
                 return await acompute(spec, env, inputs)
 
         await _llm_chain(run, list(selected), on_planner)
+        if _styles(run):  # its batches read the sets, which a dry run does not build: a bound
+            estimates["style_calls_at_most"] = style.calls_at_most(len(selected), cfg)
     report = planner.report()
     stand_ins = sum(1 for c in planner.calls.values() if c.cached is None and c.phase == generate.SPEC.name)
     return {
@@ -463,7 +465,12 @@ async def _plan(
                 if not estimates and not stand_ins
                 else "exact for what the cache answers; judge and guard calls on answers not yet generated are an upper "
                 "bound (an answer cut at max_tokens is not judged)"
-                + ("; goal routing's top-up rounds are not counted, see estimates" if estimates else "")
+                + (
+                    "; goal routing's top-up rounds are not counted, see estimates"
+                    if "route_top_up_calls_at_most" in estimates
+                    else ""
+                )
+                + ("; the style stage's calls are bounded in estimates" if "style_calls_at_most" in estimates else "")
             ),
             "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
             "completion_tokens": "upper bound: each call's max_tokens",

@@ -179,6 +179,15 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
     return out
 
 
+def calls_at_most(queries: int, cfg: Any) -> int:
+    """The most LLM calls the stage sends for ``queries`` selected queries (build config ``cfg``): per pairwise
+    item, six rewrites and the judge's samples of each (the originals' judge requests are the judge stage's,
+    answered by the cache); items per query at most ``sets.max_pairs_per_query`` and one per pair of generators."""
+    g = len(cfg.generators)
+    pairs = queries * min(cfg.sets.max_pairs_per_query, g * (g - 1) // 2)
+    return pairs * len(SIDES) * len(STYLES) * (1 + cfg.judge.samples)
+
+
 SPEC = StageSpec(
     STAGE,
     style_batch,
