@@ -147,3 +147,14 @@ def test_the_dry_run_bounds_the_style_calls_and_a_rerun_asks_none_again(tmp_path
     assert 0 < calls[0] <= dry["estimates"]["style_calls_at_most"]
     assert "style stage" in dry["exact"]["calls"]
     assert calls[1] == 0  # every call cached
+
+
+def test_the_style_demo_config_is_valid_and_turns_the_stage_on():
+    from importlib import resources
+
+    from rmb_build.pipeline.config import load_config
+
+    with resources.as_file(resources.files("rmb_build.pipeline") / "demo-style.yaml") as path:
+        cfg = load_config(path)
+    assert cfg.style is not None and cfg.style.endpoint == "local" and "style" in cfg.stages
+    assert cfg.endpoints["local"].embedded
