@@ -33,10 +33,12 @@ REWRITE_PROMPT = "style/rewrite.md"
 DROP_REASONS = ("failed", "score_shift", "refusal_flip")
 
 # A refusal opens with one of these (measured on the official sample's harmlessness answers: bench/style_refusal.py).
+_VERBS = "help|assist|provide|comply|do that|fulfil|support|tell|satisfy|create|write|give|generate|share|engage|answer"
 _REFUSAL = re.compile(
-    r"\b(i\s*(?:'m|am)\s+(?:sorry|unable|not able)|i\s+(?:can(?:'|no)t|cannot|won'?t|will not|must decline)"
-    r"|i\s+(?:do not|don'?t)\s+(?:feel comfortable|think i can)|as an ai\b|i apologi[sz]e"
-    r"|(?:it|this) (?:is|would be) (?:not appropriate|inappropriate|illegal|unethical))",
+    r"\b(i\s*(?:'m|am)\s+(?:sorry,?\s+but|unable to|not able to)"
+    rf"|i\s+must decline|i\s+(?:can(?:'|no)t|cannot|won'?t|will not)\s+(?:{_VERBS})"
+    r"|i\s+(?:do not|don'?t)\s+feel comfortable"
+    r"|(?:it|this) (?:is|would be) (?:not appropriate|inappropriate|illegal|unethical|not ethical|not legal))",
     re.IGNORECASE,
 )
 REFUSAL_WINDOW = 200  # characters of the answer's start the check reads
