@@ -30,7 +30,7 @@ def _rewrite(body: dict, change=None) -> str | None:
         return None
     style = _STYLE.search(text).group(1).lower()
     answer = text.rsplit("<answer>", 1)[-1].rsplit("</answer>", 1)[0].strip()
-    return (change(style, answer) if change else None) or f"[{style}] {answer}"
+    return (change(style, answer) if change else None) or f"[{style}] {answer}"  # a (text, finish) pair: as given
 
 
 def _config(tmp_path: Path, base_url: str, style: bool = True) -> dict:
@@ -92,12 +92,14 @@ def test_rewrites_that_move_the_score_or_flip_a_refusal_are_dropped_and_counted(
             return "I'm sorry, but I can't help with that. " + answer
         if style == "detailed" and "quality 3" in answer:
             return answer.replace("quality 3", "quality 8")  # a score 5 above its original
+        if style == "concise" and "quality 3" in answer:
+            return answer[:5], "length"  # cut at max_tokens: failed
         return None
 
     _, release = _build(tmp_path, change=change)
     style = _manifest(release)["style"]
     dropped = style["rewrites_dropped"]
-    assert dropped["refusal_flip"] > 0 and dropped["score_shift"] > 0
+    assert dropped["refusal_flip"] > 0 and dropped["score_shift"] > 0 and dropped["failed"] > 0
     assert style["rewrites"] == style["rewrites_kept"] + sum(dropped.values())
     assert style["items"] == style["items_kept"] + style["items_dropped"]
     records = read_style_set(release)
@@ -158,3 +160,10 @@ def test_the_style_demo_config_is_valid_and_turns_the_stage_on():
         cfg = load_config(path)
     assert cfg.style is not None and cfg.style.endpoint == "local" and "style" in cfg.stages
     assert cfg.endpoints["local"].embedded
+
+
+def test_stages_listing_style_without_its_section_is_refused(tmp_path):
+    raw = build_config(write_queries(tmp_path / "queries.jsonl"), "http://127.0.0.1:9/v1")
+    raw["stages"] = [*raw["stages"][:-1], "style", "release"]
+    with pytest.raises(ConfigError, match="stages lists 'style' but the config has no 'style:' section"):
+        parse_config(raw)

@@ -160,6 +160,13 @@ class BuildConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _style_listed_needs_its_section(self) -> "BuildConfig":
+        """A ``stages:`` that names ``style`` asks for variants: without a ``style:`` section none would be made."""
+        if "stages" in self.model_fields_set and "style" in self.stages and self.style is None:
+            raise ValueError("stages lists 'style' but the config has no 'style:' section (its endpoint and model)")
+        return self
+
+    @model_validator(mode="after")
     def _release_answers_end_naturally(self) -> "BuildConfig":
         """A server reports ``finish_reason: stop`` for a stop string as for a natural end, so an answer a stop
         string cut would pass as finished: generators whose answers go into a release set no ``stop``."""
