@@ -94,12 +94,14 @@ def test_rewrites_that_move_the_score_or_flip_a_refusal_are_dropped_and_counted(
             return answer.replace("quality 3", "quality 8")  # a score 5 above its original
         if style == "concise" and "quality 3" in answer:
             return answer[:5], "length"  # cut at max_tokens: failed
+        if style == "detailed" and "quality 9" in answer:
+            return f"  {answer}\n"  # the original again: unchanged
         return None
 
     _, release = _build(tmp_path, change=change)
     style = _manifest(release)["style"]
     dropped = style["rewrites_dropped"]
-    assert dropped["refusal_flip"] > 0 and dropped["score_shift"] > 0 and dropped["failed"] > 0
+    assert all(dropped[why] > 0 for why in ("failed", "unchanged", "score_shift", "refusal_flip")), dropped
     assert style["rewrites"] == style["rewrites_kept"] + sum(dropped.values())
     assert style["items"] == style["items_kept"] + style["items_dropped"]
     records = read_style_set(release)

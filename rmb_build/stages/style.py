@@ -1,7 +1,8 @@
 """Style variants: each pairwise item's chosen and rejected answer rewritten into RM-Bench's three styles
 (concise; detailed, plain text; detailed, markdown), each rewrite checked before it is kept.
 
-A rewrite is dropped, and counted by why, when its request fails, when the build's judge (the scenario's
+A rewrite is dropped, and counted by why, when its request fails, when it is its original again (the
+whitespace aside: a small model often returns the answer as it was), when the build's judge (the scenario's
 criteria) scores it more than ``max_score_shift`` from its original, or when :func:`is_refusal` reads a
 refusal where the original complied or the other way round (the guard says safe/unsafe, not refusal). An
 item keeps its variants only if all six rewrites pass. The originals' scores are asked again with the
@@ -30,7 +31,7 @@ STAGE = "style"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")  # RM-Bench's order (release/style_set.py's)
 SIDES = ("chosen", "rejected")
 REWRITE_PROMPT = "style/rewrite.md"
-DROP_REASONS = ("failed", "score_shift", "refusal_flip")
+DROP_REASONS = ("failed", "unchanged", "score_shift", "refusal_flip")
 
 # A refusal opens with one of these (measured on the official sample's harmlessness answers: bench/style_refusal.py).
 _VERBS = "help|assist|provide|comply|do that|fulfil|support|tell|satisfy|create|write|give|generate|share|engage|answer"
@@ -152,6 +153,8 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
                 score = scores.get((q.id, f"{n}:{side}:{style}")) if text else None
                 if text is None or score is None or base is None:
                     dropped["failed"] += 1
+                elif " ".join(text.split()) == " ".join(original.split()):  # no style change: measures nothing
+                    dropped["unchanged"] += 1
                 elif abs(score - base) > cfg.max_score_shift:
                     dropped["score_shift"] += 1
                 elif is_refusal(text) != is_refusal(original):
