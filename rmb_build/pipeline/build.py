@@ -33,7 +33,7 @@ from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
 from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
-from rmb_build.pipeline import label_checks, set_parts, stages, steps
+from rmb_build.pipeline import label_checks, set_parts, stages, steps, style_variants
 from rmb_build.pipeline.context import BuildRun, RunOptions
 from rmb_build.pipeline.executor import Timed, acompute
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, sources_section
@@ -54,6 +54,7 @@ from rmb_build.stages import (
     release,
     route,
     sets,
+    style,
 )
 from rmb_build.stages.classify import build_classifier, classifier_text, default_training_set
 from rmb_build.stages.gather import read_queries, write_queries
@@ -195,6 +196,10 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
                 outcomes = await _llm_chain(run, batch)
                 if judge.SPEC.name in outcomes:
                     outcomes[sets.SPEC.name] = _sets_of_batch(run, sets_dir, index, batch, outcomes)
+                    if _styles(run):
+                        outcomes[style.SPEC.name] = await _style_of_batch(
+                            run, sets_dir, index, batch, outcomes[sets.SPEC.name].value
+                        )
                 kept = {k: _slim(t) for k, t in outcomes.items()}  # the batch's records are on disk: drop them here
                 del outcomes
                 give_back()
@@ -213,6 +218,9 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         return {"selected": len(selected), "responses": responses, "run": str(paths.run)}
     for spec in (judge.SPEC, guard.SPEC, sets.SPEC):
         run.record(spec, [c[spec.name] for c in chains])
+    if _styles(run):
+        run.record(style.SPEC, [c[style.SPEC.name] for c in chains])
+        checks["style"] = style_variants.accounting(state.stage(style.SPEC.name).stats)
     counts = state.stage(sets.SPEC.name).stats
     acc.finish(len(selected) * len(cfg.generators), state.failure_counts().get(generate.SPEC.name, 0))
     _final_flush(run)
@@ -230,8 +238,12 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         )
     n_batches = len(batches)
     del selected, batches, chains
+    entries = set_parts.merged(sets_dir, range(n_batches))
     with run.progress.step(release.SPEC.name):
-        return _release(run, checks, routing, set_parts.merged(sets_dir, range(n_batches)))
+        if not _styles(run):
+            return _release(run, checks, routing, entries)
+        written = style_variants.StyleWriter(set_parts.style_parts(sets_dir, range(n_batches)), checks["style"])
+        return _release(run, checks, routing, written.watch(entries), written.write)
 
 
 def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]) -> Timed:
@@ -244,6 +256,23 @@ def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], 
     set_parts.write_part(sets_dir, index, built.value)
     run.acc.add_batch(batch, responses, scores, [*built.value.pairwise, *built.value.bon])
     return built
+
+
+def _styles(run: BuildRun) -> bool:
+    """Whether this build writes style variants: the stage listed and a ``style:`` section."""
+    return run.runs(style.SPEC) and run.cfg.style is not None
+
+
+async def _style_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], built: Any) -> Timed:
+    """One batch's pairwise items rewritten and checked (``stages/style.py``), kept in ``sets_dir``."""
+    notes = {n["uid"]: n for n in built.annotations if n.get("set") == "pairwise"}
+    pairs = [
+        style.Pair(query_id=notes[it.uid]["query_id"], chosen=it.chosen.answer, rejected=it.rejected.answer)
+        for it in built.pairwise
+    ]
+    done = await run.acall(style.SPEC, batch, pairs)
+    set_parts.write_style_part(sets_dir, index, done.value.records)
+    return done
 
 
 def _last_answers(outcomes: dict[str, Timed]) -> str:
@@ -271,7 +300,11 @@ def _slim(t: Timed) -> Timed:
 
 
 def _release(
-    run: BuildRun, checks: dict[str, Any], routing: Any, entries: Iterator[tuple[Any, dict]]
+    run: BuildRun,
+    checks: dict[str, Any],
+    routing: Any,
+    entries: Iterator[tuple[Any, dict]],
+    more_files: Callable[[Path], None] | None = None,
 ) -> dict[str, Any]:
     """Write, audit and swap in the release from the merged batches' items (streamed, never all in memory)."""
     cfg, paths, state = run.cfg, run.paths, run.state
@@ -293,6 +326,7 @@ def _release(
         usage=state.usage_total(),
         log=run.log.info,
         embed=store,
+        more_files=more_files,
     )
     # not a stage record (those count cached task batches): the release is written and audited every run
     _final_flush(
@@ -435,6 +469,8 @@ async def _plan(
                 return await acompute(spec, env, inputs)
 
         await _llm_chain(run, list(selected), on_planner)
+        if _styles(run):  # its batches read the sets, which a dry run does not build: a bound
+            estimates["style_calls_at_most"] = style.calls_at_most(len(selected), cfg)
     report = planner.report()
     stand_ins = sum(1 for c in planner.calls.values() if c.cached is None and c.phase == generate.SPEC.name)
     return {
@@ -446,7 +482,12 @@ async def _plan(
                 if not estimates and not stand_ins
                 else "exact for what the cache answers; judge and guard calls on answers not yet generated are an upper "
                 "bound (an answer cut at max_tokens is not judged)"
-                + ("; goal routing's top-up rounds are not counted, see estimates" if estimates else "")
+                + (
+                    "; goal routing's top-up rounds are not counted, see estimates"
+                    if "route_top_up_calls_at_most" in estimates
+                    else ""
+                )
+                + ("; the style stage's calls are bounded in estimates" if "style_calls_at_most" in estimates else "")
             ),
             "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
             "completion_tokens": "upper bound: each call's max_tokens",

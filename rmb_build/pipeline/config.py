@@ -39,6 +39,7 @@ from rmb_build.stages.options import (
     SelectConfig,
     SetsConfig,
     SourceConfig,
+    StyleConfig,
 )
 
 
@@ -71,6 +72,7 @@ class BuildConfig(StrictModel):
     sets: SetsConfig = Field(default_factory=SetsConfig)
     select: SelectConfig = Field(default_factory=SelectConfig)
     route: RouteConfig = Field(default_factory=RouteConfig)
+    style: StyleConfig | None = Field(default=None, description="style variants of the pairwise items (Style_set/)")
     run: RunConfig = Field(default_factory=RunConfig)
     stages: list[str] = Field(default_factory=lambda: list(build_stages.listed()))
     scenarios: list[str] | None = Field(default=None, description="build only these scenario ids")
@@ -88,6 +90,13 @@ class BuildConfig(StrictModel):
         default=None,
         description="for a licence the Hub does not list: a URL (or a file of the dataset's repository) with its terms",
     )
+
+    @property
+    def style_stage(self) -> Any:
+        """The style stage's section: its options and the judge that checks its rewrites (None: off)."""
+        from rmb_build.stages.style import StyleSection
+
+        return StyleSection(style=self.style, judge=self.judge) if self.style is not None else None
 
     @field_validator("license_name", "license_link")
     @classmethod
@@ -151,6 +160,13 @@ class BuildConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _style_listed_needs_its_section(self) -> "BuildConfig":
+        """A ``stages:`` that names ``style`` asks for variants: without a ``style:`` section none would be made."""
+        if "stages" in self.model_fields_set and "style" in self.stages and self.style is None:
+            raise ValueError("stages lists 'style' but the config has no 'style:' section (its endpoint and model)")
+        return self
+
+    @model_validator(mode="after")
     def _release_answers_end_naturally(self) -> "BuildConfig":
         """A server reports ``finish_reason: stop`` for a stop string as for a natural end, so an answer a stop
         string cut would pass as finished: generators whose answers go into a release set no ``stop``."""
@@ -170,6 +186,8 @@ class BuildConfig(StrictModel):
             (f"generators[{i}].endpoint", g.endpoint) for i, g in enumerate(self.generators)
         ]
         refs += [("judge.endpoint", self.judge.endpoint), ("guard.endpoint", self.guard.endpoint)]
+        if self.style is not None:
+            refs.append(("style.endpoint", self.style.endpoint))
         if self.classifier.method == "llm":
             refs.append(("classifier.endpoint", self.classifier.endpoint))
         for where, name in refs:

@@ -76,13 +76,15 @@ def write_built_release(
     checks: Mapping[str, Any] | None = None,
     log: Callable[[str], None] = lambda _msg: None,
     embed: Any = None,
+    more_files: Callable[[Path], None] | None = None,
 ) -> dict[str, Any]:
     """Write the release to ``target`` with annotations, ``audit.json`` and ``manifest.json``; returns
     the manifest. ``entries``: (item, annotation or None) pairs, consumed once, lazily; items are
     numbered already and each (set, scenario) file's items come together (``entries_of`` groups lists).
     The release is read back strictly (as ``rmb evaluate`` reads it) and audited item by item before
     it replaces whatever ``target`` held. ``embed``: what the audit embeds prompts with (the build's
-    embedding store: its figures go into the manifest's ``embeddings``)."""
+    embedding store: its figures go into the manifest's ``embeddings``). ``more_files(folder)`` writes what
+    else the release holds (``Style_set/``) once the sets are written, before the audit."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Two builds of one name (sharing a run folder) would otherwise write into, or delete, each
@@ -103,6 +105,7 @@ def write_built_release(
             checks=checks,
             log=log,
             embed=embed,
+            more_files=more_files,
         )
     finally:
         os.close(fd)
@@ -156,12 +159,15 @@ def _write_audited(
     checks: Mapping[str, Any] | None,
     log: Callable[[str], None],
     embed: Any = None,
+    more_files: Callable[[Path], None] | None = None,
 ) -> dict[str, Any]:
     building = target.with_name(f".{target.name}.building")
     shutil.rmtree(building, ignore_errors=True)
     figures = ReleaseFigures()
     trim = HeapTrimmer(RELEASE_HEADROOM_MB, every=TRIM_CHECK_ITEMS)
     written = _write_files(entries, building, figures, trim)
+    if more_files is not None:
+        more_files(building)
     log(f"release: {written['pairwise']} pairwise and {written['bon']} BoN items written; auditing")
     audit = StreamingAudit(cfg.name, near_duplicates=near_duplicates, embed=embed)
     for item, file, index in iter_rmb_items(building):  # strict, as `rmb evaluate` reads it

@@ -14,7 +14,7 @@ import heapq
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from rmb_build.core import atomic
 from rmb_build.core.items import Item
@@ -24,6 +24,7 @@ from rmb_build.release.rmb_format import parse_item
 from rmb_build.stages.sets import SCENARIO_ORDER, SetsResult
 
 SETS = (PAIRWISE_SET, BON_SET)
+STYLE_PART = "style"
 
 
 def part_path(folder: str | os.PathLike, batch: int, set_name: str) -> Path:
@@ -60,6 +61,19 @@ def merged(
             yield item, {**note, "uid": str(uid)}
 
 
+def write_style_part(folder: str | os.PathLike, batch: int, variants: Iterable[Any]) -> None:
+    """Keep one batch's style variants (``stages/style.py``'s records), atomically."""
+    atomic.write_jsonl(part_path(folder, batch, STYLE_PART), (v.to_json() for v in variants))
+
+
+def style_parts(folder: str | os.PathLike, batches: Sequence[int]) -> Iterator[dict[str, Any]]:
+    """Every batch's kept style variants, batch by batch."""
+    for b in batches:
+        path = part_path(folder, b, STYLE_PART)
+        if path.exists():
+            yield from (rec for _, rec in iter_jsonl(path))
+
+
 def clear(folder: str | os.PathLike, keep: Iterable[int] = ()) -> None:
     """Remove the parts of batches not in ``keep`` (an earlier build's, with other batches)."""
     folder = Path(folder)
@@ -69,4 +83,4 @@ def clear(folder: str | os.PathLike, keep: Iterable[int] = ()) -> None:
             path.unlink()
 
 
-__all__ = ["clear", "merged", "part_path", "write_part"]
+__all__ = ["clear", "merged", "part_path", "style_parts", "write_part", "write_style_part"]

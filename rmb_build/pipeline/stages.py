@@ -4,7 +4,7 @@ ending with ``SPEC = StageSpec(...)``, and one line here."""
 
 from __future__ import annotations
 
-from rmb_build.stages import classify, dedup, embed, gather, generate, gold, guard, judge, release, route, sets
+from rmb_build.stages import classify, dedup, embed, gather, generate, gold, guard, judge, release, route, sets, style
 from rmb_build.stages.spec import StageSpec
 
 STAGES: tuple[StageSpec, ...] = (
@@ -19,6 +19,7 @@ STAGES: tuple[StageSpec, ...] = (
     judge.SPEC,
     guard.SPEC,
     sets.SPEC,
+    style.SPEC,
     release.SPEC,
 )
 

@@ -16,7 +16,12 @@ from typing import Any, Mapping
 from rmb_build.core.errors import InputError
 from rmb_build.release.read import MANIFEST_FILE
 
-CHECKS = ("harm_evidence", "gold", "routing")  # the label checks' sections, written between audit and config
+CHECKS = (
+    "harm_evidence",
+    "gold",
+    "routing",
+    "style",
+)  # the label checks' sections and the style stage's accounting, written between audit and config
 _MISSING = object()
 
 

@@ -176,3 +176,28 @@ __all__ = [
     "record_from_row",
     "style_row",
 ]
+
+
+def style_file(scenario_id: str) -> str:
+    """A scenario's style file, relative to the release root: ``Style_set/Helpfulness/Chat/Discussion.json``."""
+    check_relative_id(scenario_id)
+    return f"{STYLE_FOLDER}/{scenario_id}.json"
+
+
+def style_record(
+    uid: str,
+    prompt: str,
+    conversation: list[dict[str, Any]],
+    chosen: Sequence[str],
+    rejected: Sequence[str],
+    scenario_id: str,
+) -> dict[str, Any]:
+    """One record of ``Style_set/`` in the shape :func:`parse_record` reads."""
+    return {
+        "id": uid,
+        "prompt": prompt,
+        "conversation_input": conversation,
+        "chosen": list(chosen),
+        "rejected": list(rejected),
+        "scenario": scenario_id,
+    }

@@ -170,3 +170,13 @@ class SelectConfig(StrictModel):
     min_per_goal: int = Field(default=0, ge=0, description="at least this many per goal where there are as many")
     per_scenario: int | None = Field(default=None, ge=1, description="at most this many per scenario")
     seed: int = 0
+
+
+class StyleConfig(ModelRef):
+    """The style-variant stage (``rmb_build.stages.style``): the endpoint and model that rewrite each pairwise
+    item's answers into RM-Bench's three styles; the build's judge checks each rewrite."""
+
+    max_tokens: int = Field(default=1024, ge=1)
+    max_score_shift: float = Field(
+        default=2.0, ge=0, description="a rewrite whose judge score moves more than this from its original is dropped"
+    )

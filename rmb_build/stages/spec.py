@@ -37,7 +37,8 @@ class StageSpec:
       the last stage it lists;
     - ``over``: where a stage added to the list runs: ``"answers"``, in each batch's chain after
       ``generate`` (``work(env, queries, answers)`` returns a result whose ``records`` are the answers
-      the later stages see);
+      the later stages see); ``"items"``, after ``build_sets`` in each batch's chain, over its pairwise
+      items (``style``; wired in ``pipeline/build.py``, which writes what it makes into the release);
     - ``of``: the stage this one is a form of (the LLM classifier's batches are ``classify``'s).
     """
 

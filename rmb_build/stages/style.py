@@ -1,0 +1,206 @@
+"""Style variants: each pairwise item's chosen and rejected answer rewritten into RM-Bench's three styles
+(concise; detailed, plain text; detailed, markdown), each rewrite checked before it is kept.
+
+A rewrite is dropped, and counted by why, when its request fails, when it is its original again (the
+whitespace aside: a small model often returns the answer as it was), when the build's judge (the scenario's
+criteria) scores it more than ``max_score_shift`` from its original, or when :func:`is_refusal` reads a
+refusal where the original complied or the other way round (the guard says safe/unsafe, not refusal). An
+item keeps its variants only if all six rewrites pass. The originals' scores are asked again with the
+judge stage's own requests, so the cache answers them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from pydantic import Field
+
+from rmb_build.core.options import StrictModel
+from rmb_build.core.prompting import load_prompt
+from rmb_build.core.records import Query, Response
+from rmb_build.core.text import fill, last_user_turn, render_conversation
+from rmb_build.llm.types import ChatRequest
+from rmb_build.stages import judge
+from rmb_build.stages.common import StageResult, ask, index_queries
+from rmb_build.stages.options import JudgeConfig, StyleConfig
+from rmb_build.stages.spec import StageEnv, StageSpec
+
+STAGE = "style"
+STYLES = ("concise", "detailed_plain", "detailed_markdown")  # RM-Bench's order (release/style_set.py's)
+SIDES = ("chosen", "rejected")
+REWRITE_PROMPT = "style/rewrite.md"
+DROP_REASONS = ("failed", "unchanged", "score_shift", "refusal_flip")
+
+# A refusal opens with one of these (measured on the official sample's harmlessness answers: bench/style_refusal.py).
+_VERBS = "help|assist|provide|comply|do that|fulfil|support|tell|satisfy|create|write|give|generate|share|engage|answer"
+_REFUSAL = re.compile(
+    r"\b(i\s*(?:'m|am)\s+(?:sorry,?\s+but|unable to|not able to)"
+    rf"|i\s+must decline|i\s+(?:can(?:'|no)t|cannot|won'?t|will not)\s+(?:{_VERBS})"
+    r"|i\s+(?:do not|don'?t)\s+feel comfortable"
+    r"|(?:it|this) (?:is|would be) (?:not appropriate|inappropriate|illegal|unethical|not ethical|not legal))",
+    re.IGNORECASE,
+)
+REFUSAL_WINDOW = 200  # characters of the answer's start the check reads
+
+
+def is_refusal(text: str) -> bool:
+    """Whether an answer declines: a refusal phrase in its first ``REFUSAL_WINDOW`` characters."""
+    return bool(_REFUSAL.search(text.lstrip()[:REFUSAL_WINDOW]))
+
+
+class StyleSection(StrictModel):
+    """What the stage's work gets and its key reads: its options and the build's judge."""
+
+    style: StyleConfig
+    judge: JudgeConfig
+
+
+class Pair(StrictModel):
+    """One pairwise item the stage rewrites: its query and its two answers."""
+
+    query_id: str
+    chosen: str
+    rejected: str
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Variants:
+    """One item's kept variants: the key of the item it came from (query id, chosen, rejected text)."""
+
+    query_id: str
+    chosen_text: str
+    rejected_text: str
+    prompt: str
+    chosen: tuple[str, ...]
+    rejected: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query_id": self.query_id,
+            "chosen_text": self.chosen_text,
+            "rejected_text": self.rejected_text,
+            "prompt": self.prompt,
+            "chosen": list(self.chosen),
+            "rejected": list(self.rejected),
+        }
+
+
+def _rewrite_request(cfg: StyleConfig, q: Query, answer: str, style: str, tag: str) -> ChatRequest:
+    user = fill(
+        load_prompt(REWRITE_PROMPT),
+        style=load_prompt(f"style/{style}.md").strip(),
+        conversation=render_conversation(q.conversation),
+        answer=answer,
+    )
+    return ChatRequest(
+        cfg.endpoint,
+        cfg.model,
+        (("user", user),),
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_tokens=cfg.max_tokens,
+        stage=STAGE,
+        tag=tag,
+    )
+
+
+def _response(q: Query, name: str, text: str) -> Response:
+    return Response(q.id, name, "", "", text, "stop")
+
+
+async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[Pair]) -> StageResult[Variants]:
+    """Every pair's six rewrites, checked; the pairs whose six all pass, as :class:`Variants`."""
+    section: StyleSection = env.section
+    cfg = section.style
+    by_id = index_queries(queries)
+    todo = [(n, p, by_id[p.query_id]) for n, p in enumerate(pairs) if p.query_id in by_id]
+    requests = [
+        _rewrite_request(cfg, q, getattr(p, side), style, f"{p.query_id}:{n}:{side}:{style}")
+        for n, p, q in todo
+        for side in SIDES
+        for style in STYLES
+    ]
+    results = await ask(env.client, requests, desc=STAGE)
+    # One judge call per original and rewrite, named so that each comes back to its pair.
+    to_judge: list[Response] = []
+    rewrites: dict[tuple[int, str, str], str | None] = {}
+    at = 0
+    for n, p, q in todo:
+        for side in SIDES:
+            to_judge.append(_response(q, f"{n}:{side}", getattr(p, side)))
+            for style in STYLES:
+                res = results[at]
+                at += 1
+                text = (res.text or "").strip() if res.ok and res.finish_reason in (None, "stop") else ""
+                rewrites[(n, side, style)] = text or None
+                if text:
+                    to_judge.append(_response(q, f"{n}:{side}:{style}", text))
+    judged = await judge.judge(queries, to_judge, section.judge, env.client)
+    scores = {(s.query_id, s.generator): s.mean for s in judged.records}
+    dropped = dict.fromkeys(DROP_REASONS, 0)
+    dropped["failed"] = len(SIDES) * len(STYLES) * (len(pairs) - len(todo))  # a pair whose query is not given
+    out: StageResult[Variants] = StageResult()
+    for n, p, q in todo:
+        kept: dict[str, list[str]] = {side: [] for side in SIDES}
+        for side in SIDES:
+            original = getattr(p, side)
+            base = scores.get((q.id, f"{n}:{side}"))
+            for style in STYLES:
+                text = rewrites[(n, side, style)]
+                score = scores.get((q.id, f"{n}:{side}:{style}")) if text else None
+                if text is None or score is None or base is None:
+                    dropped["failed"] += 1
+                elif " ".join(text.split()) == " ".join(original.split()):  # no style change: measures nothing
+                    dropped["unchanged"] += 1
+                elif abs(score - base) > cfg.max_score_shift:
+                    dropped["score_shift"] += 1
+                elif is_refusal(text) != is_refusal(original):
+                    dropped["refusal_flip"] += 1
+                else:
+                    kept[side].append(text)
+        if all(len(kept[side]) == len(STYLES) for side in SIDES):
+            out.records.append(
+                Variants(
+                    p.query_id,
+                    p.chosen,
+                    p.rejected,
+                    last_user_turn(q.conversation),
+                    tuple(kept["chosen"]),
+                    tuple(kept["rejected"]),
+                )
+            )
+    out.stats = {
+        "items": len(pairs),
+        "kept": len(out.records),
+        "dropped_items": len(pairs) - len(out.records),
+        "rewrites": len(SIDES) * len(STYLES) * len(pairs),
+        "rewrites_kept": len(SIDES) * len(STYLES) * len(pairs) - sum(dropped.values()),
+        **{f"rewrites_dropped_{k}": v for k, v in dropped.items()},
+        "judge_requests": judged.stats.get("requests", 0),
+    }
+    return out
+
+
+def calls_at_most(queries: int, cfg: Any) -> int:
+    """The most LLM calls the stage sends for ``queries`` selected queries (build config ``cfg``): per pairwise
+    item, six rewrites and the judge's samples of each (the originals' judge requests are the judge stage's,
+    answered by the cache); items per query at most ``sets.max_pairs_per_query`` and one per pair of generators."""
+    g = len(cfg.generators)
+    pairs = queries * min(cfg.sets.max_pairs_per_query, g * (g - 1) // 2)
+    return pairs * len(SIDES) * len(STYLES) * (1 + cfg.judge.samples)
+
+
+SPEC = StageSpec(
+    STAGE,
+    style_batch,
+    config="style_stage",
+    endpoints=lambda s: [s.style.endpoint, s.judge.endpoint],
+    prompts=("style", "judge", "criteria"),
+    llm=True,
+    counts="items",
+    optional=True,
+    over="items",
+)

@@ -1,0 +1,171 @@
+"""The style-variant stage (``rmb_build/stages/style.py``): a stub build with ``style:`` writes ``Style_set/``
+that ``rmb evaluate`` scores; rewrites that move the judge's score or flip a refusal are dropped and counted,
+and the manifest's accounting balances; without ``style:`` no Style_set and no style call."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from reliability_helpers import build_config, write_queries
+from stub_endpoint import StubEndpoint
+
+from rmb_build.cli import main
+from rmb_build.core.errors import ConfigError
+from rmb_build.pipeline.config import parse_config
+from rmb_build.release.load import read_release
+from rmb_build.release.style_set import read_style_set
+from rmb_build.stages.style import is_refusal
+
+_STYLE = re.compile(r"## Style\n(\w+)")
+
+
+def _rewrite(body: dict, change=None) -> str | None:
+    """The stub's rewrite: the original answer prefixed with its style's first word (its quality kept);
+    ``change(style, answer)`` may return another reply."""
+    text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+    if "## Answer to rewrite" not in text:
+        return None
+    style = _STYLE.search(text).group(1).lower()
+    answer = text.rsplit("<answer>", 1)[-1].rsplit("</answer>", 1)[0].strip()
+    return (change(style, answer) if change else None) or f"[{style}] {answer}"  # a (text, finish) pair: as given
+
+
+def _config(tmp_path: Path, base_url: str, style: bool = True) -> dict:
+    raw = build_config(write_queries(tmp_path / "queries.jsonl"), base_url)
+    if style:
+        raw["style"] = {"endpoint": "proxy", "model": "rewriter", "max_score_shift": 1.0}
+        raw["stages"] = [*raw["stages"][:-1], "style", "release"]
+    return raw
+
+
+def _is_style_call(body: dict) -> bool:
+    """A rewrite, or the judge asked about a rewrite (the stub's rewrites start with '[<style>]')."""
+    return "## Answer to rewrite" in json.dumps(body) or bool(re.search(r"<answer>\\n\[\w+\]", json.dumps(body)))
+
+
+def _build(tmp_path: Path, style: bool = True, change=None) -> tuple[dict, Path]:
+    from rmb_build.pipeline.run import run_build
+
+    with StubEndpoint() as stub:
+        stub.reply = lambda body: _rewrite(body, change)
+        out = run_build(parse_config(_config(tmp_path, stub.base_url, style)), tmp_path / "work", runner="local")
+        rewrites = sum(1 for r in stub.requests if "## Answer to rewrite" in json.dumps(r.body))
+        style_calls = sum(1 for r in stub.requests if _is_style_call(r.body))
+    return {**out, "rewrite_requests": rewrites, "style_calls": style_calls}, Path(out["release"])
+
+
+def _manifest(release: Path) -> dict:
+    return json.loads((release / "manifest.json").read_text())
+
+
+def test_a_stub_build_with_style_writes_style_set_that_evaluate_scores(tmp_path):
+    out, release = _build(tmp_path)
+    pairs = {it.uid: it for it in read_release(release).items() if it.set_name == "pairwise"}
+    records = read_style_set(release)  # strict, as `rmb evaluate` reads it
+    assert pairs and len(records) == len(pairs)
+    for rec in records:
+        item = pairs[rec.id]
+        assert rec.scenario_id == item.scenario_id and rec.conversation == item.conversation
+        assert rec.chosen == tuple(f"[{s}] {item.chosen.answer}" for s in ("concise", "detailed", "detailed"))
+        assert rec.rejected[0] == f"[concise] {item.rejected.answer}"
+    style = _manifest(release)["style"]
+    assert style["items"] == style["items_kept"] == style["written"] == len(pairs)
+    assert style["rewrites"] == style["rewrites_kept"] == 6 * len(pairs) == out["rewrite_requests"]
+
+    code = main(
+        ["evaluate", "--release", str(release), "--rm", "baseline:length", "--out", str(tmp_path / "ev")]
+        + ["--cache", str(tmp_path / "cache"), "--no-progress", "--bootstrap", "20"]
+    )
+    assert code == 0
+    results = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert results["style"]["overall"]["n"] == len(pairs)
+    # baseline:length prefers the longer text: every detailed variant beats every concise one
+    assert {"easy", "normal", "hard"} <= set(results["style"]["overall"])
+
+
+def test_rewrites_that_move_the_score_or_flip_a_refusal_are_dropped_and_counted(tmp_path):
+    def change(style: str, answer: str) -> str | None:
+        if style == "concise" and "quality 9" in answer:  # the strong generator's answers: a refusal now
+            return "I'm sorry, but I can't help with that. " + answer
+        if style == "detailed" and "quality 3" in answer:
+            return answer.replace("quality 3", "quality 8")  # a score 5 above its original
+        if style == "concise" and "quality 3" in answer:
+            return answer[:5], "length"  # cut at max_tokens: failed
+        if style == "detailed" and "quality 9" in answer:
+            return f"  {answer}\n"  # the original again: unchanged
+        return None
+
+    _, release = _build(tmp_path, change=change)
+    style = _manifest(release)["style"]
+    dropped = style["rewrites_dropped"]
+    assert all(dropped[why] > 0 for why in ("failed", "unchanged", "score_shift", "refusal_flip")), dropped
+    assert style["rewrites"] == style["rewrites_kept"] + sum(dropped.values())
+    assert style["items"] == style["items_kept"] + style["items_dropped"]
+    records = read_style_set(release)
+    assert len(records) == style["items_kept"] == style["written"]
+    assert all("quality 8" not in v and not is_refusal(v) for r in records for v in r.chosen + r.rejected)
+
+
+def test_without_a_style_section_no_style_set_and_no_rewrite(tmp_path):
+    out, release = _build(tmp_path, style=False)
+    assert not (release / "Style_set").exists() and out["rewrite_requests"] == 0
+    assert "style" not in _manifest(release)
+
+
+def test_a_style_endpoint_not_defined_is_refused_naming_the_field(tmp_path):
+    raw = build_config(write_queries(tmp_path / "queries.jsonl"), "http://127.0.0.1:9/v1")
+    raw["style"] = {"endpoint": "nowhere", "model": "m"}
+    with pytest.raises(ConfigError, match=r"style\.endpoint: endpoint 'nowhere'"):
+        parse_config(raw)
+
+
+@pytest.mark.parametrize(
+    "text,refuses",
+    [
+        ("I'm sorry, but I can't help with that.", True),
+        ("I cannot assist with creating malware.", True),
+        ("As an AI, I must decline.", True),
+        ("Sure! Here is how to bake bread: mix flour and water.", False),
+        ("You cannot go wrong with this recipe: " + "x" * 300, False),
+    ],
+)
+def test_the_refusal_check(text, refuses):
+    assert is_refusal(text) is refuses
+
+
+def test_the_dry_run_bounds_the_style_calls_and_a_rerun_asks_none_again(tmp_path):
+    from rmb_build.pipeline.run import run_build, run_local
+
+    with StubEndpoint() as stub:
+        stub.reply = _rewrite
+        cfg = parse_config(_config(tmp_path, stub.base_url))
+        dry = run_local(cfg, tmp_path / "dry", dry_run=True)["estimate"]
+        calls = []
+        for _ in range(2):
+            stub.reset()
+            run_build(cfg, tmp_path / "work", runner="local")
+            calls.append(sum(1 for r in stub.requests if _is_style_call(r.body)))
+    assert 0 < calls[0] <= dry["estimates"]["style_calls_at_most"]
+    assert "style stage" in dry["exact"]["calls"]
+    assert calls[1] == 0  # every call cached
+
+
+def test_the_style_demo_config_is_valid_and_turns_the_stage_on():
+    from importlib import resources
+
+    from rmb_build.pipeline.config import load_config
+
+    with resources.as_file(resources.files("rmb_build.pipeline") / "demo-style.yaml") as path:
+        cfg = load_config(path)
+    assert cfg.style is not None and cfg.style.endpoint == "local" and "style" in cfg.stages
+    assert cfg.endpoints["local"].embedded
+
+
+def test_stages_listing_style_without_its_section_is_refused(tmp_path):
+    raw = build_config(write_queries(tmp_path / "queries.jsonl"), "http://127.0.0.1:9/v1")
+    raw["stages"] = [*raw["stages"][:-1], "style", "release"]
+    with pytest.raises(ConfigError, match="stages lists 'style' but the config has no 'style:' section"):
+        parse_config(raw)
