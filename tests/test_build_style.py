@@ -169,3 +169,13 @@ def test_stages_listing_style_without_its_section_is_refused(tmp_path):
     raw["stages"] = [*raw["stages"][:-1], "style", "release"]
     with pytest.raises(ConfigError, match="stages lists 'style' but the config has no 'style:' section"):
         parse_config(raw)
+
+
+def test_a_config_dumped_and_parsed_again_keeps_its_default_stages(tmp_path):
+    """``rmb judge-check`` and ``rmb build --name`` parse the dumped config again, which then lists every
+    stage (style included) explicitly: that is the default list, not a request for style variants."""
+    raw = build_config(write_queries(tmp_path / "queries.jsonl"), "http://127.0.0.1:9/v1")
+    raw.pop("stages", None)
+    cfg = parse_config(raw)
+    again = parse_config(cfg.model_dump(mode="json", exclude_none=True))
+    assert again.stages == cfg.stages and again.style is None
