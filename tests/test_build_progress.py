@@ -121,6 +121,7 @@ def test_a_slow_build_log_is_never_silent_and_shows_done_total(tmp_path: Path):
     for stage in ("generate", "judge"):
         assert re.search(rf"progress: {stage}: [01]/2 batches", log), log
     assert re.search(r"progress: generate: .* LLM calls: \d+ sent, \d+ cached, \d+ failed; cost so far \$", log), log
+    assert re.search(r"progress: (generate|judge): .*; requests \d+/\d+ done", log), log
 
 
 def _unreadable_answer_verdicts(req: dict) -> str | None:
@@ -159,3 +160,41 @@ def test_a_terminal_gets_bars_but_not_under_ci(monkeypatch, ci, bars):
     assert bars_wanted(_Tty()) is bars
     with open(os.devnull) as not_a_terminal:
         assert bars_wanted(not_a_terminal) is False
+
+
+def test_a_step_counts_the_requests_it_sends_for_other_stages_from_when_it_began(tmp_path):
+    """The gold check asks the judge's model: its line counts those requests, request by request (a long
+    single batch moves before it ends), and not the judge requests sent before it began."""
+    from rmb_build.llm import LLMClient
+    from rmb_build.llm.config import EndpointConfig
+    from rmb_build.llm.types import ChatRequest
+
+    def req(i):
+        return ChatRequest(endpoint="stub", model="judge", messages=[("user", f"q{i}")], stage="judge", max_tokens=8)
+
+    with StubEndpoint() as stub:
+        client = LLMClient({"stub": EndpointConfig(base_url=stub.base_url)}, tmp_path / "cache", progress=False)
+        try:
+            client.run([req(0), req(1)])  # the judge's requests before the gold step
+            progress = BuildProgress(
+                logging.getLogger("test.progress.gold"),
+                "off",
+                lambda: client,
+                sends=lambda s: ("judge", "guard") if s == "gold" else (s,),
+            )
+            progress.begin("gold")
+            assert progress.line("gold") == "gold: 0/1 batches, 0m00s elapsed"
+            stub.hold("generate", after=1)  # the stub counts non-JSON chat requests as "generate"
+            held = threading.Thread(target=client.run, args=([req(i) for i in range(2, 5)],))
+            held.start()
+            deadline = time.monotonic() + 30
+            while client.flow("judge")[0] < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            line = progress.line("gold")
+            stub.release()
+            held.join(timeout=30)
+            progress.close()
+        finally:
+            client.close()
+    assert "LLM calls: 1 sent, 0 cached, 0 failed" in line, line
+    assert re.search(r"requests 1/3 done in the batches begun, [\d.]+/min, ETA \d+m\d\ds for those", line), line

@@ -101,6 +101,8 @@ class LLMClient:
         self._server_lock = threading.Lock()
         self._usage_lock = threading.Lock()  # usage() is read from other threads
         self._usage: dict[tuple[str, str], dict[str, Any]] = defaultdict(_usage_row)
+        # Per stage: requests handed to the client, and those resolved (answered, cached or failed).
+        self._flow: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self._prompt_scale: dict[str, float] = {}
         # Everything below lives on the client's own loop.
         self._http_clients: dict[str, openai.AsyncOpenAI] = {}
@@ -217,6 +219,18 @@ class LLMClient:
             for (stage, model), row in sorted(self._usage.items()):
                 out.setdefault(stage, {})[model] = dict(row)
         return out
+
+    def flow(self, stage: str) -> tuple[int, int]:
+        """``(resolved, asked)``: of the requests ``stage`` handed this client so far, how many have an
+        outcome (answered, cached or failed): a long batch's progress, request by request."""
+        with self._usage_lock:
+            resolved, asked = self._flow.get(stage, (0, 0))
+        return resolved, asked
+
+    def _resolved(self, req: ChatRequest, n: int = 1) -> None:
+        """``n`` of ``req.stage``'s requests have their outcome (see ``flow``)."""
+        with self._usage_lock:
+            self._flow[req.stage][0] += n
 
     def _observe_prompt(self, endpoint: str, actual: int, estimated: int) -> None:
         """Learn how far the character-based estimate undercounts (chat templates, system prompts)."""
@@ -368,6 +382,9 @@ class LLMClient:
     async def _chat_many(self, reqs: list[ChatRequest], desc: str, progress: bool | None) -> list[ChatResult]:
         """chat_many, on the client's loop."""
         self._check(reqs)
+        with self._usage_lock:
+            for r in reqs:
+                self._flow[r.stage][1] += 1
         keys = [
             request_key(r, endpoint_identity(self.endpoints[r.endpoint]), self.endpoints[r.endpoint].structured_output)
             for r in reqs
@@ -383,6 +400,7 @@ class LLMClient:
             if done is not None:
                 results[i] = done
                 self._account(req, cached=1)
+                self._resolved(req)
             elif key in first_of:
                 repeats[i] = first_of[key]
             else:
@@ -409,6 +427,7 @@ class LLMClient:
             finally:
                 window.release()
                 bar.update(1)
+                self._resolved(reqs[i])
 
         tasks = []
         try:
@@ -429,6 +448,7 @@ class LLMClient:
         for i, first in repeats.items():
             if results[first] is not None:
                 results[i] = self._repeat(reqs[i], results[first])
+            self._resolved(reqs[i])
         if stopped.is_set():
             done = sum(r is not None for r in results)
             raise BudgetExceeded(

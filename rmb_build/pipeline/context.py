@@ -20,6 +20,7 @@ from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runner import Runner
+from rmb_build.pipeline.stages import STAGES
 from rmb_build.stages.spec import StageEnv, StageSpec, open_store
 
 
@@ -65,7 +66,10 @@ class BuildRun:
 
     def __post_init__(self) -> None:
         mode = ("bars" if bars_wanted() else "log") if self.options.progress else "off"
-        self.progress = BuildProgress(self.log, mode, lambda: self.client)
+        sends = {spec.stage: spec.requests_of for spec in STAGES}
+        self.progress = BuildProgress(
+            self.log, mode, lambda: self.client, sends=lambda stage: sends.get(stage, (stage,))
+        )
 
     @property
     def log(self) -> Any:

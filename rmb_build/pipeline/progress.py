@@ -27,6 +27,7 @@ class _Stage:
     done: int = 0
     started: float = field(default_factory=time.monotonic)
     bar: Any = None
+    base: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the LLM counts when it began
 
 
 def _clock(seconds: float) -> str:
@@ -51,8 +52,11 @@ class BuildProgress:
         mode: str,
         client: Callable[[], Any] = lambda: None,
         interval_s: float = LOG_INTERVAL_S,
+        sends: Callable[[str], tuple[str, ...]] = lambda stage: (stage,),
     ):
+        """``sends(stage)``: the stages named on the LLM requests ``stage`` sends (``StageSpec.requests_of``)."""
         self.log, self.mode, self._client, self.interval_s = log, mode, client, interval_s
+        self._sends = sends
         self._stages: dict[str, _Stage] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -71,7 +75,7 @@ class BuildProgress:
     def _stage(self, name: str) -> _Stage:
         st = self._stages.get(name)
         if st is None:
-            st = self._stages[name] = _Stage(name)
+            st = self._stages[name] = _Stage(name, base=self._counts(name))
         if st.bar is None and self.mode == "bars":
             from tqdm.auto import tqdm
 
@@ -120,19 +124,44 @@ class BuildProgress:
             text += f", {rate * 60:.2f} batches/min, ETA {_clock((st.total - st.done) / rate) if rate else '?'}"
         return text + self._calls(stage)
 
-    def _calls(self, stage: str) -> str:
+    def _counts(self, stage: str) -> dict[str, tuple[int, ...]]:
+        """Per LLM stage that ``stage`` sends for: (sent, cached, failed, resolved, asked), so far."""
         client = self._client()
         if client is None:
+            return {}
+        usage, out = client.usage(), {}
+        for name in self._sends(stage):
+            rows = usage.get(name, {}).values()
+            sums = tuple(sum(r[k] for r in rows) for k in ("requests", "cached", "failed"))
+            out[name] = (*sums, *client.flow(name))
+        return out
+
+    def _calls(self, stage: str) -> str:
+        """``stage``'s LLM calls since it began (a stage that asks another's model, e.g. the gold check
+        asking the judge, counts those), and the build's cost so far."""
+        client = self._client()
+        now = self._counts(stage)
+        base = self._stages[stage].base if stage in self._stages else {}
+        delta = [sum(v[i] - base.get(k, (0,) * 5)[i] for k, v in now.items()) for i in range(5)]
+        sent, cached, failed, resolved, asked = delta
+        if client is None or not any(delta):
             return ""
-        rows = client.usage().get(stage)
-        if not rows:
-            return ""
-        sent = sum(r["requests"] for r in rows.values())
-        cached = sum(r["cached"] for r in rows.values())
-        failed = sum(r["failed"] for r in rows.values())
         limit = client.max_cost
         cost = f"${client.spent_usd:.4f}" + (f" of --max-cost ${limit:g}" if limit is not None else "")
-        return f"; LLM calls: {sent} sent, {cached} cached, {failed} failed; cost so far {cost}"
+        text = f"; LLM calls: {sent} sent, {cached} cached, {failed} failed; cost so far {cost}"
+        return text + self._requests(stage, resolved, asked)
+
+    def _requests(self, stage: str, resolved: int, asked: int) -> str:
+        """Inside the batches begun, requests with an outcome of those asked, their rate and ETA: a
+        long batch moves request by request, not only when it ends."""
+        if not asked or resolved >= asked:
+            return f"; requests {resolved}/{asked} done" if asked else ""
+        elapsed = time.monotonic() - self._stages[stage].started
+        text = f"; requests {resolved}/{asked} done in the batches begun"
+        if resolved and elapsed > 0:
+            rate = resolved / elapsed
+            text += f", {rate * 60:.1f}/min, ETA {_clock((asked - resolved) / rate)} for those"
+        return text
 
     def _show(self, st: _Stage) -> None:
         if st.bar is not None:

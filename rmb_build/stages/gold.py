@@ -36,6 +36,8 @@ from rmb_build.core.records import Query, Response, query_id
 from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
 from rmb_build.release.gold_report import CHANCE, NOT_FOUND
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
+from rmb_build.stages.guard import STAGE as GUARD_STAGE
+from rmb_build.stages.judge import STAGE as JUDGE_STAGE
 from rmb_build.stages.judge import judge
 from rmb_build.stages.sets import Candidate, answer_key, beats
 from rmb_build.stages.spec import StageSpec
@@ -266,4 +268,6 @@ def below(section: dict[str, Any], minimum: float) -> str | None:
 
 
 # In the flow, once per build before generation (``pipeline/label_checks.check_gold``).
-SPEC = StageSpec("gold", config="judge", cached=False, llm=True, counts="gold items", listed=False)
+SPEC = StageSpec(
+    "gold", config="judge", cached=False, llm=True, counts="gold items", listed=False, sends=(JUDGE_STAGE, GUARD_STAGE)
+)

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from rmb_build.core.records import GuardLabel, Query
 from rmb_build.core.taxonomy import HARMLESSNESS, HELPFULNESS, parse_scenario_id
 from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE
+from rmb_build.stages.guard import STAGE as GUARD_STAGE
 from rmb_build.stages.spec import StageSpec
 
 GUARD, CLASSIFIER, LABEL_SET = "guard", "classifier", "label_set"
@@ -264,4 +265,4 @@ __all__ = [
 
 
 # In the flow, once per build after selection (``pipeline/label_checks.route_by_guard``).
-SPEC = StageSpec("route", config="route", cached=False, llm=True, counts="prompts", listed=False)
+SPEC = StageSpec("route", config="route", cached=False, llm=True, counts="prompts", listed=False, sends=(GUARD_STAGE,))

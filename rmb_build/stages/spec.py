@@ -39,7 +39,9 @@ class StageSpec:
       ``generate`` (``work(env, queries, answers)`` returns a result whose ``records`` are the answers
       the later stages see); ``"items"``, after ``build_sets`` in each batch's chain, over its pairwise
       items (``style``; wired in ``pipeline/build.py``, which writes what it makes into the release);
-    - ``of``: the stage this one is a form of (the LLM classifier's batches are ``classify``'s).
+    - ``of``: the stage this one is a form of (the LLM classifier's batches are ``classify``'s);
+    - ``sends``: the stages whose LLM requests its work sends, where not its own (the gold check asks
+      the judge and the guard): what its progress line counts.
     """
 
     name: str
@@ -57,11 +59,17 @@ class StageSpec:
     optional: bool = False
     over: str | None = None
     of: str | None = None
+    sends: tuple[str, ...] = ()
 
     @property
     def stage(self) -> str:
         """The stage its batches count for and its key names."""
         return self.of or self.name
+
+    @property
+    def requests_of(self) -> tuple[str, ...]:
+        """The stages named on the LLM requests its work sends (its own unless ``sends`` says)."""
+        return self.sends or (self.stage,)
 
     @property
     def module(self) -> str:
