@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequenc
 
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
+from rmb_build.core.registry import Registry
 from rmb_build.core.taxonomy import PAIRWISE_SET, is_known
 from rmb_build.core.text import display, identity, search_text
 from rmb_build.release.read import Release
@@ -101,7 +102,7 @@ class DefectKind:
         return _PerItem(ctx, self.check)
 
 
-KINDS: dict[str, DefectKind] = {}
+KINDS: Registry[DefectKind] = Registry("defect kind")  # filled by the declarations below, in report order
 
 
 def defect(name: str, definition: str, removes: Callable[[dict], list[dict]] = _named_item, renumbers: bool = False):
@@ -110,10 +111,8 @@ def defect(name: str, definition: str, removes: Callable[[dict], list[dict]] = _
     ``new_uid``) and removes nothing."""
 
     def register(check):
-        if name in KINDS:
-            raise ValueError(f"defect kind {name!r} declared twice")
-        KINDS[name] = DefectKind(
-            name, " ".join(definition.split()), check, _no_item if renumbers else removes, renumbers
+        KINDS.add(
+            name, DefectKind(name, " ".join(definition.split()), check, _no_item if renumbers else removes, renumbers)
         )
         return check
 
@@ -122,7 +121,7 @@ def defect(name: str, definition: str, removes: Callable[[dict], list[dict]] = _
 
 def definitions() -> dict[str, str]:
     """Each defect kind's definition, in report order."""
-    return {k.name: k.definition for k in KINDS.values()}
+    return {name: k.definition for name, k in KINDS.items()}
 
 
 @dataclass
@@ -150,7 +149,7 @@ class AuditReport:
             (r["set"], r["file"], r["index"])
             for kind, entries in self.defects.items()
             for e in entries
-            for r in removal_refs(kind, e) + ([e] if kind in KINDS and KINDS[kind].renumbers else [])
+            for r in removal_refs(kind, e) + ([e] if kind in KINDS and KINDS.get(kind).renumbers else [])
         }
 
     def summary(self) -> dict[str, Any]:
@@ -961,7 +960,7 @@ class StreamingAudit:
         if review is not None:
             self._report.checks["review_items"] = len(review)
         self._items = ctx.items
-        self._collectors = {k.name: k.collector(ctx) for k in KINDS.values()}
+        self._collectors = {name: k.collector(ctx) for name, k in KINDS.items()}
         self._identity = lru_cache(maxsize=TEXT_MEMO)(identity)
 
     def add(self, item: Item, file: str, index: int) -> None:
@@ -1037,7 +1036,7 @@ def defects_phrase(defects: int, items: int | None) -> str:
 def removal_refs(kind: str, entry: dict) -> list[dict]:
     """The items a defect makes unusable, by its kind's fixer (a kind this version does not know
     removes the item it names)."""
-    return KINDS[kind].removes(entry) if kind in KINDS else _named_item(entry)
+    return KINDS.get(kind).removes(entry) if kind in KINDS else _named_item(entry)
 
 
 def fix_release(
@@ -1070,7 +1069,7 @@ def fix_release(
     renumber: dict[tuple[str, int], tuple[str, str, str]] = {}  # -> (new uid, kind, detail)
     for kind in kinds:
         for entry in report.defects.get(kind, []):
-            if kind in KINDS and KINDS[kind].renumbers:
+            if kind in KINDS and KINDS.get(kind).renumbers:
                 renumber[check(entry)] = (str(entry["new_uid"]), kind, entry["detail"])
             for ref in removal_refs(kind, entry):
                 reasons[check(ref)].append((kind, entry["detail"]))
