@@ -30,10 +30,12 @@ from rmb_build.release.audit.kind import (
     DefectKind,
     defect,
     definitions,
+    in_report_order,
     kind_names,
     removal_refs,
 )
-from rmb_build.release.audit.kinds import load_leak_patterns, turn_problems
+from rmb_build.release.audit.kinds.bad_turns import turn_problems
+from rmb_build.release.audit.kinds.leaked_instruction import load_leak_patterns
 from rmb_build.release.audit.packed import digest
 from rmb_build.release.audit.report import SCHEMA_VERSION, AuditReport, defects_phrase
 from rmb_build.release.audit.stream import StreamingAudit, audit_release
@@ -54,6 +56,7 @@ __all__ = [
     "digest",
     "defects_phrase",
     "definitions",
+    "in_report_order",
     "fix_release",
     "load_leak_patterns",
     "removal_refs",

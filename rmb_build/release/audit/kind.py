@@ -54,13 +54,15 @@ ItemCheck = Callable[[AuditContext, "Entry"], "dict | None"]
 
 @dataclass(frozen=True)
 class DefectKind:
-    """One kind of defect: its name, its definition, how it is found and its fixer (``removes``: the
-    items a defect entry makes unusable). ``check`` is either a per-item check (context, entry ->
-    the entry's defect or None) or a collector class (``Collector``, built with the context)."""
+    """One kind of defect: its name, its definition, how it is found, its place in report order
+    (``rank``: lower first) and its fixer (``removes``: the items a defect entry makes unusable).
+    ``check`` is either a per-item check (context, entry -> the entry's defect or None) or a collector
+    class (``Collector``, built with the context)."""
 
     name: str
     definition: str
     check: ItemCheck | Callable[[AuditContext], Collector]
+    rank: int
     removes: Callable[[dict], list[dict]] = named_item
     renumbers: bool = False  # the fix gives the named item its entry's ``new_uid`` instead of removing it
 
@@ -70,26 +72,47 @@ class DefectKind:
         return PerItem(ctx, self.check)
 
 
-KINDS: Registry[DefectKind] = Registry("defect kind")  # filled by the declarations below, in report order
+# every module of audit/kinds/ declares one kind; imported on the first lookup
+KINDS: Registry[DefectKind] = Registry("defect kind", "rmb_build.release.audit.kinds")
 
 
-def defect(name: str, definition: str, removes: Callable[[dict], list[dict]] = named_item, renumbers: bool = False):
-    """Declare the per-item check function or the collector class below as defect kind ``name``
-    (report order: declaration order). ``renumbers``: the fix renumbers the named item (its entry's
-    ``new_uid``) and removes nothing."""
+def defect(
+    name: str,
+    definition: str,
+    removes: Callable[[dict], list[dict]] = named_item,
+    renumbers: bool = False,
+    *,
+    rank: int,
+):
+    """Declare the per-item check function or the collector class below as defect kind ``name`` on
+    ``KINDS``; ``rank`` is its place in report order (lower first; no two kinds share one).
+    ``renumbers``: the fix renumbers the named item (its entry's ``new_uid``) and removes nothing."""
 
     def register(check):
-        KINDS.add(
-            name, DefectKind(name, " ".join(definition.split()), check, no_item if renumbers else removes, renumbers)
-        )
+        kind = DefectKind(name, " ".join(definition.split()), check, rank, no_item if renumbers else removes, renumbers)
+        KINDS.add(name, kind)
         return check
 
     return register
 
 
+def in_report_order() -> list[DefectKind]:
+    """Every declared kind, by rank (the one place report order is decided)."""
+    kinds = sorted((k for _, k in KINDS.items()), key=lambda k: k.rank)
+    for a, b in zip(kinds, kinds[1:]):
+        if a.rank == b.rank:
+            raise ValueError(f"defect kinds {a.name!r} and {b.name!r} share rank {a.rank}")
+    return kinds
+
+
+def kind_names() -> tuple[str, ...]:
+    """Every defect kind's name, in report order."""
+    return tuple(k.name for k in in_report_order())
+
+
 def definitions() -> dict[str, str]:
     """Each defect kind's definition, in report order."""
-    return {name: k.definition for name, k in KINDS.items()}
+    return {k.name: k.definition for k in in_report_order()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +153,6 @@ class PerItem:
 
     def finish(self) -> list[dict]:
         return self.out
-
-
-def kind_names() -> tuple[str, ...]:
-    """Every defect kind's name, in report order."""
-    return tuple(KINDS.names())
 
 
 def removal_refs(kind: str, entry: dict) -> list[dict]:

@@ -10,13 +10,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from rmb_build.core.items import Item, set_file
 from rmb_build.core.text import identity
 from rmb_build.release.audit.kind import (
-    KINDS,
     TEXT_MEMO,
     AuditContext,
     Entry,
     answer_fields,
+    in_report_order,
 )
-from rmb_build.release.audit.kinds import load_leak_patterns
+from rmb_build.release.audit.kinds.leaked_instruction import load_leak_patterns
 from rmb_build.release.audit.packed import digest
 from rmb_build.release.audit.report import AuditReport
 from rmb_build.release.read import Release
@@ -65,7 +65,7 @@ class StreamingAudit:
         if review is not None:
             self._report.checks["review_items"] = len(review)
         self._items = ctx.items
-        self._collectors = {name: k.collector(ctx) for name, k in KINDS.items()}
+        self._collectors = {k.name: k.collector(ctx) for k in in_report_order()}  # finish in report order too
         self._identity = lru_cache(maxsize=TEXT_MEMO)(identity)
 
     def add(self, item: Item, file: str, index: int) -> None:
