@@ -1,7 +1,7 @@
 """Audit a release: find every defect of each declared kind, report them, write a cleaned copy.
 
 The package, one job a module: ``kind`` (a defect kind's declaration on the registry ``KINDS``, what a
-check gets and gives), ``kinds`` (the kinds), ``packed`` (what outlives an item: ``Items``, ``Records``),
+check gets and gives), ``kinds/`` (one module per kind, ranked), ``packed`` (what outlives an item: ``Items``, ``Records``),
 ``stream`` (``StreamingAudit``, ``audit_release``: the read loop), ``report`` (``AuditReport``, the audit
 JSON) and ``fix`` (``fix_release``: ``rmb audit --fix``).
 
