@@ -1,9 +1,9 @@
 """Audit a release: find every defect of each declared kind, report them, write a cleaned copy.
 
 The package, one job a module: ``kind`` (a defect kind's declaration on the registry ``KINDS``, what a
-check gets and gives), ``kinds/`` (one module per kind, ranked), ``packed`` (what outlives an item: ``Items``, ``Records``),
-``stream`` (``StreamingAudit``, ``audit_release``: the read loop), ``report`` (``AuditReport``, the audit
-JSON) and ``fix`` (``fix_release``: ``rmb audit --fix``).
+check gets and gives), ``kinds/`` (one module per kind, ranked), ``packed`` (what outlives an item:
+``Items``, ``Records``), ``stream`` (``StreamingAudit``, ``audit_release``: the read loop), ``report``
+(``AuditReport``, the audit JSON) and ``fix`` (``fix_release``: ``rmb audit --fix``).
 
 A defect kind names its fixer (``removes``: which items ``fix_release`` takes out, the named item unless
 said otherwise). ``DEFECT_KINDS``, the report's counts (every kind, 0 when none was found), the card's
