@@ -7,7 +7,7 @@ scenario id). RMB's two sets are untouched by it: a release without the folder i
 
 Strict reading (what ``rmb evaluate`` scores) refuses a record in one line naming file, record and field;
 lenient reading (``rmb audit``) keeps a record whose variants are not three a side, or whose scenario field
-differs from its file, for the audit to count (``release/audit.py``).
+differs from its file, for the audit to count (``release/audit/kinds/style_*.py``).
 """
 
 from __future__ import annotations
