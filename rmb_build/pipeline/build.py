@@ -444,10 +444,10 @@ async def _llm_chain(run: BuildRun, batch: list[Any]) -> dict[str, Timed]:
     """One batch through generate (and any answer stage), then judge and guard side by side."""
     cfg, log = run.cfg, run.log
     step = run.acall
-    log.info("generate: batch of %d queries x %d generators started", len(batch), len(cfg.generators))
+    log.info("%s: batch of %d queries x %d generators started", generate.SPEC.name, len(batch), len(cfg.generators))
     out = {generate.SPEC.name: await step(generate.SPEC, batch)}
     answers = out[generate.SPEC.name].value.records
-    log.info("generate: batch of %d queries -> %d answers", len(batch), len(answers))
+    log.info("%s: batch of %d queries -> %d answers", generate.SPEC.name, len(batch), len(answers))
     for spec in _answer_stages():
         if run.runs(spec):
             out[spec.name] = await step(spec, batch, answers)
@@ -455,7 +455,7 @@ async def _llm_chain(run: BuildRun, batch: list[Any]) -> dict[str, Timed]:
     if not run.runs(judge.SPEC):
         return out
     answers = finished(answers)  # an answer cut at max_tokens never reaches a release: not judged
-    log.info("judge + guard: %d answers to %d queries started", len(answers), len(batch))
+    log.info("%s + %s: %d answers to %d queries started", judge.SPEC.name, guard.SPEC.name, len(answers), len(batch))
     judge_run = step(judge.SPEC, batch, answers)
     guard_run = step(guard.SPEC, batch, answers)
     if _one_slot(cfg, cfg.judge.endpoint, cfg.guard.endpoint):
@@ -467,7 +467,9 @@ async def _llm_chain(run: BuildRun, batch: list[Any]) -> dict[str, Timed]:
     else:
         judged, guarded = await asyncio.gather(judge_run, guard_run)
     log.info(
-        "judge + guard: batch of %d queries -> %d scores, %d guard labels",
+        "%s + %s: batch of %d queries -> %d scores, %d guard labels",
+        judge.SPEC.name,
+        guard.SPEC.name,
         len(batch),
         len(judged.value.records),
         len(guarded.value.records),

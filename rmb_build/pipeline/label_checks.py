@@ -47,7 +47,12 @@ async def check_gold(run: BuildRun) -> dict | None:
     state.add_failures(failures)
     state.stage(gold_stage.SPEC.name).stats = {k: v for k, v in section.items() if k != "stats"}
     state.flush(gold=section)
-    run.log.info("gold: the judge against %s's labels:\n%s", section.get("release"), gold_report.table(section))
+    run.log.info(
+        "%s: the judge against %s's labels:\n%s",
+        gold_stage.SPEC.name,
+        section.get("release"),
+        gold_report.table(section),
+    )
     stop = below(section, min_agreement) if min_agreement is not None else None
     if stop:
         raise RMBError(stop)
@@ -157,7 +162,8 @@ async def route_by_guard(run: BuildRun, queries: Sequence[Query], selected: list
     state.stage(route_stage.SPEC.name).stats = stats
     state.flush()
     run.log.info(
-        "route: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",
+        "%s: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",
+        route_stage.SPEC.name,
         stats["guarded"],
         stats["goal_from"].get("guard", 0),
         stats["changed"] or "none",
