@@ -150,6 +150,17 @@ def _per_model(stub: StubEndpoint) -> dict[str, int]:
     return dict(Counter(f"stub/{b['model']}" for b in stub.bodies))
 
 
+def _stage_of(body: dict) -> str:
+    """The build stage that sent a request the stub received: the gold check's read gold questions,
+    goal routing's guard reads a prompt (the LAST User message), the build's guard an answer."""
+    text = json.dumps(body["messages"])
+    if "gold question" in text:
+        return "gold"
+    if body["model"] == "guard":
+        return "route" if "LAST User message" in text else "guard"
+    return {"classifier": "classify", "gen": "generate", "judge": "judge"}[body["model"]]
+
+
 def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path):
     from rmb_build.pipeline.run import run_local
     from rmb_build.stages.classify import EmbeddingClassifier
@@ -158,12 +169,16 @@ def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path):
     scenarios = {p: pred.scenario_id for p, pred in zip(PROMPTS, predicted)}
     work = tmp_path / "work"
     with StubEndpoint(reply=_realistic(scenarios)) as stub:
-        cfg = parse_config(_config_with_checks(tmp_path, stub.base_url))
+        raw = _config_with_checks(tmp_path, stub.base_url)
+        raw["run"] = {"batch_size": 1}  # the build's chains side by side, each stage's requests its own
+        cfg = parse_config(raw)
         dry = run_local(cfg, work, dry_run=True)["estimate"]
         assert stub.bodies == [] and dry["cached"] == 0
         run_local(cfg, work)
         received = _per_model(stub)
         assert {m: row["calls"] for m, row in dry["by_model"].items()} == received
+        # per stage: the plan walked the build's own steps, in its order, each request under its stage
+        assert {p: row["calls"] for p, row in dry["by_phase"].items()} == Counter(map(_stage_of, stub.bodies))
         assert dry["calls"] == len(stub.bodies)
         harmful = sum(s.startswith("Harmlessness/") for s in scenarios.values())
         assert (
@@ -211,3 +226,18 @@ def test_max_cost_stops_before_crossing_and_a_rerun_repeats_no_paid_call(tmp_pat
         run_local(cfg, work, max_cost=cost * 2)
         bodies = [json.dumps(b, sort_keys=True) for b in stub.bodies]
         assert len(bodies) == len(set(bodies)) == calls  # every request sent once over both runs
+
+
+def test_a_dry_run_refuses_what_the_build_refuses(tmp_path):
+    """The dry run takes the build's steps: --min-gold-agreement without judge.gold is refused by both."""
+    from reliability_helpers import build_config, write_queries
+
+    from rmb_build.core.errors import RMBError
+    from rmb_build.pipeline.run import run_local
+
+    with StubEndpoint() as stub:
+        cfg = parse_config(build_config(write_queries(tmp_path / "queries.jsonl"), stub.base_url))
+        for dry_run in (True, False):
+            with pytest.raises(RMBError, match="--min-gold-agreement needs judge.gold"):
+                run_local(cfg, tmp_path / "work", dry_run=dry_run, min_gold_agreement=0.6)
+        assert stub.bodies == []

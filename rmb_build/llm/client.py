@@ -9,8 +9,8 @@ endpoint's limits (concurrency, rpm, tpm) and the budget hold across threads and
 asyncio primitives. A response is committed to the cache before it is returned, so a run killed at
 any moment and started again asks nothing twice. Failures come back as ``ChatResult.error`` and are
 never raised out of a batch; only a config mistake (ConfigError, before any call) or the budget
-(BudgetExceeded, after every finished response is stored) raise. An ``offline`` client (a dry run)
-answers from the cache only and sends nothing.
+(BudgetExceeded, after every finished response is stored) raise. A dry run asks a
+``planning.PlanningClient`` instead, which sends nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from rmb_build.llm.structured import ReplyError, parse_reply, reask_message
 from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 from rmb_build.llm.wire import parse_completion, reply_tokens, request_body
 
-__all__ = ["LLMClient", "BudgetExceeded", "NOT_SENT"]
+__all__ = ["LLMClient", "BudgetExceeded"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,7 +52,6 @@ T = TypeVar("T")
 _EMBEDDED_KEY = "<embedded>"  # all embedded endpoints share one single-request server
 _NO_KEY = "sk-no-key-required"  # local servers want some bearer token; this one is not a secret
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*]{6,}", re.I)
-NOT_SENT = "not sent: offline client (dry run)"
 
 
 def _usage_row() -> dict[str, Any]:
@@ -73,7 +72,6 @@ class LLMClient:
     ``endpoints`` maps endpoint names to EndpointConfig; ``cache_dir`` holds the SQLite cache;
     ``max_cost`` (USD) stops a run before it would spend more. ``log_dir`` receives the embedded
     server's log (default: ``<cache_dir>/../logs``). ``retry_base_s``/``retry_max_s`` shape backoff.
-    ``offline``: answer from the cache only (never created by an offline client), send nothing.
     """
 
     def __init__(
@@ -87,11 +85,9 @@ class LLMClient:
         retry_max_s: float = 60.0,
         progress: bool | None = None,
         server_startup_timeout_s: float = 120.0,
-        offline: bool = False,
     ):
         self.endpoints = dict(endpoints)
-        self.offline = offline
-        self.cache = _open_cache(cache_dir, offline)
+        self.cache = ResponseCache(cache_dir)
         self.log_dir = Path(log_dir) if log_dir else Path(cache_dir).resolve().parent / "logs"
         self.retry_base_s, self.retry_max_s = retry_base_s, retry_max_s
         self.progress = progress
@@ -288,8 +284,6 @@ class LLMClient:
         self, req: ChatRequest, ep: EndpointConfig, messages: list[tuple[str, str]], result: ChatResult
     ) -> dict[str, Any] | str:
         """One answer for ``messages`` (a response dict), or why there is none (a string)."""
-        if self.offline:
-            return NOT_SENT
         http = await self._http(req.endpoint, ep)
         limits = self._limits(req.endpoint, ep)
         body = request_body(req, ep, messages)
@@ -537,13 +531,3 @@ class LLMClient:
 
     async def __aexit__(self, *exc) -> None:
         await asyncio.to_thread(self.close)
-
-
-def _open_cache(cache_dir: str | Path, offline: bool) -> ResponseCache:
-    """The run's cache; an offline client reads an existing one and creates none (an empty one in memory)."""
-    if not offline:
-        return ResponseCache(cache_dir)
-    try:
-        return ResponseCache(cache_dir, create=False)
-    except FileNotFoundError:
-        return ResponseCache(":memory:")

@@ -14,15 +14,17 @@ a stand-in so that the stages after it can still plan:
   unknown (goal routing then keeps the classifier's label, so its top-up rounds are not planned: they
   are reported as an estimate by the caller).
 
-``report()`` gives calls, tokens and cost per phase and endpoint, each figure labelled exact or estimate.
+A build's stage asks ``for_phase(stage)``, a view whose requests count under that stage, so stages that
+plan side by side (the build's concurrent chains) each count their own. ``report()`` gives calls,
+tokens and cost per phase and endpoint, each figure labelled exact or estimate.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 from rmb_build.core.errors import ConfigError
 from rmb_build.llm.cache import ResponseCache, request_key
@@ -57,16 +59,29 @@ class PlanningClient:
         self.endpoints = dict(endpoints)
         self.cache = cache
         self.calls: dict[str, PlannedCall] = {}
-        self._phase = ""
 
-    @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        """Requests asked inside are counted under ``name`` (classify, gold, route, generate, judge, guard)."""
-        before, self._phase = self._phase, name
-        try:
-            yield
-        finally:
-            self._phase = before
+    @classmethod
+    def reading(cls, endpoints: Mapping[str, EndpointConfig], cache_dir: str | Path) -> "PlanningClient":
+        """A planner on the run's cache in ``cache_dir``, read as it is (none there: nothing cached)."""
+        return cls(endpoints, ResponseCache(cache_dir, create=False) if Path(cache_dir).exists() else None)
+
+    def for_phase(self, name: str) -> "PhasePlanner":
+        """A view whose requests are counted under ``name`` (classify, gold, route, generate, judge, guard)."""
+        return PhasePlanner(self, name)
+
+    def usage(self) -> dict[str, Any]:
+        """What the plan spent: nothing (it sends no request)."""
+        return {}
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+    async def __aenter__(self) -> "PlanningClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
 
     def key(self, req: ChatRequest) -> str:
         """The request's cache key; ConfigError for an endpoint the config does not define."""
@@ -85,14 +100,15 @@ class PlanningClient:
     ) -> list[ChatResult]:
         return self.plan(reqs, desc)
 
-    def plan(self, reqs: Sequence[ChatRequest], desc: str = "llm") -> list[ChatResult]:
-        """Record ``reqs``; a result for each: the cached reply, or a stand-in."""
+    def plan(self, reqs: Sequence[ChatRequest], desc: str = "llm", phase: str = "") -> list[ChatResult]:
+        """Record ``reqs`` (a request first asked counts under ``phase``, else its stage); a result for
+        each: the cached reply, or a stand-in."""
         keys = [self.key(r) for r in reqs]
         cached = self.cache.get_many(keys) if self.cache is not None else {}
         out = []
         for req, key in zip(reqs, keys):
             if key not in self.calls:
-                self.calls[key] = PlannedCall(req, self._phase or req.stage or desc, cached.get(key))
+                self.calls[key] = PlannedCall(req, phase or req.stage or desc, cached.get(key))
             out.append(self._result(req, key, cached.get(key)))
         return out
 
@@ -182,6 +198,18 @@ class PlanningClient:
         return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
+class PhasePlanner:
+    """A :class:`PlanningClient` as one stage asks it: its requests counted under that stage."""
+
+    def __init__(self, planner: PlanningClient, phase: str):
+        self.planner, self.phase = planner, phase
+
+    async def chat_many(
+        self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None
+    ) -> list[ChatResult]:
+        return self.planner.plan(reqs, desc, self.phase)
+
+
 def _row() -> dict[str, Any]:
     return {
         "calls": 0,
@@ -193,4 +221,4 @@ def _row() -> dict[str, Any]:
     }
 
 
-__all__ = ["PlannedCall", "PlanningClient", "stand_in_answer"]
+__all__ = ["PhasePlanner", "PlannedCall", "PlanningClient", "stand_in_answer"]

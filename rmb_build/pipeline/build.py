@@ -24,7 +24,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from rmb_build.core import paths as P
 from rmb_build.core.errors import RMBError
@@ -33,9 +33,10 @@ from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
 from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
+from rmb_build.llm.planning import PlanningClient
 from rmb_build.pipeline import label_checks, set_parts, stages, steps, style_variants
 from rmb_build.pipeline.context import BuildRun, RunOptions
-from rmb_build.pipeline.executor import Timed, acompute
+from rmb_build.pipeline.executor import Timed
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, sources_section
 from rmb_build.pipeline.preflight import preflight
 from rmb_build.pipeline.release_step import write_built_release
@@ -47,7 +48,6 @@ from rmb_build.stages import (
     embed,
     gather,
     generate,
-    gold,
     guard,
     harm_evidence,
     judge,
@@ -60,7 +60,6 @@ from rmb_build.stages.classify import build_classifier, classifier_text, default
 from rmb_build.stages.gather import read_queries, write_queries
 from rmb_build.stages.select import select, short_goals
 from rmb_build.stages.sets import finished
-from rmb_build.stages.spec import StageSpec
 
 
 def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -85,9 +84,9 @@ async def run_pipeline(
 ) -> dict[str, Any]:
     """Build the release ``cfg`` describes, every batch through ``runner``; returns the run summary.
 
-    ``options.dry_run`` stops after selection and returns the estimated LLM cost instead of calling any
-    model: the requests the stages plan, sent nowhere (LLM classification answers only from the cache,
-    and the embedding classifier stands in for the rest).
+    ``options.dry_run`` takes the same steps with a planning client (``llm/planning.py``) in place of the
+    LLM client and returns the estimated LLM cost instead of calling any model: the requests the stages
+    make, answered from the cache or by stand-ins, sent nowhere; no set and no release is written.
     ``options.min_gold_agreement`` stops before generation when the judge agrees less with ``judge.gold``.
     """
     options = options or RunOptions()
@@ -98,10 +97,12 @@ async def run_pipeline(
         queries = _gather_and_dedup(run)
         limit = options.max_cost if options.max_cost is not None else cfg.run.max_cost
         # One client for every LLM call of the build (classification included): one cache, one budget,
-        # one usage total; a dry run's client answers from the cache only and sends nothing.
-        if _uses_llm(run):
+        # one usage total; a dry run's planner answers from the cache or with stand-ins and sends nothing.
+        if _uses_llm(run) and options.dry_run:
+            run.client = PlanningClient.reading(cfg.endpoints, paths.llm_cache)
+        elif _uses_llm(run):
             run.client = LLMClient(  # its calls show in the stage's progress, not in a bar of their own
-                cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, offline=options.dry_run, progress=False
+                cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, progress=False
             )
         pool = [queries]  # handed over, not kept here: the flow's frame would hold every query to the end
         del queries
@@ -136,13 +137,13 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
     the deduplicated queries; it is emptied, so that they are freed once selection and routing are done."""
     cfg, paths, state, acc, log = run.cfg, run.paths, run.state, run.acc, run.log
     if not run.runs(classify.SPEC):
-        to_classify = queries = pool.pop()
+        queries = pool.pop()
     elif cfg.classifier.method == "llm":
-        to_classify = queries = pool.pop()
+        queries = pool.pop()
         runs = [run.acall(classify.LLM_SPEC, b) for b in batched(queries, cfg.run.batch_size)]
         queries = [q for part in run.record(classify.LLM_SPEC, await asyncio.gather(*runs)) for q in part]
     else:
-        to_classify, queries = _classify_on_runner(run, pool)
+        queries = _classify_on_runner(run, pool)
     queries, harm = _harm_evidence(run, queries)
     log.info(
         "harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
@@ -152,33 +153,21 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         harm["turned_away"] or "none",
     )
     selected = _select(run, queries)
-    if run.options.dry_run:
-        return await _dry_run(run, to_classify, queries, selected)
-    del to_classify
     if not run.runs(generate.SPEC):
+        if run.planning:
+            return _planned(run, len(selected))
         _final_flush(run)
         return {"selected": len(selected), "run": str(paths.run)}
 
     checks: dict[str, Any] = {"harm_evidence": harm_evidence.section(harm)}
-    routing = None
+    routing = routed = None
     sets_dir = paths.sets
     try:
         # --- label checks before generation (rmb_build/pipeline/label_checks.py): judge vs gold, guard routing ---
-        with run.progress.step("gold") if cfg.judge.gold is not None else contextlib.nullcontext():
-            checks["gold"] = await label_checks.check_gold(cfg, run.client, state, log, run.options.min_gold_agreement)
+        checks["gold"] = await label_checks.check_gold(run)
         if cfg.route.enabled and run.runs(guard.SPEC):
-            with run.progress.step("route"):
-                selected, acc.not_selected, routing = await label_checks.route_by_guard(
-                    cfg,
-                    queries,
-                    selected,
-                    acc.not_selected,
-                    run.client,
-                    state,
-                    log,
-                    str(paths.embeddings),
-                    checks["gold"],
-                )
+            routed = await label_checks.route_by_guard(run, queries, selected, checks["gold"])
+            selected, acc.not_selected, routing = routed.selected, routed.not_selected, routed.routing
             acc.selected = len(selected)
             acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
             write_queries(selected, paths.run / P.SELECTED_QUERIES)
@@ -186,15 +175,16 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)
         for spec in (generate.SPEC, *_answer_stages(), judge.SPEC, guard.SPEC, sets.SPEC):
-            if run.runs(spec):
+            if run.runs(spec) and not (run.planning and spec is sets.SPEC):  # a plan builds no sets
                 run.progress.expect(spec.stage, len(batches))
-        set_parts.clear(sets_dir, keep=range(len(batches)))
+        if not run.planning:
+            set_parts.clear(sets_dir, keep=range(len(batches)))
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
 
         async def chain(index: int, batch: list[Any]) -> dict[str, Timed]:
             async with at_once:
                 outcomes = await _llm_chain(run, batch)
-                if judge.SPEC.name in outcomes:
+                if judge.SPEC.name in outcomes and not run.planning:  # a plan builds no sets
                     outcomes[sets.SPEC.name] = _sets_of_batch(run, sets_dir, index, batch, outcomes)
                     if _styles(run):
                         outcomes[style.SPEC.name] = await _style_of_batch(
@@ -209,6 +199,8 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
     finally:
         state.usage_run = jsonable(run.client.usage())
         state.flush()
+    if run.planning:
+        return _planned(run, len(selected), routed)
     responses = sum(part.count for part in run.record(generate.SPEC, [c[generate.SPEC.name] for c in chains]))
     for spec in _answer_stages():
         if run.runs(spec):
@@ -347,9 +339,8 @@ def _release(
     }
 
 
-def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> tuple[list[Any], list[Any]]:
-    """The embedding classifier over batches on the configured task runner: (the queries as given,
-    classified). ``pool`` holds the queries; they wait in the run folder while the encoder runs
+def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> list[Any]:
+    """The embedding classifier over batches on the configured task runner: the queries classified. ``pool`` holds the queries; they wait in the run folder while the encoder runs
     (its pass is the build's peak of memory) and are read back for the batches."""
     queries = pool.pop()
     texts = [classifier_text(q.conversation) for q in queries]
@@ -360,7 +351,7 @@ def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> tuple[list[Any]
     del texts
     queries = read_queries(deduped)
     futures = [run.submit(classify.SPEC, b) for b in batched(queries, run.cfg.run.batch_size)]
-    return queries, [q for part in run.record(classify.SPEC, [f.result() for f in futures]) for q in part]
+    return [q for part in run.record(classify.SPEC, [f.result() for f in futures]) for q in part]
 
 
 def _embed_on_runner(run: BuildRun, texts: list[str]) -> None:
@@ -407,73 +398,23 @@ def _select(run: BuildRun, queries: list[Any]) -> list[Any]:
     return selected
 
 
-async def _dry_run(run: BuildRun, to_classify: list[Any], queries: list[Any], selected: list[Any]) -> dict[str, Any]:
-    """What a build of ``selected`` sends: its stages, run in order against the run's cache (``PlanningClient``)."""
-    from rmb_build.llm.cache import ResponseCache
-
-    paths = run.paths
-    cache = ResponseCache(paths.llm_cache, create=False) if paths.llm_cache.exists() else None
-    try:
-        estimate = await _plan(run, cache, to_classify, queries, selected)
-    finally:
-        if cache is not None:
-            cache.close()
-    _final_flush(run, dry_run=True, estimate=estimate)
-    return {"dry_run": True, "selected": len(selected), "estimate": estimate, "run": str(paths.run)}
-
-
-async def _plan(
-    run: BuildRun, cache: Any, to_classify: Sequence[Any], queries: Sequence[Any], selected: Sequence[Any]
-) -> dict[str, Any]:
-    """The dry run's plan: the build's LLM stages in the build's order against a ``PlanningClient``
-    (``rmb_build.llm.planning``), which answers from ``cache`` and counts what it cannot answer: LLM
-    classification of ``to_classify``, the gold check, goal routing of ``selected`` (from the classified
-    ``queries``), then the build's own chain (``_llm_chain``) over every selected query at once, each
-    stage's work run here on the planner (real where cached, a stand-in per request otherwise).
-    Returns the planner's report plus ``exact`` (what each figure is) and ``estimates`` (what the plan
-    cannot count)."""
-    from rmb_build.llm.planning import PlanningClient
-
+def _planned(run: BuildRun, selected: int, routed: Any = None) -> dict[str, Any]:
+    """The dry run's result: the planner's report (``rmb_build.llm.planning``) of what the build's steps
+    asked, plus ``exact`` (what each figure is) and ``estimates`` (what the plan cannot count)."""
     cfg = run.cfg
-    planner = PlanningClient(cfg.endpoints, cache)
+    planner = run.client or PlanningClient(cfg.endpoints)  # no LLM stage: an empty plan
     estimates: dict[str, Any] = {}
-    if run.runs(classify.SPEC) and cfg.classifier.method == "llm":
-        with planner.phase(classify.SPEC.name):
-            planner.plan(classify.LLMClassifier(None, cfg.classifier.endpoint, cfg.classifier.model).plan(to_classify))
-    if run.runs(generate.SPEC):
-        gold_section = None
-        if cfg.judge.gold is not None:  # run against the planner: cached replies give the real section
-            with planner.phase(gold.SPEC.name):
-                gold_section, _ = await gold.gold_check(cfg, planner)
-        if cfg.route.enabled and run.runs(guard.SPEC):
-            with planner.phase(route.SPEC.name):
-                routed = await label_checks.plan_routing(
-                    cfg,
-                    queries,
-                    list(selected),
-                    dict(run.acc.not_selected),
-                    planner,
-                    str(run.paths.embeddings),
-                    gold_section,
-                )
-            selected = routed.selected
-            # a verdict the plan stood in for may route its query away: each could draw a replacement a round
-            unknown = sum(1 for c in planner.calls.values() if c.phase == route.SPEC.name and c.cached is None)
-            bound = min(unknown * cfg.route.top_up_rounds, routed.top_up_room)
-            if bound:
-                estimates["route_top_up_calls_at_most"] = bound
-
-        async def on_planner(spec: StageSpec, *inputs: Any) -> Timed:
-            env = dataclasses.replace(run.env(spec), client=planner)
-            with planner.phase(spec.stage):
-                return await acompute(spec, env, inputs)
-
-        await _llm_chain(run, list(selected), on_planner)
-        if _styles(run):  # its batches read the sets, which a dry run does not build: a bound
-            estimates["style_calls_at_most"] = style.calls_at_most(len(selected), cfg)
+    if routed is not None:
+        # a verdict the plan stood in for may route its query away: each could draw a replacement a round
+        unknown = sum(1 for c in planner.calls.values() if c.phase == route.SPEC.name and c.cached is None)
+        bound = min(unknown * cfg.route.top_up_rounds, routed.top_up_room)
+        if bound:
+            estimates["route_top_up_calls_at_most"] = bound
+    if run.runs(generate.SPEC) and _styles(run):  # its batches read the sets, which a dry run does not build
+        estimates["style_calls_at_most"] = style.calls_at_most(selected, cfg)
     report = planner.report()
     stand_ins = sum(1 for c in planner.calls.values() if c.cached is None and c.phase == generate.SPEC.name)
-    return {
+    estimate = {
         **report,
         "estimates": estimates,
         "exact": {
@@ -495,20 +436,18 @@ async def _plan(
             "cost_usd": "upper bound: prompt estimate plus max_tokens at each endpoint's price_per_mtok",
         },
     }
+    _final_flush(run, dry_run=True, estimate=estimate)
+    return {"dry_run": True, "selected": selected, "estimate": estimate, "run": str(run.paths.run)}
 
 
-async def _llm_chain(
-    run: BuildRun, batch: list[Any], step: Callable[..., Awaitable[Timed]] | None = None
-) -> dict[str, Timed]:
-    """One batch through generate (and any answer stage), then judge and guard side by side. ``step``
-    runs one stage over the batch: the runner's (``run.acall``), or the dry run's planner, which plans
-    one stage at a time."""
+async def _llm_chain(run: BuildRun, batch: list[Any]) -> dict[str, Timed]:
+    """One batch through generate (and any answer stage), then judge and guard side by side."""
     cfg, log = run.cfg, run.log
-    step = step or run.acall
-    log.info("generate: batch of %d queries x %d generators started", len(batch), len(cfg.generators))
+    step = run.acall
+    log.info("%s: batch of %d queries x %d generators started", generate.SPEC.name, len(batch), len(cfg.generators))
     out = {generate.SPEC.name: await step(generate.SPEC, batch)}
     answers = out[generate.SPEC.name].value.records
-    log.info("generate: batch of %d queries -> %d answers", len(batch), len(answers))
+    log.info("%s: batch of %d queries -> %d answers", generate.SPEC.name, len(batch), len(answers))
     for spec in _answer_stages():
         if run.runs(spec):
             out[spec.name] = await step(spec, batch, answers)
@@ -516,19 +455,21 @@ async def _llm_chain(
     if not run.runs(judge.SPEC):
         return out
     answers = finished(answers)  # an answer cut at max_tokens never reaches a release: not judged
-    log.info("judge + guard: %d answers to %d queries started", len(answers), len(batch))
+    log.info("%s + %s: %d answers to %d queries started", judge.SPEC.name, guard.SPEC.name, len(answers), len(batch))
     judge_run = step(judge.SPEC, batch, answers)
     guard_run = step(guard.SPEC, batch, answers)
-    if run.options.dry_run or _one_slot(cfg, cfg.judge.endpoint, cfg.guard.endpoint):
+    if _one_slot(cfg, cfg.judge.endpoint, cfg.guard.endpoint):
         # One request at a time on one server: interleaving judge and guard prompts would throw away
         # the server's KV cache of the previous prompt's prefix (shared instructions, criteria, query)
-        # on every switch, so run them one after the other (and the planner plans one stage at a time).
+        # on every switch, so run them one after the other.
         judged = await judge_run
         guarded = await guard_run
     else:
         judged, guarded = await asyncio.gather(judge_run, guard_run)
     log.info(
-        "judge + guard: batch of %d queries -> %d scores, %d guard labels",
+        "%s + %s: batch of %d queries -> %d scores, %d guard labels",
+        judge.SPEC.name,
+        guard.SPEC.name,
         len(batch),
         len(judged.value.records),
         len(guarded.value.records),

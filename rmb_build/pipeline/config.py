@@ -27,7 +27,7 @@ from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.pipeline import stages as build_stages
-from rmb_build.stages import release
+from rmb_build.stages import release, style
 from rmb_build.stages.options import (
     ClassifierConfig,
     DedupConfig,
@@ -165,8 +165,10 @@ class BuildConfig(StrictModel):
         The whole default list is no such request: it is what a config dumped and parsed again (``rmb build
         --name``, ``rmb judge-check``) holds."""
         chosen = "stages" in self.model_fields_set and self.stages != list(build_stages.listed())
-        if chosen and "style" in self.stages and self.style is None:
-            raise ValueError("stages lists 'style' but the config has no 'style:' section (its endpoint and model)")
+        if chosen and style.SPEC.name in self.stages and self.style is None:
+            raise ValueError(
+                f"stages lists {style.SPEC.name!r} but the config has no 'style:' section (its endpoint and model)"
+            )
         return self
 
     @model_validator(mode="after")

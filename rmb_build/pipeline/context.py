@@ -3,12 +3,15 @@ object instead of five-argument tuples, and the one step every stage's batch tak
 stage (``run.call(SPEC, *inputs)``): its cache key (``keys.stage_key``, from what the spec says the
 key reads), the runner (which reloads a batch computed in an earlier run under that key, or has it
 computed and timed, ``executor.py``, and stamps it with this run); ``record`` adds the batches to the
-run summary under the spec's stage."""
+run summary under the spec's stage. A dry run takes the same steps with a planning client
+(``llm/planning.py``) in place of the LLM client: an LLM stage's batch then has no key (a plan is
+never kept), and its requests count under the spec's stage."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import FAILURES_FILE, BuildPaths
@@ -75,6 +78,16 @@ class BuildRun:
     def log(self) -> Any:
         return self.runner.log
 
+    @property
+    def planning(self) -> bool:
+        """A dry run: the LLM stages ask a planning client, which sends nothing."""
+        return self.options.dry_run
+
+    def client_for(self, spec: StageSpec) -> Any:
+        """The client ``spec``'s requests go through: the build's, or in a dry run the planner's view
+        that counts them under the spec's stage."""
+        return self.client.for_phase(spec.stage) if self.planning else self.client
+
     def runs(self, spec: StageSpec) -> bool:
         """Whether this build runs ``spec``'s stage."""
         return spec.stage in self.stages
@@ -88,13 +101,15 @@ class BuildRun:
         store's settings (stages that embed)."""
         return StageEnv(
             section=getattr(self.cfg, spec.config) if spec.config else None,
-            client=self.client if spec.llm else None,
+            client=self.client_for(spec) if spec.llm else None,
             embeddings=self.cfg.embeddings if spec.encoder else None,
             store_dir=str(self.paths.embeddings) if spec.encoder else None,
         )
 
     def _key(self, spec: StageSpec, inputs: Sequence[Any]) -> str | None:
-        return stage_key(spec, self.cfg, *inputs, offline=self.options.dry_run) if spec.cached else None
+        if not spec.cached or (spec.llm and self.planning):
+            return None
+        return stage_key(spec, self.cfg, *inputs)
 
     def _progress(self, spec: StageSpec, timed: Timed) -> Timed:
         """The progress reporter sees each batch of ``spec`` finish."""
@@ -116,6 +131,14 @@ class BuildRun:
         self.progress.begin(spec.stage)
         timed = await self.runner.acall(spec, self._key(spec, inputs), self.env(spec), inputs)
         return self._progress(spec, timed)
+
+    @contextlib.contextmanager
+    def in_flow(self, spec: StageSpec) -> Iterator[Any]:
+        """A step the flow runs itself, over the whole run (``gold``, ``route``): its progress and its
+        seconds as the stage's work (not in a dry run, whose plan is no work); yields its client."""
+        with self.progress.step(spec.stage):
+            with self.state.timed(spec.stage) if not self.planning else contextlib.nullcontext():
+                yield self.client_for(spec)
 
     def record(self, spec: StageSpec, outcomes: Sequence[Timed]) -> list[Any]:
         """Adds batch outcomes to the run state under ``spec``'s stage: seconds of work only for

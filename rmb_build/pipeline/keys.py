@@ -112,19 +112,15 @@ def encoder_identity(cfg: Any) -> list[str]:
     return [model_fingerprint(cfg.embeddings.model, cfg.embeddings.backend), cfg.embeddings.dtype]
 
 
-def stage_key(spec: Any, cfg: Any, *inputs: Any, offline: bool = False) -> str:
+def stage_key(spec: Any, cfg: Any, *inputs: Any) -> str:
     """One batch's key for ``spec`` (a ``StageSpec``): its stage, its code, its config section, then
     what the spec says the key reads, in this order: the section's endpoints, the stage's own
-    identity parts, the encoder, the prompts, the batch's inputs. ``offline``: a dry run's LLM calls
-    (cached answers only, stand-ins for the rest), kept apart from a real run's."""
+    identity parts, the encoder, the prompts, the batch's inputs."""
     section = getattr(cfg, spec.config) if spec.config else None
     parts: list[Any] = [spec.stage, code_version(spec.module), section]
     if spec.endpoints is not None:
         names = spec.endpoints(section)
-        described = _endpoints(cfg, names) if names is not None else None
-        if described is not None and offline:
-            described["offline"] = True
-        parts.append(described)
+        parts.append(_endpoints(cfg, names) if names is not None else None)
     if spec.identity is not None:
         parts.extend(spec.identity(cfg))
     if spec.encoder:

@@ -19,6 +19,7 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import GOALS
 from rmb_build.pipeline.config import BuildConfig
+from rmb_build.pipeline.context import BuildRun
 from rmb_build.release import gold_report
 from rmb_build.stages import gold as gold_stage
 from rmb_build.stages import route as route_stage
@@ -30,18 +31,28 @@ from rmb_build.stages.select import select, select_balanced
 from rmb_build.stages.spec import open_store
 
 
-async def check_gold(cfg: BuildConfig, client: Any, state: Any, log: Any, min_agreement: float | None) -> dict | None:
-    """The gold section (None without ``judge.gold``); raises RMBError (one line) below ``min_agreement``."""
+async def check_gold(run: BuildRun) -> dict | None:
+    """The gold section (None without ``judge.gold``); raises RMBError (one line) below
+    ``--min-gold-agreement``. A dry run plans it: the section (for routing) and nothing recorded."""
+    cfg, min_agreement = run.cfg, run.options.min_gold_agreement
     if cfg.judge.gold is None:
         if min_agreement is not None:
             raise RMBError("--min-gold-agreement needs judge.gold in the build config")
         return None
-    with state.timed(gold_stage.SPEC.name):  # no task batch: the stage's seconds and span are this block's
+    with run.in_flow(gold_stage.SPEC) as client:
         section, failures = await gold_check(cfg, client)
+    if run.planning:  # its replies may be stand-ins: no figure of it is printed or checked
+        return section
+    state = run.state
     state.add_failures(failures)
     state.stage(gold_stage.SPEC.name).stats = {k: v for k, v in section.items() if k != "stats"}
     state.flush(gold=section)
-    log.info("gold: the judge against %s's labels:\n%s", section.get("release"), gold_report.table(section))
+    run.log.info(
+        "%s: the judge against %s's labels:\n%s",
+        gold_stage.SPEC.name,
+        section.get("release"),
+        gold_report.table(section),
+    )
     stop = below(section, min_agreement) if min_agreement is not None else None
     if stop:
         raise RMBError(stop)
@@ -84,7 +95,7 @@ class Routed:
     top_up_room: int = 0
 
 
-async def plan_routing(
+async def _routed(
     cfg: BuildConfig,
     queries: Sequence[Query],
     selected: list[Query],
@@ -93,9 +104,7 @@ async def plan_routing(
     store_dir: str | None = None,
     gold: dict | None = None,
 ) -> Routed:
-    """Selected queries routed by their prompts' guard verdicts (see the module docstring).
-    ``store_dir``: the build's embedding store, for the classifier's alternatives; ``gold``: the gold
-    check's section, whose guard precision says whether an ``unsafe`` verdict is evidence."""
+    """Selected queries routed by their prompts' guard verdicts (see the module docstring)."""
     failures: list[Any] = []
     not_evidence = guard_evidence(gold, cfg.route.min_guard_precision)
     if cfg.route.scope == "pool":
@@ -137,33 +146,31 @@ async def plan_routing(
     return Routed(selected, not_selected, routing, failures, room)
 
 
-async def route_by_guard(
-    cfg: BuildConfig,
-    queries: Sequence[Query],
-    selected: list[Query],
-    not_selected: dict[str, int],
-    client: Any,
-    state: Any,
-    log: Any,
-    store_dir: str | None = None,
-    gold: dict | None = None,
-) -> tuple[list[Query], dict[str, int], Routing]:
-    """``plan_routing`` in a build: its failures and stats go to the run state and the log."""
-    with state.timed(route_stage.SPEC.name):
-        routed = await plan_routing(cfg, queries, selected, not_selected, client, store_dir, gold)
+async def route_by_guard(run: BuildRun, queries: Sequence[Query], selected: list[Query], gold: dict | None) -> Routed:
+    """``selected`` routed by their prompts' guard verdicts, from the classified ``queries``; ``gold``: the
+    gold check's section, whose guard precision says whether an ``unsafe`` verdict is evidence. Its
+    failures and stats go to the run state and the log (not in a dry run: its verdicts may be stand-ins)."""
+    with run.in_flow(route_stage.SPEC) as client:
+        routed = await _routed(
+            run.cfg, queries, selected, dict(run.acc.not_selected), client, str(run.paths.embeddings), gold
+        )
+    if run.planning:
+        return routed
+    state = run.state
     state.add_failures(routed.failures)
     stats = routed.routing.stats()
     state.stage(route_stage.SPEC.name).stats = stats
     state.flush()
-    log.info(
-        "route: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",
+    run.log.info(
+        "%s: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",
+        route_stage.SPEC.name,
         stats["guarded"],
         stats["goal_from"].get("guard", 0),
         stats["changed"] or "none",
         stats["dropped"] or "none",
         stats["unsafe_not_evidence"] or "none",
     )
-    return routed.selected, routed.not_selected, routed.routing
+    return routed
 
 
 def _moved_to_considered(not_selected: dict[str, int], topped_up: int) -> dict[str, int]:

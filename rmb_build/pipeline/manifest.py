@@ -23,6 +23,7 @@ from rmb_build.llm.endpoint import endpoint_description, public_url
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.release.audit import digest
 from rmb_build.release.manifest_model import CastSection, Manifest, SetFigures, SetsSection
+from rmb_build.stages import sets as sets_stage
 from rmb_build.stages.sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
 from rmb_build.stages.sources import source_for
 
@@ -294,7 +295,7 @@ class Accounting:
             elif q.id not in answered:
                 reasons["no answers (every generator failed: see failures.jsonl)"] += 1
             else:
-                reasons["no pair or BoN item (see stages.build_sets.stats)"] += 1
+                reasons[f"no pair or BoN item (see stages.{sets_stage.SPEC.name}.stats)"] += 1
         self.queries_not_in_release = dict(sorted(reasons.items()))  # batches finish in any order
         scored = {(s.query_id, s.generator) for s in scores}
         a = self.answers
