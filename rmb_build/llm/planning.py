@@ -73,6 +73,10 @@ class PlanningClient:
         """What the plan spent: nothing (it sends no request)."""
         return {}
 
+    def flow(self, stage: str) -> tuple[int, int]:
+        """Requests with an outcome of those asked (``LLMClient.flow``): a plan resolves none."""
+        return 0, 0
+
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
