@@ -152,8 +152,11 @@ def test_the_api_refuses_a_wrong_type_or_choice_naming_the_field():
     assert RMOptions(devices=["cuda:0", "cuda:1"]).device == "cuda:0"
 
 
-def test_a_downstream_rm_refuses_an_unknown_key_and_a_pairwise_judge(tmp_path):
+def test_a_downstream_rm_refuses_an_unknown_key_a_pairwise_judge_and_a_bool_for_a_number(tmp_path):
     from rmb_build.analysis.downstream.config import parse_downstream_config
+
+    with pytest.raises(ConfigError, match=r"'reward_models\[0\].batch_size': Input should be a valid integer"):
+        parse_downstream_config(_downstream(batch_size=True), "ds.yaml")  # as RMOptions(batch_size=True)
 
     with pytest.raises(ConfigError, match=r"^ds.yaml: field 'reward_models\[0\]': unknown key 'batch_sise'"):
         parse_downstream_config(_downstream(batch_sise=3), "ds.yaml")

@@ -305,7 +305,9 @@ def config_fields(**defaults: Any) -> dict[str, Any]:
         validators = [AfterValidator(functools.partial(_checked, opt))]
         if opt.parse:
             validators.insert(0, BeforeValidator(functools.partial(_parsed, opt)))
-        out[f.name] = (Annotated[(_hints()[f.name], *validators)], Field(default=default, description=opt.help))
+        # strict, as RMOptions: ``batch_size: yes`` is refused, not read as 1
+        field_info = Field(default=default, description=opt.help, strict=True)
+        out[f.name] = (Annotated[(_hints()[f.name], *validators)], field_info)
     return out
 
 
