@@ -147,6 +147,8 @@ def test_the_api_refuses_a_wrong_type_or_choice_naming_the_field():
         RMOptions(dtype="fp8")
     with pytest.raises(RMBError, match=r"^RMOptions batch_size '16': expected int$"):
         RMOptions(batch_size="16")
+    with pytest.raises(RMBError, match=r"^RMOptions max_memory .*a GPU is its index as a number \(0, not '0'\)"):
+        RMOptions(max_memory={"0": "70GiB"})  # from_pretrained would not take it as GPU 0
     with pytest.raises(RMBError, match="^RMOptions devices and device: give one"):
         RMOptions(devices=["cuda:0", "cuda:1"], device="cpu")
     assert RMOptions(devices=["cuda:0", "cuda:1"]).device == "cuda:0"

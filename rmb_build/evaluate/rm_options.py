@@ -70,6 +70,11 @@ def _max_memory(text: str) -> dict[int | str, str] | None:
     return out
 
 
+def _gpu_indices(memory: dict[int | str, str]) -> str | None:
+    quoted = [k for k in memory if isinstance(k, str) and k.strip().isdigit()]
+    return f"{memory!r}: a GPU is its index as a number ({quoted[0]}, not {quoted[0]!r})" if quoted else None
+
+
 def _devices(text: str) -> list[str]:
     """``auto`` (every CUDA device, or the CPU alone) or ``cpu,cpu`` / ``cuda:0,cuda:1`` as a list."""
     if text.strip() == "auto":
@@ -138,6 +143,7 @@ class RMOptions:
         "hf: with --device-map, what each device may hold, e.g. 0=70GiB,cpu=100GiB",
         metavar="DEV=SIZE,...",
         parse=_max_memory,
+        check=_gpu_indices,
     )
     load_in: str | None = _option(
         None, "hf: quantize the weights with bitsandbytes while loading (needs a CUDA device)", choices=("8bit", "4bit")
