@@ -6,6 +6,7 @@ import argparse
 
 from rmb_build.core.intervals import DEFAULT_DRAWS
 from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
+from rmb_build.evaluate.rm_options import add_flags
 
 # What an evaluation writes into --out; a folder holding anything else is not replaced.
 OUT_ENTRIES = {"results.json", "predictions.jsonl", "style_predictions.jsonl", "report.md", "heatmap.png"}
@@ -58,23 +59,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         default=None,
         help="a pairwise tie counts 0 (strict, as RMB's script) or 0.5 (half); default: the protocol's (strict)",
     )
-    p.add_argument(
-        "--protocol",
-        default=None,
-        metavar="NAME",
-        help="hf: the harness whose text preparation to copy (max length and side cut, special tokens and BOS, "
-        "roles, GPU dtype, ties): native, rmb, rewardbench (the CLI), rewardbench-run_rm, rewardbench-v2, "
-        "rm-bench (see docs/protocols.md); default: the release's authors' (rmb for an RMB release), native "
-        "for a release of no known benchmark",
-    )
-    p.add_argument(
-        "--devices",
-        default=None,
-        metavar="auto|LIST",
-        help="hf: one model replica per device, in its own process (auto: every CUDA device; or e.g. "
-        "cuda:0,cuda:1); scores equal one device's",
-    )
-    p.add_argument("--batch-size", type=int, default=16)
+    add_flags(p, "protocol", "devices", "batch_size")
     p.add_argument(
         "--cache",
         default=None,
@@ -87,68 +72,22 @@ def configure(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="leave out of scoring the items the audit finds defective (identical pairs, duplicates, ...)",
     )
-    p.add_argument(
-        "--dtype",
-        choices=("auto", "bf16", "fp16", "fp32"),
-        default="auto",
-        help="hf:/dpo: weights dtype (auto: the protocol's on a GPU, bf16 under native; fp32 on CPU)",
-    )
-    p.add_argument("--max-length", type=int, default=None, help="hf:/dpo: tokens per text; longer texts are cut")
-    p.add_argument("--chat-template", default=None, help="hf:/dpo: a Jinja chat template (string or file)")
-    p.add_argument("--device", default=None, help="hf:/dpo: torch device (default: cuda when present)")
-    p.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="hf:/dpo: run the model's own code from its folder or Hub repo (needed by custom architectures)",
-    )
-    p.add_argument(
-        "--family",
-        default=None,
-        metavar="NAME",
-        help="hf: the reward-model family, how the checkpoint is loaded and its reward read "
-        "(default: sequence-classifier; see rmb_build.evaluate.families)",
-    )
-    p.add_argument(
-        "--device-map",
-        default=None,
-        choices=("auto",),
-        help="hf: spread a model larger than one device over the GPUs, CPU memory and disk (accelerate)",
-    )
-    p.add_argument(
-        "--max-memory",
-        default=None,
-        metavar="DEV=SIZE,...",
-        help="hf: with --device-map, what each device may hold, e.g. 0=70GiB,cpu=100GiB",
-    )
-    p.add_argument(
-        "--load-in",
-        default=None,
-        choices=("8bit", "4bit"),
-        help="hf: quantize the weights with bitsandbytes while loading (needs a CUDA device)",
-    )
-    p.add_argument("--revision", default=None, help="hf:/dpo: Hub branch, tag or commit of the model")
-    p.add_argument(
-        "--attn-implementation",
-        default=None,
-        metavar="NAME",
-        help="hf:/dpo: transformers attention implementation (eager, sdpa, flash_attention_2, ...)",
+    add_flags(
+        p,
+        "dtype",
+        "max_length",
+        "chat_template",
+        "device",
+        "trust_remote_code",
+        "family",
+        "device_map",
+        "max_memory",
+        "load_in",
+        "revision",
+        "attn_implementation",
     )
     p.add_argument("--config", default=None, help="build config whose endpoints openai:<model>@<name> may name")
-    p.add_argument("--votes", type=int, default=1, help="openai: samples per judgement (majority vote)")
-    p.add_argument(
-        "--judge-mode",
-        choices=("pairwise", "pointwise"),
-        default="pairwise",
-        help="openai: compare two answers, or rate each answer alone",
-    )
-    p.add_argument("--with-criteria", action="store_true", help="openai: add the scenario's evaluation criteria")
-    p.add_argument(
-        "--structured-output",
-        choices=("json_schema", "json_object", "none"),
-        default="json_schema",
-        help="openai:<model>@<URL>: how the endpoint takes a JSON schema (json_object for "
-        "llama_cpp.server, which answers HTTP 500 to json_schema); endpoints from --config say it themselves",
-    )
+    add_flags(p, "votes", "judge_mode", "with_criteria", "structured_output")
     p.add_argument("--seed", type=int, default=0, help="baseline:random seed and the intervals' seed")
     p.add_argument(
         "--bootstrap",
@@ -161,22 +100,6 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _max_memory(text: str | None) -> dict | None:
-    """``0=70GiB,cpu=100GiB`` as from_pretrained's ``max_memory`` (GPU indices as ints)."""
-    if not text:
-        return None
-    from rmb_build.core.errors import RMBError
-
-    out: dict = {}
-    for part in text.split(","):
-        dev, sep, size = part.partition("=")
-        if not sep or not dev.strip() or not size.strip():
-            raise RMBError(f"--max-memory {text!r}: expected DEVICE=SIZE[,DEVICE=SIZE...], e.g. 0=70GiB,cpu=100GiB")
-        dev = dev.strip()
-        out[int(dev) if dev.isdigit() else dev] = size.strip()
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
@@ -186,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.core.errors import RMBError
     from rmb_build.core.paths import workdir
     from rmb_build.evaluate.adapters import RMOptions, load_rm
+    from rmb_build.evaluate.rm_options import from_args
     from rmb_build.evaluate.run import evaluate
     from rmb_build.release.provenance import command_line
 
@@ -197,11 +121,11 @@ def run(args: argparse.Namespace) -> int:
         )
     check_out_dir(out, OUT_ENTRIES, OUT_MARKS)  # --overwrite replaces an earlier evaluation, nothing else
 
-    for name in ("batch_size", "votes", "bootstrap"):
-        if getattr(args, name) < 1:
-            raise RMBError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.max_length is not None and args.max_length < 8:
-        raise RMBError("--max-length must be at least 8")
+    given = from_args(args)  # every RM option checked before any work
+    if args.bootstrap < 1:
+        raise RMBError("--bootstrap must be at least 1")
+    if given.get("devices") and args.device:
+        raise RMBError("--devices and --device: give one (--devices runs one replica on each)")
     config = None
     if args.config:
         from rmb_build.pipeline.config import load_config
@@ -216,36 +140,15 @@ def run(args: argparse.Namespace) -> int:
     )
     release = open_release(args.release, args.format)
     print(release.read_summary())
-    from rmb_build.evaluate import devices
     from rmb_build.evaluate.protocols import default_for, label, protocol
 
     fmt = getattr(release, "benchmark_format", None) or "rmb"
     chosen = protocol(default_for(fmt) if args.protocol is None else args.protocol)
     ties = args.ties or chosen.ties
-    device_list = devices.resolve(args.devices)
-    if device_list and args.device:
-        raise RMBError("--devices and --device: give one (--devices runs one replica on each)")
     options = RMOptions(
-        batch_size=args.batch_size,
-        dtype=args.dtype,
-        max_length=args.max_length,
-        chat_template=args.chat_template,
-        device=device_list[0] if device_list else args.device,
-        devices=device_list,
-        protocol=chosen.name,
+        **{**given, "protocol": chosen.name},
         seed=args.seed,
-        votes=args.votes,
-        judge_mode=args.judge_mode,
-        with_criteria=args.with_criteria,
         config=config,
-        structured_output=args.structured_output,
-        trust_remote_code=args.trust_remote_code,
-        revision=args.revision,
-        attn_implementation=args.attn_implementation,
-        family=args.family,
-        device_map=args.device_map,
-        max_memory=_max_memory(args.max_memory),
-        load_in=args.load_in,
         llm_cache_dir=str(cache_dir / "llm"),
     )
     rm = load_rm(f"scores:{args.scores}" if args.scores else args.rm, options)

@@ -17,24 +17,6 @@ from rmb_build.evaluate.adapters import RewardModel, ScoreText, load_rm
 POLL_S = 1.0  # how often the parent checks that no replica died without a word
 
 
-def resolve(text: str | None) -> list[str] | None:
-    """``auto`` (every CUDA device, or the CPU alone) or ``cpu,cpu`` / ``cuda:0,cuda:1`` as a list; None: one device."""
-    if text is None:
-        return None
-    if text.strip() == "auto":
-        import torch
-
-        count = torch.cuda.device_count()
-        return [f"cuda:{i}" for i in range(count)] if count else ["cpu"]
-    devices = [d.strip() for d in text.split(",")]
-    if not all(devices):
-        raise RMBError(f"--devices {text!r}: expected auto or a comma-separated list of devices, e.g. cuda:0,cuda:1")
-    kinds = {d.split(":")[0] for d in devices}
-    if len(kinds) > 1:  # a CPU's and a GPU's default dtypes differ: the replicas would score differently
-        raise RMBError(f"--devices {text!r}: mixes device kinds ({', '.join(sorted(kinds))}); give devices of one kind")
-    return devices
-
-
 def check(rm: RewardModel) -> None:
     """Refuse what one replica per device cannot do, before anything is scored."""
     if rm.kind != "hf":
@@ -117,4 +99,4 @@ def parallel_stream(rm: RewardModel):
     return stream
 
 
-__all__ = ["check", "parallel_stream", "resolve"]
+__all__ = ["check", "parallel_stream"]

@@ -15,10 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from rmb_build.core.options import StrictModel
 from rmb_build.core.redact import redact
+from rmb_build.evaluate.rm_options import config_fields
 from rmb_build.llm.config import EndpointConfig, ModelRef
 from rmb_build.stages.options import SourceConfig
 
@@ -103,29 +104,35 @@ class GraderConfig(StrictModel):
         return self
 
 
-class RewardModelConfig(StrictModel):
-    """One ``rmb evaluate --rm`` spec with the options ``rmb evaluate`` takes for it."""
+class _RewardModel(StrictModel):
+    """One ``rmb evaluate --rm`` spec with the options ``rmb evaluate`` takes for it: every per-RM option of
+    ``rmb_build.evaluate.rm_options`` is a key (its own type, default, check and help)."""
 
     rm: str
     name: str | None = Field(default=None, description="its key in downstream.json (default: the spec)")
-    batch_size: int = Field(default=16, ge=1)
-    seed: int = 0
-    votes: int = Field(default=1, ge=1)
-    judge_mode: Literal["pointwise"] = "pointwise"
-    with_criteria: bool = False
-    dtype: Literal["auto", "bf16", "fp32"] = "auto"
-    max_length: int | None = Field(default=None, ge=8)
-    chat_template: str | None = None
-    device: str | None = None
-    trust_remote_code: bool = False
-    revision: str | None = None
-    family: str | None = None
+
+    @field_validator("judge_mode", check_fields=False)
+    @classmethod
+    def _scores_each_answer(cls, v: str) -> str:
+        if v != "pointwise":
+            raise ValueError(f"{v!r}: a best-of-n pick needs a score per answer; use pointwise")
+        return v
 
     @property
     def key(self) -> str:
         """Its key in downstream.json: the name, else the redacted spec (two specs that differ only in a
         credential are one key, refused as a duplicate)."""
         return self.name or redact(self.rm)
+
+    def options(self) -> dict[str, Any]:
+        """The RMOptions keywords this entry sets (every per-RM option, defaults included)."""
+        return {k: getattr(self, k) for k in type(self).model_fields if k not in ("rm", "name")}
+
+
+# A best-of-n pick scores each answer: an openai: RM rates them (pointwise), unlike rmb evaluate's default.
+RewardModelConfig = create_model(
+    "RewardModelConfig", __base__=_RewardModel, __module__=__name__, **config_fields(judge_mode="pointwise")
+)
 
 
 class BootstrapConfig(StrictModel):

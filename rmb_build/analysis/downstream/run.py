@@ -253,26 +253,27 @@ class _PlanShim:
 def load_reward_model(r: RewardModelConfig, cfg: DownstreamConfig, llm_cache: Path) -> RewardModel:
     from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-    options = RMOptions(
-        batch_size=r.batch_size,
-        dtype=r.dtype,
-        max_length=r.max_length,
-        chat_template=r.chat_template,
-        device=r.device,
-        seed=r.seed,
-        votes=r.votes,
-        judge_mode=r.judge_mode,
-        with_criteria=r.with_criteria,
-        config=cfg,
-        trust_remote_code=r.trust_remote_code,
-        revision=r.revision,
-        family=r.family,
-        llm_cache_dir=str(llm_cache),
-    )
+    options = RMOptions(**r.options(), config=cfg, llm_cache_dir=str(llm_cache))
     rm = load_rm(r.rm, options)
     if rm.compares_pairs:
         raise RMBError(f"reward_models: {rm.spec}: compares pairs; a best-of-n pick needs a score per answer")
     return rm
+
+
+def run_endpoints(cfg: DownstreamConfig, rms: dict[str, RewardModel]) -> dict[str, Any]:
+    """The endpoints of the run's client: the config's, and each generative RM's own endpoint that is not one
+    of them (``openai:<model>@<URL>``) as ``reward_models[i]``, the name that RM then asks under. Every RM asks
+    through the run's client (one budget, one accounting), wherever its endpoint is."""
+    endpoints = dict(cfg.endpoints)
+    for i, rm in enumerate(rms.values()):
+        own = getattr(rm, "endpoints", None)
+        if own is not None and own[rm.endpoint] is not cfg.endpoints.get(rm.endpoint):
+            name = f"reward_models[{i}]"
+            while name in cfg.endpoints:  # a config may name an endpoint anything
+                name += "'"
+            rm.ask_as(name)
+            endpoints[name] = rm.endpoints[name]
+    return endpoints
 
 
 def score_with(rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, client: Any, progress: bool):
@@ -437,7 +438,7 @@ def run_downstream(
 
     limit = max_cost if max_cost is not None else cfg.max_cost
     with (
-        LLMClient(cfg.endpoints, llm_cache, max_cost=limit, progress=progress) as client,
+        LLMClient(run_endpoints(cfg, rms), llm_cache, max_cost=limit, progress=progress) as client,
         ScoreCache(score_dir) as cache,
     ):
 
@@ -473,7 +474,7 @@ def _plan(cfg, prompts: Prompts, rms, grader_rm, llm_cache: Path, score_dir: Pat
     from rmb_build.llm.planning import PlanningClient
 
     llm = ResponseCache(llm_cache, create=False) if (llm_cache / "responses.sqlite").exists() else None
-    planner = PlanningClient(cfg.endpoints, llm)
+    planner = PlanningClient(run_endpoints(cfg, rms), llm)
     try:
 
         async def llm_part():

@@ -76,6 +76,11 @@ class GenerativeRM(PairJudge):
         self.client = None
         self.stats = {"failed_judgements": 0}
 
+    def ask_as(self, name: str) -> None:
+        """Name this RM's endpoint ``name`` in its requests: a client holding several RMs' endpoints needs
+        each under a name of its own (the name is in no cache key)."""
+        self.endpoint, self.endpoints = name, {name: self.endpoints[self.endpoint]}
+
     def describe(self) -> dict:
         from rmb_build.llm import endpoint_identity
 
