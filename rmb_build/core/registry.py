@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Names to entries for one extension point, in registration order (modules import in name order).
+    """Names to entries for one extension point. A package's entries are listed by name, whichever of
+    its modules happened to be imported first; entries added by hand (no package) in the order added.
 
     ``what`` names an entry in messages ("RM kind"); ``package`` is the dotted package whose modules
     are the extensions (None: entries are added by whoever imports the registry)."""
@@ -77,12 +78,12 @@ class Registry(Generic[T]):
         return self._entries[name]
 
     def names(self) -> list[str]:
-        self.discover()
-        return list(self._entries)
+        return [name for name, _ in self.items()]
 
     def items(self) -> list[tuple[str, T]]:
         self.discover()
-        return list(self._entries.items())
+        entries = list(self._entries.items())
+        return entries if self.package is None else sorted(entries, key=lambda e: e[0])
 
     def __contains__(self, name: object) -> bool:
         self.discover()
