@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, available_kinds
+from rmb_build.evaluate.families import FAMILIES, families
 
 
 def _imported_after(code: str) -> dict:
@@ -27,3 +28,10 @@ def test_an_rm_spec_imports_its_adapter_only():
     adapters = {m for m in mods if m.startswith("rmb_build.evaluate.adapters.")}
     assert adapters == {"rmb_build.evaluate.adapters.baseline"}
     assert "torch" not in mods
+
+
+def test_each_family_module_registers_one_family_under_its_name():
+    modules = FAMILIES.module_names()
+    assert [name.replace("-", "_") for name in FAMILIES.names()] == modules
+    assert all(fam.name == name for name, fam in FAMILIES.items())
+    assert list(families()) == sorted(FAMILIES.names())
