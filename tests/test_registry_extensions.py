@@ -4,9 +4,13 @@ its name, and a lookup imports only what it needs."""
 import json
 import subprocess
 import sys
+from typing import Literal
+
+import pytest
 
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, available_kinds
 from rmb_build.evaluate.families import FAMILIES, families
+from rmb_build.stages.sources import SOURCES, Source, SourceOptions, option_classes, source
 
 
 def _imported_after(code: str) -> dict:
@@ -35,3 +39,23 @@ def test_each_family_module_registers_one_family_under_its_name():
     assert [name.replace("-", "_") for name in FAMILIES.names()] == modules
     assert all(fam.name == name for name, fam in FAMILIES.items())
     assert list(families()) == sorted(FAMILIES.names())
+
+
+def test_source_kinds_are_registered_with_their_options_by_kind():
+    assert SOURCES.names() == ["csv", "hf", "json", "jsonl", "parquet", "rmb_release", "sharegpt"]
+    assert option_classes() == tuple(SOURCES.get(k).options for k in SOURCES.names())
+    assert all(cls.kind == kind for kind, cls in SOURCES.items())
+
+
+def test_source_registration_keeps_its_checks():
+    class ToyOptions(SourceOptions):
+        kind: Literal["toy"] = "toy"
+
+    class Toy(Source):
+        options = ToyOptions
+
+    with pytest.raises(ValueError, match=r"Toy.options must declare kind: Literal\['other'\]"):
+        source("other")(Toy)
+    with pytest.raises(ValueError, match="source kind 'csv' registered twice"):
+        source("csv")(type("Csv2", (Source,), {"options": SOURCES.get("csv").options}))
+    assert "toy" not in SOURCES and "other" not in SOURCES
