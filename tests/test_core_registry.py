@@ -80,3 +80,18 @@ def test_order_is_by_name_whatever_was_imported_first(tmp_path, monkeypatch):
     assert reg.names() == ["alpha", "beta", "gamma"]
     with pytest.raises(RMBError, match=r"\(known: alpha, beta, gamma\)"):
         reg.get("nope")
+
+
+def test_a_module_listing_the_entries_while_discovery_imports_it_sees_them_all(tmp_path, monkeypatch):
+    reg = _package(
+        tmp_path,
+        monkeypatch,
+        "toyreg_e",
+        {
+            "alpha": "from toyreg_e import REG\nREG.add('alpha', 0)\n",
+            "lister": "from toyreg_e import REG\nNAMES = REG.names()\n",
+            "zeta": "from toyreg_e import REG\nREG.add('zeta', 0)\n",
+        },
+    )
+    assert reg.names() == ["alpha", "zeta"]
+    assert sys.modules["toyreg_e.lister"].NAMES == ["alpha", "zeta"]

@@ -59,9 +59,11 @@ class Registry(Generic[T]):
         """Import every extension module of the package once (each registers itself)."""
         if self._discovered:
             return
-        self._discovered = True
+        # Done only once all are imported: a module that lists the entries while it is being imported
+        # (benchmarks/formats.py's FORMATS) imports the rest itself instead of seeing a part of them.
         for name in self.module_names():
             importlib.import_module(f"{self.package}.{name}")
+        self._discovered = True
 
     def load(self, module: str) -> None:
         """Import one extension module (a lookup that must not import the others, e.g. heavy RM kinds)."""
