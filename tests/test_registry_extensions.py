@@ -8,6 +8,8 @@ from typing import Literal
 
 import pytest
 
+from rmb_build.benchmarks import BENCHMARK_FORMATS, rewardbench, rewardbench2, rmbench
+from rmb_build.benchmarks.formats import FORMATS
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, available_kinds
 from rmb_build.evaluate.families import FAMILIES, families
 from rmb_build.stages.sources import SOURCES, Source, SourceOptions, option_classes, source
@@ -59,3 +61,11 @@ def test_source_registration_keeps_its_checks():
     with pytest.raises(ValueError, match="source kind 'csv' registered twice"):
         source("csv")(type("Csv2", (Source,), {"options": SOURCES.get("csv").options}))
     assert "toy" not in SOURCES and "other" not in SOURCES
+
+
+def test_each_format_module_registers_its_build_and_summary():
+    assert FORMATS == ("rmb", "rewardbench", "rewardbench2", "rm-bench")
+    assert BENCHMARK_FORMATS.names() == list(FORMATS[1:])
+    for module in (rewardbench, rewardbench2, rmbench):
+        entry = BENCHMARK_FORMATS.get(module.FORMAT)
+        assert (entry.name, entry.build, entry.summary) == (module.FORMAT, module.build, module.summary)
