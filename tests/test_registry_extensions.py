@@ -10,8 +10,10 @@ import pytest
 
 from rmb_build.benchmarks import BENCHMARK_FORMATS, rewardbench, rewardbench2, rmbench
 from rmb_build.benchmarks.formats import FORMATS
+from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, available_kinds
 from rmb_build.evaluate.families import FAMILIES, families
+from rmb_build.llm.embedded_models import EMBEDDED, EmbeddedModel
 from rmb_build.stages.sources import SOURCES, Source, SourceOptions, option_classes, source
 
 
@@ -69,3 +71,10 @@ def test_each_format_module_registers_its_build_and_summary():
     for module in (rewardbench, rewardbench2, rmbench):
         entry = BENCHMARK_FORMATS.get(module.FORMAT)
         assert (entry.name, entry.build, entry.summary) == (module.FORMAT, module.build, module.summary)
+
+
+def test_embedded_models_are_one_registry_in_the_order_added():
+    assert EMBEDDED.names() == ["smollm2", "gemma3"]
+    assert all(isinstance(m, EmbeddedModel) and m.name == name for name, m in EMBEDDED.items())
+    with pytest.raises(RMBError, match=r"^embedded 'nope': unknown embedded model \(known: smollm2, gemma3\)$"):
+        EMBEDDED.get("nope", field="embedded")
