@@ -67,3 +67,31 @@ def test_duplicate_name_refused():
     with pytest.raises(ValueError, match="registered twice"):
         reg.add("x", 2)
     assert reg.names() == ["x"]
+
+
+def test_order_is_by_name_whatever_was_imported_first(tmp_path, monkeypatch):
+    reg = _package(
+        tmp_path,
+        monkeypatch,
+        "toyreg_d",
+        {m: f"from toyreg_d import REG\nREG.add({m!r}, 0)\n" for m in ("alpha", "beta", "gamma")},
+    )
+    reg.load("gamma")  # e.g. an RM kind's module imported by another module before any listing
+    assert reg.names() == ["alpha", "beta", "gamma"]
+    with pytest.raises(RMBError, match=r"\(known: alpha, beta, gamma\)"):
+        reg.get("nope")
+
+
+def test_a_module_listing_the_entries_while_discovery_imports_it_sees_them_all(tmp_path, monkeypatch):
+    reg = _package(
+        tmp_path,
+        monkeypatch,
+        "toyreg_e",
+        {
+            "alpha": "from toyreg_e import REG\nREG.add('alpha', 0)\n",
+            "lister": "from toyreg_e import REG\nNAMES = REG.names()\n",
+            "zeta": "from toyreg_e import REG\nREG.add('zeta', 0)\n",
+        },
+    )
+    assert reg.names() == ["alpha", "zeta"]
+    assert sys.modules["toyreg_e.lister"].NAMES == ["alpha", "zeta"]

@@ -135,6 +135,7 @@ def with_uids(rows: Sequence[Row], scope: Callable[[Row], str] | None = None) ->
 
 
 __all__ = [
+    "BenchmarkFormat",
     "BenchmarkRelease",
     "answer",
     "conversation",
@@ -150,6 +151,15 @@ __all__ = [
 # A format's headline is computed from results' item predictions and the release's item_meta.
 Predictions = Sequence[Mapping[str, Any]]
 Meta = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class BenchmarkFormat:
+    """One of the field's formats, as its module registers it in ``benchmarks.BENCHMARK_FORMATS``."""
+
+    name: str  # what --format says
+    build: Callable[[Sequence[Row], str], BenchmarkRelease]  # (rows, release name) -> RMB's items
+    summary: Callable[[Predictions, Meta, str], dict[str, Any]]  # results.json's ``benchmark`` headline
 
 
 def mean_or_none(values: Sequence[float]) -> float | None:

@@ -27,10 +27,9 @@ or a file name it is percent-encoded, ``%`` as ``%25`` and ``/`` as ``%2F`` and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench
-from rmb_build.benchmarks.base import BenchmarkRelease, Meta, Predictions
+from rmb_build.benchmarks import BENCHMARK_FORMATS, rewardbench, rewardbench2, rmbench
 from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.hub import check_hub_dataset, is_hub_id
@@ -40,18 +39,7 @@ from rmb_build.release.load import read_release
 from rmb_build.release.read import Release, find_rmb_root
 
 RMB = "rmb"
-BUILDERS: dict[str, Callable[[Sequence[Row], str], BenchmarkRelease]] = {
-    rewardbench.FORMAT: rewardbench.build,
-    rewardbench2.FORMAT: rewardbench2.build,
-    rmbench.FORMAT: rmbench.build,
-}
-# Each format's own headline from the item predictions: results.json's ``benchmark`` field.
-SUMMARIES: dict[str, Callable[[Predictions, Meta, str], dict[str, Any]]] = {
-    rewardbench.FORMAT: rewardbench.summary,
-    rewardbench2.FORMAT: rewardbench2.summary,
-    rmbench.FORMAT: rmbench.summary,
-}
-FORMATS = (RMB, *BUILDERS)
+FORMATS = (RMB, *BENCHMARK_FORMATS.names())  # the registered formats' modules import here
 HF_FORM_FIELDS = ("conversation", "scenario")
 REQUIRED = ("prompt", "chosen", "rejected")
 KNOWN_FIELDS = (*REQUIRED, *HF_FORM_FIELDS)
@@ -214,7 +202,7 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
     fmt = fmt or detect_format(rows, source)
     if fmt == RMB:
         raise InputError(source, "records of RMB's Hugging Face form: pass the folder holding pairwise/ and bon/")
-    release = BUILDERS[fmt](rows, _name(source))
+    release = BENCHMARK_FORMATS.get(fmt).build(rows, _name(source))
     if not release.files:
         raise InputError(source, "holds no records")
     if account is not None:
@@ -236,4 +224,4 @@ def _hub_has_rmb_configs(repo_id: str) -> bool:
     return any(c in names for c in CONFIGS)
 
 
-__all__ = ["FORMATS", "RMB", "SUMMARIES", "detect_format", "open_release"]
+__all__ = ["FORMATS", "RMB", "detect_format", "open_release"]

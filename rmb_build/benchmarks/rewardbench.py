@@ -22,7 +22,9 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Any, Sequence
 
+from rmb_build.benchmarks import BENCHMARK_FORMATS
 from rmb_build.benchmarks.base import (
+    BenchmarkFormat,
     BenchmarkRelease,
     Meta,
     Predictions,
@@ -146,6 +148,9 @@ def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
         reason = f"no subset of {', '.join(missing)}: reward-bench's headline needs all four sections"
         return {"headline": None, "headline_reason": reason, **out}
     return {"headline": sum(sections[s] * w for s, w in weights.items()) / sum(weights.values()), **out}
+
+
+BENCHMARK_FORMATS.add(FORMAT, BenchmarkFormat(FORMAT, build, summary))
 
 
 __all__ = [

@@ -26,7 +26,9 @@ import re
 from statistics import fmean
 from typing import Any, Mapping, Sequence
 
+from rmb_build.benchmarks import BENCHMARK_FORMATS
 from rmb_build.benchmarks.base import (
+    BenchmarkFormat,
     BenchmarkRelease,
     Meta,
     Predictions,
@@ -199,6 +201,9 @@ def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
         reason = f"no score for {', '.join(missing)}: the leaderboard's figure is the mean of all six subsets"
         return {"headline": None, "headline_reason": reason, **out}
     return {"headline": fmean(scored[s] for s in SUBSETS), **out}
+
+
+BENCHMARK_FORMATS.add(FORMAT, BenchmarkFormat(FORMAT, build, summary))
 
 
 __all__ = ["FORMAT", "OWN_FIELDS", "SUBSETS", "TIES", "best_of_n_credit", "build", "is_ties", "summary", "ties_score"]

@@ -31,7 +31,9 @@ from pathlib import PurePath
 from statistics import fmean
 from typing import Any, Sequence
 
+from rmb_build.benchmarks import BENCHMARK_FORMATS
 from rmb_build.benchmarks.base import (
+    BenchmarkFormat,
     BenchmarkRelease,
     Meta,
     Predictions,
@@ -123,6 +125,9 @@ def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
     missing = ", ".join(d for d in DOMAINS if d not in domains)
     reason = f"no {missing}: RM-Bench's overall figures are over chat, math, code and safety"
     return {"headline": None, "headline_reason": reason, **{lv: None for lv in LEVELS}, **out}
+
+
+BENCHMARK_FORMATS.add(FORMAT, BenchmarkFormat(FORMAT, build, summary))
 
 
 __all__ = [

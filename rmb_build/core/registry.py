@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Names to entries for one extension point, in registration order (modules import in name order).
+    """Names to entries for one extension point. A package's entries are listed by name, whichever of
+    its modules happened to be imported first; entries added by hand (no package) in the order added.
 
     ``what`` names an entry in messages ("RM kind"); ``package`` is the dotted package whose modules
     are the extensions (None: entries are added by whoever imports the registry)."""
@@ -58,9 +59,11 @@ class Registry(Generic[T]):
         """Import every extension module of the package once (each registers itself)."""
         if self._discovered:
             return
-        self._discovered = True
+        # Done only once all are imported: a module that lists the entries while it is being imported
+        # (benchmarks/formats.py's FORMATS) imports the rest itself instead of seeing a part of them.
         for name in self.module_names():
             importlib.import_module(f"{self.package}.{name}")
+        self._discovered = True
 
     def load(self, module: str) -> None:
         """Import one extension module (a lookup that must not import the others, e.g. heavy RM kinds)."""
@@ -77,12 +80,12 @@ class Registry(Generic[T]):
         return self._entries[name]
 
     def names(self) -> list[str]:
-        self.discover()
-        return list(self._entries)
+        return [name for name, _ in self.items()]
 
     def items(self) -> list[tuple[str, T]]:
         self.discover()
-        return list(self._entries.items())
+        entries = list(self._entries.items())
+        return entries if self.package is None else sorted(entries, key=lambda e: e[0])
 
     def __contains__(self, name: object) -> bool:
         self.discover()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rmb_build.benchmarks import BENCHMARK_FORMATS
 from rmb_build.benchmarks.base import Predictions
-from rmb_build.benchmarks.formats import SUMMARIES
 
 
 def benchmark_fields(release: Any, predictions: Predictions, ties: str) -> dict[str, Any]:
@@ -18,8 +18,8 @@ def benchmark_fields(release: Any, predictions: Predictions, ties: str) -> dict[
     (``benchmark``) or downloaded by name (``release_source``); empty for a plain RMB release."""
     out: dict[str, Any] = {}
     fmt = getattr(release, "benchmark_format", None)
-    if fmt in SUMMARIES:
-        out["benchmark"] = {"format": fmt, **SUMMARIES[fmt](predictions, release.item_meta, ties)}
+    if fmt in BENCHMARK_FORMATS:
+        out["benchmark"] = {"format": fmt, **BENCHMARK_FORMATS.get(fmt).summary(predictions, release.item_meta, ties)}
     if getattr(release, "origin", None):
         out["release_source"] = release.origin
     return out

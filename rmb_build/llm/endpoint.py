@@ -39,6 +39,6 @@ def endpoint_description(endpoint: Any) -> dict[str, Any]:
     if endpoint.embedded:
         from rmb_build.llm.embedded_models import EMBEDDED
 
-        pkg = EMBEDDED[endpoint.embedded].package if endpoint.embedded in EMBEDDED else endpoint.embedded
+        pkg = EMBEDDED.get(endpoint.embedded).package if endpoint.embedded in EMBEDDED else endpoint.embedded
         return {"embedded": endpoint.embedded, "package": pkg, "version": package_version(pkg), "n_ctx": endpoint.n_ctx}
     return {"base_url": endpoint_identity(endpoint)}

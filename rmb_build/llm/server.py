@@ -62,9 +62,9 @@ class ServerError(RMBError):
 
 def gguf_file(name: str, cache_dir: str | Path | None = None) -> Path:
     """The GGUF file of embedded model ``name`` (see ``rmb_build.llm.embedded_models``)."""
-    model = EMBEDDED.get(name)
-    if model is None:
+    if name not in EMBEDDED:
         raise ServerError(f"unknown embedded model {name!r} (known: {', '.join(EMBEDDED)})")
+    model = EMBEDDED.get(name)
     try:
         path = model.locate(cache_dir)
     except MissingModelPackage as exc:
@@ -155,7 +155,7 @@ class EmbeddedServer:
         for name in self.models:
             path = self.model_files.get(name) or gguf_file(name, self.model_cache_dir)
             entry = {"model": str(path), "model_alias": name, "n_ctx": self.n_ctx, "verbose": False}
-            fmt = EMBEDDED[name].chat_format if name in EMBEDDED else None
+            fmt = EMBEDDED.get(name).chat_format if name in EMBEDDED else None
             if fmt:
                 entry["chat_format"] = fmt
             threads = self.n_threads or default_threads()

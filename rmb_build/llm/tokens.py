@@ -47,7 +47,7 @@ def exact_counter(endpoint: EndpointConfig) -> Counter | None:
 def _gguf_counter(model: str) -> Counter | None:
     from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage
 
-    entry = EMBEDDED.get(model)
+    entry = EMBEDDED.get(model) if model in EMBEDDED else None
     if entry is None or entry.chat_format is not None:
         return None
     try:

@@ -212,7 +212,7 @@ def _source_kind_tag(parts) -> tuple[list, type[BaseModel] | None]:
         from rmb_build.stages.sources import SOURCES
 
         if parts[2] in SOURCES:
-            return parts[:2] + parts[3:], SOURCES[parts[2]].options
+            return parts[:2] + parts[3:], SOURCES.get(parts[2]).options
     return parts, None
 
 

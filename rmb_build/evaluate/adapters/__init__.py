@@ -1,8 +1,9 @@
 """Reward-model adapters: one module per RM kind, found by name.
 
 An RM spec is ``<kind>:<target>`` (``hf:./my-rm``, ``baseline:length``). The kind names a module of
-this package that defines ``ADAPTER``, a ``RewardModel`` subclass built as ``ADAPTER(target, options)``;
-adding a kind of RM is adding one file. Modules starting with ``_`` are helpers, not kinds.
+this package that registers a ``RewardModel`` subclass under that kind (``ADAPTERS.add(kind, cls)``),
+built as ``cls(target, options)``; adding a kind of RM is adding one file. Only the spec's module is
+imported (a heavy kind costs nothing until used). Modules starting with ``_`` are helpers, not kinds.
 
 Two shapes of RM exist:
 - a ``RewardModel`` scores one (conversation, answer) text at a time (``score_stream``);
@@ -13,16 +14,17 @@ Two shapes of RM exist:
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import pkgutil
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Conversation
 from rmb_build.core.redact import redact
+from rmb_build.core.registry import Registry
 from rmb_build.evaluate.rm_options import RMOptions
+
+ADAPTERS: Registry[type[RewardModel]] = Registry("RM kind", __name__)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ class PairJudge(RewardModel):
 
 
 def available_kinds() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    """The RM kinds, one per module, listed without importing any."""
+    return ADAPTERS.module_names()
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -117,5 +120,5 @@ def parse_spec(spec: str) -> tuple[str, str]:
 def load_rm(spec: str, options: RMOptions | None = None) -> RewardModel:
     """The adapter for ``spec``; models load lazily, on the first text that needs scoring."""
     kind, target = parse_spec(spec)
-    module = importlib.import_module(f"{__name__}.{kind}")
-    return module.ADAPTER(target, options or RMOptions())
+    ADAPTERS.load(kind)
+    return ADAPTERS.get(kind, field="--rm")(target, options or RMOptions())

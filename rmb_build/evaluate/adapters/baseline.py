@@ -6,7 +6,7 @@ import hashlib
 from typing import Sequence
 
 from rmb_build.core.errors import RMBError
-from rmb_build.evaluate.adapters import RewardModel, ScoreText
+from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, ScoreText
 
 BASELINES = ("length", "random")
 
@@ -33,4 +33,4 @@ class Baseline(RewardModel):
         ]
 
 
-ADAPTER = Baseline
+ADAPTERS.add(Baseline.kind, Baseline)

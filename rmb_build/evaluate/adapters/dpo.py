@@ -9,7 +9,7 @@ from typing import Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.adapters import RewardModel, ScoreText
+from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, ScoreText
 
 
 class DPORewardModel(RewardModel):
@@ -100,4 +100,4 @@ class DPORewardModel(RewardModel):
         self.models = None
 
 
-ADAPTER = DPORewardModel
+ADAPTERS.add(DPORewardModel.kind, DPORewardModel)

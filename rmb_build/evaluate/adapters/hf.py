@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 from rmb_build.core.items import Turn
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.adapters import RewardModel, ScoreText
+from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, ScoreText
 from rmb_build.evaluate.families import DEFAULT, family
 from rmb_build.evaluate.families._known import apply, check_status, lookup
 from rmb_build.evaluate.protocols import protocol, record
@@ -184,4 +184,4 @@ def with_system(conversation, system: str | None):
     return (Turn("system", system), *conversation)
 
 
-ADAPTER = HFRewardModel
+ADAPTERS.add(HFRewardModel.kind, HFRewardModel)

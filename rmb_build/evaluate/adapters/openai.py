@@ -16,7 +16,7 @@ from typing import Any, Iterator, Sequence
 from rmb_build.core.errors import RMBError
 from rmb_build.core.prompting import criteria_for, load_prompt, prompt_hash
 from rmb_build.core.text import fill, render_conversation
-from rmb_build.evaluate.adapters import JudgePair, PairJudge, RewardModel, ScoreText
+from rmb_build.evaluate.adapters import ADAPTERS, JudgePair, PairJudge, RewardModel, ScoreText
 from rmb_build.llm.structured import score_reply_schema
 
 ENDPOINT = "rm"  # the name this adapter gives a URL-only endpoint
@@ -205,4 +205,4 @@ class GenerativeRM(PairJudge):
             self.client = None
 
 
-ADAPTER = GenerativeRM
+ADAPTERS.add(GenerativeRM.kind, GenerativeRM)

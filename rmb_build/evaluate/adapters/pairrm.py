@@ -36,7 +36,7 @@ from typing import Any
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Conversation
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.adapters import JudgePair, PairJudge, RewardModel
+from rmb_build.evaluate.adapters import ADAPTERS, JudgePair, PairJudge, RewardModel
 
 SOURCE, CAND1, CAND2 = "<|source|>", "<|candidate1|>", "<|candidate2|>"
 SOURCE_MAX, TOTAL_MAX = 1224, 2048  # llm-blender's source_max_length, and source + 2 * candidate_max_length (412)
@@ -241,4 +241,4 @@ def _model_class():
     return PairRMModel
 
 
-ADAPTER = PairRM
+ADAPTERS.add(PairRM.kind, PairRM)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rmb_build.core.errors import RMBError
-from rmb_build.evaluate.adapters import RewardModel, ScoreText
+from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, ScoreText
 
 
 def _load_module(name: str):
@@ -80,4 +80,4 @@ class PythonScorer(RewardModel):
         return out
 
 
-ADAPTER = PythonScorer
+ADAPTERS.add(PythonScorer.kind, PythonScorer)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Item
-from rmb_build.evaluate.adapters import RewardModel, ScoreText
+from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, ScoreText
 from rmb_build.evaluate.scores_file import predictions, read_scores
 
 
@@ -41,4 +41,4 @@ class ScoresFileRM(RewardModel):
         return predictions(self.file, release_items, items, ties)
 
 
-ADAPTER = ScoresFileRM
+ADAPTERS.add(ScoresFileRM.kind, ScoresFileRM)

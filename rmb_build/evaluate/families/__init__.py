@@ -1,7 +1,8 @@
 """Reward-model families: how a checkpoint of one architecture is loaded and where its reward is read.
 
 ``hf:<model>`` tokenizes each text with the model's chat template and hands batches of token ids to
-its family. A family is one module of this package defining ``FAMILY``; adding one is adding a file.
+its family. A family is one module of this package that registers its ``Family`` in ``FAMILIES`` under
+its name; adding one is adding a file.
 Every family loads through ``loading.load_checked`` (or checks its own head the same way), so a
 parameter the checkpoint lacks stops the run instead of being scored at random.
 
@@ -15,12 +16,10 @@ A family gives:
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rmb_build.core.errors import RMBError
+from rmb_build.core.registry import Registry
 
 DEFAULT = "sequence-classifier"
 
@@ -35,22 +34,16 @@ class Family:
     needs_remote_code: bool = False  # the real checkpoints ship their own modelling code
 
 
+FAMILIES: Registry[Family] = Registry("reward-model family", __name__)
+
+
 def families() -> dict[str, Family]:
     """Every family of this package, by name."""
-    out: dict[str, Family] = {}
-    for m in pkgutil.iter_modules(__path__):
-        if m.name.startswith("_"):
-            continue
-        fam = importlib.import_module(f"{__name__}.{m.name}").FAMILY
-        out[fam.name] = fam
-    return dict(sorted(out.items()))
+    return dict(sorted(FAMILIES.items()))
 
 
 def family(name: str) -> Family:
-    known = families()
-    if name not in known:
-        raise RMBError(f"--family {name!r}: unknown reward-model family (known: {', '.join(known)})")
-    return known[name]
+    return FAMILIES.get(name, field="--family")
 
 
 def last_token_index(attention_mask: Any) -> Any:
@@ -70,4 +63,4 @@ def gather_last(values: Any, attention_mask: Any) -> Any:
     return values[rows, last_token_index(attention_mask)]
 
 
-__all__ = ["DEFAULT", "Family", "families", "family", "gather_last", "last_token_index"]
+__all__ = ["DEFAULT", "FAMILIES", "Family", "families", "family", "gather_last", "last_token_index"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import Family
+from rmb_build.evaluate.families import FAMILIES, Family
 
 
 def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
@@ -53,3 +53,4 @@ FAMILY = Family(
     score,
     needs_remote_code=True,
 )
+FAMILIES.add(FAMILY.name, FAMILY)

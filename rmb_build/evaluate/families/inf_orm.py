@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import Family
+from rmb_build.evaluate.families import FAMILIES, Family
 from rmb_build.evaluate.families import _backbone_head as B
 
 
@@ -31,3 +31,4 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
 
 
 FAMILY = Family("inf-orm", "LlamaModel + score head Linear-ReLU-Linear at the last token (INF-ORM)", load, B.score)
+FAMILIES.add(FAMILY.name, FAMILY)

@@ -9,7 +9,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import Family, gather_last
+from rmb_build.evaluate.families import FAMILIES, Family, gather_last
 
 
 def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
@@ -48,3 +48,4 @@ FAMILY = Family(
     finish_ids=finish_ids,
     needs_remote_code=True,
 )
+FAMILIES.add(FAMILY.name, FAMILY)

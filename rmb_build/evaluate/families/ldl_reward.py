@@ -14,7 +14,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import Family, gather_last
+from rmb_build.evaluate.families import FAMILIES, Family, gather_last
 from rmb_build.evaluate.families import _backbone_head as B
 
 BINS = 10
@@ -109,3 +109,4 @@ FAMILY = Family(
     load,
     score,
 )
+FAMILIES.add(FAMILY.name, FAMILY)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import Family, gather_last
+from rmb_build.evaluate.families import FAMILIES, Family, gather_last
 
 REWARD_ID = 0
 
@@ -29,3 +29,4 @@ def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
 FAMILY = Family(
     "nemotron-hf", "causal LM, the logit of token id 0 after the answer (Nemotron-70B-Reward-HF)", load, score
 )
+FAMILIES.add(FAMILY.name, FAMILY)

@@ -12,7 +12,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import Family
+from rmb_build.evaluate.families import FAMILIES, Family
 
 FIELDS = ("score", "rewards", "logits")
 
@@ -89,3 +89,4 @@ FAMILY = Family(
     score,
     needs_remote_code=True,
 )
+FAMILIES.add(FAMILY.name, FAMILY)

@@ -7,7 +7,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import Family
+from rmb_build.evaluate.families import FAMILIES, Family
 
 
 def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
@@ -28,3 +28,4 @@ def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
 
 
 FAMILY = Family("sequence-classifier", "AutoModelForSequenceClassification, 1 label (or 2: log-odds)", load, score)
+FAMILIES.add(FAMILY.name, FAMILY)

@@ -19,7 +19,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import Family
+from rmb_build.evaluate.families import FAMILIES, Family
 from rmb_build.evaluate.families import _backbone_head as B
 
 
@@ -94,3 +94,4 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
 FAMILY = Family(
     "value-head", "backbone + value head at the last token (Starling, UltraRM/Eurus, GRM sftreg)", load, B.score
 )
+FAMILIES.add(FAMILY.name, FAMILY)

@@ -1,9 +1,10 @@
 """What every query source is: its options (the common YAML keys) and the ``Source`` interface.
 
 A source kind is one module in this package: an options class (``kind: Literal["<kind>"]`` plus the
-kind's own keys) and a ``@source``-decorated ``Source`` subclass. The package imports every module
-in it, ``rmb_build.stages.options`` validates ``sources:`` as the union of the registered options on
-``kind``, and gather, preflight, the gather cache key and the manifest ask the registry.
+kind's own keys) and a ``@source``-decorated ``Source`` subclass, registered in ``SOURCES`` (a
+``core.registry.Registry`` that imports the package's modules on first lookup).
+``rmb_build.stages.options`` validates ``sources:`` as the union of the registered options on ``kind``,
+and gather, preflight, the gather cache key and the manifest ask the registry.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, ClassVar, Iterator
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.json_array import ArrayTail
+from rmb_build.core.registry import Registry
 from rmb_build.stages.sources.options import SourceOptions
 
 RawRecord = tuple[int, Any]  # (line or element index, decoded record or jsonl.BadLine)
@@ -100,19 +102,17 @@ def file_identity(path: str | None) -> Any:
     return [(f.as_posix(), f.stat().st_size, f.stat().st_mtime_ns) for f in files[:MAX_IDENTITY_FILES]]
 
 
-SOURCES: dict[str, type[Source]] = {}
+# Here rather than in the package's __init__, which imports this module for its names.
+SOURCES: Registry[type[Source]] = Registry("source kind", "rmb_build.stages.sources")
 
 
 def source(kind: str):
     """Register a ``Source`` subclass as source kind ``kind`` (its ``options`` must say ``kind: Literal[kind]``)."""
 
     def register(cls: type[Source]) -> type[Source]:
-        if kind in SOURCES:
-            raise ValueError(f"source kind {kind!r} registered twice")
         if cls.options.model_fields["kind"].annotation.__args__ != (kind,):
             raise ValueError(f"{cls.__name__}.options must declare kind: Literal[{kind!r}]")
         cls.kind = kind
-        SOURCES[kind] = cls
-        return cls
+        return SOURCES.add(kind, cls)
 
     return register
