@@ -198,3 +198,14 @@ def test_a_step_counts_the_requests_it_sends_for_other_stages_from_when_it_began
             client.close()
     assert "LLM calls: 1 sent, 0 cached, 0 failed" in line, line
     assert re.search(r"requests 1/3 done in the batches begun, [\d.]+/min, ETA \d+m\d\ds for those", line), line
+
+
+def test_elapsed_counts_from_the_first_batch_not_from_when_the_stage_was_expected():
+    progress = BuildProgress(logging.getLogger("test.progress.expected"), "off")
+    try:
+        progress.expect("judge", 2)
+        progress._stages["judge"].started -= 600  # expected ten minutes before its first batch
+        progress.begin("judge")
+        assert progress.line("judge") == "judge: 0/2 batches, 0m00s elapsed"
+    finally:
+        progress.close()

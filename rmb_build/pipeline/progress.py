@@ -93,6 +93,8 @@ class BuildProgress:
         """A batch of ``stage`` begins (counts toward its total unless that was expected)."""
         with self._lock:
             st = self._stage(stage)
+            if not st.begun:  # elapsed, rate and ETA count from its first batch, not from when it was expected
+                st.started = time.monotonic()
             st.begun += 1
             st.total = max(st.total, st.begun)
             self._show(st)
