@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from families_helpers import tiny_config
+
 from rmb_build.core.items import Answer, PairwiseItem, Turn
 from rmb_build.evaluate.adapters import ScoreText
 from rmb_build.release.read import Release
@@ -44,13 +46,9 @@ def build_model(folder: Path, seed: int = 0, positions: int = 4096) -> str:
     )
     config.write_text(json.dumps(data))
     torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+    cfg = tiny_config(
+        transformers.LlamaConfig,
+        len(tok),
         max_position_embeddings=positions,
         num_labels=1,
         pad_token_id=tok.pad_token_id,

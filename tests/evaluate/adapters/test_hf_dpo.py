@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from families_helpers import small_release
+from families_helpers import small_release, tiny_config
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -23,16 +23,7 @@ transformers = pytest.importorskip("transformers")
 
 
 def _tiny_llama_config(vocab_size: int, **kw):
-    return transformers.LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        **kw,
-    )
+    return tiny_config(transformers.LlamaConfig, vocab_size, **kw)
 
 
 def _save_model(model, tokenizer_dir, folder):

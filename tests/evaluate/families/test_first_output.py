@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from families_helpers import texts
+from families_helpers import last_hidden, save_lookalike, texts, tiny_config
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -47,29 +47,18 @@ def worldpm(smol_tokenizer_dir, tmp_path_factory):
     spec = importlib.util.spec_from_file_location("worldpm_lookalike", folder / "modeling_worldpm.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    config = transformers.Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
+    config = tiny_config(
+        transformers.Qwen2Config,
+        len(tok),
         architectures=["WorldPMLookalike"],
         auto_map={"AutoModel": "modeling_worldpm.WorldPMLookalike"},
     )
     torch.manual_seed(60)
-    module.WorldPMLookalike(config).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_lookalike(folder, module.WorldPMLookalike(config), tok)
 
 
 def by_hand(folder, ids):
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    backbone = transformers.Qwen2Model(transformers.Qwen2Config.from_pretrained(folder)).eval()
-    backbone.load_state_dict({k[6:]: v for k, v in saved.items() if k.startswith("model.")})
-    with torch.inference_mode():
-        h = backbone(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+    h, saved = last_hidden(folder, "model", ids, transformers.Qwen2Model)
     return float(saved["score.weight"][0] @ h + saved["score.bias"][0])
 
 

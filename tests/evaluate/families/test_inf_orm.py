@@ -6,10 +6,8 @@ the saved tensors) on an unpadded forward of the backbone.
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-from families_helpers import texts
+from families_helpers import HIDDEN, last_hidden, texts, tiny_config, without_tensors
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -18,22 +16,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
-HIDDEN = 32
-
 
 @pytest.fixture(scope="module")
 def inform(smol_tokenizer_dir, tmp_path_factory):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=HIDDEN,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        architectures=["INFORMForSequenceClassification"],
-    )
+    config = tiny_config(transformers.LlamaConfig, len(tok), architectures=["INFORMForSequenceClassification"])
     torch.manual_seed(50)
     backbone = transformers.LlamaModel(config)
     tensors = {f"model.{k}": v.contiguous() for k, v in backbone.state_dict().items()}
@@ -54,11 +41,7 @@ def inform(smol_tokenizer_dir, tmp_path_factory):
 
 def reference(folder, ids):
     """LlamaModel on one unpadded text, then score.2(relu(score.0(h))) at its last token, by hand."""
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    backbone = transformers.LlamaModel(transformers.LlamaConfig.from_pretrained(folder)).eval()
-    backbone.load_state_dict({k[6:]: v for k, v in saved.items() if k.startswith("model.")})
-    with torch.inference_mode():
-        h = backbone(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+    h, saved = last_hidden(folder, "model", ids, transformers.LlamaModel)
     inner = torch.relu(saved["score.0.weight"] @ h + saved["score.0.bias"])
     return float(saved["score.2.weight"][0] @ inner + saved["score.2.bias"][0])
 
@@ -74,11 +57,7 @@ def test_inf_orm_score_head_at_the_last_token(inform):
 
 
 def test_inf_orm_without_its_head_is_refused(inform, tmp_path):
-    folder = tmp_path / "no-head"
-    shutil.copytree(inform, folder)
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    del saved["score.2.weight"], saved["score.2.bias"]
-    safetensors_torch.save_file(saved, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    folder = without_tensors(inform, tmp_path / "no-head", "score.2.weight", "score.2.bias")
     with pytest.raises(
         RMBError,
         match=r"2 parameter\(s\) are not in its checkpoint and would be randomly "

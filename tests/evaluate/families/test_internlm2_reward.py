@@ -10,10 +10,9 @@ forward (which, like the real one, reads ``v_head`` at each row's last real toke
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
-from families_helpers import texts
+from families_helpers import texts, without_tensors
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -158,11 +157,7 @@ def test_without_trust_remote_code_it_is_refused(internlm):
 
 
 def test_a_checkpoint_without_its_value_head_is_refused(internlm, tmp_path):
-    folder = tmp_path / "no-head"
-    shutil.copytree(internlm, folder)
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    del saved["v_head.weight"]
-    safetensors_torch.save_file(saved, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    folder = without_tensors(internlm, tmp_path / "no-head", "v_head.weight")
     rm = load_rm(f"hf:{folder}", RMOptions(device="cpu", family="internlm2-reward", trust_remote_code=True))
     with pytest.raises(RMBError, match=r"1 parameter\(s\) are not in its checkpoint.*: v_head\.weight;") as exc:
         rm._load()

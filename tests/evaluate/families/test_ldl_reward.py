@@ -9,7 +9,7 @@ import json
 import shutil
 
 import pytest
-from families_helpers import texts
+from families_helpers import HIDDEN, texts, tiny_config
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -17,7 +17,7 @@ from rmb_build.evaluate.adapters import RMOptions, load_rm
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-HIDDEN, WIDTH, OBJECTIVES = 32, 16, 30
+WIDTH, OBJECTIVES = 16, 30
 
 
 def _state(shapes, gaps):
@@ -32,15 +32,10 @@ def _state(shapes, gaps):
 @pytest.fixture(scope="module")
 def ldl(smol_tokenizer_dir, tmp_path_factory):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = transformers.Gemma2Config(
-        vocab_size=len(tok),
-        hidden_size=HIDDEN,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+    config = tiny_config(
+        transformers.Gemma2Config,
+        len(tok),
         head_dim=8,
-        max_position_embeddings=512,
         pad_token_id=tok.pad_token_id,
         num_objectives=OBJECTIVES,
         softmax=True,

@@ -6,10 +6,8 @@ model card's way (generate one token, read that step's logit for id 0).
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-from families_helpers import texts
+from families_helpers import last_hidden, save_lookalike, texts, tiny_config, without_tensors
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -22,31 +20,15 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 @pytest.fixture(scope="module")
 def nemotron(smol_tokenizer_dir, tmp_path_factory):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-    )
+    config = tiny_config(transformers.LlamaConfig, len(tok), tie_word_embeddings=False)
     torch.manual_seed(60)
     model = transformers.LlamaForCausalLM(config)
-    folder = tmp_path_factory.mktemp("nemotron")
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_lookalike(tmp_path_factory.mktemp("nemotron"), model, tok)
 
 
 def by_hand(folder, ids):
     """lm_head.weight[0] . (final hidden state at the last token), the backbone run on the unpadded text."""
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    backbone = transformers.LlamaModel(transformers.LlamaConfig.from_pretrained(folder)).eval()
-    backbone.load_state_dict({k[6:]: v for k, v in saved.items() if k.startswith("model.")})
-    with torch.inference_mode():
-        h = backbone(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+    h, saved = last_hidden(folder, "model", ids, transformers.LlamaModel)
     return float(saved["lm_head.weight"][0] @ h)
 
 
@@ -75,11 +57,7 @@ def test_reward_is_the_logit_of_id_0_after_the_answer(nemotron):
 
 
 def test_a_checkpoint_without_its_lm_head_is_refused(nemotron, tmp_path):
-    folder = tmp_path / "no-head"
-    shutil.copytree(nemotron, folder)
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    del saved["lm_head.weight"]
-    safetensors_torch.save_file(saved, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    folder = without_tensors(nemotron, tmp_path / "no-head", "lm_head.weight")
     with pytest.raises(RMBError, match=r"1 parameter\(s\) are not in its checkpoint.*: lm_head\.weight;") as exc:
         load_rm(f"hf:{folder}", RMOptions(device="cpu", family="nemotron-hf"))._load()
     assert "\n" not in str(exc.value)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 from types import SimpleNamespace
 
 import pytest
-from families_helpers import texts
+from families_helpers import texts, tiny_config, without_tensors
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -24,7 +23,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
-HIDDEN, OBJECTIVES, GATE = 32, 5, 16
+OBJECTIVES, GATE = 5, 16
 
 MODELING = """
 import torch
@@ -101,14 +100,9 @@ def armo(smol_tokenizer_dir, tmp_path_factory):
     spec = importlib.util.spec_from_file_location("armo_lookalike", folder / "modeling_custom.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=HIDDEN,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
+    config = tiny_config(
+        transformers.LlamaConfig,
+        len(tok),
         num_objectives=OBJECTIVES,
         gating_hidden_dim=GATE,
         gating_temperature=10.0,
@@ -171,11 +165,7 @@ def test_without_trust_remote_code_it_is_refused(armo):
 
 
 def test_a_checkpoint_without_its_regression_layer_is_refused(armo, tmp_path):
-    folder = tmp_path / "no-head"
-    shutil.copytree(armo, folder)
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    del saved["regression_layer.weight"]
-    safetensors_torch.save_file(saved, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    folder = without_tensors(armo, tmp_path / "no-head", "regression_layer.weight")
     rm = load_rm(f"hf:{folder}", RMOptions(device="cpu", family="output-field", trust_remote_code=True))
     with pytest.raises(
         RMBError, match=r"1 parameter\(s\) are not in its checkpoint.*: regression_layer\.weight;"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from families_helpers import small_release, texts
+from families_helpers import last_hidden, save_lookalike, small_release, texts, tiny_config
 
 from rmb_build.cli import main
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -27,32 +27,14 @@ RESPONSES = ["Keep a regular bedtime and a dark, cool room.", "idk lol"]
 @pytest.fixture(scope="module")
 def qwen3_rm(smol_tokenizer_dir, tmp_path_factory):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = transformers.Qwen3Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=512,
-        num_labels=1,
-        pad_token_id=tok.pad_token_id,
-    )
+    config = tiny_config(transformers.Qwen3Config, len(tok), head_dim=8, num_labels=1, pad_token_id=tok.pad_token_id)
     torch.manual_seed(30)
     model = transformers.Qwen3ForSequenceClassification(config)
-    folder = tmp_path_factory.mktemp("qwen3-rm")
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_lookalike(tmp_path_factory.mktemp("qwen3-rm"), model, tok)
 
 
 def by_hand(folder, ids):
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    backbone = transformers.Qwen3Model(transformers.Qwen3Config.from_pretrained(folder)).eval()
-    backbone.load_state_dict({k[6:]: v for k, v in saved.items() if k.startswith("model.")})
-    with torch.inference_mode():
-        h = backbone(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+    h, saved = last_hidden(folder, "model", ids, transformers.Qwen3Model)
     return float(saved["score.weight"][0] @ h)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from families_helpers import texts
+from families_helpers import HIDDEN, last_hidden, texts, tiny_config, without_tensors
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
@@ -17,22 +17,6 @@ from rmb_build.evaluate.adapters import RMOptions, load_rm
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
-
-HIDDEN = 32
-
-
-def tiny_config(kind: str, vocab: int, **extra):
-    cls = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig}[kind]
-    return cls(
-        vocab_size=vocab,
-        hidden_size=HIDDEN,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        **extra,
-    )
 
 
 def write_checkpoint(folder, config, backbone_prefix: str, head: dict, smol_tokenizer_dir, seed: int):
@@ -48,17 +32,6 @@ def write_checkpoint(folder, config, backbone_prefix: str, head: dict, smol_toke
     return folder
 
 
-def last_hidden(folder, backbone_prefix: str, ids: list[int]):
-    """The backbone alone (transformers' own class) on one unpadded text: the last position's hidden state."""
-    config = transformers.AutoConfig.from_pretrained(folder)
-    backbone = transformers.AutoModel.from_config(config).eval()
-    saved = safetensors_torch.load_file(str(folder / "model.safetensors"))
-    prefix = backbone_prefix + "."
-    backbone.load_state_dict({k[len(prefix) :]: v for k, v in saved.items() if k.startswith(prefix)})
-    with torch.inference_mode():
-        return backbone(input_ids=torch.tensor([ids])).last_hidden_state[0, -1], saved
-
-
 def check_scores(rm, reference):
     """Batched (right-padded, mixed lengths) and one-at-a-time scores both equal ``reference(ids)``."""
     ids = rm.encode(texts())
@@ -72,7 +45,7 @@ def check_scores(rm, reference):
 @pytest.fixture(scope="module")
 def starling(smol_tokenizer_dir, tmp_path_factory):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = tiny_config("llama", len(tok), architectures=["LlamaForSequenceClassification"])
+    config = tiny_config(transformers.LlamaConfig, len(tok), architectures=["LlamaForSequenceClassification"])
     torch.manual_seed(10)
     head = {"v_head.weight": torch.randn(1, HIDDEN)}
     return write_checkpoint(tmp_path_factory.mktemp("starling"), config, "transformer", head, smol_tokenizer_dir, 11)
@@ -120,7 +93,7 @@ def eurus(smol_tokenizer_dir, tmp_path_factory):
     head and does not run that code."""
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     config = tiny_config(
-        "mistral",
+        transformers.MistralConfig,
         len(tok),
         architectures=["EurusRewardModel"],
         auto_map={"AutoModel": "modeling_eurus_rm.EurusRewardModel"},
@@ -169,7 +142,9 @@ def test_eurus_regression_head_matches_hand_computation_and_its_own_code(eurus):
 def grm(smol_tokenizer_dir, tmp_path_factory):
     """GRM sftreg's layout: ``v_head.summary`` = Linear(hidden, 16), ReLU, Linear(16, 1) as its config says."""
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = tiny_config("llama", len(tok), vhead_layer_type="mlp", vhead_num_neurons=16, vhead_num_layers=1)
+    config = tiny_config(
+        transformers.LlamaConfig, len(tok), vhead_layer_type="mlp", vhead_num_neurons=16, vhead_num_layers=1
+    )
     torch.manual_seed(30)
     head = {
         "v_head.summary.0.weight": torch.randn(16, HIDDEN),
@@ -194,7 +169,7 @@ def test_grm_mlp_value_head(grm):
 
 def test_grm_linear_value_head(smol_tokenizer_dir, tmp_path):
     tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = tiny_config("llama", len(tok), vhead_layer_type="linear")
+    config = tiny_config(transformers.LlamaConfig, len(tok), vhead_layer_type="linear")
     torch.manual_seed(40)
     head = {"v_head.summary.weight": torch.randn(1, HIDDEN), "v_head.summary.bias": torch.randn(1)}
     folder = write_checkpoint(tmp_path / "grm-linear", config, "model", head, smol_tokenizer_dir, 41)
@@ -208,15 +183,7 @@ def test_grm_linear_value_head(smol_tokenizer_dir, tmp_path):
 
 
 def _drop(folder, tmp_path, *names):
-    import shutil
-
-    copy = tmp_path / f"{folder.name}-without-head"
-    shutil.copytree(folder, copy)
-    saved = safetensors_torch.load_file(str(copy / "model.safetensors"))
-    for name in names:
-        del saved[name]
-    safetensors_torch.save_file(saved, str(copy / "model.safetensors"), metadata={"format": "pt"})
-    return copy
+    return without_tensors(folder, tmp_path / f"{folder.name}-without-head", *names)
 
 
 def test_a_missing_head_weight_is_refused_in_one_line(grm, starling, tmp_path):
