@@ -1,5 +1,5 @@
 """Does ``rmb build --dry-run`` count what the build then sends? One build of real ShareGPT queries through
-tests/stub_endpoint.py's scripted endpoint (loopback, in this process): a dry run, the build, then a
+tests/helpers/stub_endpoint.py's scripted endpoint (loopback, in this process): a dry run, the build, then a
 second dry run, and the endpoint's own count of what arrived, per model.
 
 The scripted guard keeps every query in the goal the classifier gave it (so goal routing tops up
@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "helpers"))
 
 
 def bench_config(url: str, queries: int, generators: int, samples: int, gold: str | None) -> dict:

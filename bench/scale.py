@@ -10,7 +10,7 @@ sentences from different ShareGPT turns, ``--synthetic-factor`` per selected que
 (the classifier abstains on 58% of them; dedup drops about 0.15%: measured on 2,000 by
 ``scale_queries.py``). With the defaults N = 1,000 gathers 2,500 ShareGPT queries, N = 5,000 9,763
 ShareGPT + 3,285 synthetic, N = 20,000 9,763 + 48,285; each size prints its composition.
-Every LLM call goes to tests/stub_endpoint.py's scripted endpoint in its own process on 127.0.0.1:
+Every LLM call goes to tests/helpers/stub_endpoint.py's scripted endpoint in its own process on 127.0.0.1:
 a fixed latency (0.2 s), replies a pure function of the request, ``max_concurrency`` 64.
 
 Printed per N:

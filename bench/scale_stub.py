@@ -1,4 +1,4 @@
-"""The LLM stand-in for ``bench/scale.py``: tests/stub_endpoint.py's scripted endpoint in its own process
+"""The LLM stand-in for ``bench/scale.py``: tests/helpers/stub_endpoint.py's scripted endpoint in its own process
 (so it shares no GIL with the bench), and minimal async load generators that measure what rate
 that stand-in sustains on this machine with a given number of requests in flight.
 
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _serve(qualities: dict[str, int], latency_s: float) -> None:
     """Child process: start the stub, print its URL, then answer ``stats`` / ``reset`` lines on stdin."""
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "helpers"))
     from stub_endpoint import StubEndpoint
 
     from rmb_build.pipeline.run_state import busy_seconds
@@ -66,7 +66,7 @@ def _serve(qualities: dict[str, int], latency_s: float) -> None:
 
 
 class StubProcess:
-    """tests/stub_endpoint.py's StubEndpoint (``log=False``) in a child process; a context manager."""
+    """tests/helpers/stub_endpoint.py's StubEndpoint (``log=False``) in a child process; a context manager."""
 
     def __init__(self, qualities: dict[str, int], latency_s: float):
         self.qualities, self.latency_s = qualities, latency_s

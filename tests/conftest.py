@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ROOT = REPO.parent / "shared" / "rmb-sample" / "RMB_dataset"
+# The tests' helpers (tests/helpers/: set-ups, the stub endpoint, the fault proxy) import by their own names
+# (`from stub_endpoint import StubEndpoint`) from any test folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
 # One thread per process for torch's and BLAS's math (subprocesses inherit it): the suite must keep its
 # time while other processes keep every core busy, and there a second OpenMP thread that spins at every

@@ -13,7 +13,7 @@ accuracy per subset, a tie counting as wrong whatever ``--ties`` says (reward-be
 a section's score is the mean of its present subsets' accuracies weighted by ``EXAMPLE_COUNTS``; ``Prior
 Sets`` is the plain mean of its present subsets; the headline weighs Chat, Chat Hard, Safety and Reasoning 2
 each and Prior Sets 1 (left out when absent). A release lacking one of the four sections has no headline
-(reward-bench computes none), only its sections. ``tests/test_formats_authors.py`` checks all of this against
+(reward-bench computes none), only its sections. ``tests/benchmarks/test_authors.py`` checks all of this against
 reward-bench's own code.
 """
 

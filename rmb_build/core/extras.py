@@ -7,7 +7,7 @@ import importlib.util
 
 from rmb_build.core.errors import RMBError
 
-# import name -> the extra that installs it; tests/test_packaging.py checks this against pyproject.toml
+# import name -> the extra that installs it; tests/project/test_packaging.py checks this against pyproject.toml
 PROVIDED_BY = {
     "prefect": "build",
     "prefect_dask": "build",

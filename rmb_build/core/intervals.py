@@ -9,7 +9,7 @@
   successes ``K``, draws a lower value from ``Beta(K, n-K+1)`` and an upper one from ``Beta(K+1, n-K)``,
   and sums them with the figure's weights; the interval is the 2.5% quantile of the lower sums and the
   97.5% quantile of the upper sums. For one scenario of 0/1 outcomes this is Clopper-Pearson itself;
-  ``tests/test_intervals.py`` simulates its coverage (at least 0.93 at nominal 0.95 for 3 to 20 items a
+  ``tests/core/test_intervals.py`` simulates its coverage (at least 0.93 at nominal 0.95 for 3 to 20 items a
   scenario, accuracies 0.5 to 0.95, macro means and ties included).
 
 Draws are seeded per stratum (a scenario, a goal), so a figure's interval does not move when other

@@ -26,7 +26,7 @@ so the interval excludes 0 exactly when p < 0.05. U > L on every draw, so no int
 A and B agree on every item of a group it is [-x, x] with x > 0, and p = 1. For one scenario of 0/1
 outcomes, P(L <= 0) is the one-sided exact sign (McNemar) test on the items only A or only B got right, so p
 is the exact McNemar p-value. Simulated coverage of the 95% interval (1,000 trials per case, the laws of
-tests/test_evaluate_compare.py: independent, always disagreeing, nested, near the boundary, with ties): 0.965
+tests/evaluate/test_compare.py: independent, always disagreeing, nested, near the boundary, with ties): 0.965
 to 1.0 for one scenario of 3, 5, 10 or 20 items, 0.956 to 1.0 for macros over 4 and 8 such scenarios; with 300
 trials, 0.967 to 0.983 for macros over 20 or 40 scenarios of 1 to 3 items and 0.95 to 1.0 for macro and micro
 over 30 scenarios of 1 to 20. Over many scenarios of many items the pseudo-item's weight vanishes and coverage

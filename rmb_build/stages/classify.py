@@ -165,7 +165,7 @@ class EmbeddingClassifier:
         """Train on ``texts`` labelled with scenario ids (at least two distinct ones); with ``abstain``,
         the confidence threshold comes from cross-validation on the same examples (``abstain_threshold``).
 
-        ``C`` = 10 was chosen on queries written for tests/test_classify.py, never on a release: with
+        ``C`` = 10 was chosen on queries written for tests/stages/test_classify.py, never on a release: with
         a few dozen examples per class, weaker regularisation gives better and less flat probabilities."""
         if len(set(labels)) < 2:
             raise ValueError("an embedding classifier needs examples of at least two scenarios")

@@ -1,0 +1,95 @@
+"""A command's stop (``rmb_build/core/stop.py``, the CLI's stop line), with real signals sent to this process.
+The stopped builds themselves, on both runners, are in tests/pipeline/test_processes.py."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+
+import pytest
+
+from rmb_build.cli import stop_line
+from rmb_build.core import stop
+
+pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals")
+
+
+def test_the_first_signal_is_noted_runs_the_callbacks_once_and_stops():
+    calls = []
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with stop.handlers():
+        stop.on_stop(lambda: calls.append(stop.received()))
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.received() == signal.SIGTERM and calls == [signal.SIGTERM]
+        os.kill(os.getpid(), signal.SIGTERM)  # a repeated SIGTERM: the stop is under way, nothing is raised
+        with pytest.raises(KeyboardInterrupt):  # a repeated Ctrl-C breaks off a stop that hangs
+            os.kill(os.getpid(), signal.SIGINT)
+        assert stop.received() == signal.SIGTERM and calls == [signal.SIGTERM]
+    assert stop.received() is None
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+class Terminated(BaseException):
+    pass
+
+
+def test_a_librarys_own_sigterm_handler_runs_after_the_stop_is_noted():
+    """As Prefect's flow engine does: its own handler raises its own exception; the stop is noted first."""
+    seen = []
+
+    def theirs(signum, frame):
+        seen.append(stop.received())
+        raise Terminated
+
+    with stop.handlers():
+        previous = signal.signal(signal.SIGTERM, theirs)
+        try:
+            with pytest.raises(Terminated), stop.noting_sigterm():
+                os.kill(os.getpid(), signal.SIGTERM)
+            assert signal.getsignal(signal.SIGTERM) is theirs  # theirs again once outside
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    assert seen == [signal.SIGTERM]
+
+
+def test_the_stop_line_names_the_command_that_resumes_without_credentials():
+    args = argparse.Namespace(command="evaluate", _kept=None)
+    argv = ["evaluate", "--release", "my rel", "--rm", "openai:gpt@http://me:s3cret@host:8000/v1"]
+    line = stop_line(args, argv, signal.SIGINT)
+    assert line.startswith(
+        "rmb evaluate: stopped by SIGINT; finished work is kept; resume: rmb evaluate --release 'my rel' "
+        "--rm openai:gpt@http://"
+    )
+    assert line.endswith("@host:8000/v1") and "s3cret" not in line and "//me" not in line
+
+
+def test_a_signal_the_process_ignores_stays_ignored():
+    """A job started in the background ignores Ctrl-C: rmb must not start answering it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with stop.handlers():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stop.received() is None
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_stopped_build_counts_the_replies_its_cache_keeps(tmp_path):
+    from rmb_build.commands.build import kept
+    from rmb_build.llm.cache import ResponseCache
+
+    args = argparse.Namespace(run_folder=tmp_path / "runs" / "b")
+    assert kept(args) == "nothing to keep yet"  # stopped before the build made its run folder
+    with ResponseCache(args.run_folder / "llm_cache") as cache:
+        for key, stage in (("k1", "generate"), ("k2", "generate"), ("k3", "judge")):
+            cache.put(key, {"text": "x"}, endpoint="http://127.0.0.1/v1", model="m", stage=stage)
+    assert kept(args) == f"kept in {args.run_folder}: every finished batch, 3 LLM replies (generate 2, judge 1)"
+    (args.run_folder / "llm_cache" / "responses.sqlite").write_bytes(b"not a database " * 100)
+    said = kept(args)  # the cache's own one-line error, which names the file and how to recover
+    assert said.startswith(f"every finished batch is kept in {args.run_folder} (its LLM cache could not be read: ")
+    assert "not a database" in said and "responses.sqlite" in said

@@ -1,0 +1,104 @@
+"""``rmb evaluate`` on a release with ``Style_set/``: RM-Bench's figures per scenario equal RM-Bench's own
+``compute_accuracy`` on the same scores (strict ties), and the reader refuses a bad record in one line."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+from formats_helpers import evaluate, evaluate_error
+from style_helpers import SCENARIOS, style_records, write_style_file, write_style_release
+
+from rmb_build.benchmarks.rmbench import LEVELS
+from tests.benchmarks.test_authors import rmbench_compute_accuracy, rmbench_rule
+
+TOL = 1e-9
+
+
+def check_against(compute, tmp_path, seed: int) -> None:
+    records = style_records(np.random.default_rng(seed))
+    release = write_style_release(tmp_path / f"rel{seed}", records)
+    for ties in ("strict", "half"):  # RM-Bench's rule whatever --ties says
+        got = evaluate(tmp_path, release, "--ties", ties, out=f"out{seed}{ties}")["style"]
+        for scenario in SCENARIOS:
+            # compute_accuracy reads a domain only for its own four: each scenario's records go without one
+            rows = [{k: r[k] for k in ("id", "score_chosen", "score_rejected")} for r in records[scenario]]
+            want = compute(copy.deepcopy(rows))
+            for level in LEVELS:
+                assert got["scenarios"][scenario][level] == pytest.approx(float(want[f"{level}_acc"]), abs=TOL)
+            assert got["scenarios"][scenario]["n"] == len(rows)
+        goal = [s for s in SCENARIOS if s.startswith("Helpfulness/")]
+        for level in LEVELS:
+            mean = np.mean([got["scenarios"][s][level] for s in goal])
+            assert got["goals"]["Helpfulness"][level] == pytest.approx(mean, abs=TOL)
+            lo, hi = got["overall"]["ci95"][level]
+            assert lo < got["overall"][level] < hi or got["overall"][level] in (0.0, 1.0)
+
+
+def test_style_figures_equal_the_rule_of_compute_accuracy(tmp_path):
+    for seed in (0, 1):
+        check_against(rmbench_rule, tmp_path, seed)
+
+
+def test_style_figures_equal_compute_accuracy_from_rm_benchs_repository(tmp_path):
+    compute = rmbench_compute_accuracy()
+    for seed in (0, 1, 2):
+        check_against(compute, tmp_path, seed)
+
+
+def test_style_bias_counts_the_detailed_and_markdown_variant_of_the_same_answer(tmp_path):
+    records = style_records(np.random.default_rng(5))
+    release = write_style_release(tmp_path / "rel", records)
+    got = evaluate(tmp_path, release)
+    rows = [json.loads(line) for line in (tmp_path / "out" / "style_predictions.jsonl").read_text().splitlines()]
+    everything = [r for recs in records.values() for r in recs]
+    detailed = [s[1] > s[0] for r in everything for s in (r["score_chosen"], r["score_rejected"])]
+    markdown = [s[2] > s[1] for r in everything for s in (r["score_chosen"], r["score_rejected"])]
+    assert np.mean([r["prefers_detailed"] for r in rows]) == pytest.approx(np.mean(detailed))
+    overall = got["style"]["overall"]
+    per = {
+        s: np.mean([m for r, m in zip(everything, np.reshape(markdown, (-1, 2)).mean(1)) if r["scenario"] == s])
+        for s in SCENARIOS
+    }
+    assert overall["prefers_markdown"] == pytest.approx(np.mean(list(per.values())))
+    by_id = {r["id"]: r for r in everything}
+    assert all(r["scores"]["chosen"] == by_id[r["id"]]["score_chosen"] for r in rows) and len(rows) == len(by_id)
+    assert got["style"]["n_records"] == len(everything) and len(got["style"]["sha256"]) == 64
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "## Style-controlled accuracy (Style_set)" in report and "| Harmlessness/S6 |" in report
+    assert f"| overall | {len(SCENARIOS)}" not in report  # n counts records, not scenarios
+
+
+def test_a_release_without_style_set_has_no_style_figures(tmp_path):
+    records = style_records(np.random.default_rng(0))
+    release = write_style_release(tmp_path / "rel", records)
+    import shutil
+
+    shutil.rmtree(release / "Style_set")
+    got = evaluate(tmp_path, release)
+    assert "style" not in got and not (tmp_path / "out" / "style_predictions.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda r: r.update(chosen=r["chosen"][:2]), ["item 1 (id 1)", "chosen", "exactly 3 variants", "got 2"]),
+        (lambda r: r.update(rejected="x"), ["rejected", "expected a list"]),
+        (lambda r: r.pop("id"), ["item 1:", "'id'", "missing"]),
+        (lambda r: r.update(scenario="Harmlessness/S1"), ["'scenario'", "differs from its file"]),
+        (lambda r: r.update(conversation_input=[]), ["conversation_input", "empty conversation"]),
+        (lambda r: r["chosen"].__setitem__(0, 3), ["chosen[0]", "expected a string"]),
+        (lambda r: r.update(id="0"), ["'id'", "repeats the id of"]),
+    ],
+)
+def test_a_bad_style_record_is_refused_in_one_line(tmp_path, capsys, change, words):
+    records = style_records(np.random.default_rng(0))
+    release = write_style_release(tmp_path / "rel", records)
+    change(records[SCENARIOS[0]][1])
+    write_style_file(release, SCENARIOS[0], records[SCENARIOS[0]])
+    line = evaluate_error(tmp_path, release, capsys)
+    assert "Style_set/Helpfulness/Chat/Discussion.json" in line
+    for w in words:
+        assert w in line, line
