@@ -153,6 +153,33 @@ def test_the_dry_run_bounds_the_style_calls_and_a_rerun_asks_none_again(tmp_path
     assert calls[1] == 0  # every call cached
 
 
+@pytest.mark.slow
+def test_the_dry_run_counts_the_style_calls_exactly_once_the_sets_are_known(tmp_path):
+    """After a build without style (its answers, scores and verdicts cached) the sets are known: the dry run
+    counts the rewrites exactly and bounds only the judge calls on rewrites not yet made; after the style
+    build, every style call is counted as cached."""
+    from rmb_build.pipeline.run import run_build, run_local
+
+    with StubEndpoint() as stub:
+        stub.reply = _rewrite
+        run_build(parse_config(_config(tmp_path, stub.base_url, style=False)), tmp_path / "work", runner="local")
+        cfg = parse_config(_config(tmp_path, stub.base_url))
+        dry = run_local(cfg, tmp_path / "work", dry_run=True)["estimate"]
+        stub.reset()
+        run_build(cfg, tmp_path / "work", runner="local")
+        rewrites = sum(1 for r in stub.requests if "## Answer to rewrite" in json.dumps(r.body))
+        judged = sum(1 for r in stub.requests if _is_style_call(r.body)) - rewrites
+        again = run_local(cfg, tmp_path / "work", dry_run=True)["estimate"]
+    assert dry["by_phase"]["style"] == {**dry["by_phase"]["style"], "calls": rewrites, "cached": 0}
+    assert rewrites > 0 and judged > 0
+    # each rewrite judged cfg.judge.samples times; the stub's two detailed rewrites are one text, judged once
+    assert dry["estimates"] == {"style_rewrite_judge_calls_at_most": rewrites * cfg.judge.samples}
+    assert 0 < judged <= rewrites * cfg.judge.samples
+    assert "rewrite calls are exact" in dry["exact"]["calls"]
+    assert again["calls"] == 0 and again["by_phase"]["style"]["cached"] == rewrites + judged
+    assert again["estimates"] == {} and again["exact"]["calls"] == "exact"
+
+
 def test_the_style_demo_config_is_valid_and_turns_the_stage_on():
     from importlib import resources
 

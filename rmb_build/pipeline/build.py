@@ -264,13 +264,9 @@ def _styles(run: BuildRun) -> bool:
 
 
 async def _style_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], built: Any) -> Timed:
-    """One batch's pairwise items rewritten and checked (``stages/style.py``), kept in ``sets_dir``."""
-    notes = {n["uid"]: n for n in built.annotations if n.get("set") == "pairwise"}
-    pairs = [
-        style.Pair(query_id=notes[it.uid]["query_id"], chosen=it.chosen.answer, rejected=it.rejected.answer)
-        for it in built.pairwise
-    ]
-    done = await run.acall(style.SPEC, batch, pairs)
+    """One batch's pairwise (and with ``style.bon`` BoN) items rewritten and checked (``stages/style.py``),
+    kept in ``sets_dir``."""
+    done = await run.acall(style.SPEC, batch, style_variants.pairs_of(built, run.cfg.style.bon))
     set_parts.write_style_part(sets_dir, index, done.value.records)
     return done
 
@@ -468,9 +464,11 @@ async def _plan(
             with planner.phase(spec.stage):
                 return await acompute(spec, env, inputs)
 
-        await _llm_chain(run, list(selected), on_planner)
-        if _styles(run):  # its batches read the sets, which a dry run does not build: a bound
-            estimates["style_calls_at_most"] = style.calls_at_most(len(selected), cfg)
+        chain = await _llm_chain(run, list(selected), on_planner)
+        if _styles(run):
+            estimates.update(
+                await style_variants.plan(run, planner, list(selected), chain, _last_answers(chain), on_planner)
+            )
     report = planner.report()
     stand_ins = sum(1 for c in planner.calls.values() if c.cached is None and c.phase == generate.SPEC.name)
     return {
@@ -487,7 +485,7 @@ async def _plan(
                     if "route_top_up_calls_at_most" in estimates
                     else ""
                 )
-                + ("; the style stage's calls are bounded in estimates" if "style_calls_at_most" in estimates else "")
+                + style_variants.plan_note(estimates)
             ),
             "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
             "completion_tokens": "upper bound: each call's max_tokens",

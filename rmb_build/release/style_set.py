@@ -191,8 +191,10 @@ def style_record(
     chosen: Sequence[str],
     rejected: Sequence[str],
     scenario_id: str,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """One record of ``Style_set/`` in the shape :func:`parse_record` reads."""
+    """One record of ``Style_set/`` in the shape :func:`parse_record` reads; ``extra``: a BoN record's ``set``
+    and ``loser``."""
     return {
         "id": uid,
         "prompt": prompt,
@@ -200,4 +202,5 @@ def style_record(
         "chosen": list(chosen),
         "rejected": list(rejected),
         "scenario": scenario_id,
+        **extra,
     }
