@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequenc
 
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.items import BonItem, Item, PairwiseItem, Turn, default_category_path, set_file
-from rmb_build.core.taxonomy import PAIRWISE_SET, is_known
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, is_known
 from rmb_build.core.text import display, identity, search_text
 from rmb_build.release.read import Release
 from rmb_build.release.rmb_format import VALID_ROLES
@@ -871,11 +871,10 @@ class _StyleCheck:
 
     def __init__(self, ctx: AuditContext):
         self.ctx = ctx
-        self.pairwise: set[str] = set()
+        self.uids: dict[str, dict[str, int]] = {PAIRWISE_SET: {}, BON_SET: {}}  # per set, uid: its loser count
 
     def add(self, e: _Entry) -> None:
-        if isinstance(e.item, PairwiseItem):
-            self.pairwise.add(str(e.item.uid))
+        self.uids[e.item.set_name][str(e.item.uid)] = len(getattr(e.item, "losers", ()))
 
     def finish(self) -> list[dict]:
         return [d for rec in self.ctx.style if (d := self.check(rec)) is not None]
@@ -884,10 +883,21 @@ class _StyleCheck:
         raise NotImplementedError
 
 
-@defect("style_orphan", "a Style_set record whose id is the pair_uid of no pairwise item of the release.", _no_item)
+@defect(
+    "style_orphan",
+    "a Style_set record whose id is the pair_uid of no pairwise item of the release (a BoN record's: the bon_uid "
+    "of no BoN item, or its loser not in that item's loser_list).",
+    _no_item,
+)
 class _StyleOrphan(_StyleCheck):
     def check(self, rec: StyleRecord) -> dict | None:
-        return None if rec.id in self.pairwise else _style_defect(rec, f"no pairwise item has pair_uid {rec.id!r}")
+        losers = self.uids[rec.set_name].get(rec.id)
+        if losers is None:
+            uid = "pair_uid" if rec.set_name == PAIRWISE_SET else "bon_uid"
+            return _style_defect(rec, f"no {rec.set_name} item has {uid} {rec.id!r}")
+        if rec.loser is not None and rec.loser >= losers:
+            return _style_defect(rec, f"bon item {rec.id!r} has {losers} losers, no loser_list[{rec.loser}]")
+        return None
 
 
 @defect(
