@@ -122,6 +122,8 @@ async def plan(run: Any, planner: Any, batch: list[Any], chain: Mapping[str, Any
     step. Where every call before the stage (the gold check aside) is cached, the sets are the build's own:
     built here, the stage is planned on them (its rewrites counted exactly, the judge calls on cached
     rewrites too, those on rewrites still to make bounded). Otherwise only a bound (``style.calls_at_most``)."""
+    if judge.SPEC.name not in chain:  # no judge stage: no sets, so no style call (as in the build)
+        return {}
     if any(c.cached is None and c.phase != gold.SPEC.name for c in planner.calls.values()):
         return {"style_calls_at_most": style.calls_at_most(len(batch), run.cfg)}
     labels = chain[guard.SPEC.name].value.records
