@@ -35,6 +35,22 @@ def style_section(style: Mapping[str, Any] | None) -> list[str]:
         "**prefers detailed / markdown**: how often the detailed (markdown) variant of the same answer scored "
         "above its concise (plain) one. Groups are means of their scenarios; intervals over records.",
         "",
+        *_table(style),
+    ]
+    if style.get("bon"):
+        out += [
+            f"Best-of-N records ({style['bon']['n_records']}): each BoN item's winner against one loser, "
+            "in the same matrix.",
+            "",
+            *_table(style["bon"]),
+        ]
+    return out
+
+
+def _table(style: Mapping[str, Any]) -> list[str]:
+    if not style["overall"]:
+        return ["No records.", ""]
+    out = [
         "| group | n | " + " | ".join(c.replace("_", " ") for c in STYLE_COLUMNS) + " |",
         "| --- | ---: |" + " ---: |" * len(STYLE_COLUMNS),
     ]

@@ -12,6 +12,10 @@ Two style-bias figures compare the variants of the *same* answer: ``prefers_deta
 plain variant scores strictly above the concise one, and ``prefers_markdown``, how often the markdown variant
 scores strictly above the detailed plain one, each over both the chosen and the rejected answer.
 
+Records made from a BoN item (``set`` "bon": its winner against one loser, a build's ``style.bon``) are scored
+alike and reported apart, under ``style.bon`` with the same shape, so that ``style``'s own figures stay those of
+the pairwise records.
+
 Intervals: the record is the unit (its cells share a prompt and answers): each figure is a mean of per-record
 values in [0, 1] and gets ``core/intervals.py``'s 95% interval over the records.
 """
@@ -25,6 +29,7 @@ from typing import Any, Sequence
 
 from rmb_build.benchmarks.rmbench import LEVELS, TIE_RULE, difficulty
 from rmb_build.core.items import Answer, PairwiseItem
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.metrics import aggregate_set
 from rmb_build.evaluate.outcomes import predict
 from rmb_build.release.style_set import SIDES, STYLES, StyleRecord
@@ -42,18 +47,19 @@ def style_items(records: Sequence[StyleRecord]) -> list[PairwiseItem]:
     out = []
     for r in records:
         variants = {side: [Answer(f"{side}/{s}", t) for s, t in zip(STYLES, getattr(r, side))] for side in SIDES}
+        uid = r.id if r.set_name == PAIRWISE_SET else f"{r.set_name}:{r.id}"  # pair_uid and bon_uid apart
         for i in range(SIZE):
             for j in range(SIZE):
                 out.append(
                     PairwiseItem(
-                        f"{r.id}:{i}{j}", r.conversation, variants["chosen"][i], variants["rejected"][j], r.scenario_id
+                        f"{uid}:{i}{j}", r.conversation, variants["chosen"][i], variants["rejected"][j], r.scenario_id
                     )
                 )
         for side in SIDES:
             for name, (hi, lo) in BIAS.items():
                 out.append(
                     PairwiseItem(
-                        f"{r.id}:{side}:{name}", r.conversation, variants[side][hi], variants[side][lo], r.scenario_id
+                        f"{uid}:{side}:{name}", r.conversation, variants[side][hi], variants[side][lo], r.scenario_id
                     )
                 )
     return out
@@ -71,6 +77,8 @@ def record_rows(records: Sequence[StyleRecord], predictions: Sequence[dict[str, 
         cells = own[: SIZE * SIZE]
         matrix = [[1.0 if cells[i * SIZE + j]["outcome"] == 1.0 else 0.0 for j in range(SIZE)] for i in range(SIZE)]
         row: dict[str, Any] = {"id": r.id, "scenario": r.scenario_id, "file": r.file, "matrix": matrix}
+        if r.set_name != PAIRWISE_SET:
+            row.update(set=r.set_name, loser=r.loser)
         for level in LEVELS:
             row[level] = fmean(matrix[i][j] for i in range(SIZE) for j in range(SIZE) if difficulty(i, j) == level)
         row[AVERAGE] = fmean(v for line in matrix for v in line)
@@ -93,6 +101,7 @@ def style_sha256(records: Sequence[StyleRecord]) -> str:
     """sha256 over the records' ids, scenarios, conversations and variants: which Style_set was scored."""
     payload = [
         [r.scenario_id, r.id, [[t.role, t.content] for t in r.conversation], list(r.chosen), list(r.rejected)]
+        + ([r.set_name, r.loser] if r.set_name != PAIRWISE_SET else [])
         for r in records
     ]
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
@@ -114,7 +123,16 @@ def _group(aggs: dict[str, dict[str, Any]], kind: str, name: str | None = None) 
 
 
 def style_results(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
-    """results.json's ``style``: scenarios, tasks, goals and overall, each with every figure and its ci95."""
+    """results.json's ``style``: scenarios, tasks, goals and overall, each with every figure and its ci95, over
+    the pairwise records; the BoN records' figures, where there are any, under ``bon`` in the same shape."""
+    bon = [r for r in rows if r.get("set") == BON_SET]
+    out = _figures([r for r in rows if r.get("set") != BON_SET], resamples, seed)
+    if bon:
+        out["bon"] = _figures(bon, resamples, seed)
+    return out
+
+
+def _figures(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
     aggs = {
         fig: aggregate_set(
             [{"set": f"style/{fig}", "scenario": r["scenario"], "outcome": r[fig]} for r in rows],
@@ -129,7 +147,7 @@ def style_results(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> 
         "scenarios": {s: _group(aggs, "scenarios", s) for s in first["scenarios"]},
         "tasks": {t: _group(aggs, "tasks", t) for t in first["tasks"]},
         "goals": {g: _group(aggs, "goals", g) for g in first["goals"]},
-        "overall": _group(aggs, "overall"),
+        "overall": _group(aggs, "overall") if rows else {},  # only BoN records: no pairwise figure
         "n_records": len(rows),
         "failed_records": sum(bool(r.get("failed")) for r in rows),
         "tie_rule": TIE_RULE,

@@ -180,6 +180,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         if not run.planning:
             set_parts.clear(sets_dir, keep=range(len(batches)))
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
+        to_style: list[tuple[list[Any], dict[str, Timed]]] = []
 
         async def chain(index: int, batch: list[Any]) -> dict[str, Timed]:
             async with at_once:
@@ -190,17 +191,24 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
                         outcomes[style.SPEC.name] = await _style_of_batch(
                             run, sets_dir, index, batch, outcomes[sets.SPEC.name].value
                         )
+                elif run.planning and _styles(run):  # planned once every chain is: it reads their calls
+                    to_style.append((batch, outcomes))
+                    return outcomes
                 kept = {k: _slim(t) for k, t in outcomes.items()}  # the batch's records are on disk: drop them here
                 del outcomes
                 give_back()
                 return kept
 
         chains = await asyncio.gather(*(chain(i, b) for i, b in enumerate(batches)))
+        style_plans = [
+            await style_variants.plan(run, run.client, b, outcomes, _last_answers(outcomes), run.acall)
+            for b, outcomes in to_style
+        ]
     finally:
         state.usage_run = jsonable(run.client.usage())
         state.flush()
     if run.planning:
-        return _planned(run, len(selected), routed)
+        return _planned(run, len(selected), routed, style_plans)
     responses = sum(part.count for part in run.record(generate.SPEC, [c[generate.SPEC.name] for c in chains]))
     for spec in _answer_stages():
         if run.runs(spec):
@@ -256,13 +264,9 @@ def _styles(run: BuildRun) -> bool:
 
 
 async def _style_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], built: Any) -> Timed:
-    """One batch's pairwise items rewritten and checked (``stages/style.py``), kept in ``sets_dir``."""
-    notes = {n["uid"]: n for n in built.annotations if n.get("set") == "pairwise"}
-    pairs = [
-        style.Pair(query_id=notes[it.uid]["query_id"], chosen=it.chosen.answer, rejected=it.rejected.answer)
-        for it in built.pairwise
-    ]
-    done = await run.acall(style.SPEC, batch, pairs)
+    """One batch's pairwise (and with ``style.bon`` BoN) items rewritten and checked (``stages/style.py``),
+    kept in ``sets_dir``."""
+    done = await run.acall(style.SPEC, batch, style_variants.pairs_of(built, run.cfg.style.bon))
     set_parts.write_style_part(sets_dir, index, done.value.records)
     return done
 
@@ -398,7 +402,9 @@ def _select(run: BuildRun, queries: list[Any]) -> list[Any]:
     return selected
 
 
-def _planned(run: BuildRun, selected: int, routed: Any = None) -> dict[str, Any]:
+def _planned(
+    run: BuildRun, selected: int, routed: Any = None, style_estimates: list[dict[str, int]] | None = None
+) -> dict[str, Any]:
     """The dry run's result: the planner's report (``rmb_build.llm.planning``) of what the build's steps
     asked, plus ``exact`` (what each figure is) and ``estimates`` (what the plan cannot count)."""
     cfg = run.cfg
@@ -410,8 +416,9 @@ def _planned(run: BuildRun, selected: int, routed: Any = None) -> dict[str, Any]
         bound = min(unknown * cfg.route.top_up_rounds, routed.top_up_room)
         if bound:
             estimates["route_top_up_calls_at_most"] = bound
-    if run.runs(generate.SPEC) and _styles(run):  # its batches read the sets, which a dry run does not build
-        estimates["style_calls_at_most"] = style.calls_at_most(selected, cfg)
+    for batch_plan in style_estimates or []:  # the style stage's, summed over the batches' plans
+        for key, value in batch_plan.items():
+            estimates[key] = estimates.get(key, 0) + value
     report = planner.report()
     stand_ins = sum(1 for c in planner.calls.values() if c.cached is None and c.phase == generate.SPEC.name)
     estimate = {
@@ -428,7 +435,7 @@ def _planned(run: BuildRun, selected: int, routed: Any = None) -> dict[str, Any]
                     if "route_top_up_calls_at_most" in estimates
                     else ""
                 )
-                + ("; the style stage's calls are bounded in estimates" if "style_calls_at_most" in estimates else "")
+                + style_variants.plan_note(estimates)
             ),
             "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
             "completion_tokens": "upper bound: each call's max_tokens",

@@ -194,7 +194,16 @@ def _style_features():
     string = Value("string")
     turn = {"role": string, "content": string, "language": string}
     cols = {c: string for c in STYLE_COLUMNS}
-    return Features({**cols, "conversation": List(turn), "chosen": List(string), "rejected": List(string)})
+    return Features(
+        {
+            **cols,
+            "conversation": List(turn),
+            "chosen": List(string),
+            "rejected": List(string),
+            "set": string,  # "bon": a BoN item's winner and loser_list[loser] (release/style_set.py)
+            "loser": Value("int64"),
+        }
+    )
 
 
 def write_hf_release(

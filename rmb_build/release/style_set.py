@@ -4,6 +4,8 @@
 ``prompt`` (the last user turn, as RM-Bench has it), ``conversation_input`` (RMB's turns), ``chosen`` and
 ``rejected`` (three strings each: concise, detailed plain text, detailed markdown) and ``scenario`` (the file's
 scenario id). RMB's two sets are untouched by it: a release without the folder is a plain RMB release.
+Fields added for a Best-of-N item's variants (a build's ``style.bon``): ``set`` ``"bon"`` (absent: ``"pairwise"``),
+``id`` then its ``bon_uid``, ``chosen`` its winner's variants and ``rejected`` those of ``loser_list[loser]``.
 
 Strict reading (what ``rmb evaluate`` scores) refuses a record in one line naming file, record and field;
 lenient reading (``rmb audit``) keeps a record whose variants are not three a side, or whose scenario field
@@ -19,7 +21,7 @@ from typing import Any, Sequence
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Conversation
 from rmb_build.core.paths import check_relative_id
-from rmb_build.core.taxonomy import is_known, parse_scenario_id
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
 from rmb_build.release.rmb_format import _conversation, _Ctx, load_json_file
 
 STYLE_FOLDER = "Style_set"
@@ -41,9 +43,11 @@ class StyleRecord:
     file: str  # relative to the release root
     index: int  # position in its file
     scenario: str = ""  # the record's own ``scenario`` field (lenient reading keeps one that differs)
+    set_name: str = PAIRWISE_SET  # BON_SET: made from the BoN item ``id``, its winner and ``loser_list[loser]``
+    loser: int | None = None
 
     def where(self) -> str:
-        return f"{self.file}, record {self.index} (id {self.id})"
+        return f"{self.file}, record {self.index} ({'bon ' if self.set_name == BON_SET else ''}id {self.id})"
 
 
 def _ctx(file: str, index: int, raw: Any) -> _Ctx:
@@ -89,6 +93,11 @@ def parse_record(raw: Any, scenario_id: str, file: str, index: int, strict: bool
         raise ctx.fail("scenario", f"expected a string, got {type(scenario).__name__}")
     if strict and scenario != scenario_id:
         raise ctx.fail("scenario", f"{scenario!r} differs from its file's scenario {scenario_id!r}")
+    set_name, loser = raw.get("set", PAIRWISE_SET), raw.get("loser")
+    if set_name not in (PAIRWISE_SET, BON_SET):
+        raise ctx.fail("set", f"expected {PAIRWISE_SET!r} or {BON_SET!r}, got {set_name!r}")
+    if set_name == BON_SET and (isinstance(loser, bool) or not isinstance(loser, int) or loser < 0):
+        raise ctx.fail("loser", f"expected the index of the BoN item's loser (an integer >= 0), got {loser!r}")
     return StyleRecord(
         id=str(uid),
         prompt=prompt,
@@ -99,6 +108,8 @@ def parse_record(raw: Any, scenario_id: str, file: str, index: int, strict: bool
         file=file,
         index=index,
         scenario=scenario,
+        set_name=set_name,
+        loser=loser if set_name == BON_SET else None,
     )
 
 
@@ -124,9 +135,9 @@ def read_style_set(root: Path, strict: bool = True, files: Sequence[Path] | None
             raise InputError(rel, f"expected a JSON list of style records, got {type(data).__name__}")
         for i, raw in enumerate(data):
             rec = parse_record(raw, scenario_id, rel, i, strict)
-            if strict and rec.id in seen:
-                raise _ctx(rel, i, raw).fail("id", f"repeats the id of {seen[rec.id]}")
-            seen.setdefault(rec.id, rec.where())
+            if strict and (rec.set_name, rec.id) in seen:
+                raise _ctx(rel, i, raw).fail("id", f"repeats the id of {seen[(rec.set_name, rec.id)]}")
+            seen.setdefault((rec.set_name, rec.id), rec.where())
             out.append(rec)
     return out
 
@@ -143,6 +154,8 @@ def style_row(rec: StyleRecord) -> dict[str, Any]:
         "conversation": [{"role": t.role, "content": t.content, "language": t.language} for t in rec.conversation],
         "chosen": list(rec.chosen),
         "rejected": list(rec.rejected),
+        "set": rec.set_name,
+        "loser": rec.loser,
     }
 
 
@@ -162,6 +175,7 @@ def record_from_row(row: dict[str, Any]) -> dict[str, Any]:
         "chosen": row.get("chosen"),
         "rejected": row.get("rejected"),
         "scenario": row.get("scenario"),
+        **({"set": row["set"], "loser": row.get("loser")} if row.get("set") not in (None, PAIRWISE_SET) else {}),
     }
 
 
@@ -191,8 +205,10 @@ def style_record(
     chosen: Sequence[str],
     rejected: Sequence[str],
     scenario_id: str,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """One record of ``Style_set/`` in the shape :func:`parse_record` reads."""
+    """One record of ``Style_set/`` in the shape :func:`parse_record` reads; ``extra``: a BoN record's ``set``
+    and ``loser``."""
     return {
         "id": uid,
         "prompt": prompt,
@@ -200,4 +216,5 @@ def style_record(
         "chosen": list(chosen),
         "rejected": list(rejected),
         "scenario": scenario_id,
+        **extra,
     }

@@ -180,3 +180,7 @@ class StyleConfig(ModelRef):
     max_score_shift: float = Field(
         default=2.0, ge=0, description="a rewrite whose judge score moves more than this from its original is dropped"
     )
+    bon: bool = Field(
+        default=False,
+        description="also rewrite each Best-of-N item's winner and its last (lowest-scored) loser into the three styles",
+    )

@@ -6,7 +6,8 @@ whitespace aside: a small model often returns the answer as it was), when the bu
 criteria) scores it more than ``max_score_shift`` from its original, or when :func:`is_refusal` reads a
 refusal where the original complied or the other way round (the guard says safe/unsafe, not refusal). An
 item keeps its variants only if all six rewrites pass. The originals' scores are asked again with the
-judge stage's own requests, so the cache answers them.
+judge stage's own requests, so the cache answers them. With ``style.bon`` a Best-of-N item's winner and one
+loser (``Pair.set_name`` "bon") are rewritten and checked as a pair's chosen and rejected are.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic import Field
 from rmb_build.core.options import StrictModel
 from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Query, Response
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.core.text import fill, last_user_turn, render_conversation
 from rmb_build.llm.types import ChatRequest
 from rmb_build.stages import judge
@@ -64,6 +66,7 @@ class Pair(StrictModel):
     chosen: str
     rejected: str
     extra: dict[str, Any] = Field(default_factory=dict)
+    set_name: str = PAIRWISE_SET  # BON_SET: a BoN item's winner (chosen) and one of its losers (rejected)
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class Variants:
     prompt: str
     chosen: tuple[str, ...]
     rejected: tuple[str, ...]
+    set_name: str = PAIRWISE_SET
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +89,7 @@ class Variants:
             "prompt": self.prompt,
             "chosen": list(self.chosen),
             "rejected": list(self.rejected),
+            "set": self.set_name,
         }
 
 
@@ -170,6 +175,7 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
                     last_user_turn(q.conversation),
                     tuple(kept["chosen"]),
                     tuple(kept["rejected"]),
+                    p.set_name,
                 )
             )
     out.stats = {
@@ -181,15 +187,19 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
         **{f"rewrites_dropped_{k}": v for k, v in dropped.items()},
         "judge_requests": judged.stats.get("requests", 0),
     }
+    if cfg.bon:  # only then: without the switch the manifest's section is as it was
+        out.stats["bon_items"] = sum(p.set_name == BON_SET for p in pairs)
+        out.stats["bon_kept"] = sum(v.set_name == BON_SET for v in out.records)
     return out
 
 
 def calls_at_most(queries: int, cfg: Any) -> int:
     """The most LLM calls the stage sends for ``queries`` selected queries (build config ``cfg``): per pairwise
     item, six rewrites and the judge's samples of each (the originals' judge requests are the judge stage's,
-    answered by the cache); items per query at most ``sets.max_pairs_per_query`` and one per pair of generators."""
+    answered by the cache); items per query at most ``sets.max_pairs_per_query`` and one per pair of generators,
+    and with ``style.bon`` one BoN item more."""
     g = len(cfg.generators)
-    pairs = queries * min(cfg.sets.max_pairs_per_query, g * (g - 1) // 2)
+    pairs = queries * (min(cfg.sets.max_pairs_per_query, g * (g - 1) // 2) + int(cfg.style.bon))
     return pairs * len(SIDES) * len(STYLES) * (1 + cfg.judge.samples)
 
 

@@ -33,10 +33,15 @@ def _rewrite(body: dict, change=None) -> str | None:
     return (change(style, answer) if change else None) or f"[{style}] {answer}"  # a (text, finish) pair: as given
 
 
-def _config(tmp_path: Path, base_url: str, style: bool = True) -> dict:
+def _config(tmp_path: Path, base_url: str, style: bool = True, bon: bool = False) -> dict:
     raw = build_config(write_queries(tmp_path / "queries.jsonl"), base_url)
     if style:
-        raw["style"] = {"endpoint": "proxy", "model": "rewriter", "max_score_shift": 1.0}
+        raw["style"] = {
+            "endpoint": "proxy",
+            "model": "rewriter",
+            "max_score_shift": 1.0,
+            **({"bon": True} if bon else {}),
+        }
         raw["stages"] = [*raw["stages"][:-1], "style", "release"]
     return raw
 
@@ -46,12 +51,12 @@ def _is_style_call(body: dict) -> bool:
     return "## Answer to rewrite" in json.dumps(body) or bool(re.search(r"<answer>\\n\[\w+\]", json.dumps(body)))
 
 
-def _build(tmp_path: Path, style: bool = True, change=None) -> tuple[dict, Path]:
+def _build(tmp_path: Path, style: bool = True, change=None, bon: bool = False) -> tuple[dict, Path]:
     from rmb_build.pipeline.run import run_build
 
     with StubEndpoint() as stub:
         stub.reply = lambda body: _rewrite(body, change)
-        out = run_build(parse_config(_config(tmp_path, stub.base_url, style)), tmp_path / "work", runner="local")
+        out = run_build(parse_config(_config(tmp_path, stub.base_url, style, bon)), tmp_path / "work", runner="local")
         rewrites = sum(1 for r in stub.requests if "## Answer to rewrite" in json.dumps(r.body))
         style_calls = sum(1 for r in stub.requests if _is_style_call(r.body))
     return {**out, "rewrite_requests": rewrites, "style_calls": style_calls}, Path(out["release"])
@@ -72,7 +77,8 @@ def test_a_stub_build_with_style_writes_style_set_that_evaluate_scores(tmp_path)
         assert rec.chosen == tuple(f"[{s}] {item.chosen.answer}" for s in ("concise", "detailed", "detailed"))
         assert rec.rejected[0] == f"[concise] {item.rejected.answer}"
     style = _manifest(release)["style"]
-    assert style["items"] == style["items_kept"] == style["written"] == len(pairs)
+    assert style["items"] == style["items_kept"] == style["written"] == len(pairs) and "bon_items" not in style
+    assert all(set(r) == set(_RECORD_KEYS) for f in (release / "Style_set").rglob("*.json") for r in _json(f))
     assert style["rewrites"] == style["rewrites_kept"] == 6 * len(pairs) == out["rewrite_requests"]
 
     code = main(
@@ -84,6 +90,57 @@ def test_a_stub_build_with_style_writes_style_set_that_evaluate_scores(tmp_path)
     assert results["style"]["overall"]["n"] == len(pairs)
     # baseline:length prefers the longer text: every detailed variant beats every concise one
     assert {"easy", "normal", "hard"} <= set(results["style"]["overall"])
+
+
+_RECORD_KEYS = ("id", "prompt", "conversation_input", "chosen", "rejected", "scenario")
+
+
+def _json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+def test_style_bon_adds_each_bon_winner_and_its_last_loser_which_audit_evaluate_and_publish_read(tmp_path):
+    _, release = _build(tmp_path, bon=True)
+    items = list(read_release(release).items())
+    pairs = {it.uid: it for it in items if it.set_name == "pairwise"}
+    bons = {it.uid: it for it in items if it.set_name == "bon"}
+    records = read_style_set(release)
+    bon_records = [r for r in records if r.set_name == "bon"]
+    assert bons and len(bon_records) == len(bons) and len(records) == len(pairs) + len(bons)
+    for rec in bon_records:
+        item = bons[rec.id]
+        assert rec.loser == len(item.losers) - 1 and rec.conversation == item.conversation
+        assert rec.chosen[0] == f"[concise] {item.best.answer}"
+        assert rec.rejected[0] == f"[concise] {item.losers[-1].answer}"
+    raw = [r for f in (release / "Style_set").rglob("*.json") for r in _json(f)]
+    assert {tuple(r) for r in raw} == {_RECORD_KEYS, (*_RECORD_KEYS, "set", "loser")}  # fields added, none renamed
+    style = _manifest(release)["style"]
+    assert style["bon_items"] == style["bon_items_kept"] == len(bons)
+    assert style["items"] == style["written"] == len(pairs) + len(bons)
+    assert style["rewrites"] == style["rewrites_kept"] == 6 * (len(pairs) + len(bons))
+
+    assert main(["audit", str(release), "--json", str(tmp_path / "audit.json")]) in (0, 1)
+    counts = json.loads((tmp_path / "audit.json").read_text())["counts"]
+    assert counts["style_orphan"] == counts["style_variants"] == 0
+    code = main(
+        ["evaluate", "--release", str(release), "--rm", "baseline:length", "--out", str(tmp_path / "ev")]
+        + ["--cache", str(tmp_path / "cache"), "--no-progress", "--bootstrap", "20"]
+    )
+    assert code == 0
+    results = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert results["style"]["overall"]["n"] == len(pairs) and results["style"]["bon"]["overall"]["n"] == len(bons)
+    rows = [json.loads(line) for line in (tmp_path / "ev" / "style_predictions.jsonl").read_text().splitlines()]
+    assert sum(r.get("set") == "bon" for r in rows) == len(bons)
+    assert "Best-of-N records" in (tmp_path / "ev" / "report.md").read_text()
+
+    out = tmp_path / "hf"
+    publish = ["publish", str(release), "--repo-id", "me/s", "--dry-run", "--out", str(out), "--no-embeddings"]
+    assert main(publish) == 0
+    back = read_release(str(out)).style
+    assert [(r.set_name, r.id, r.loser, r.chosen, r.rejected) for r in back] == [
+        (r.set_name, r.id, r.loser, r.chosen, r.rejected) for r in records
+    ]
 
 
 def test_rewrites_that_move_the_score_or_flip_a_refusal_are_dropped_and_counted(tmp_path):
@@ -151,6 +208,33 @@ def test_the_dry_run_bounds_the_style_calls_and_a_rerun_asks_none_again(tmp_path
     assert 0 < calls[0] <= dry["estimates"]["style_calls_at_most"]
     assert "style stage" in dry["exact"]["calls"]
     assert calls[1] == 0  # every call cached
+
+
+@pytest.mark.slow
+def test_the_dry_run_counts_the_style_calls_exactly_once_the_sets_are_known(tmp_path):
+    """After a build without style (its answers, scores and verdicts cached) the sets are known: the dry run
+    counts the rewrites exactly and bounds only the judge calls on rewrites not yet made; after the style
+    build, every style call is counted as cached."""
+    from rmb_build.pipeline.run import run_build, run_local
+
+    with StubEndpoint() as stub:
+        stub.reply = _rewrite
+        run_build(parse_config(_config(tmp_path, stub.base_url, style=False)), tmp_path / "work", runner="local")
+        cfg = parse_config(_config(tmp_path, stub.base_url))
+        dry = run_local(cfg, tmp_path / "work", dry_run=True)["estimate"]
+        stub.reset()
+        run_build(cfg, tmp_path / "work", runner="local")
+        rewrites = sum(1 for r in stub.requests if "## Answer to rewrite" in json.dumps(r.body))
+        judged = sum(1 for r in stub.requests if _is_style_call(r.body)) - rewrites
+        again = run_local(cfg, tmp_path / "work", dry_run=True)["estimate"]
+    assert dry["by_phase"]["style"] == {**dry["by_phase"]["style"], "calls": rewrites, "cached": 0}
+    assert rewrites > 0 and judged > 0
+    # each rewrite judged cfg.judge.samples times; the stub's two detailed rewrites are one text, judged once
+    assert dry["estimates"] == {"style_rewrite_judge_calls_at_most": rewrites * cfg.judge.samples}
+    assert 0 < judged <= rewrites * cfg.judge.samples
+    assert "rewrite calls are exact" in dry["exact"]["calls"]
+    assert again["calls"] == 0 and again["by_phase"]["style"]["cached"] == rewrites + judged
+    assert again["estimates"] == {} and again["exact"]["calls"] == "exact"
 
 
 def test_the_style_demo_config_is_valid_and_turns_the_stage_on():

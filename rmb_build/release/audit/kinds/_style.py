@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmb_build.core.items import PairwiseItem
+from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.release.audit.kind import AuditContext, Entry
 from rmb_build.release.style_set import STYLE_SET, StyleRecord
 
@@ -18,11 +18,10 @@ class StyleCheck:
 
     def __init__(self, ctx: AuditContext):
         self.ctx = ctx
-        self.pairwise: set[str] = set()
+        self.uids: dict[str, dict[str, int]] = {PAIRWISE_SET: {}, BON_SET: {}}  # per set, uid: its loser count
 
     def add(self, e: Entry) -> None:
-        if isinstance(e.item, PairwiseItem):
-            self.pairwise.add(str(e.item.uid))
+        self.uids[e.item.set_name][str(e.item.uid)] = len(getattr(e.item, "losers", ()))
 
     def finish(self) -> list[dict]:
         return [d for rec in self.ctx.style if (d := self.check(rec)) is not None]
