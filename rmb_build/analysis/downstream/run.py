@@ -336,6 +336,16 @@ def figure_value(results: dict[str, Any], figure: str, where: str = "results.jso
     return number
 
 
+def figure_interval(results: dict[str, Any], figure: str) -> list[float] | None:
+    """The 95% interval results.json gives ``rmb_overall`` or one of its cells; None for another figure."""
+    if figure != "rmb_overall" and not figure.startswith("rmb_overall/"):
+        return None
+    cell = "mean" if figure == "rmb_overall" else figure.removeprefix("rmb_overall/")
+    ci = ((results.get("rmb_overall") or {}).get("ci95") or {}).get(cell)
+    ok = isinstance(ci, list) and len(ci) == 2 and all(finite_float(v) is not None for v in ci)
+    return [float(ci[0]), float(ci[1])] if ok else None
+
+
 def match_benchmarks(rms: dict[str, RewardModel], benchmarks: Sequence[tuple[str, dict[str, Any]]]) -> dict:
     """Per RM key: its benchmark folder (same spec and fingerprint in results.json), or why it has none."""
     out: dict[str, dict[str, Any]] = {}
@@ -545,6 +555,7 @@ def _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks,
             "figures": {f: figure_value(bench["results"], f, f"{bench['folder']}/results.json") for f in cfg.figures}
             if "results" in bench
             else {},
+            "figure_ci95": {f: figure_interval(bench["results"], f) for f in cfg.figures} if "results" in bench else {},
         }
     correlations = []
     for figure in cfg.figures:
