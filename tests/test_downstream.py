@@ -4,6 +4,7 @@ RMs with known rankings (longest, random, shortest), benchmark figures from the 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -270,6 +271,7 @@ def test_the_embedded_demo_scores_its_rms_on_its_benchmark_and_draws_the_scatter
     llama.cpp as policy, grader and generative RM, each RM evaluated on the demo's benchmark first, so every
     figure is correlated over at least 3 RMs and scatter.png is drawn."""
     from rmb_build.analysis.downstream import demo
+    from rmb_build.core.paths import safe_name
 
     full = demo.demo_config()
     cut = full.model_copy(
@@ -281,6 +283,11 @@ def test_the_embedded_demo_scores_its_rms_on_its_benchmark_and_draws_the_scatter
     monkeypatch.setattr(demo, "demo_config", lambda: cut)
     monkeypatch.setattr(demo, "DEMO_ITEMS", 6)
     args = ["downstream", "--workdir", str(tmp_path), "--no-progress", "--out"]
+    assert main([*args[:-1], "--dry-run"]) == 0  # the plan first: the benchmark's texts and the check's calls
+    plan = capsys.readouterr().out
+    planned = dict(re.findall(r"dry run: benchmark (.+): (\d+) texts to score", plan))
+    phases = {name: int(n) for name, n in re.findall(r"^  ([a-z_ ]+): (\d+) calls", plan, re.M)}
+    assert set(planned) == {r.key for r in full.reward_models} and phases["grader"] > 0
     assert main([*args, str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "far too small to grade answers" in out and "noise" in out
@@ -294,7 +301,13 @@ def test_the_embedded_demo_scores_its_rms_on_its_benchmark_and_draws_the_scatter
     for name in ("scatter.png", "best_of_k.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     bench = tmp_path / "runs" / "downstream" / cut.name / "benchmark"
-    assert json.loads((bench / "baseline_length" / "results.json").read_text())["rm"] == "baseline:length"
+    for key, n in planned.items():  # what the dry run said each evaluation would score, it scored
+        scored = json.loads((bench / safe_name(key) / "results.json").read_text())
+        assert scored["rm"] == key.split(" seed")[0] and scored["scoring"]["scored"] == int(n)
+    sent = {name: c["requests"] for name, c in result["calls"].items()}
+    for name in ("policy and reference answers", "grader"):  # the check sent what it said (the grader never re-asks)
+        assert sent[name] == phases[name]
+    assert sent["reward_models"] >= phases["reward_models"]  # plus any re-ask of a reply that did not parse
     assert result["prompts"]["holdout_releases"] == [str(bench / "release")]
     assert main([*args, str(tmp_path / "again")]) == 0
     assert "sent 0 LLM requests, scored 0 texts" in capsys.readouterr().out

@@ -123,10 +123,7 @@ def evaluate_demo_benchmarks(
     release_dir = write_demo_release(root / "release")
     release = open_release(str(release_dir), RMB)
     if dry_run:
-        log(
-            f"dry run: the run first evaluates the {len(cfg.reward_models)} RMs on the demo's benchmark "
-            f"({len(release.pairwise)} pairs, {len(release.bon)} best-of-3 items; not in the plan below)"
-        )
+        _plan_benchmarks(cfg, release, run_dir, score_dir, log)
         return with_benchmarks(cfg, [], release_dir)
     folders = []
     for r in cfg.reward_models:
@@ -150,6 +147,28 @@ def evaluate_demo_benchmarks(
         )
         folders.append(str(out))
     return with_benchmarks(cfg, folders, release_dir)
+
+
+def _plan_benchmarks(cfg: DownstreamConfig, release: Release, run_dir: Path, score_dir, log) -> None:
+    """What evaluating the RMs on the demo's benchmark would score and send (``plan_scoring``, as the check's
+    own dry run counts its RMs)."""
+    from rmb_build.analysis.downstream.run import load_reward_model, plan_scoring, planning_client
+    from rmb_build.evaluate.cache import ScoreCache
+
+    items = list(release.items())
+    with planning_client(cfg.endpoints, run_dir / "llm_cache") as planner, ScoreCache(score_dir) as cache:
+        for r in cfg.reward_models:
+            rm = load_reward_model(r, cfg, run_dir / "llm_cache")
+            try:
+                t = plan_scoring(rm, items, cache, planner)
+            finally:
+                rm.close()
+            log(f"dry run: benchmark {r.key}: {t['to_score']} texts to score ({t['cached']} cached)")
+        est = planner.report()
+    log(
+        f"dry run: the demo's benchmark ({len(release.pairwise)} pairs, {len(release.bon)} best-of-3 items) would "
+        f"send {est['calls']} calls ({est['cached']} more already cached) before the check below"
+    )
 
 
 def with_benchmarks(cfg: DownstreamConfig, folders: list[str], release_dir: Path) -> DownstreamConfig:

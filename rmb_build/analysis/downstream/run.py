@@ -11,11 +11,12 @@ counts is what the run then sends and scores.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -467,28 +468,33 @@ def _steps(cfg, prompts: Prompts, rms, grader_rm, client: Any, score):
     return items, grades, rm_scores, scoring
 
 
-def _plan(cfg, prompts: Prompts, rms, grader_rm, llm_cache: Path, score_dir: Path) -> dict[str, Any]:
-    """The dry run: the run's steps (``_steps``) against a PlanningClient (cached replies real, the rest
-    stand-ins) and the score cache's lookups. Policy, reference and grader calls are exact; RM texts are counted
-    on the stand-in samples (one distinct text each), so they are exact when every real sample is distinct."""
+@contextlib.contextmanager
+def planning_client(endpoints: Any, llm_cache: Path) -> Iterator[Any]:
+    """A ``PlanningClient`` that answers from the run's LLM cache, read only (none yet: nothing cached)."""
     from rmb_build.llm.cache import ResponseCache
     from rmb_build.llm.planning import PlanningClient
 
     llm = ResponseCache(llm_cache, create=False) if (llm_cache / "responses.sqlite").exists() else None
-    planner = PlanningClient(cfg.endpoints, llm)
     try:
-        with ScoreCache(score_dir) as cache:
-
-            def count(rm: RewardModel, items: Sequence[BonItem], _via: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-                try:
-                    return {}, plan_scoring(rm, items, cache, planner)
-                finally:
-                    rm.close()
-
-            _, _, _, texts = _steps(cfg, prompts, rms, grader_rm, planner, count)
+        yield PlanningClient(endpoints, llm)
     finally:
         if llm is not None:
             llm.close()
+
+
+def _plan(cfg, prompts: Prompts, rms, grader_rm, llm_cache: Path, score_dir: Path) -> dict[str, Any]:
+    """The dry run: the run's steps (``_steps``) against a PlanningClient (cached replies real, the rest
+    stand-ins) and the score cache's lookups. Policy, reference and grader calls are exact; RM texts are counted
+    on the stand-in samples (one distinct text each), so they are exact when every real sample is distinct."""
+    with planning_client(cfg.endpoints, llm_cache) as planner, ScoreCache(score_dir) as cache:
+
+        def count(rm: RewardModel, items: Sequence[BonItem], _via: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+            try:
+                return {}, plan_scoring(rm, items, cache, planner)
+            finally:
+                rm.close()
+
+        _, _, _, texts = _steps(cfg, prompts, rms, grader_rm, planner, count)
     estimate = planner.report()
     by_phase: dict[str, dict[str, Any]] = {}
     for stage, row in estimate["by_phase"].items():  # named as the run's ``calls`` names them
