@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-DEMO_CONFIG = "demo.yaml"  # shipped in rmb_build.analysis.downstream
 # What a check writes into --out; a folder holding anything else is not replaced.
 OUT_ENTRIES, OUT_MARKS = {"downstream.json", "report.md", "scatter.png", "best_of_k.png"}, {"downstream.json"}
 
@@ -56,7 +55,6 @@ def _print_plan(plan: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from importlib import resources
     from pathlib import Path
 
     from rmb_build.analysis.downstream.config import load_downstream_config
@@ -73,14 +71,23 @@ def run(args: argparse.Namespace) -> int:
     if args.config:
         cfg = load_downstream_config(args.config)
     else:
-        with resources.as_file(resources.files("rmb_build.analysis.downstream") / DEMO_CONFIG) as demo:
-            cfg = load_downstream_config(demo)
+        from rmb_build.analysis.downstream import demo
+
+        cfg = demo.demo_config()
         print(
-            "no --config: running the embedded demo (SmolLM2-135M as policy, grader and generative RM; minutes on a CPU)"
+            "no --config: running the embedded demo (SmolLM2-135M as policy, grader and generative RM, scored first "
+            "on the demo's own small benchmark; minutes on a CPU)"
         )
+    run_dir = workdir(args.workdir) / "runs" / "downstream" / cfg.name
+    if not args.config:  # the demo scores its own RMs on its own small benchmark first: figures to correlate
+        from rmb_build.commands.evaluate import OUT_ENTRIES as EVAL_ENTRIES
+        from rmb_build.commands.evaluate import OUT_MARKS as EVAL_MARKS
+
+        score_dir = args.score_cache or run_dir / "score_cache"
+        cfg = demo.evaluate_demo_benchmarks(cfg, run_dir, score_dir, EVAL_ENTRIES, EVAL_MARKS, dry_run=args.dry_run,
+                                            progress=not args.no_progress)  # fmt: skip
     embedded_grader = cfg.grader.endpoint is not None and cfg.endpoints[cfg.grader.endpoint].embedded is not None
     note = SMALL_GRADER_NOTE if embedded_grader else None
-    run_dir = workdir(args.workdir) / "runs" / "downstream" / cfg.name
     result = run_downstream(
         cfg,
         run_dir,

@@ -104,6 +104,10 @@ class PlanningClient:
     ) -> list[ChatResult]:
         return self.plan(reqs, desc)
 
+    def run(self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None) -> list[ChatResult]:
+        """``LLMClient.run``'s signature, for what asks synchronously (a generative reward model)."""
+        return self.plan(reqs, desc)
+
     def plan(self, reqs: Sequence[ChatRequest], desc: str = "llm", phase: str = "") -> list[ChatResult]:
         """Record ``reqs`` (a request first asked counts under ``phase``, else its stage); a result for
         each: the cached reply, or a stand-in."""

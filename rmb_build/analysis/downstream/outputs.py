@@ -3,6 +3,7 @@ score) and best_of_k.png (each RM's curve between the random pick and the oracle
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -11,8 +12,9 @@ from rmb_build.core.redact import redact_json
 
 SMALL_GRADER_NOTE = (
     "The grader here is the embedded SmolLM2-135M: far too small to grade answers (it scores '2+2=4' as 2/10), "
-    "so these downstream scores and correlations are noise. They show the check runs end to end; point "
-    "policy, grader and RMs at real endpoints for a figure that means something."
+    "so these downstream scores are noise, and with a handful of RMs so is any correlation (its n is shown; "
+    "under 3 RMs none is computed). They show the check runs end to end; point policy, grader and RMs at real "
+    "endpoints, with many RMs, for a figure that means something."
 )
 
 
@@ -144,8 +146,24 @@ def plot_label(key: str) -> str:
     return key
 
 
-def write_scatter(result: Mapping[str, Any], path: Path) -> Path | None:
-    """The first correlated figure against the downstream score: labelled points, least-squares line, r in the title."""
+LABEL_OFFSETS = (5, -11, 15, -21)  # points above a label's level, in turn: above, below, higher, lower
+
+
+def _label_levels(xy: list[tuple[float, float]]) -> list[int]:
+    """For each point, the first label level no nearby point (half the x range, a tenth of the y range) has
+    taken: labels of points that crowd together do not print over each other."""
+    xs, ys = [x for x, _ in xy], [y for _, y in xy]
+    dx, dy = (max(xs) - min(xs)) / 2 or 1.0, (max(ys) - min(ys)) / 10 or 1.0
+    levels: list[int] = []
+    for i, (x, y) in enumerate(xy):
+        taken = {levels[j] for j, (a, b) in enumerate(xy[:i]) if abs(a - x) < dx and abs(b - y) < dy}
+        levels.append(next(level for level in range(len(xy) + 1) if level not in taken))
+    return levels
+
+
+def write_scatter(result: Mapping[str, Any], path: Path, note: str | None = None) -> Path | None:
+    """The first correlated figure against the downstream score: labelled points with both intervals, least-squares
+    line, r in the title, ``note`` beneath."""
     corr = primary(result)
     if corr is None:
         return None
@@ -164,17 +182,23 @@ def write_scatter(result: Mapping[str, Any], path: Path) -> Path | None:
     if not points:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    for key, x, y, grader in points:
+    levels = _label_levels([(x, y) for _, x, y, _ in points])
+    for (key, x, y, grader), level in zip(points, levels):
         ci = result["rms"][key].get("ci95")
+        xci = (result["rms"][key].get("figure_ci95") or {}).get(figure)
         yerr = [[y - ci[0]], [ci[1] - y]] if ci else None
+        xerr = [[x - xci[0]], [xci[1] - x]] if xci else None
         colour = "#999999" if grader else "#1f77b4"
-        ax.errorbar([x], [y], yerr=yerr, fmt="o", color=colour, ecolor=colour, elinewidth=0.8, capsize=3, zorder=3)
+        ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", color=colour, ecolor=colour, elinewidth=0.8, capsize=3,
+                    zorder=3, alpha=0.9)  # fmt: skip
         ax.annotate(
             plot_label(key) + (" (grader)" if grader else ""),
             (x, y),
             textcoords="offset points",
-            xytext=(5, 4),
+            xytext=(5, LABEL_OFFSETS[level % len(LABEL_OFFSETS)]),
             fontsize=7,
+            zorder=4,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7},
         )
     used = [(x, y) for _, x, y, g in points if not g]
     if len(used) >= 2 and len({x for x, _ in used}) > 1:
@@ -182,11 +206,10 @@ def write_scatter(result: Mapping[str, Any], path: Path) -> Path | None:
         slope, icept = np.polyfit(xs, ys, 1)
         grid = np.linspace(xs.min(), xs.max(), 50)
         ax.plot(grid, slope * grid + icept, color="#d62728", linewidth=1, label="least-squares fit")
-        ax.legend(fontsize=7, loc="lower right")
     for label, colour in (("random", "#2ca02c"), ("oracle", "#ff7f0e")):
-        ax.axhline(result[label]["score"], color=colour, linestyle=":", linewidth=1)
-        ax.text(ax.get_xlim()[0], result[label]["score"], f" {label} pick", color=colour, fontsize=7, va="bottom")
-    ax.set_xlabel(f"benchmark: {figure}  (bars: 95% interval over prompts)")
+        ax.axhline(result[label]["score"], color=colour, linestyle=":", linewidth=1, label=f"{label} pick")
+    ax.legend(fontsize=7, loc="best", framealpha=0.8)
+    ax.set_xlabel(f"benchmark: {figure}  (bars: 95% intervals over items and over prompts)")
     ax.set_ylabel(f"downstream: expected grade of best-of-{result['n_samples']} pick")
     p = corr["pearson"]
     stat = (
@@ -197,6 +220,8 @@ def write_scatter(result: Mapping[str, Any], path: Path) -> Path | None:
     )
     ax.set_title(f"{result['name']}: {stat}, n = {corr['n_rms']} RMs", fontsize=9)
     ax.grid(alpha=0.3)
+    if note:  # what the figure cannot show: why its correlation means nothing
+        fig.text(0.01, -0.02, textwrap.fill(note, 110), fontsize=6.5, va="top", color="#a00000")
     return _save(fig, path)
 
 
@@ -228,7 +253,7 @@ def write_outputs(result: Mapping[str, Any], out: str | Path, note: str | None =
     result = redact_json(result)  # its specs are redacted already; so is whatever else a config carried
     write_json(out / "downstream.json", result)
     plots = {
-        "scatter.png": write_scatter(result, out / "scatter.png"),
+        "scatter.png": write_scatter(result, out / "scatter.png", note),
         "best_of_k.png": write_curves(result, out / "best_of_k.png"),
     }
     return {"downstream.json": out / "downstream.json", "report.md": write_report(result, out, note, plots), **plots}

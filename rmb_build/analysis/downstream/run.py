@@ -16,7 +16,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -181,7 +181,7 @@ def _pair_requests(g: GraderConfig, q: Query, first: str, second: str, tag: str)
 
 
 async def grade_llm(
-    cfg: DownstreamConfig, queries: Sequence[Query], samples: dict[str, list[Response]], client: Any, phase
+    cfg: DownstreamConfig, queries: Sequence[Query], samples: dict[str, list[Response]], client: Any
 ) -> dict[tuple[str, str], float]:
     """(query id, sample name) -> grade: the pointwise judge's mean 1-10 score, or the reference grade
     (1 a win in both orders, 0.5 a split, 0 a loss in both; a failed verdict leaves the sample ungraded)."""
@@ -190,16 +190,14 @@ async def grade_llm(
     if g.kind == "pointwise":
         from rmb_build.stages.judge import judge
 
-        with phase("grader"):
-            got = await judge(queries, responses, _judge_config(g), client)
+        got = await judge(queries, responses, _judge_config(g), client)
         return {(s.query_id, s.generator): s.mean for s in got.records}
     from rmb_build.stages.generate import generate
 
     ref = g.reference
     reference = GeneratorConfig(endpoint=ref.endpoint, model=ref.model, name="reference", temperature=0.0,
                                 top_p=ref.top_p, max_tokens=ref.max_tokens)  # fmt: skip
-    with phase("reference"):
-        refs = {r.query_id: r.text for r in (await generate(queries, [reference], client)).records}
+    refs = {r.query_id: r.text for r in (await generate(queries, [reference], client)).records}
     by_id = {q.id: q for q in queries}
     reqs, targets = [], []
     for r in responses:
@@ -211,8 +209,7 @@ async def grade_llm(
                 _pair_requests(g, q, refs[r.query_id], r.text, tag),
             ]
             targets.append((r.query_id, r.generator))
-    with phase("grader"):
-        results: list[ChatResult] = await client.chat_many(reqs, desc="grader") if reqs else []
+    results: list[ChatResult] = await client.chat_many(reqs, desc="grader") if reqs else []
     out = {}
     for n, key in enumerate(targets):
         ab, ba = results[2 * n], results[2 * n + 1]
@@ -234,20 +231,6 @@ def bon_items(queries: Sequence[Query], samples: dict[str, list[Response]]) -> l
 
 
 # ---- reward models ------------------------------------------------------------------------------------
-
-
-class _PlanShim:
-    """What a generative RM calls ``client.run`` on, recording its requests into the dry run's planner."""
-
-    def __init__(self, planner: Any):
-        self.planner = planner
-
-    def run(self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None) -> list[ChatResult]:
-        with self.planner.phase("reward_models"):
-            return self.planner.plan(reqs, desc)
-
-    def close(self) -> None:
-        pass
 
 
 def load_reward_model(r: RewardModelConfig, cfg: DownstreamConfig, llm_cache: Path) -> RewardModel:
@@ -299,11 +282,13 @@ def plan_scoring(rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, p
     texts = collect_texts(items, per_scenario=rm.per_scenario)
     cached = cache.get_many(rm.fingerprint(), (t.key for t in texts))
     missing = [t for t in texts if t.key not in cached]
-    if missing and hasattr(rm, "client"):
-        rm.client = _PlanShim(planner)
-        for _ in rm.score_stream(missing):
-            pass
-        rm.client = None
+    if missing and hasattr(rm, "client"):  # a generative RM asks the planner (LLMClient.run's signature)
+        rm.client = planner
+        try:
+            for _ in rm.score_stream(missing):
+                pass
+        finally:
+            rm.client = None
     return {"texts": len(texts), "to_score": len(missing), "cached": len(texts) - len(missing)}
 
 
@@ -353,6 +338,16 @@ def figure_value(results: dict[str, Any], figure: str, where: str = "results.jso
     return number
 
 
+def figure_interval(results: dict[str, Any], figure: str) -> list[float] | None:
+    """The 95% interval results.json gives ``rmb_overall`` or one of its cells; None for another figure."""
+    if figure != "rmb_overall" and not figure.startswith("rmb_overall/"):
+        return None
+    cell = "mean" if figure == "rmb_overall" else figure.removeprefix("rmb_overall/")
+    ci = ((results.get("rmb_overall") or {}).get("ci95") or {}).get(cell)
+    ok = isinstance(ci, list) and len(ci) == 2 and all(finite_float(v) is not None for v in ci)
+    return [float(ci[0]), float(ci[1])] if ok else None
+
+
 def match_benchmarks(rms: dict[str, RewardModel], benchmarks: Sequence[tuple[str, dict[str, Any]]]) -> dict:
     """Per RM key: its benchmark folder (same spec and fingerprint in results.json), or why it has none."""
     out: dict[str, dict[str, Any]] = {}
@@ -370,11 +365,6 @@ def match_benchmarks(rms: dict[str, RewardModel], benchmarks: Sequence[tuple[str
 
 
 # ---- the whole check ------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _no_phase(name: str):
-    yield
 
 
 # the LLM layer's stage names, as this check calls them
@@ -442,67 +432,82 @@ def run_downstream(
         ScoreCache(score_dir) as cache,
     ):
 
-        async def llm_part():
-            s = await sample(cfg, prompts.queries, client)
-            grades = {} if grader_rm else await grade_llm(cfg, prompts.queries, s, client, _no_phase)
-            return s, grades
+        def score(rm: RewardModel, items: Sequence[BonItem], via: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+            values, stats = score_with(rm, items, cache, via, progress)
+            return values, stats.to_json()
 
-        samples, grades = asyncio.run(llm_part())
-        items = bon_items(prompts.queries, samples)
-        scoring: dict[str, Any] = {}
-        if grader_rm is not None:
-            values, stats = score_with(grader_rm, items, cache, None, progress)
-            for item in items:
-                for a, v in zip(item.answers(), _scores_of(grader_rm, item, values)):
-                    if v is not None:
-                        grades[(item.uid, a.llm_name)] = float(v)
-            scoring["grader"] = stats.to_json()
-        rm_scores = {}
-        for key, rm in rms.items():
-            values, stats = score_with(rm, items, cache, client, progress)
-            rm_scores[key] = {item.uid: _scores_of(rm, item, values) for item in items}
-            scoring[key] = stats.to_json()
+        items, grades, rm_scores, scoring = _steps(cfg, prompts, rms, grader_rm, client, score)
         calls = _usage_calls(client)
     return _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks, calls, scoring)
 
 
-def _plan(cfg, prompts: Prompts, rms, grader_rm, llm_cache: Path, score_dir: Path) -> dict[str, Any]:
-    """The dry run: the run's steps against a PlanningClient (cached replies real, the rest stand-ins) and
-    the score cache's lookups. Policy, reference and grader calls are exact; RM texts are counted on the
-    stand-in samples (one distinct text each), so they are exact when every real sample is distinct."""
+def _steps(cfg, prompts: Prompts, rms, grader_rm, client: Any, score):
+    """The check's steps in their one order, for the run (``client`` an ``LLMClient``, ``score`` scoring through
+    the score cache) and the dry run (a ``PlanningClient``, ``score`` counting what would be scored, no values):
+    policy samples, the LLM grades, the ``python:`` grader's, every RM's scores. Returns the BoN items, the
+    grades, each RM's scores per item and what each scoring did. Requests are counted by their stage
+    (``STAGE_NAMES``), in the run's usage and the plan alike."""
+
+    async def llm_part():
+        s = await sample(cfg, prompts.queries, client)
+        grades = {} if grader_rm else await grade_llm(cfg, prompts.queries, s, client)
+        return s, grades
+
+    samples, grades = asyncio.run(llm_part())
+    items = bon_items(prompts.queries, samples)
+    scoring: dict[str, Any] = {}
+    rm_scores: dict[str, dict[str, list[float | None]]] = {}
+    if grader_rm is not None:
+        values, scoring["grader"] = score(grader_rm, items, None)
+        for item in items:
+            for a, v in zip(item.answers(), _scores_of(grader_rm, item, values)):
+                if v is not None:
+                    grades[(item.uid, a.llm_name)] = float(v)
+    for key, rm in rms.items():
+        values, scoring[key] = score(rm, items, client)
+        rm_scores[key] = {item.uid: _scores_of(rm, item, values) for item in items}
+    return items, grades, rm_scores, scoring
+
+
+@contextlib.contextmanager
+def planning_client(endpoints: Any, llm_cache: Path) -> Iterator[Any]:
+    """A ``PlanningClient`` that answers from the run's LLM cache, read only (none yet: nothing cached)."""
     from rmb_build.llm.cache import ResponseCache
     from rmb_build.llm.planning import PlanningClient
 
     llm = ResponseCache(llm_cache, create=False) if (llm_cache / "responses.sqlite").exists() else None
-    planner = PlanningClient(run_endpoints(cfg, rms), llm)
     try:
-
-        async def llm_part():
-            with planner.phase("policy"):
-                s = await sample(cfg, prompts.queries, planner)
-            if grader_rm is None:
-                await grade_llm(cfg, prompts.queries, s, planner, planner.phase)
-            return s
-
-        samples = asyncio.run(llm_part())
-        items = bon_items(prompts.queries, samples)
-        texts: dict[str, Any] = {}
-        with ScoreCache(score_dir) as cache:
-            if grader_rm is not None:
-                texts["grader"] = plan_scoring(grader_rm, items, cache, planner)
-            for key, rm in rms.items():
-                texts[key] = plan_scoring(rm, items, cache, planner)
-                rm.close()
+        yield PlanningClient(endpoints, llm)
     finally:
         if llm is not None:
             llm.close()
-    report = planner.report()
+
+
+def _plan(cfg, prompts: Prompts, rms, grader_rm, llm_cache: Path, score_dir: Path) -> dict[str, Any]:
+    """The dry run: the run's steps (``_steps``) against a PlanningClient (cached replies real, the rest
+    stand-ins) and the score cache's lookups. Policy, reference and grader calls are exact; RM texts are counted
+    on the stand-in samples (one distinct text each), so they are exact when every real sample is distinct."""
+    with planning_client(run_endpoints(cfg, rms), llm_cache) as planner, ScoreCache(score_dir) as cache:
+
+        def count(rm: RewardModel, items: Sequence[BonItem], _via: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+            try:
+                return {}, plan_scoring(rm, items, cache, planner)
+            finally:
+                rm.close()
+
+        _, _, _, texts = _steps(cfg, prompts, rms, grader_rm, planner, count)
+    estimate = planner.report()
+    by_phase: dict[str, dict[str, Any]] = {}
+    for stage, row in estimate["by_phase"].items():  # named as the run's ``calls`` names them
+        merged = by_phase.setdefault(STAGE_NAMES.get(stage, stage), dict.fromkeys(row, 0))
+        for k, v in row.items():
+            merged[k] += v
     return {
         "dry_run": True,
         "n_prompts": len(prompts.queries),
         "n_samples": cfg.policy.n,
         "prompts": _prompts_json(prompts),
-        "estimate": report,
+        "estimate": {**estimate, "by_phase": by_phase},
         "texts_to_score": texts,
     }
 
@@ -557,6 +562,7 @@ def _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks,
             "figures": {f: figure_value(bench["results"], f, f"{bench['folder']}/results.json") for f in cfg.figures}
             if "results" in bench
             else {},
+            "figure_ci95": {f: figure_interval(bench["results"], f) for f in cfg.figures} if "results" in bench else {},
         }
     correlations = []
     for figure in cfg.figures:

@@ -4,6 +4,7 @@ RMs with known rankings (longest, random, shortest), benchmark figures from the 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -265,23 +266,49 @@ def test_near_duplicates_of_benchmark_prompts_are_held_out_by_embeddings():
 
 
 @pytest.mark.slow
-def test_the_embedded_demo_runs_and_says_its_figures_are_noise(tmp_path, capsys):
-    """The demo's config, cut to 2 prompts x 2 samples: SmolLM2 on llama.cpp as policy, grader and generative RM."""
-    from importlib import resources
+def test_the_embedded_demo_scores_its_rms_on_its_benchmark_and_draws_the_scatter(tmp_path, capsys, monkeypatch):
+    """``rmb downstream`` with no config, its demo cut to 2 prompts x 2 samples and a 6-item benchmark: SmolLM2 on
+    llama.cpp as policy, grader and generative RM, each RM evaluated on the demo's benchmark first, so every
+    figure is correlated over at least 3 RMs and scatter.png is drawn."""
+    from rmb_build.analysis.downstream import demo
+    from rmb_build.core.paths import safe_name
 
-    with resources.as_file(resources.files("rmb_build.analysis.downstream") / "demo.yaml") as demo:
-        data = yaml.safe_load(demo.read_text())
-    data["prompts"]["max_prompts"], data["policy"]["n"] = 2, 2
-    config = tmp_path / "demo.yaml"
-    config.write_text(yaml.safe_dump(data))
-    args = ["downstream", "--config", str(config), "--workdir", str(tmp_path), "--no-progress", "--out"]
+    full = demo.demo_config()
+    cut = full.model_copy(
+        update={
+            "prompts": full.prompts.model_copy(update={"max_prompts": 2}),
+            "policy": full.policy.model_copy(update={"n": 2}),
+        }
+    )
+    monkeypatch.setattr(demo, "demo_config", lambda: cut)
+    monkeypatch.setattr(demo, "DEMO_ITEMS", 6)
+    args = ["downstream", "--workdir", str(tmp_path), "--no-progress", "--out"]
+    assert main([*args[:-1], "--dry-run"]) == 0  # the plan first: the benchmark's texts and the check's calls
+    plan = capsys.readouterr().out
+    planned = dict(re.findall(r"dry run: benchmark (.+): (\d+) texts to score", plan))
+    phases = {name: int(n) for name, n in re.findall(r"^  ([a-z_ ]+): (\d+) calls", plan, re.M)}
+    assert set(planned) == {r.key for r in full.reward_models} and phases["grader"] > 0
     assert main([*args, str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "far too small to grade answers" in out and "noise" in out
     result = json.loads((tmp_path / "out" / "downstream.json").read_text())
-    assert set(result["rms"]) == {"baseline:length", "baseline:random", "openai:smollm2@local"}
+    assert set(result["rms"]) == {r.key for r in full.reward_models}
     assert result["rms"]["openai:smollm2@local"]["shares_grader_model"]
-    assert (tmp_path / "out" / "best_of_k.png").is_file()
+    assert not result["without_benchmark"]  # every RM has its benchmark folder, scored on the demo's release
+    assert [c["benchmark_figure"] for c in result["correlations"]] == full.figures
+    assert all(c["n_rms"] >= 3 for c in result["correlations"])
+    assert all(r["ci95"][0] < r["ci95"][1] for r in result["rms"].values())  # never of zero width
+    for name in ("scatter.png", "best_of_k.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    bench = tmp_path / "runs" / "downstream" / cut.name / "benchmark"
+    for key, n in planned.items():  # what the dry run said each evaluation would score, it scored
+        scored = json.loads((bench / safe_name(key) / "results.json").read_text())
+        assert scored["rm"] == key.split(" seed")[0] and scored["scoring"]["scored"] == int(n)
+    sent = {name: c["requests"] for name, c in result["calls"].items()}
+    for name in ("policy and reference answers", "grader"):  # the check sent what it said (the grader never re-asks)
+        assert sent[name] == phases[name]
+    assert sent["reward_models"] >= phases["reward_models"]  # plus any re-ask of a reply that did not parse
+    assert result["prompts"]["holdout_releases"] == [str(bench / "release")]
     assert main([*args, str(tmp_path / "again")]) == 0
     assert "sent 0 LLM requests, scored 0 texts" in capsys.readouterr().out
 
