@@ -95,6 +95,8 @@ class BuildProgress:
             st = self._stage(stage)
             if not st.begun:  # elapsed, rate and ETA count from its first batch, not from when it was expected
                 st.started = time.monotonic()
+                if st.bar is not None:
+                    st.bar.reset(total=st.total)
             st.begun += 1
             st.total = max(st.total, st.begun)
             self._show(st)
