@@ -63,9 +63,11 @@ class BuildProgress:
         self._thread: threading.Thread | None = None
         self._redirect: Any = None
         if mode == "bars":  # log lines above the bars, not through them
+            from tqdm.auto import tqdm
             from tqdm.contrib.logging import logging_redirect_tqdm
 
-            self._redirect = logging_redirect_tqdm()
+            # the bars' own class: tqdm.write clears only the bars of the class it is called on
+            self._redirect = logging_redirect_tqdm(tqdm_class=tqdm)
             self._redirect.__enter__()
         if mode != "off":
             tick = 1.0 if mode == "bars" else interval_s
@@ -79,7 +81,9 @@ class BuildProgress:
         if st.bar is None and self.mode == "bars":
             from tqdm.auto import tqdm
 
-            st.bar = tqdm(total=st.total, initial=st.done, desc=name, unit="batch", dynamic_ncols=True)
+            # leave=False: a finished bar goes (its stage's summary line stays); one that stayed would sit
+            # between the live bars, and tqdm redraws those over it
+            st.bar = tqdm(total=st.total, initial=st.done, desc=name, unit="batch", dynamic_ncols=True, leave=False)
         return st
 
     def expect(self, stage: str, total: int) -> None:
@@ -171,7 +175,7 @@ class BuildProgress:
         if st.bar is not None:
             st.bar.total, st.bar.n = st.total, st.done
             st.bar.refresh()
-            if st.done == st.total:  # finished: the bar stays as it is (a later batch opens another)
+            if st.done == st.total:  # finished: the bar closes (a later batch opens another)
                 st.bar.set_postfix_str(self._calls(st.name).removeprefix("; "), refresh=False)
                 st.bar.close()
                 st.bar = None
