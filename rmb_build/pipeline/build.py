@@ -56,7 +56,7 @@ from rmb_build.stages import (
     sets,
     style,
 )
-from rmb_build.stages.classify import build_classifier, classifier_text, default_training_set
+from rmb_build.stages.classify import classifier_text, default_training_set
 from rmb_build.stages.gather import read_queries, write_queries
 from rmb_build.stages.select import select, short_goals
 from rmb_build.stages.sets import finished
@@ -144,7 +144,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         queries = [q for part in run.record(classify.LLM_SPEC, await asyncio.gather(*runs)) for q in part]
     else:
         queries = _classify_on_runner(run, pool)
-    queries, harm = _harm_evidence(run, queries)
+    queries, harm = run.call(harm_evidence.SPEC, queries, run.runs(classify.SPEC)).value
     log.info(
         "harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
         harm["classified_harmful"],
@@ -376,16 +376,6 @@ def _final_flush(run: BuildRun, more_embeddings: dict[str, Any] | None = None, *
     state.release_seconds = extra.get("release_seconds", state.release_seconds)
     totals = embeddings_section([s.to_json() for s in state.stages.values()], run.store(), **(more_embeddings or {}))
     state.flush(accounting=run.acc.to_json(), embeddings=totals, **extra)
-
-
-def _harm_evidence(run: BuildRun, queries: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """Classified harmlessness labels without measured evidence turned away (``rmb_build.stages.harm_evidence``),
-    by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
-    classify stage) are the source's, and pass, as do a label set's (people's) labels."""
-    if not run.runs(classify.SPEC):
-        return queries, harm_evidence.unclassified(queries)
-    clf = build_classifier(run.cfg.classifier.train_release, run.cfg.embeddings, run.store())
-    return harm_evidence.require_evidence(queries, clf, run.cfg.classifier.harm_from_classifier)
 
 
 def _select(run: BuildRun, queries: list[Any]) -> list[Any]:
