@@ -132,6 +132,14 @@ class BuildRun:
         timed = await self.runner.acall(spec, self._key(spec, inputs), self.env(spec), inputs)
         return self._progress(spec, timed)
 
+    async def once(self, spec: StageSpec, *inputs: Any) -> Timed:
+        """An LLM stage over the whole run (``gold``, ``route``), awaited through the runner step: its
+        seconds as the stage's work (not in a dry run, whose plan is no work)."""
+        timed = await self.acall(spec, *inputs)
+        if not self.planning:
+            self.state.add_work(spec.stage, timed.started, timed.seconds)
+        return timed
+
     @contextlib.contextmanager
     def in_flow(self, spec: StageSpec) -> Iterator[Any]:
         """A step the flow runs itself, over the whole run (``gold``, ``route``): its progress and its

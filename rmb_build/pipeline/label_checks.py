@@ -24,7 +24,7 @@ from rmb_build.release import gold_report
 from rmb_build.stages import gold as gold_stage
 from rmb_build.stages import route as route_stage
 from rmb_build.stages.classify import build_classifier
-from rmb_build.stages.gold import below, gold_check, guard_evidence
+from rmb_build.stages.gold import below, guard_evidence
 from rmb_build.stages.guard import guard
 from rmb_build.stages.route import Routing, alternatives_from, goal_of, needs_alternatives, route
 from rmb_build.stages.select import select, select_balanced
@@ -39,8 +39,7 @@ async def check_gold(run: BuildRun) -> dict | None:
         if min_agreement is not None:
             raise RMBError("--min-gold-agreement needs judge.gold in the build config")
         return None
-    with run.in_flow(gold_stage.SPEC) as client:
-        section, failures = await gold_check(cfg, client)
+    section, failures = (await run.once(gold_stage.SPEC, cfg.guard)).value
     if run.planning:  # its replies may be stand-ins: no figure of it is printed or checked
         return section
     state = run.state
