@@ -21,8 +21,8 @@ class StageSpec:
     """One build stage.
 
     - ``name``: its one name (config ``stages:``, the run summary, the cache, the Prefect task);
-    - ``work``: ``work(env, *inputs) -> result`` over one batch; None for a step that runs in the flow
-      itself, over the whole run (``gold``, ``route``, ``release``);
+    - ``work``: ``work(env, *inputs) -> result`` over one batch (for ``gold`` and ``route``, the whole
+      run's one batch); None for a step the flow runs itself (``release``);
     - ``config``: the build config's section the work gets as ``env.section`` and the key reads;
     - ``endpoints``: the section's endpoint names the key reads (a function of the section; it may
       return None: no endpoint for this form of the stage);
