@@ -53,12 +53,13 @@ from rmb_build.stages import (
     judge,
     release,
     route,
+    select,
     sets,
     style,
 )
 from rmb_build.stages.classify import classifier_text, default_training_set
 from rmb_build.stages.gather import read_queries, write_queries
-from rmb_build.stages.select import select, short_goals
+from rmb_build.stages.select import short_goals
 from rmb_build.stages.sets import finished
 
 
@@ -152,7 +153,10 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         harm["threshold"],
         harm["turned_away"] or "none",
     )
-    selected = _select(run, queries)
+    chosen = run.call(select.SPEC, queries, cfg.scenarios, str(paths.run / P.SELECTED_QUERIES)).value
+    selected, acc.not_selected, acc.short_goals = chosen.selected, chosen.not_selected, chosen.short_goals
+    acc.selected = len(selected)
+    log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
     if not run.runs(generate.SPEC):
         if run.planning:
             return _planned(run, len(selected))
@@ -376,16 +380,6 @@ def _final_flush(run: BuildRun, more_embeddings: dict[str, Any] | None = None, *
     state.release_seconds = extra.get("release_seconds", state.release_seconds)
     totals = embeddings_section([s.to_json() for s in state.stages.values()], run.store(), **(more_embeddings or {}))
     state.flush(accounting=run.acc.to_json(), embeddings=totals, **extra)
-
-
-def _select(run: BuildRun, queries: list[Any]) -> list[Any]:
-    cfg, acc = run.cfg, run.acc
-    selected, acc.not_selected = select(queries, cfg.select, cfg.scenarios)
-    acc.selected = len(selected)
-    acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
-    write_queries(selected, run.paths.run / P.SELECTED_QUERIES)
-    run.log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
-    return selected
 
 
 def _planned(run: BuildRun, selected: int, routed: Any = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from rmb_build.stages import (
     judge,
     release,
     route,
+    select,
     sets,
     style,
 )
@@ -28,6 +29,7 @@ STAGES: tuple[StageSpec, ...] = (
     classify.SPEC,
     classify.LLM_SPEC,
     harm_evidence.SPEC,
+    select.SPEC,
     gold.SPEC,
     route.SPEC,
     generate.SPEC,
