@@ -59,7 +59,6 @@ from rmb_build.stages import (
 )
 from rmb_build.stages.classify import classifier_text, default_training_set
 from rmb_build.stages.gather import read_queries, write_queries
-from rmb_build.stages.select import short_goals
 from rmb_build.stages.sets import finished
 
 
@@ -171,10 +170,9 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         checks["gold"] = await label_checks.check_gold(run)
         if cfg.route.enabled and run.runs(guard.SPEC):
             routed = await label_checks.route_by_guard(run, queries, selected, checks["gold"])
-            selected, acc.not_selected, routing = routed.selected, routed.not_selected, routed.routing
+            chosen, routing = routed.selection, routed.routing
+            selected, acc.not_selected, acc.short_goals = chosen.selected, chosen.not_selected, chosen.short_goals
             acc.selected = len(selected)
-            acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
-            write_queries(selected, paths.run / P.SELECTED_QUERIES)
         # --- end of label checks ---
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)

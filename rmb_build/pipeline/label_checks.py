@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from rmb_build.core import paths as P
 from rmb_build.core.errors import RMBError
 from rmb_build.core.records import Query
 from rmb_build.pipeline.context import BuildRun
@@ -50,7 +51,7 @@ async def route_by_guard(
     """``selected`` routed by their prompts' guard verdicts, from the classified ``queries``; ``gold``: the
     gold check's section, whose guard precision says whether an ``unsafe`` verdict is evidence. Its
     failures and stats go to the run state and the log (not in a dry run: its verdicts may be stand-ins)."""
-    settings = route_stage.Settings.of(run.cfg)
+    settings = route_stage.Settings.of(run.cfg, str(run.paths.run / P.SELECTED_QUERIES))
     routed = (await run.once(route_stage.SPEC, settings, queries, selected, dict(run.acc.not_selected), gold)).value
     if run.planning:
         return routed

@@ -36,7 +36,7 @@ from rmb_build.stages.classify import build_classifier
 from rmb_build.stages.gold import guard_evidence
 from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE, guard
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
-from rmb_build.stages.select import select, select_balanced
+from rmb_build.stages.select import Selection, select, select_balanced, write_selection
 from rmb_build.stages.spec import StageEnv, StageSpec
 
 GUARD, CLASSIFIER, LABEL_SET = "guard", "classifier", "label_set"
@@ -275,21 +275,20 @@ class Settings:
     select: Any
     scenarios: Any
     train_release: str | None
+    selected_file: str  # where the routed selection is written
 
     @classmethod
-    def of(cls, cfg: Any) -> "Settings":
-        return cls(cfg.guard, cfg.select, cfg.scenarios, cfg.classifier.train_release)
+    def of(cls, cfg: Any, selected_file: str) -> "Settings":
+        return cls(cfg.guard, cfg.select, cfg.scenarios, cfg.classifier.train_release, selected_file)
 
 
 @dataclass
 class Routed:
-    """What goal routing decided: the selected queries after it, the updated "not selected" reasons,
-    the routing itself (decisions per query, for the annotations), the guard's failures, and how many
-    pool queries top-up rounds could still draw (``top_up_room``: a dry run's bound where it cannot know
-    the verdicts)."""
+    """What goal routing decided: the selection after it (``select.Selection``), the routing itself
+    (decisions per query, for the annotations), the guard's failures, and how many pool queries top-up
+    rounds could still draw (``top_up_room``: a dry run's bound where it cannot know the verdicts)."""
 
-    selected: list[Query]
-    not_selected: dict[str, int]
+    selection: Selection
     routing: Routing
     failures: list[Any] = field(default_factory=list)
     top_up_room: int = 0
@@ -368,7 +367,8 @@ async def route_batch(
         selected = routing.kept
     for reason, n in routing.dropped.items():
         not_selected[f"routing: {reason}"] = not_selected.get(f"routing: {reason}", 0) + n
-    return Routed(selected, not_selected, routing, failures, room)
+    selection = write_selection(selected, queries, not_selected, sel, the.scenarios, the.selected_file)
+    return Routed(selection, routing, failures, room)
 
 
 def _moved_to_considered(not_selected: dict[str, int], topped_up: int) -> dict[str, int]:

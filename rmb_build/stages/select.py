@@ -130,7 +130,7 @@ class Selection:
     short_goals: dict[str, dict[str, int]]
 
 
-def kept(
+def write_selection(
     selected: Sequence[Query],
     pool: Sequence[Query],
     not_selected: dict[str, int],
@@ -147,7 +147,7 @@ def select_batch(env: StageEnv, queries: Sequence[Query], scenarios: Sequence[st
     """The stage's work: :func:`select` over the classified ``queries`` (``env.section``: ``select:``),
     the selection written to ``path``."""
     chosen, not_selected = select(queries, env.section, scenarios)
-    return kept(chosen, queries, not_selected, env.section, scenarios, path)
+    return write_selection(chosen, queries, not_selected, env.section, scenarios, path)
 
 
 SPEC = StageSpec("select", select_batch, config="select", cached=False, listed=False)
