@@ -1,8 +1,9 @@
 """The build: gather -> dedup -> classify -> select -> generate -> judge + guard -> build sets -> release.
 
-Plain Python over the stage functions: batching, the chains of LLM stages, goal routing, planning
-(``--dry-run``), the gold check and resume are decided here; a runner (``runner.py``: in-process, or
-Prefect) executes each batch under its cache key, and a batch already computed comes back from it.
+Plain Python over the ordered stage specs: batching, the chains of LLM stages, planning (``--dry-run``)
+and resume are decided here; every step, harm evidence, selection, the gold check and goal routing
+included, is a stage whose work a runner (``runner.py``: in-process, or Prefect) executes under its
+cache key (``BuildRun.call``/``acall``/``once``), and a batch already computed comes back from it.
 
 CPU stages are synchronous batches (``dedup`` and embedding ``classify`` batches go through the
 runner's pool; on a Dask cluster the texts they embed go first, as ``embed`` batches);
