@@ -120,7 +120,16 @@ def _label_sets(names: dict[str, int]) -> dict[str, Any]:
     return {"label_sets": sets} if sets else {}
 
 
-__all__ = ["BELOW_THRESHOLD", "NOT_FROM_CLASSIFIER", "measurement", "require_evidence", "section", "unclassified"]
+__all__ = [
+    "BELOW_THRESHOLD",
+    "NOT_FROM_CLASSIFIER",
+    "SPEC",
+    "harm_evidence_batch",
+    "measurement",
+    "require_evidence",
+    "section",
+    "unclassified",
+]
 
 
 def harm_evidence_batch(env: StageEnv, queries: list[Query], classified: bool) -> tuple[list[Query], dict[str, Any]]:
