@@ -32,7 +32,6 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.jsonable import jsonable
 from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
-from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
 from rmb_build.llm.planning import PlanningClient
 from rmb_build.pipeline import label_checks, set_parts, stages, steps, style_variants
@@ -58,9 +57,9 @@ from rmb_build.stages import (
     sets,
     style,
 )
-from rmb_build.stages.classify import classifier_text, default_training_set
 from rmb_build.stages.gather import read_queries, write_queries
 from rmb_build.stages.sets import finished
+from rmb_build.stages.spec import StageSpec
 
 
 def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -123,11 +122,9 @@ def _gather_and_dedup(run: BuildRun) -> list[Any]:
     run.acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
     if not run.runs(dedup.SPEC):
         return gathered.queries
-    texts = [search_text(q.conversation) for q in gathered.queries]
+    pool = [gathered.queries]
     del gathered  # on disk now: the encoder's pass, the build's peak of memory, runs without the queries
-    _embed_on_runner(run, texts)
-    del texts
-    queries = read_queries(raw)
+    queries = _embedded_first(run, dedup.SPEC, pool, raw, written=True)
     deduped = run.record(dedup.SPEC, [run.submit(dedup.SPEC, queries).result()])[0]
     run.acc.dedup_removed = steps.count_by(deduped.removed, "kind")
     return deduped.kept
@@ -343,18 +340,27 @@ def _release(
 
 
 def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> list[Any]:
-    """The embedding classifier over batches on the configured task runner: the queries classified. ``pool`` holds the queries; they wait in the run folder while the encoder runs
-    (its pass is the build's peak of memory) and are read back for the batches."""
-    queries = pool.pop()
-    texts = [classifier_text(q.conversation) for q in queries]
-    deduped = run.paths.run / P.DEDUPED_QUERIES
-    write_queries(queries, deduped)
-    del queries
-    _embed_on_runner(run, texts + (default_training_set()[0] if not run.cfg.classifier.train_release else []))
-    del texts
-    queries = read_queries(deduped)
+    """The embedding classifier over batches on the configured task runner: the queries ``pool`` holds,
+    classified (its texts embedded first, ``_embedded_first``)."""
+    queries = _embedded_first(run, classify.SPEC, pool, run.paths.run / P.DEDUPED_QUERIES)
     futures = [run.submit(classify.SPEC, b) for b in batched(queries, run.cfg.run.batch_size)]
     return [q for part in run.record(classify.SPEC, [f.result() for f in futures]) for q in part]
+
+
+def _embedded_first(
+    run: BuildRun, spec: StageSpec, pool: list[list[Any]], spill: Path, written: bool = False
+) -> list[Any]:
+    """The queries ``pool`` holds, read back from ``spill`` (written here unless ``written``) once ``spec``'s
+    texts (``spec.embeds``) are in the build's store: they wait on disk while the encoder runs (its pass
+    is the build's peak of memory)."""
+    queries = pool.pop()
+    texts = spec.embeds(run.env(spec).section, queries)
+    if not written:
+        write_queries(queries, spill)
+    del queries
+    _embed_on_runner(run, texts)
+    del texts
+    return read_queries(spill)
 
 
 def _embed_on_runner(run: BuildRun, texts: list[str]) -> None:

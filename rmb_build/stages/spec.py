@@ -41,7 +41,9 @@ class StageSpec:
       items (``style``; wired in ``pipeline/build.py``, which writes what it makes into the release);
     - ``of``: the stage this one is a form of (the LLM classifier's batches are ``classify``'s);
     - ``sends``: the stages whose LLM requests its work sends, where not its own (the gold check asks
-      the judge and the guard): what its progress line counts.
+      the judge and the guard): what its progress line counts;
+    - ``embeds``: ``embeds(section, queries) -> texts``, the texts its batches look up in the build's
+      embedding store, embedded first (``embed`` batches) while the queries wait on disk.
     """
 
     name: str
@@ -60,6 +62,7 @@ class StageSpec:
     over: str | None = None
     of: str | None = None
     sends: tuple[str, ...] = ()
+    embeds: Callable[[Any, Sequence[Any]], list[str]] | None = None
 
     @property
     def stage(self) -> str:
