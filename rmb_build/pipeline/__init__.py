@@ -6,7 +6,8 @@
 - ``prefect_flow``, ``tasks``, ``runners``, ``env``, ``watchdog``: Prefect's side (the flow, one cached
   task per batch function, the task runner of ``run.task_runner``, its settings, its child processes);
 - ``keys``: the batches' explicit cache keys (inputs, stage code, prompts, models);
-- ``label_checks``, ``steps``: the gold check and goal routing before generation; the dry run's plan;
+- ``label_checks``, ``steps``: what the run keeps of the gold check and goal routing (stages run by the
+  runner step); stats and log lines;
 - ``config``, ``preflight``, ``manifest``, ``run_state``, ``set_parts``, ``release_step``: the build config,
   its checks, and what a run writes;
 - ``demo.yaml``: the embedded demo config, used by ``rmb build`` with no ``--config``.

@@ -1,8 +1,9 @@
 """The build: gather -> dedup -> classify -> select -> generate -> judge + guard -> build sets -> release.
 
-Plain Python over the stage functions: batching, the chains of LLM stages, goal routing, planning
-(``--dry-run``), the gold check and resume are decided here; a runner (``runner.py``: in-process, or
-Prefect) executes each batch under its cache key, and a batch already computed comes back from it.
+Plain Python over the ordered stage specs: batching, the chains of LLM stages, planning (``--dry-run``)
+and resume are decided here; every step, harm evidence, selection, the gold check and goal routing
+included, is a stage whose work a runner (``runner.py``: in-process, or Prefect) executes under its
+cache key (``BuildRun.call``/``acall``/``once``), and a batch already computed comes back from it.
 
 CPU stages are synchronous batches (``dedup`` and embedding ``classify`` batches go through the
 runner's pool; on a Dask cluster the texts they embed go first, as ``embed`` batches);
@@ -31,7 +32,6 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.jsonable import jsonable
 from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
-from rmb_build.core.text import search_text
 from rmb_build.llm import LLMClient
 from rmb_build.llm.planning import PlanningClient
 from rmb_build.pipeline import label_checks, set_parts, stages, steps, style_variants
@@ -53,13 +53,13 @@ from rmb_build.stages import (
     judge,
     release,
     route,
+    select,
     sets,
     style,
 )
-from rmb_build.stages.classify import build_classifier, classifier_text, default_training_set
 from rmb_build.stages.gather import read_queries, write_queries
-from rmb_build.stages.select import select, short_goals
 from rmb_build.stages.sets import finished
+from rmb_build.stages.spec import StageSpec
 
 
 def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -122,11 +122,9 @@ def _gather_and_dedup(run: BuildRun) -> list[Any]:
     run.acc = Accounting(gathered=len(gathered.queries), sources=sources_section(cfg, gathered.stats))
     if not run.runs(dedup.SPEC):
         return gathered.queries
-    texts = [search_text(q.conversation) for q in gathered.queries]
+    pool = [gathered.queries]
     del gathered  # on disk now: the encoder's pass, the build's peak of memory, runs without the queries
-    _embed_on_runner(run, texts)
-    del texts
-    queries = read_queries(raw)
+    queries = _embedded_first(run, dedup.SPEC, pool, raw, written=True)
     deduped = run.record(dedup.SPEC, [run.submit(dedup.SPEC, queries).result()])[0]
     run.acc.dedup_removed = steps.count_by(deduped.removed, "kind")
     return deduped.kept
@@ -144,7 +142,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         queries = [q for part in run.record(classify.LLM_SPEC, await asyncio.gather(*runs)) for q in part]
     else:
         queries = _classify_on_runner(run, pool)
-    queries, harm = _harm_evidence(run, queries)
+    queries, harm = run.call(harm_evidence.SPEC, queries, run.runs(classify.SPEC)).value
     log.info(
         "harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
         harm["classified_harmful"],
@@ -152,7 +150,10 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         harm["threshold"],
         harm["turned_away"] or "none",
     )
-    selected = _select(run, queries)
+    chosen = run.call(select.SPEC, queries, cfg.scenarios, str(paths.run / P.SELECTED_QUERIES)).value
+    selected, acc.not_selected, acc.short_goals = chosen.selected, chosen.not_selected, chosen.short_goals
+    acc.selected = len(selected)
+    log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
     if not run.runs(generate.SPEC):
         if run.planning:
             return _planned(run, len(selected))
@@ -167,10 +168,9 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         checks["gold"] = await label_checks.check_gold(run)
         if cfg.route.enabled and run.runs(guard.SPEC):
             routed = await label_checks.route_by_guard(run, queries, selected, checks["gold"])
-            selected, acc.not_selected, routing = routed.selected, routed.not_selected, routed.routing
+            chosen, routing = routed.selection, routed.routing
+            selected, acc.not_selected, acc.short_goals = chosen.selected, chosen.not_selected, chosen.short_goals
             acc.selected = len(selected)
-            acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
-            write_queries(selected, paths.run / P.SELECTED_QUERIES)
         # --- end of label checks ---
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)
@@ -344,18 +344,27 @@ def _release(
 
 
 def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> list[Any]:
-    """The embedding classifier over batches on the configured task runner: the queries classified. ``pool`` holds the queries; they wait in the run folder while the encoder runs
-    (its pass is the build's peak of memory) and are read back for the batches."""
-    queries = pool.pop()
-    texts = [classifier_text(q.conversation) for q in queries]
-    deduped = run.paths.run / P.DEDUPED_QUERIES
-    write_queries(queries, deduped)
-    del queries
-    _embed_on_runner(run, texts + (default_training_set()[0] if not run.cfg.classifier.train_release else []))
-    del texts
-    queries = read_queries(deduped)
+    """The embedding classifier over batches on the configured task runner: the queries ``pool`` holds,
+    classified (its texts embedded first, ``_embedded_first``)."""
+    queries = _embedded_first(run, classify.SPEC, pool, run.paths.run / P.DEDUPED_QUERIES)
     futures = [run.submit(classify.SPEC, b) for b in batched(queries, run.cfg.run.batch_size)]
     return [q for part in run.record(classify.SPEC, [f.result() for f in futures]) for q in part]
+
+
+def _embedded_first(
+    run: BuildRun, spec: StageSpec, pool: list[list[Any]], spill: Path, written: bool = False
+) -> list[Any]:
+    """The queries ``pool`` holds, read back from ``spill`` (written here unless ``written``) once ``spec``'s
+    texts (``spec.embeds``) are in the build's store: they wait on disk while the encoder runs (its pass
+    is the build's peak of memory)."""
+    queries = pool.pop()
+    texts = spec.embeds(run.env(spec).section, queries)
+    if not written:
+        write_queries(queries, spill)
+    del queries
+    _embed_on_runner(run, texts)
+    del texts
+    return read_queries(spill)
 
 
 def _embed_on_runner(run: BuildRun, texts: list[str]) -> None:
@@ -380,26 +389,6 @@ def _final_flush(run: BuildRun, more_embeddings: dict[str, Any] | None = None, *
     state.release_seconds = extra.get("release_seconds", state.release_seconds)
     totals = embeddings_section([s.to_json() for s in state.stages.values()], run.store(), **(more_embeddings or {}))
     state.flush(accounting=run.acc.to_json(), embeddings=totals, **extra)
-
-
-def _harm_evidence(run: BuildRun, queries: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """Classified harmlessness labels without measured evidence turned away (``rmb_build.stages.harm_evidence``),
-    by the build's embedding classifier over the vectors classification stored. Labels a source gave (no
-    classify stage) are the source's, and pass, as do a label set's (people's) labels."""
-    if not run.runs(classify.SPEC):
-        return queries, harm_evidence.unclassified(queries)
-    clf = build_classifier(run.cfg.classifier.train_release, run.cfg.embeddings, run.store())
-    return harm_evidence.require_evidence(queries, clf, run.cfg.classifier.harm_from_classifier)
-
-
-def _select(run: BuildRun, queries: list[Any]) -> list[Any]:
-    cfg, acc = run.cfg, run.acc
-    selected, acc.not_selected = select(queries, cfg.select, cfg.scenarios)
-    acc.selected = len(selected)
-    acc.short_goals = short_goals(selected, queries, cfg.select.min_per_goal, cfg.scenarios)
-    write_queries(selected, run.paths.run / P.SELECTED_QUERIES)
-    run.log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
-    return selected
 
 
 def _planned(

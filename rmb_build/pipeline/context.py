@@ -9,9 +9,8 @@ never kept), and its requests count under the spec's stage."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import FAILURES_FILE, BuildPaths
@@ -132,13 +131,13 @@ class BuildRun:
         timed = await self.runner.acall(spec, self._key(spec, inputs), self.env(spec), inputs)
         return self._progress(spec, timed)
 
-    @contextlib.contextmanager
-    def in_flow(self, spec: StageSpec) -> Iterator[Any]:
-        """A step the flow runs itself, over the whole run (``gold``, ``route``): its progress and its
-        seconds as the stage's work (not in a dry run, whose plan is no work); yields its client."""
-        with self.progress.step(spec.stage):
-            with self.state.timed(spec.stage) if not self.planning else contextlib.nullcontext():
-                yield self.client_for(spec)
+    async def once(self, spec: StageSpec, *inputs: Any) -> Timed:
+        """An LLM stage over the whole run (``gold``, ``route``), awaited through the runner step: its
+        seconds as the stage's work (not in a dry run, whose plan is no work)."""
+        timed = await self.acall(spec, *inputs)
+        if not self.planning:
+            self.state.add_work(spec.stage, timed.started, timed.seconds)
+        return timed
 
     def record(self, spec: StageSpec, outcomes: Sequence[Timed]) -> list[Any]:
         """Adds batch outcomes to the run state under ``spec``'s stage: seconds of work only for

@@ -4,7 +4,22 @@ ending with ``SPEC = StageSpec(...)``, and one line here."""
 
 from __future__ import annotations
 
-from rmb_build.stages import classify, dedup, embed, gather, generate, gold, guard, judge, release, route, sets, style
+from rmb_build.stages import (
+    classify,
+    dedup,
+    embed,
+    gather,
+    generate,
+    gold,
+    guard,
+    harm_evidence,
+    judge,
+    release,
+    route,
+    select,
+    sets,
+    style,
+)
 from rmb_build.stages.spec import StageSpec
 
 STAGES: tuple[StageSpec, ...] = (
@@ -13,6 +28,8 @@ STAGES: tuple[StageSpec, ...] = (
     dedup.SPEC,
     classify.SPEC,
     classify.LLM_SPEC,
+    harm_evidence.SPEC,
+    select.SPEC,
     gold.SPEC,
     route.SPEC,
     generate.SPEC,

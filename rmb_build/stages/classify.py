@@ -548,5 +548,14 @@ _KEY = dict(
     encoder=True,
     prompts=("classify", TAXONOMY_FILE),
 )
-SPEC = StageSpec(LLMClassifier.STAGE, classify_batch, **_KEY, optional=True)
+
+
+def embedded_texts(cfg: Any, queries: Sequence[Query]) -> list[str]:
+    """The texts the embedding classifier's batches look up in the build's store: the queries' classifier
+    texts and, without a training release (``cfg``: ``classifier:``), the default training set's."""
+    texts = [classifier_text(q.conversation) for q in queries]
+    return texts + (default_training_set()[0] if not cfg.train_release else [])
+
+
+SPEC = StageSpec(LLMClassifier.STAGE, classify_batch, **_KEY, optional=True, embeds=embedded_texts)
 LLM_SPEC = StageSpec("classify_llm", classify_llm_batch, **_KEY, llm=True, listed=False, of=SPEC.name)

@@ -166,4 +166,9 @@ def dedup_batch(env: StageEnv, queries: Sequence[Query]) -> DedupResult:
     return dedup(queries, env.section, embed=env.store)
 
 
-SPEC = StageSpec("dedup", dedup_batch, config="dedup", encoder=True, optional=True)
+def embedded_texts(cfg: DedupConfig, queries: Sequence[Query]) -> list[str]:
+    """The texts dedup's batches look up in the build's store: each query's search text."""
+    return [search_text(q.conversation) for q in queries]
+
+
+SPEC = StageSpec("dedup", dedup_batch, config="dedup", encoder=True, optional=True, embeds=embedded_texts)

@@ -40,7 +40,7 @@ from rmb_build.stages.guard import STAGE as GUARD_STAGE
 from rmb_build.stages.judge import STAGE as JUDGE_STAGE
 from rmb_build.stages.judge import judge
 from rmb_build.stages.sets import Candidate, answer_key, beats
-from rmb_build.stages.spec import StageSpec
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"
 
@@ -114,11 +114,10 @@ def not_found(release: str, items: int) -> dict[str, Any]:
     return {"release": release, "items": 0, "requested": items, "agreement": {}, "status": NOT_FOUND}
 
 
-def _gold_inputs(cfg: Any) -> tuple[list[Query], list[Response]] | None:
-    """The gold pairs as queries and answers (None when an optional gold release is missing)."""
+def _gold_inputs(gold: Any) -> tuple[list[Query], list[Response]] | None:
+    """The gold pairs (``judge.gold``) as queries and answers (None when an optional gold release is missing)."""
     from rmb_build.benchmarks.formats import RMB, open_release
 
-    gold = cfg.judge.gold
     try:
         release = open_release(gold.release, RMB)
     except (RMBError, OSError) as exc:
@@ -139,13 +138,22 @@ def _harmful_answers(queries: Sequence[Query], responses: Sequence[Response]) ->
 async def gold_check(cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
     """The manifest's ``gold`` section for ``cfg`` (a BuildConfig with ``judge.gold``) and the
     stages' failures. A missing release raises RMBError unless ``judge.gold.required`` is false."""
-    gold = cfg.judge.gold
-    inputs = _gold_inputs(cfg)
+    return await _check(cfg.judge, cfg.guard, client)
+
+
+async def gold_batch(env: StageEnv, guard_cfg: Any) -> tuple[dict[str, Any], list[Any]]:
+    """The stage's work: :func:`gold_check` with the judge's section (``env.section``) and ``guard_cfg``."""
+    return await _check(env.section, guard_cfg, env.client)
+
+
+async def _check(judge_cfg: Any, guard_cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
+    gold = judge_cfg.gold
+    inputs = _gold_inputs(gold)
     if inputs is None:
         return not_found(gold.release, gold.items), []
     queries, responses = inputs
-    scored = await judge(queries, responses, cfg.judge, client)
-    guarded = await guard(queries, _harmful_answers(queries, responses), cfg.guard, client, every_prompt=True)
+    scored = await judge(queries, responses, judge_cfg, client)
+    guarded = await guard(queries, _harmful_answers(queries, responses), guard_cfg, client, every_prompt=True)
     section = summarize(queries, responses, scored.records, guarded.records, gold.seed)
     section.update(release=str(gold.release), stats={"judge": scored.stats, "guard": guarded.stats})
     return section, [*scored.failures, *guarded.failures]
@@ -267,7 +275,14 @@ def below(section: dict[str, Any], minimum: float) -> str | None:
     )
 
 
-# In the flow, once per build before generation (``pipeline/label_checks.check_gold``).
+# Once per build before generation, through the runner step (``pipeline/label_checks.check_gold``).
 SPEC = StageSpec(
-    "gold", config="judge", cached=False, llm=True, counts="gold items", listed=False, sends=(JUDGE_STAGE, GUARD_STAGE)
+    "gold",
+    gold_batch,
+    config="judge",
+    cached=False,
+    llm=True,
+    counts="gold items",
+    listed=False,
+    sends=(JUDGE_STAGE, GUARD_STAGE),
 )

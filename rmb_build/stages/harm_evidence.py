@@ -29,6 +29,8 @@ import numpy as np
 
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
+from rmb_build.stages.classify import build_classifier
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 MEASUREMENT = "harm_threshold.json"
 BELOW_THRESHOLD = "classifier's P(harm) below the measured threshold"
@@ -118,4 +120,27 @@ def _label_sets(names: dict[str, int]) -> dict[str, Any]:
     return {"label_sets": sets} if sets else {}
 
 
-__all__ = ["BELOW_THRESHOLD", "NOT_FROM_CLASSIFIER", "measurement", "require_evidence", "section", "unclassified"]
+__all__ = [
+    "BELOW_THRESHOLD",
+    "NOT_FROM_CLASSIFIER",
+    "SPEC",
+    "harm_evidence_batch",
+    "measurement",
+    "require_evidence",
+    "section",
+    "unclassified",
+]
+
+
+def harm_evidence_batch(env: StageEnv, queries: list[Query], classified: bool) -> tuple[list[Query], dict[str, Any]]:
+    """The stage's work: ``queries`` with classified harmlessness labels lacking evidence turned away, by the
+    build's embedding classifier over the vectors classification stored (``env.store``), and the counts.
+    Labels a source gave (``classified`` false: no classify stage) are the source's, and pass, as do a
+    label set's (people's) labels."""
+    if not classified:
+        return queries, unclassified(queries)
+    clf = build_classifier(env.section.train_release, env.embeddings, env.store)
+    return require_evidence(queries, clf, env.section.harm_from_classifier)
+
+
+SPEC = StageSpec("harm_evidence", harm_evidence_batch, config="classifier", encoder=True, cached=False, listed=False)

@@ -31,10 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from rmb_build.core.records import GuardLabel, Query
-from rmb_build.core.taxonomy import HARMLESSNESS, HELPFULNESS, parse_scenario_id
-from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE
+from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, HELPFULNESS, parse_scenario_id
+from rmb_build.stages.classify import build_classifier
+from rmb_build.stages.gold import guard_evidence
+from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE, guard
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
-from rmb_build.stages.spec import StageSpec
+from rmb_build.stages.select import Selection, select, select_balanced, write_selection
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 GUARD, CLASSIFIER, LABEL_SET = "guard", "classifier", "label_set"
 
@@ -264,5 +267,131 @@ __all__ = [
 ]
 
 
-# In the flow, once per build after selection (``pipeline/label_checks.route_by_guard``).
-SPEC = StageSpec("route", config="route", cached=False, llm=True, counts="prompts", listed=False, sends=(GUARD_STAGE,))
+@dataclass(frozen=True)
+class Settings:
+    """What routing reads of the build config besides its own section (``route:``, ``env.section``)."""
+
+    guard: Any
+    select: Any
+    scenarios: Any
+    train_release: str | None
+    selected_file: str  # where the routed selection is written
+
+    @classmethod
+    def of(cls, cfg: Any, selected_file: str) -> "Settings":
+        return cls(cfg.guard, cfg.select, cfg.scenarios, cfg.classifier.train_release, selected_file)
+
+
+@dataclass
+class Routed:
+    """What goal routing decided: the selection after it (``select.Selection``), the routing itself
+    (decisions per query, for the annotations), the guard's failures, and how many pool queries top-up
+    rounds could still draw (``top_up_room``: a dry run's bound where it cannot know the verdicts)."""
+
+    selection: Selection
+    routing: Routing
+    failures: list[Any] = field(default_factory=list)
+    top_up_room: int = 0
+
+
+async def _guard_and_route(
+    env: StageEnv, the: Settings, queries: Sequence[Query], not_evidence: str | None
+) -> tuple[Routing, list[Any]]:
+    """The routing of ``queries`` by their prompts' guard verdicts, and the guard's failures."""
+    labels = await guard(queries, [], the.guard, env.client, every_prompt=True)
+    unsure = needs_alternatives(queries, labels.records, not_evidence)
+    alts = {}
+    if unsure:  # the build's encoder and store: the same vectors classify saw, none encoded twice
+        alts = alternatives_from(build_classifier(the.train_release, env.embeddings, env.store), unsure)
+    routed = route(queries, labels.records, alts, env.section.safe_harmful, not_evidence)
+    if the.scenarios is not None:  # routing may move a query out of the scenarios the build is limited to
+        kept = [q for q in routed.kept if q.scenario_id in the.scenarios]
+        routed.dropped["routed to a scenario not in the config's 'scenarios'"] += len(routed.kept) - len(kept)
+        routed.kept = kept
+    return routed, list(labels.failures)
+
+
+def _pool(queries: Sequence[Query], scenarios: Any) -> list[Query]:
+    return [q for q in queries if q.scenario_id and (scenarios is None or q.scenario_id in scenarios)]
+
+
+async def route_batch(
+    env: StageEnv,
+    the: Settings,
+    queries: Sequence[Query],
+    selected: list[Query],
+    not_selected: dict[str, int],
+    gold: dict | None = None,
+) -> Routed:
+    """The stage's work: ``selected`` routed by their prompts' guard verdicts, from the classified
+    ``queries``; ``gold``: the gold check's section, whose guard precision says whether an ``unsafe``
+    verdict is evidence.
+
+    With ``route.scope: selected`` (default) only the selected queries' prompts are guarded (one short
+    call each); queries routed away are replaced by drawing from the rest of the classified pool (guarded
+    and routed in turn, ``route.top_up_rounds`` times at most), so a build spends about one guard call per
+    selected query instead of one per gathered prompt. ``scope: pool`` guards every classified prompt
+    first and selects from the routed pool (balance exactly as configured; cost grows with the pool)."""
+    cfg, sel = env.section, the.select
+    failures: list[Any] = []
+    not_evidence = guard_evidence(gold, cfg.min_guard_precision)
+    if cfg.scope == "pool":
+        pool = _pool(queries, the.scenarios)
+        routing, failed = await _guard_and_route(env, the, pool, not_evidence)
+        failures += failed
+        in_pool = {q.id for q in pool}
+        others = [q for q in queries if q.id not in in_pool]
+        selected, not_selected = select([*others, *routing.kept], sel, the.scenarios)
+        room = 0
+    else:
+        routing, failed = await _guard_and_route(env, the, selected, not_evidence)
+        failures += failed
+        considered = {q.id for q in selected}
+        want = {g: min(sel.min_per_goal, n) for g, n in Counter(goal_of(q.scenario_id) for q in selected).items()}
+        for _ in range(cfg.top_up_rounds):
+            have = Counter(goal_of(q.scenario_id) for q in routing.kept)
+            short = {g: max(0, want.get(g, 0) - have[g]) for g in GOALS}
+            total = max(len(selected) - len(routing.kept), sum(short.values()))
+            rest = [q for q in _pool(queries, the.scenarios) if q.id not in considered]
+            if total <= 0 or not rest:
+                break
+            draw = select_balanced(rest, total=total, min_per_goal=short, per_scenario=sel.per_scenario, seed=sel.seed)
+            if not draw:
+                break
+            considered.update(q.id for q in draw)
+            more, failed = await _guard_and_route(env, the, draw, not_evidence)
+            routing.extend(more)
+            failures += failed
+        not_selected = _moved_to_considered(not_selected, len(considered) - len(selected))
+        room = sum(1 for q in _pool(queries, the.scenarios) if q.id not in considered) if cfg.top_up_rounds else 0
+        selected = routing.kept
+    for reason, n in routing.dropped.items():
+        not_selected[f"routing: {reason}"] = not_selected.get(f"routing: {reason}", 0) + n
+    selection = write_selection(selected, queries, not_selected, sel, the.scenarios, the.selected_file)
+    return Routed(selection, routing, failures, room)
+
+
+def _moved_to_considered(not_selected: dict[str, int], topped_up: int) -> dict[str, int]:
+    """``not_selected`` with ``topped_up`` queries taken out of the balanced-subset bucket (they were drawn)."""
+    out = dict(not_selected)
+    for key in out:
+        if key.startswith("not selected") and topped_up:
+            out[key] -= topped_up
+            if not out[key]:
+                del out[key]
+            break
+    return out
+
+
+# Once per build after selection, through the runner step (``pipeline/label_checks.route_by_guard``).
+SPEC = StageSpec(
+    "route",
+    route_batch,
+    config="route",
+    encoder=True,
+    cached=False,
+    llm=True,
+    counts="prompts",
+    listed=False,
+    sends=(GUARD_STAGE,),
+)

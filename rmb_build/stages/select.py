@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Sequence
 
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import GOALS, parse_scenario_id
 from rmb_build.stages.classify import abstained
+from rmb_build.stages.gather import write_queries
 from rmb_build.stages.options import SelectConfig
+from rmb_build.stages.spec import StageEnv, StageSpec
 
 
 def select(
@@ -114,3 +118,36 @@ def select_balanced(
         take(goal_scen, min(n, total - len(picked)))
     take(order, total - len(picked))
     return [queries[n] for n in sorted(picked)]
+
+
+@dataclass
+class Selection:
+    """What goes on to generation, why the other queries did not (reason -> count), and the goals short
+    of ``select.min_per_goal`` (:func:`short_goals`)."""
+
+    selected: list[Query]
+    not_selected: dict[str, int]
+    short_goals: dict[str, dict[str, int]]
+
+
+def write_selection(
+    selected: Sequence[Query],
+    pool: Sequence[Query],
+    not_selected: dict[str, int],
+    sel: SelectConfig,
+    scenarios: Sequence[str] | None,
+    path: str,
+) -> Selection:
+    """``selected`` (from the classified ``pool``) written to ``path`` for the run, with its short goals."""
+    write_queries(selected, Path(path))
+    return Selection(list(selected), not_selected, short_goals(selected, pool, sel.min_per_goal, scenarios))
+
+
+def select_batch(env: StageEnv, queries: Sequence[Query], scenarios: Sequence[str] | None, path: str) -> Selection:
+    """The stage's work: :func:`select` over the classified ``queries`` (``env.section``: ``select:``),
+    the selection written to ``path``."""
+    chosen, not_selected = select(queries, env.section, scenarios)
+    return write_selection(chosen, queries, not_selected, env.section, scenarios, path)
+
+
+SPEC = StageSpec("select", select_batch, config="select", cached=False, listed=False)

@@ -21,8 +21,8 @@ class StageSpec:
     """One build stage.
 
     - ``name``: its one name (config ``stages:``, the run summary, the cache, the Prefect task);
-    - ``work``: ``work(env, *inputs) -> result`` over one batch; None for a step that runs in the flow
-      itself, over the whole run (``gold``, ``route``, ``release``);
+    - ``work``: ``work(env, *inputs) -> result`` over one batch (for ``gold`` and ``route``, the whole
+      run's one batch); None for a step the flow runs itself (``release``);
     - ``config``: the build config's section the work gets as ``env.section`` and the key reads;
     - ``endpoints``: the section's endpoint names the key reads (a function of the section; it may
       return None: no endpoint for this form of the stage);
@@ -41,7 +41,9 @@ class StageSpec:
       items (``style``; wired in ``pipeline/build.py``, which writes what it makes into the release);
     - ``of``: the stage this one is a form of (the LLM classifier's batches are ``classify``'s);
     - ``sends``: the stages whose LLM requests its work sends, where not its own (the gold check asks
-      the judge and the guard): what its progress line counts.
+      the judge and the guard): what its progress line counts;
+    - ``embeds``: ``embeds(section, queries) -> texts``, the texts its batches look up in the build's
+      embedding store, embedded first (``embed`` batches) while the queries wait on disk.
     """
 
     name: str
@@ -60,6 +62,7 @@ class StageSpec:
     over: str | None = None
     of: str | None = None
     sends: tuple[str, ...] = ()
+    embeds: Callable[[Any, Sequence[Any]], list[str]] | None = None
 
     @property
     def stage(self) -> str:
