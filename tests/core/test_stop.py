@@ -16,7 +16,18 @@ from rmb_build.core import stop
 pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals")
 
 
-def test_the_first_signal_is_noted_runs_the_callbacks_once_and_stops():
+@pytest.fixture
+def ctrl_c_live():
+    """Ctrl-C handled as Python's default for the test: a suite started as a background job (``cmd &``) inherits
+    SIGINT ignored, and an ignored signal stays ignored by design (the test below checks that)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_the_first_signal_is_noted_runs_the_callbacks_once_and_stops(ctrl_c_live):
     calls = []
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     with stop.handlers():
