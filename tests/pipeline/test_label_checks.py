@@ -151,6 +151,7 @@ def _annotations(release: Path) -> list[dict]:
     return [json.loads(line) for line in (release / "annotations.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # a whole build with routing: 22 s of the quick tier under load
 def test_build_routes_goals_by_the_guard(tmp_path):
     from rmb_build.pipeline.run import run_local
 
