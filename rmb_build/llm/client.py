@@ -223,10 +223,10 @@ class LLMClient:
             resolved, asked = self._flow.get(stage, (0, 0))
         return resolved, asked
 
-    def _resolved(self, req: ChatRequest, n: int = 1) -> None:
-        """``n`` of ``req.stage``'s requests have their outcome (see ``flow``)."""
+    def _resolved(self, req: ChatRequest) -> None:
+        """``req`` has its outcome (see ``flow``)."""
         with self._usage_lock:
-            self._flow[req.stage][0] += n
+            self._flow[req.stage][0] += 1
 
     def _observe_prompt(self, endpoint: str, actual: int, estimated: int) -> None:
         """Learn how far the character-based estimate undercounts (chat templates, system prompts)."""

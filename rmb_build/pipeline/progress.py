@@ -147,12 +147,10 @@ class BuildProgress:
     def _calls(self, stage: str) -> str:
         """``stage``'s LLM calls since it began (a stage that asks another's model, e.g. the gold check
         asking the judge, counts those), and the build's cost so far."""
-        client = self._client()
-        now = self._counts(stage)
-        base = self._stages[stage].base if stage in self._stages else {}
-        delta = [sum(v[i] - base.get(k, (0,) * 5)[i] for k, v in now.items()) for i in range(5)]
+        client, base = self._client(), self._stages[stage].base
+        delta = [sum(v[i] - base.get(k, (0,) * 5)[i] for k, v in self._counts(stage).items()) for i in range(5)]
         sent, cached, failed, resolved, asked = delta
-        if client is None or not any(delta):
+        if not any(delta):  # no client, or no call yet
             return ""
         limit = client.max_cost
         cost = f"${client.spent_usd:.4f}" + (f" of --max-cost ${limit:g}" if limit is not None else "")
@@ -162,8 +160,10 @@ class BuildProgress:
     def _requests(self, stage: str, resolved: int, asked: int) -> str:
         """Inside the batches begun, requests with an outcome of those asked, their rate and ETA: a
         long batch moves request by request, not only when it ends."""
-        if not asked or resolved >= asked:
-            return f"; requests {resolved}/{asked} done" if asked else ""
+        if not asked:
+            return ""
+        if resolved >= asked:
+            return f"; requests {resolved}/{asked} done"
         elapsed = time.monotonic() - self._stages[stage].started
         text = f"; requests {resolved}/{asked} done in the batches begun"
         if resolved and elapsed > 0:
