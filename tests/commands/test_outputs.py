@@ -154,6 +154,7 @@ def test_publish_into_an_earlier_out_on_a_full_disk_keeps_it_whole(tmp_path, dis
     assert snapshot(out) == before and not leftovers(tmp_path)
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_publish_whose_shard_write_fails_leaves_no_tmp_shard(tmp_path, capsys):
     """The shard itself fails half-way (the kernel's file-size limit, in a real process): no ``.tmp`` shard
     is left in the earlier --out, which stays byte for byte."""

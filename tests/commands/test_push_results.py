@@ -148,6 +148,7 @@ def _push(env_extra: dict, folder: Path, tmp_path: Path) -> subprocess.Completed
     )
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_a_push_without_a_token_or_a_hub_fails_in_one_line_before_any_upload(evaluated, tmp_path):
     """The Hub cannot be reached here: the endpoint is a closed local port (nothing listens on 9)."""
     folders, _ = evaluated
@@ -164,6 +165,7 @@ def test_a_push_without_a_token_or_a_hub_fails_in_one_line_before_any_upload(eva
     assert "CANARY" not in done.stdout + done.stderr
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_a_hub_id_is_read_from_the_hub_cache_offline(evaluated, tmp_path):
     """``rmb leaderboard ORG/NAME``: huggingface_hub's own snapshot_download, offline, on a cache holding a
     snapshot of the pushed dataset (laid out as the Hub's cache lays it out), ranks as the folder."""

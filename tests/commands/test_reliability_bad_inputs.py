@@ -236,6 +236,7 @@ def test_hf_form_with_an_escaping_scenario_is_rejected(tmp_path, capsys):
     assert not (tmp_path / "outside").exists() and not (out.exists() and any(out.rglob("*")))
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_a_5mb_answer_is_valid_input(tmp_path, capsys):
     release = _release(tmp_path, "word " * (1 << 20))  # 5 MiB
     out = tmp_path / "out"

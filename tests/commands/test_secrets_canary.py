@@ -129,6 +129,7 @@ def test_evaluate_leaderboard_compare_write_only_the_redacted_spec(tmp_path, env
     assert leaks(tmp_path, printed) == []
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_a_credential_in_a_failing_rm_spec_is_not_printed(tmp_path, env):
     release = small_release(tmp_path / "release")
     for spec in (

@@ -110,6 +110,7 @@ def _wheel_build_command(src: Path, out: Path) -> list[str]:
     return cmd + ["--no-build-isolation"] if setuptools_version >= (69, 0) and has_bdist_wheel else cmd
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_wheel_ships_every_criteria_file(tmp_path):
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")

@@ -29,6 +29,7 @@ def torch_vectors():
 
 
 @pytest.mark.parametrize("backend,floor", [("onnx", 0.9999), ("onnx-int8", 0.97)])
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_onnx_vectors_agree_with_the_torch_ones(backend, floor, torch_vectors):
     got = embed(TEXTS, backend=backend)
     assert got.shape == torch_vectors.shape and got.dtype == np.float32

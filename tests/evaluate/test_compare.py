@@ -106,6 +106,7 @@ def _coverage(laws, n, trials, rng):
     return hits / trials
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_the_difference_interval_covers_at_least_93_percent_in_simulation():
     """Seeded: one scenario of each law, and macros over four scenarios of different laws, n = 3..20 items each
     (true differences 0 and not). 200 trials per case; 1,000-trial figures are in compare's module docstring."""

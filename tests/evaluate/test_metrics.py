@@ -139,6 +139,7 @@ def _check_against_independent(results, expected):
 
 
 @pytest.mark.parametrize("ties", ["strict", "half"])
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_length_baseline_agrees_with_independent_rules_on_real_sample(rmb_sample, tmp_path, ties):
     release = read_release(rmb_sample)
     results = evaluate(
@@ -225,6 +226,7 @@ def _generated_release(root: Path) -> Path:
 
 
 @pytest.mark.parametrize("ties", ["strict", "half"])
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_python_scorer_agrees_with_independent_rules_on_all_49_scenarios(tmp_path, ties):
     root = _generated_release(tmp_path / "rel")
     scorer = tmp_path / "len_scorer.py"
@@ -244,6 +246,7 @@ def test_python_scorer_agrees_with_independent_rules_on_all_49_scenarios(tmp_pat
     assert len(results["pairwise"]["tasks"]) == 12 and set(results["bon"]["goals"]) == {"Helpfulness", "Harmlessness"}
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_rmb_overall_is_the_mean_of_the_four_macro_cells_from_predictions(rmb_sample, tmp_path):
     """Recomputed here from predictions.jsonl alone: per (set, goal), the mean of its scenarios' accuracies."""
     results = evaluate(

@@ -84,6 +84,7 @@ def rmb_scores(model_dir: str, texts, name: str, **kw) -> tuple[dict[str, float]
 
 
 @pytest.mark.parametrize("name", list(PROTOCOLS))
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_each_protocol_scores_as_its_harness_prepares_texts(model_dir, name):
     texts = H.texts()
     want, cut = harness_scores(model_dir, texts, name)
@@ -124,6 +125,7 @@ def test_the_settings_change_scores_and_each_protocol_has_its_own_cache_key(mode
         load_rm(f"hf:{model_dir}", RMOptions(device="cpu", protocol="rmb2"))
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_a_harness_that_hands_a_model_more_tokens_than_its_limit_says_how_often(tmp_path):
     short = H.build_model(tmp_path / "short", positions=1024)  # the two long texts are over 2048 tokens
     texts = H.texts()
@@ -150,6 +152,7 @@ def _cli(tmp_path, release, out, *extra):
     )
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_an_rmb_release_is_scored_under_rmbs_protocol_and_says_so(model_dir, tmp_path, capsys):
     release = _release_folder(tmp_path)
     assert _cli(tmp_path, release, "a", "--rm", f"hf:{model_dir}", "--device", "cpu") == 0

@@ -417,6 +417,7 @@ def test_compare_and_leaderboard_take_a_scores_file_result(tmp_path, release, ca
     assert "scores:ext_result.json" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_real_sample_scores_file_equals_the_python_scorer(tmp_path, rmb_sample):
     """The official sample scored by a function here, written as RMB's result files (one per scenario file, as
     RMB's script writes them), and imported: the same figures and outcomes as the same function as python:."""

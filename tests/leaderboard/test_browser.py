@@ -15,6 +15,9 @@ from rmb_build.evaluate.compare import compare
 from rmb_build.leaderboard.entries import CELLS, MEAN, cells
 from rmb_build.leaderboard.ranking import ALPHA
 
+# Chromium and a page server per module: tens of seconds in subprocesses, as the review page's browser test
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module", params=["own", "sample"])
 def site(request, tmp_path_factory):

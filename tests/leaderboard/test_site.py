@@ -36,6 +36,7 @@ class _Refs(HTMLParser):
                 self.refs.append((tag, name, value))
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_every_reference_is_a_local_file_and_nothing_loads_from_the_network(site):
     index, folders = site
     pages = sorted(index.parent.rglob("*.html"))

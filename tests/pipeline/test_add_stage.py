@@ -42,6 +42,7 @@ def _check(out: dict, summary: dict) -> None:
     assert answers and all(a.endswith(toy_stage.SIGNATURE) for a in answers)
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_a_toy_stage_runs_on_the_local_runner(tmp_path, with_toy_stage):
     out, summary = _build(tmp_path, "local")
     _check(out, summary)

@@ -294,6 +294,7 @@ def test_gold_agreement_is_measured_and_recorded(tmp_path):
     assert section["guard_prompt_unsafe"]["n"] == 4
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_low_gold_agreement_stops_before_generation_and_a_rerun_resumes(tmp_path):
     from rmb_build.pipeline.run import run_local
 
@@ -316,6 +317,7 @@ def test_low_gold_agreement_stops_before_generation_and_a_rerun_resumes(tmp_path
     assert read_release(out["release"]).manifest["gold"]["agreement"]["Harmlessness"]["value"] == 0.0
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_missing_optional_gold_release_is_recorded_not_fatal(tmp_path):
     from rmb_build.pipeline.run import run_local
 

@@ -161,6 +161,7 @@ def _stage_of(body: dict) -> str:
     return {"classifier": "classify", "gen": "generate", "judge": "judge"}[body["model"]]
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_dry_run_counts_what_the_build_sends_per_stage(tmp_path):
     from rmb_build.pipeline.run import run_local
     from rmb_build.stages.classify import EmbeddingClassifier
@@ -202,6 +203,7 @@ def _spent(work: Path) -> float:
     return sum(row["cost_usd"] for models in usage.values() for row in models.values())
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_max_cost_stops_before_crossing_and_a_rerun_repeats_no_paid_call(tmp_path):
     """A priced build's real cost C (measured in a first workdir); in a second, --max-cost C/2 stops with
     at most C/2 spent, and a rerun with room finishes, sending each request once in all."""

@@ -63,6 +63,7 @@ def test_every_command_in_the_docs_pages_is_a_valid_command_line():
     assert not bad, bad
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_the_quick_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
     release = small_release(tmp_path / "data" / "release" / "demo")
     manifest = json.loads((release / "manifest.json").read_text())  # a built release names its licence

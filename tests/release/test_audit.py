@@ -394,6 +394,7 @@ def _objects_after_auditing(n: int) -> int:
     return len(gc.get_objects()) - before
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_the_audit_keeps_no_python_object_per_item():
     """What outlives an item is packed into buffers: auditing 10x the items leaves no more container
     objects alive (a dataclass, tuple or list per item would add thousands)."""

@@ -193,6 +193,7 @@ def test_the_refusal_check(text, refuses):
     assert is_refusal(text) is refuses
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_the_dry_run_bounds_the_style_calls_and_a_rerun_asks_none_again(tmp_path):
     from rmb_build.pipeline.run import run_build, run_local
 

@@ -70,6 +70,7 @@ def evaluated(tmp_path_factory):
     return tmp, evaluate_all(release, tmp, specs)
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_downstream_recovers_known_order_and_caches_everything(evaluated, capsys, keep=None):
     tmp, folders = evaluated
     tmp = keep or tmp
@@ -330,6 +331,7 @@ def _holdout_config(tmp: Path, prompts: list[str], scenario: str):
     )
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_the_default_holdout_finds_a_release_recorded_by_a_relative_path(tmp_path, monkeypatch):
     """``rmb evaluate --release ../release`` run in one folder, ``rmb downstream`` in another: the release is found
     (from the results folder) and confirmed by its sha256; moved away or replaced, the check refuses in one line
@@ -378,6 +380,7 @@ def test_the_default_holdout_finds_a_release_recorded_by_a_relative_path(tmp_pat
         load_prompts(cfg, benchmark_results([str(tmp_path / "evals" / "length")]))
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_an_hf_models_nan_stops_the_check_before_any_pick(tmp_path, capsys, smol_tokenizer_dir):
     """A sequence classifier whose head gives NaN (a tiny randomly initialised model, built here for the
     plumbing): the scoring loop refuses its first score in one line naming the prompt and the sample."""

@@ -72,6 +72,7 @@ def _reference_hf_scores(model_dir, texts):
     return out
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_hf_scores_match_unbatched_forward_and_cache(tiny_rm, tmp_path):
     release = small_release()
     rm = load_rm(f"hf:{tiny_rm}", RMOptions(batch_size=3, device="cpu"))
@@ -163,6 +164,7 @@ def _reference_dpo(policy_dir, reference_dir, text):
     return total
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_dpo_is_sum_of_answer_logprob_ratios(tiny_policy, tiny_reference, tmp_path):
     release = small_release()
     rm = load_rm(f"dpo:{tiny_policy},{tiny_reference}", RMOptions(batch_size=4, device="cpu"))
@@ -178,6 +180,7 @@ def test_dpo_is_sum_of_answer_logprob_ratios(tiny_policy, tiny_reference, tmp_pa
     assert all(math.isfinite(v) and v != 0 for v in values.values())
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_dpo_policy_against_itself_ties_everywhere(tiny_policy, tmp_path):
     """Same model as policy and reference: every reward is 0, every pair a tie (strict 0, half 0.5)."""
     release = small_release()
@@ -263,6 +266,7 @@ def test_hub_id_in_the_local_cache_loads_offline_at_its_commit(tiny_rm, tmp_path
 
 
 @pytest.mark.timeout(120)  # must fail at once; before, it retried for about a minute
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_hub_id_not_cached_fails_in_one_line_offline(tmp_path, capsys):
     """No timing assertion: the test only must not hang (the timeout marker catches that)."""
     import os

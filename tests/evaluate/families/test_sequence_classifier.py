@@ -91,6 +91,7 @@ def _card_scores(folder):
     return out
 
 
+@pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
 def test_models_check_reproduces_a_card_example_and_evaluation_records_it(qwen3_rm, tmp_path, monkeypatch, capsys):
     from rmb_build.evaluate.run import evaluate
 
