@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from rmb_build.evaluate.rm_options import OPTIONS
+
 NOT_CHECKED = 3  # exit status of a check that could not run (no example, weights absent); 1: the scores differ
 
 
@@ -20,7 +22,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument("model_id", metavar="ID", help="a listed id (rmb models)")
     c.add_argument("--device", default=None, help="cuda, cpu, ... (default: cuda when present)")
-    c.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default=None, help="default: auto")
+    c.add_argument("--dtype", choices=OPTIONS["dtype"].choices, default=None, help="default: auto")
     c.add_argument("--trust-remote-code", action="store_true", default=None, help="run the model's own code")
     c.add_argument("--revision", default=None, help="the cached Hub revision to check")
     c.add_argument("--json", action="store_true", help="print the result as one JSON line")
