@@ -16,6 +16,7 @@ never raised out of a batch; only a config mistake (ConfigError, before any call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
@@ -24,7 +25,7 @@ import threading
 from collections import defaultdict
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Coroutine, Mapping, Sequence, TypeVar
+from typing import Any, AsyncIterator, Coroutine, Mapping, Sequence, TypeVar
 from urllib.parse import urlsplit
 
 import openai
@@ -39,7 +40,7 @@ from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
 from rmb_build.llm.endpoint import endpoint_identity
 from rmb_build.llm.limits import EndpointLimits
 from rmb_build.llm.retry import CallFailure, RetryRules, classify
-from rmb_build.llm.server import EmbeddedServer
+from rmb_build.llm.server import EmbeddedServer, default_threads
 from rmb_build.llm.structured import ReplyError, parse_reply, reask_message
 from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 from rmb_build.llm.wire import parse_completion, reply_tokens, request_body
@@ -49,7 +50,7 @@ __all__ = ["LLMClient", "BudgetExceeded"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_EMBEDDED_KEY = "<embedded>"  # all embedded endpoints share one single-request server
+_EMBEDDED_KEY = "<embedded>"  # all embedded endpoints share the embedded servers, one request each
 _NO_KEY = "sk-no-key-required"  # local servers want some bearer token; this one is not a secret
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*]{6,}", re.I)
 
@@ -93,7 +94,7 @@ class LLMClient:
         self.progress = progress
         self.server_startup_timeout_s = server_startup_timeout_s
         self._budget = Budget(max_cost)
-        self._server: EmbeddedServer | None = None
+        self._servers: list[EmbeddedServer] = []
         self._server_lock = threading.Lock()
         self._usage_lock = threading.Lock()  # usage() is read from other threads
         self._usage: dict[tuple[str, str], dict[str, Any]] = defaultdict(_usage_row)
@@ -104,6 +105,8 @@ class LLMClient:
         self._http_clients: dict[str, openai.AsyncOpenAI] = {}
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._limits_by_name: dict[str, EndpointLimits] = {}
+        self._server_http: list[openai.AsyncOpenAI] = []
+        self._idle_servers: asyncio.Queue[int] | None = None
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="llm-client", daemon=True)
@@ -135,26 +138,43 @@ class LLMClient:
     def _embedded_models(self) -> list[str]:
         return list(dict.fromkeys(ep.embedded for ep in self.endpoints.values() if ep.embedded))
 
-    def _ensure_server(self) -> EmbeddedServer:
+    def _embedded_servers(self) -> int:
+        """How many server processes serve the embedded endpoints (they share them): the most any asks for."""
+        return max((ep.servers for ep in self.endpoints.values() if ep.embedded), default=1)
+
+    def _ensure_servers(self) -> list[EmbeddedServer]:
+        """The embedded servers, started on first use; a crashed one is a stop (with its log), never restarted."""
         with self._server_lock:
-            if self._server is not None:
-                self._server.check_alive()  # crashed: say so (with its log) rather than quietly restart
-            else:
-                n_ctx = max(ep.n_ctx for ep in self.endpoints.values() if ep.embedded)
-                server = EmbeddedServer(
-                    self._embedded_models(),
-                    n_ctx=n_ctx,
-                    log_path=self.log_dir / "llama_server.log",
-                    startup_timeout_s=self.server_startup_timeout_s,
-                )
-                server.start()
-                self._server = server
-            return self._server
+            if self._servers:
+                for server in self._servers:
+                    server.check_alive()
+                return self._servers
+            n_ctx = max(ep.n_ctx for ep in self.endpoints.values() if ep.embedded)
+            count = self._embedded_servers()
+            threads = None if count == 1 else max(1, default_threads() // count)
+            try:
+                for i in range(count):
+                    name = "llama_server.log" if i == 0 else f"llama_server.{i}.log"
+                    server = EmbeddedServer(
+                        self._embedded_models(),
+                        n_ctx=n_ctx,
+                        log_path=self.log_dir / name,
+                        startup_timeout_s=self.server_startup_timeout_s,
+                        n_threads=threads,
+                    )
+                    self._servers.append(server)
+                    server.start()
+            except BaseException:
+                for server in self._servers:
+                    server.stop()
+                self._servers = []
+                raise
+            return self._servers
 
     def base_url(self, endpoint_name: str) -> str:
-        """The endpoint's URL; for an embedded endpoint this starts the server and gives its port."""
+        """The endpoint's URL; for an embedded endpoint this starts the server(s) and gives the first's port."""
         ep = self._endpoint(endpoint_name)
-        return self._ensure_server().base_url if ep.embedded else str(ep.base_url)
+        return self._ensure_servers()[0].base_url if ep.embedded else str(ep.base_url)
 
     def _check(self, reqs: Sequence[ChatRequest]) -> None:
         for i, req in enumerate(reqs):
@@ -169,19 +189,41 @@ class LLMClient:
 
     async def _http(self, name: str, ep: EndpointConfig) -> openai.AsyncOpenAI:
         if name not in self._http_clients:
-            url = (await asyncio.to_thread(self._ensure_server)).base_url if ep.embedded else ep.base_url
-            if name not in self._http_clients:  # another request may have made it while the server started
-                self._http_clients[name] = openai.AsyncOpenAI(
-                    base_url=url, api_key=ep.api_key() or _NO_KEY, timeout=ep.timeout_s, max_retries=0
-                )
+            self._http_clients[name] = openai.AsyncOpenAI(
+                base_url=ep.base_url, api_key=ep.api_key() or _NO_KEY, timeout=ep.timeout_s, max_retries=0
+            )
         return self._http_clients[name]
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, name: str, ep: EndpointConfig) -> AsyncIterator[openai.AsyncOpenAI]:
+        """The HTTP client for one call: the endpoint's, or for an embedded endpoint an idle server's, held
+        for the call (the endpoint's slot, one per server, guarantees one is idle)."""
+        if not ep.embedded:
+            yield await self._http(name, ep)
+            return
+        if self._idle_servers is None:
+            servers = await asyncio.to_thread(self._ensure_servers)
+            if self._idle_servers is None:  # another call may have set it up while the servers started
+                self._server_http = [
+                    openai.AsyncOpenAI(base_url=s.base_url, api_key=_NO_KEY, timeout=ep.timeout_s, max_retries=0)
+                    for s in servers
+                ]
+                self._idle_servers = asyncio.Queue()
+                for i in range(len(servers)):
+                    self._idle_servers.put_nowait(i)
+        i = await self._idle_servers.get()
+        try:
+            yield self._server_http[i]
+        finally:
+            self._idle_servers.put_nowait(i)
 
     def _limits(self, name: str, ep: EndpointConfig) -> EndpointLimits:
         """The endpoint's concurrency slots (one for every embedded endpoint: one server) and rate buckets."""
         if name not in self._limits_by_name:
             key = _EMBEDDED_KEY if ep.embedded else name
             if key not in self._semaphores:
-                self._semaphores[key] = asyncio.Semaphore(1 if ep.embedded else (ep.max_concurrency or 8))
+                slots = self._embedded_servers() if ep.embedded else (ep.max_concurrency or 8)
+                self._semaphores[key] = asyncio.Semaphore(slots)
             self._limits_by_name[name] = EndpointLimits(self._semaphores[key], ep.rpm, ep.tpm)
         return self._limits_by_name[name]
 
@@ -248,7 +290,6 @@ class LLMClient:
 
     async def _attempt(
         self,
-        http: openai.AsyncOpenAI,
         limits: EndpointLimits,
         req: ChatRequest,
         ep: EndpointConfig,
@@ -257,7 +298,7 @@ class LLMClient:
         result: ChatResult,
     ) -> dict[str, Any] | CallFailure:
         """One HTTP call inside the endpoint's limits and the budget: the reply as cached, or why not."""
-        async with limits.slot(est_prompt + req.max_tokens) as slot:
+        async with limits.slot(est_prompt + req.max_tokens) as slot, self._connection(req.endpoint, ep) as http:
             # Reserved inside the slot: only calls about to be sent hold budget.
             scale = self._prompt_scale.get(req.endpoint, 1.0)
             reserved = self._budget.reserve(cost_usd(ep, math.ceil(est_prompt * scale), req.max_tokens))
@@ -284,18 +325,18 @@ class LLMClient:
         self, req: ChatRequest, ep: EndpointConfig, messages: list[tuple[str, str]], result: ChatResult
     ) -> dict[str, Any] | str:
         """One answer for ``messages`` (a response dict), or why there is none (a string)."""
-        http = await self._http(req.endpoint, ep)
         limits = self._limits(req.endpoint, ep)
         body = request_body(req, ep, messages)
         est_prompt = estimate_prompt_tokens(ChatRequest(req.endpoint, req.model, tuple(messages)))
         rules = RetryRules(ep.max_retries, ep.outage_limit_s, self.retry_base_s, self.retry_max_s)
         while True:
-            got = await self._attempt(http, limits, req, ep, body, est_prompt, result)
+            got = await self._attempt(limits, req, ep, body, est_prompt, result)
             if not isinstance(got, CallFailure):
                 return got
             failure = CallFailure(got.kind, self._scrub(got.reason, ep), got.retry_after)
-            if ep.embedded and self._server is not None:
-                self._server.check_alive()  # a crashed local server is a stop for the run, not an outage to wait out
+            if ep.embedded:
+                for server in self._servers:  # a crashed local server is a stop for the run, not an outage to wait out
+                    server.check_alive()
             wait = rules.next(failure, result.attempts)
             if isinstance(wait, str):
                 return wait
@@ -496,9 +537,10 @@ class LLMClient:
         for t in others:
             t.cancel()
         await asyncio.gather(*others, return_exceptions=True)
-        for http in self._http_clients.values():
+        for http in [*self._http_clients.values(), *self._server_http]:
             await http.close()
         self._http_clients.clear()
+        self._server_http = []
 
     def close(self) -> None:
         """Stop the client's loop, the embedded server (if started) and close the cache."""
@@ -515,8 +557,8 @@ class LLMClient:
             if not self._loop.is_running():
                 self._loop.close()
             with self._server_lock:
-                server, self._server = self._server, None
-            if server is not None:
+                servers, self._servers = self._servers, []
+            for server in servers:
                 server.stop()
             self.cache.close()
 

@@ -32,6 +32,13 @@ class EndpointConfig(StrictModel):
     outage_limit_s: float = Field(default=600.0, ge=0, description="keep retrying an unreachable endpoint this long")
     price_per_mtok: Price | None = None
     n_ctx: int = Field(default=4096, ge=256, description="context size of an embedded server")
+    servers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="embedded only: llama.cpp server processes, each answering one request at a time (a "
+        "small model uses several cores better as several servers than as one with more threads)",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -63,9 +70,11 @@ class EndpointConfig(StrictModel):
     def _one_kind(self) -> "EndpointConfig":
         if (self.embedded is None) == (self.base_url is None):
             raise ValueError("give exactly one of 'embedded' or 'base_url'")
+        if self.embedded is None and self.servers != 1:
+            raise ValueError("'servers' is for an embedded endpoint (a base_url endpoint has max_concurrency)")
         if self.embedded is not None:
             # llama_cpp.server runs one request at a time and answers HTTP 500 to json_schema.
-            self.max_concurrency = 1
+            self.max_concurrency = self.servers
             self.structured_output = self.structured_output or "json_object"
         else:
             self.max_concurrency = self.max_concurrency or 8

@@ -106,7 +106,7 @@ def test_unknown_endpoint_or_model_fails_before_any_call(proxy, tmp_path):
     client = LLMClient({"local": EndpointConfig(embedded="smollm2")}, tmp_path / "c2", progress=False)
     with client, pytest.raises(ConfigError, match="serves only 'smollm2'"):
         client.run([ChatRequest("local", "gpt-4o", (("user", "hi"),))])
-    assert client._server is None and proxy.received == {}
+    assert client._servers == [] and proxy.received == {}
 
 
 def _alive(pid: int) -> bool:
@@ -140,10 +140,37 @@ def test_embedded_endpoint_starts_and_stops_its_server(tmp_path):
         assert result.ok, result.error
         url = client.base_url("local")
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
-        pid = client._server.proc.pid
+        pid = client._servers[0].proc.pid
         assert _alive(pid)
     assert _wait_gone(pid)
     assert (tmp_path / "runs" / "x" / "logs" / "llama_server.log").stat().st_size > 0
+
+
+def test_an_embedded_endpoint_with_two_servers_answers_on_both_and_keeps_the_cache_keys(tmp_path):
+    """``servers: 2``: two llama.cpp processes each take requests (a small model uses two cores better as two
+    servers than as one with two threads), both stop with the client, and the replies are cached under the
+    keys one server gives, so a build resumed with another server count asks nothing again."""
+    cache = tmp_path / "runs" / "x" / "llm_cache"
+    reqs = [ChatRequest("local", "smollm2", (("user", f"Name a colour ({i})."),), max_tokens=4) for i in range(6)]
+    client = LLMClient({"local": EndpointConfig(embedded="smollm2", n_ctx=512, servers=2)}, cache, progress=False)
+    with client:
+        results = client.run(reqs)
+        assert all(r.ok for r in results), [r.error for r in results]
+        pids = [s.proc.pid for s in client._servers]
+        assert len(set(pids)) == 2 and all(_alive(p) for p in pids)
+    assert all(_wait_gone(p) for p in pids)
+    logs = tmp_path / "runs" / "x" / "logs"
+    served = [
+        (logs / name).read_text().count("POST /v1/chat/completions")
+        for name in ("llama_server.log", "llama_server.1.log")
+    ]
+    assert sum(served) == 6 and min(served) >= 1, served
+    one = LLMClient({"local": EndpointConfig(embedded="smollm2", n_ctx=512)}, cache, progress=False)
+    with one:
+        again = one.run(reqs)
+        assert [r.text for r in again] == [r.text for r in results] and one._servers == []  # all from the cache
+    with pytest.raises(ValueError, match="'servers' is for an embedded endpoint"):
+        EndpointConfig(base_url="http://127.0.0.1:9/v1", servers=2)
 
 
 def test_server_dies_with_a_killed_parent(tmp_path):
