@@ -155,19 +155,20 @@ class BuildProgress:
         limit = client.max_cost
         cost = f"${client.spent_usd:.4f}" + (f" of --max-cost ${limit:g}" if limit is not None else "")
         text = f"; LLM calls: {sent} sent, {cached} cached, {failed} failed; cost so far {cost}"
-        return text + self._requests(stage, resolved, asked)
+        return text + self._requests(stage, resolved, asked, cached)
 
-    def _requests(self, stage: str, resolved: int, asked: int) -> str:
+    def _requests(self, stage: str, resolved: int, asked: int, cached: int) -> str:
         """Inside the batches begun, requests with an outcome of those asked, their rate and ETA: a
-        long batch moves request by request, not only when it ends."""
+        long batch moves request by request, not only when it ends. The rate is of those answered by the
+        endpoint: cached replies come at once (a resumed build's would promise an ETA of seconds)."""
         if not asked:
             return ""
         if resolved >= asked:
             return f"; requests {resolved}/{asked} done"
         elapsed = time.monotonic() - self._stages[stage].started
         text = f"; requests {resolved}/{asked} done in the batches begun"
-        if resolved and elapsed > 0:
-            rate = resolved / elapsed
+        if resolved > cached and elapsed > 0:
+            rate = (resolved - cached) / elapsed
             text += f", {rate * 60:.1f}/min, ETA {_clock((asked - resolved) / rate)} for those"
         return text
 

@@ -200,6 +200,39 @@ def test_a_step_counts_the_requests_it_sends_for_other_stages_from_when_it_began
     assert re.search(r"requests 1/3 done in the batches begun, [\d.]+/min, ETA \d+m\d\ds for those", line), line
 
 
+def test_the_rate_and_eta_count_only_requests_the_endpoint_answers(tmp_path):
+    """A resumed build finds most replies cached, resolved at once: counted in the rate, they made the first
+    lines promise an ETA of a minute for an hour's work (seen on a resumed 1,560-request build)."""
+    from rmb_build.llm import LLMClient
+    from rmb_build.llm.config import EndpointConfig
+    from rmb_build.llm.types import ChatRequest
+
+    def req(i):
+        return ChatRequest(endpoint="stub", model="gen", messages=[("user", f"q{i}")], stage="generate", max_tokens=8)
+
+    with StubEndpoint() as stub:
+        client = LLMClient({"stub": EndpointConfig(base_url=stub.base_url)}, tmp_path / "cache", progress=False)
+        try:
+            client.run([req(i) for i in range(3)])  # cached before the resumed run
+            progress = BuildProgress(logging.getLogger("test.progress.resumed"), "off", lambda: client)
+            progress.begin("generate")
+            stub.hold("generate", after=1)
+            held = threading.Thread(target=client.run, args=([req(i) for i in range(6)],))
+            held.start()
+            deadline = time.monotonic() + 30
+            while client.flow("generate")[0] < 7 and time.monotonic() < deadline:  # 3 earlier, 3 cached, 1 sent
+                time.sleep(0.05)
+            progress._stages["generate"].started -= 60  # the one sent request took a minute
+            line = progress.line("generate")
+            stub.release()
+            held.join(timeout=30)
+            progress.close()
+        finally:
+            client.close()
+    assert "LLM calls: 1 sent, 3 cached, 0 failed" in line, line
+    assert re.search(r"requests 4/6 done in the batches begun, 1\.0/min, ETA 2m0[01]s for those", line), line
+
+
 def test_elapsed_counts_from_the_first_batch_not_from_when_the_stage_was_expected():
     progress = BuildProgress(logging.getLogger("test.progress.expected"), "off")
     try:
