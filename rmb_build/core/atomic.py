@@ -174,13 +174,45 @@ def _swap_in(tmp: Path, target: Path) -> None:
         pass  # the rename is done; only its durability across a power cut is in doubt
 
 
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
+def _sweep_stale(target: Path) -> None:
+    """Remove the hidden siblings an earlier writer of ``target`` left when it was killed (SIGKILL, a power
+    cut): those whose process is gone. One that had set the earlier output aside (``-old``) just before
+    the kill is put back where ``target`` is missing: the output as it was, not absent."""
+    prefix = f".{target.name}.tmp-"
+    try:
+        siblings = sorted(os.scandir(target.parent), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in siblings:
+        if not entry.name.startswith(prefix) or not entry.is_dir(follow_symlinks=False):
+            continue
+        pid = entry.name[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or not _pid_gone(int(pid)):
+            continue
+        if entry.name.endswith("-old") and not os.path.lexists(target):
+            os.rename(entry.path, target)
+        else:
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
 @contextmanager
 def atomic_dir(
     out: str | os.PathLike, owned: Collection[str] = (), marks: Collection[str] = (), flag: str = "--out"
 ) -> Iterator[Path]:
     """A fresh folder to write ``out``'s contents into: a hidden sibling ``.<name>.tmp-<pid>-…`` on the same
     file system. When the block ends without an exception it is fsynced and renamed to ``out``, replacing
-    an earlier output as a whole; otherwise it is removed and ``out`` stays as it was.
+    an earlier output as a whole; otherwise it is removed and ``out`` stays as it was. Siblings that a
+    killed earlier writer left are swept first (``_sweep_stale``).
 
     ``out`` must pass ``check_out_dir(out, owned, marks)``. A symbolic link keeps pointing at the new folder.
     A full disk, a read-only place and the like raise RMBError: one line naming ``out``.
@@ -189,10 +221,11 @@ def atomic_dir(
     check_out_dir(out, owned, marks, flag)
     # absolute, so that its parent is where the sibling goes ("." has none); a link keeps pointing here
     target = Path(os.path.realpath(out) if out.is_symlink() else os.path.abspath(out))
-    existed = target.exists()
-    tmp = None
+    existed, tmp = target.exists(), None
     try:
         _make_folder(target.parent)
+        _sweep_stale(target)
+        existed = target.exists()  # an output set aside by a killed writer is back
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-{os.getpid()}-"))
         os.chmod(tmp, 0o777 & ~_UMASK)
         yield tmp
