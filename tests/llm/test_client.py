@@ -305,8 +305,8 @@ def test_a_crashed_embedded_server_stops_the_run_with_its_log(tmp_path):
     )
     with client:
         assert client.run([ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=2)])[0].ok
-        os.killpg(client._server.proc.pid, signal.SIGKILL)
-        client._server.proc.wait(10)
+        os.killpg(client._servers[0].proc.pid, signal.SIGKILL)
+        client._servers[0].proc.wait(10)
         with pytest.raises(ServerError, match=r"exited with status -9; last log lines"):
             client.run([ChatRequest("local", "smollm2", (("user", "Hello?"),), max_tokens=2)])
 
