@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import re
 import threading
 from collections import defaultdict
@@ -105,7 +106,7 @@ class LLMClient:
         self._http_clients: dict[str, openai.AsyncOpenAI] = {}
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._limits_by_name: dict[str, EndpointLimits] = {}
-        self._server_http: list[openai.AsyncOpenAI] = []
+        self._server_http: dict[tuple[str, int], openai.AsyncOpenAI] = {}  # (endpoint, server): its timeout
         self._idle_servers: asyncio.Queue[int] | None = None
         self._closed = False
         self._loop = asyncio.new_event_loop()
@@ -151,7 +152,8 @@ class LLMClient:
                 return self._servers
             n_ctx = max(ep.n_ctx for ep in self.endpoints.values() if ep.embedded)
             count = self._embedded_servers()
-            threads = None if count == 1 else max(1, default_threads() // count)
+            # the cores one server would have, shared (RMB_LLAMA_THREADS, where set, is each server's own)
+            threads = None if count == 1 or os.environ.get("RMB_LLAMA_THREADS") else max(1, default_threads() // count)
             try:
                 for i in range(count):
                     name = "llama_server.log" if i == 0 else f"llama_server.{i}.log"
@@ -204,21 +206,22 @@ class LLMClient:
         if self._idle_servers is None:
             servers = await asyncio.to_thread(self._ensure_servers)
             if self._idle_servers is None:  # another call may have set it up while the servers started
-                self._server_http = [
-                    openai.AsyncOpenAI(base_url=s.base_url, api_key=_NO_KEY, timeout=ep.timeout_s, max_retries=0)
-                    for s in servers
-                ]
                 self._idle_servers = asyncio.Queue()
                 for i in range(len(servers)):
                     self._idle_servers.put_nowait(i)
         i = await self._idle_servers.get()
         try:
-            yield self._server_http[i]
+            if (name, i) not in self._server_http:
+                self._server_http[name, i] = openai.AsyncOpenAI(
+                    base_url=self._servers[i].base_url, api_key=_NO_KEY, timeout=ep.timeout_s, max_retries=0
+                )
+            yield self._server_http[name, i]
         finally:
             self._idle_servers.put_nowait(i)
 
     def _limits(self, name: str, ep: EndpointConfig) -> EndpointLimits:
-        """The endpoint's concurrency slots (one for every embedded endpoint: one server) and rate buckets."""
+        """The endpoint's concurrency slots (the embedded endpoints share one per embedded server) and rate
+        buckets."""
         if name not in self._limits_by_name:
             key = _EMBEDDED_KEY if ep.embedded else name
             if key not in self._semaphores:
@@ -537,10 +540,10 @@ class LLMClient:
         for t in others:
             t.cancel()
         await asyncio.gather(*others, return_exceptions=True)
-        for http in [*self._http_clients.values(), *self._server_http]:
+        for http in [*self._http_clients.values(), *self._server_http.values()]:
             await http.close()
         self._http_clients.clear()
-        self._server_http = []
+        self._server_http.clear()
 
     def close(self) -> None:
         """Stop the client's loop, the embedded server (if started) and close the cache."""
