@@ -9,6 +9,7 @@ real counts on the replies already cached, where there are any.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 from typing import Callable, Iterator
@@ -58,6 +59,9 @@ def _gguf_counter(model: str) -> Counter | None:
             llm = Llama(model_path=str(entry.locate()), vocab_only=True, verbose=False)
     except (ImportError, MissingModelPackage, OSError, ValueError):
         return None
+    # Freed before the interpreter tears llama_cpp's module down: left to Llama.__del__ at exit, the free
+    # finds its C function already gone and prints a traceback after the command's own output.
+    atexit.register(llm.close)
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
         return None

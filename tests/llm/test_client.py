@@ -333,3 +333,24 @@ def test_a_plan_counts_the_embedded_models_prompt_tokens_exactly(proxy, tmp_path
         results = client.run(reqs)
     assert [count(r) for r in reqs] == [res.usage.prompt_tokens for res in results]
     assert exact_counter(EndpointConfig(base_url="http://127.0.0.1:9/v1")) is None  # remote: estimated
+
+
+def test_the_token_counters_model_is_freed_by_the_exit_handlers():
+    """The vocabulary-only llama.cpp model behind the dry run's exact counts is freed when the interpreter's
+    exit handlers run, before its modules are torn down: left to its finaliser, the free found
+    ``llama_cpp.llama_model_free`` already None and printed 'Exception ignored in Llama.__del__' with a
+    traceback after a test run (seen with tests/llm/test_cache.py and tests/release/test_properties.py in one
+    worker)."""
+    code = (
+        "import atexit\n"
+        "from rmb_build.llm.config import EndpointConfig\n"
+        "from rmb_build.llm.tokens import exact_counter\n"
+        "count = exact_counter(EndpointConfig(embedded='smollm2'))\n"
+        "llm = dict(zip(count.__code__.co_freevars, (c.cell_contents for c in count.__closure__)))['llm']\n"
+        "assert llm._model.model is not None\n"
+        "atexit._run_exitfuncs()\n"
+        "print(llm._model.model is None)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True", done.stdout
