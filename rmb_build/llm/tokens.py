@@ -60,7 +60,7 @@ def _gguf_counter(model: str) -> Counter | None:
     except (ImportError, MissingModelPackage, OSError, ValueError):
         return None
     # Freed before the interpreter tears llama_cpp's module down: left to Llama.__del__ at exit, the free
-    # finds its C function already gone and prints a traceback after the command's own output.
+    # finds its C function already gone and prints a traceback after the run's own output.
     atexit.register(llm.close)
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
