@@ -162,6 +162,23 @@ def test_a_terminal_gets_bars_but_not_under_ci(monkeypatch, ci, bars):
         assert bars_wanted(not_a_terminal) is False
 
 
+def _line_mid_batch(client, stub, progress, stage, reqs, resolved, backdate=0.0):
+    """``stage``'s progress line while ``reqs`` run with the stub holding every reply after the first, once
+    ``resolved`` (a stage, a count) have an outcome; ``backdate``: seconds the stage is made to have run."""
+    stub.hold("generate", after=1)  # the stub counts non-JSON chat requests as "generate"
+    held = threading.Thread(target=client.run, args=(reqs,))
+    held.start()
+    try:
+        deadline = time.monotonic() + 30
+        while client.flow(resolved[0])[0] < resolved[1] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        progress._stages[stage].started -= backdate
+        return progress.line(stage)
+    finally:
+        stub.release()
+        held.join(timeout=30)
+
+
 def test_a_step_counts_the_requests_it_sends_for_other_stages_from_when_it_began(tmp_path):
     """The gold check asks the judge's model: its line counts those requests, request by request (a long
     single batch moves before it ends), and not the judge requests sent before it began."""
@@ -184,15 +201,7 @@ def test_a_step_counts_the_requests_it_sends_for_other_stages_from_when_it_began
             )
             progress.begin("gold")
             assert progress.line("gold") == "gold: 0/1 batches, 0m00s elapsed"
-            stub.hold("generate", after=1)  # the stub counts non-JSON chat requests as "generate"
-            held = threading.Thread(target=client.run, args=([req(i) for i in range(2, 5)],))
-            held.start()
-            deadline = time.monotonic() + 30
-            while client.flow("judge")[0] < 3 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            line = progress.line("gold")
-            stub.release()
-            held.join(timeout=30)
+            line = _line_mid_batch(client, stub, progress, "gold", [req(i) for i in range(2, 5)], ("judge", 3))
             progress.close()
         finally:
             client.close()
@@ -216,16 +225,8 @@ def test_the_rate_and_eta_count_only_requests_the_endpoint_answers(tmp_path):
             client.run([req(i) for i in range(3)])  # cached before the resumed run
             progress = BuildProgress(logging.getLogger("test.progress.resumed"), "off", lambda: client)
             progress.begin("generate")
-            stub.hold("generate", after=1)
-            held = threading.Thread(target=client.run, args=([req(i) for i in range(6)],))
-            held.start()
-            deadline = time.monotonic() + 30
-            while client.flow("generate")[0] < 7 and time.monotonic() < deadline:  # 3 earlier, 3 cached, 1 sent
-                time.sleep(0.05)
-            progress._stages["generate"].started -= 60  # the one sent request took a minute
-            line = progress.line("generate")
-            stub.release()
-            held.join(timeout=30)
+            # 3 earlier, 3 cached, 1 sent; the one sent took a minute
+            line = _line_mid_batch(client, stub, progress, "generate", [req(i) for i in range(6)], ("generate", 7), 60)
             progress.close()
         finally:
             client.close()
