@@ -121,3 +121,16 @@ def test_a_resample_whose_pairs_are_all_alike_is_no_fit_and_never_nan():
     assert ok.tolist() == [False, True]
     fig = group_figures(x, y, 200, 0, "t")
     assert fig["length_neutral_ci95"] is None or all(np.isfinite(fig["length_neutral_ci95"]))
+
+
+def test_a_length_only_scorers_equal_length_ties_count_as_the_ties_rule_says():
+    """Read at exactly zero difference, the figure is where a length-only scorer ties: under strict ties its
+    equal-length pairs count wrong and pull it below 50; under half ties it sits at chance. The shape of the
+    450-pair built release in bench/README.md (many small differences, 3 equal-length pairs)."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([-rng.integers(1, 900, 236), rng.integers(1, 900, 211), np.zeros(3)]).astype(float)
+    strict = group_figures(x, (x > 0).astype(float), 400, 0, "t")
+    half = group_figures(x, np.where(x == 0, 0.5, (x > 0).astype(float)), 400, 0, "t")
+    assert strict["length_neutral"] < half["length_neutral"] - 0.1
+    lo, hi = half["length_neutral_ci95"]
+    assert lo < 0.5 < hi
