@@ -48,25 +48,24 @@ def bon_loser(item: BonItem) -> int:
     return len(item.losers) - 1
 
 
+def rewritten_answers(item: Any) -> tuple[str, str]:
+    """The two answers of a release item that the style stage rewrites: a pairwise item's chosen and rejected,
+    a BoN item's winner and :func:`bon_loser`."""
+    if item.set_name == PAIRWISE_SET:
+        return item.chosen.answer, item.rejected.answer
+    return item.best.answer, item.losers[bon_loser(item)].answer
+
+
 def pairs_of(built: Any, bon: bool) -> list[Pair]:
-    """The style stage's input from one batch's sets (``stages/sets.py``'s result): every pairwise item's chosen
-    and rejected answer, then with ``bon`` every BoN item's winner and :func:`bon_loser`."""
+    """The style stage's input from one batch's sets (``stages/sets.py``'s result): every pairwise item's
+    :func:`rewritten_answers`, then with ``bon`` every BoN item's."""
     notes = {(n["set"], n["uid"]): n for n in built.annotations}
-    out = [
-        Pair(query_id=notes[(PAIRWISE_SET, it.uid)]["query_id"], chosen=it.chosen.answer, rejected=it.rejected.answer)
-        for it in built.pairwise
+    items = [*built.pairwise, *(built.bon if bon else ())]
+    return [
+        Pair(query_id=notes[(it.set_name, it.uid)]["query_id"], chosen=c, rejected=r, set_name=it.set_name)
+        for it in items
+        for c, r in [rewritten_answers(it)]
     ]
-    if bon:
-        out += [
-            Pair(
-                query_id=notes[(BON_SET, it.uid)]["query_id"],
-                chosen=it.best.answer,
-                rejected=it.losers[bon_loser(it)].answer,
-                set_name=BON_SET,
-            )
-            for it in built.bon
-        ]
-    return out
 
 
 class StyleWriter:
@@ -84,13 +83,8 @@ class StyleWriter:
 
     def watch(self, entries: Iterable[tuple[Any, dict]]) -> Iterator[tuple[Any, dict]]:
         for item, note in entries:
-            if item.set_name == PAIRWISE_SET:
-                key, extra = _key(PAIRWISE_SET, note["query_id"], item.chosen.answer, item.rejected.answer), {}
-            else:
-                loser = bon_loser(item)
-                key = _key(BON_SET, note["query_id"], item.best.answer, item.losers[loser].answer)
-                extra = {"set": BON_SET, "loser": loser}
-            v = self.variants.pop(key, None)
+            extra = {} if item.set_name == PAIRWISE_SET else {"set": BON_SET, "loser": bon_loser(item)}
+            v = self.variants.pop(_key(item.set_name, note["query_id"], *rewritten_answers(item)), None)
             if v is not None:
                 conversation = item.to_rmb()["conversation_input"]
                 self.found[item.scenario_id].append(
