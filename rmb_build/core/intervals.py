@@ -2,8 +2,12 @@
 
 - A plain proportion (every outcome 0 or 1: a scenario's accuracy, a group's micro accuracy) gets the
   exact Clopper-Pearson interval: ``[Beta(a/2; k, n-k+1), Beta(1-a/2; k+1, n-k)]``, 0 and 1 at the ends.
-- Any other figure (a macro mean of scenario accuracies, RMB's mean of four cells, outcomes of 0.5 under
-  ``--ties half``) is a weighted sum of per-scenario means of outcomes in [0, 1]. Its interval is the
+- A mean of several scenarios' accuracies (a macro, RMB's mean of four cells) gets ``pooled_interval``:
+  Wilson's interval at an effective size from each scenario's variance pooled within its goal. A scenario
+  of one to four items says next to nothing of its own variance; an item bootstrap gives a one-item
+  scenario none, and the Monte Carlo interval below was twice as wide as the truth there
+  (``bench/calibration_uncertainty.py`` measures both; docs/calibration-uncertainty.md has the table).
+- One group's mean of outcomes in [0, 1] that are not all 0 or 1 (``--ties half``) gets the
   Clopper-Pearson construction carried through the sum by Monte Carlo: each draw turns every outcome
   into a Bernoulli of that mean (a tie is a fair coin; 0 and 1 stay as they are), counts each scenario's
   successes ``K``, draws a lower value from ``Beta(K, n-K+1)`` and an upper one from ``Beta(K+1, n-K)``,
@@ -29,8 +33,9 @@ DEFAULT_DRAWS = 4000
 FEW_ITEMS = 10
 FEW_MARK = "†"  # beside a figure over fewer than FEW_ITEMS items, in every report, plot and page
 METHOD = (
-    "Clopper-Pearson for proportions; for means of scenario accuracies and for ties counted half, "
-    "Clopper-Pearson carried through the weighted sum by seeded Monte Carlo (see rmb_build/core/intervals.py)"
+    "Clopper-Pearson for proportions (for ties counted half, carried through the mean by seeded Monte Carlo); "
+    "for means of several scenario accuracies, Wilson's interval at the Korn-Graubard effective size, each "
+    "scenario's variance pooled within its goal (see rmb_build/core/intervals.py)"
 )
 
 
@@ -105,13 +110,110 @@ def mean_interval(outcomes: np.ndarray, draws: int = DEFAULT_DRAWS, seed: int = 
 
 
 def macro_interval(members: Mapping[str, Draws], outcomes: Mapping[str, np.ndarray]) -> list[float]:
-    """The interval of the plain mean of the members' accuracies (exact for a single 0/1 scenario)."""
+    """The interval of the plain mean of the members' accuracies: one scenario's own interval (exact for 0/1
+    outcomes); over several, ``pooled_interval`` with each scenario's variance pooled within its goal."""
     if len(members) == 1:
         (name,) = members
         if is_proportion(outcomes[name]):
             return clopper_pearson(int(outcomes[name].sum()), len(outcomes[name]))
+        return weighted_interval([(1.0, members[name])])
     weight = 1.0 / len(members)
-    return weighted_interval([(weight, d) for d in members.values()])
+    return pooled_interval([(weight, outcomes[s], goal_of(s)) for s in members])
+
+
+def goal_of(scenario: str) -> str:
+    """The pool a scenario's variance is estimated in: its goal."""
+    from rmb_build.core.taxonomy import parse_scenario_id
+
+    return parse_scenario_id(scenario).goal
+
+
+def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float = ALPHA) -> list[float]:
+    """The 95% interval of ``F = sum_s w_s theta_s`` from (w_s, scenario s's outcomes, its pool).
+
+    Estimand: the weighted sum of the scenarios' accuracies over each scenario's population of items (the
+    scenarios fixed, each one's items a sample of it), ``theta_s`` the expected outcome of an item of s.
+
+    ``Var(F^) = sum_s w_s^2 sigma_s^2 / n_s`` with ``sigma_s^2`` the pool's within-scenario variance (the
+    residuals around each scenario's own mean over its degrees of freedom, sum (n_s - 1); a one-item scenario
+    adds none, so it borrows its pool's). One pseudo-degree of freedom at the pool's largest possible variance
+    ``m (1 - m)`` (m its mean outcome) keeps the estimate off 0; a pool of one-item scenarios only uses the
+    residuals around the pool's mean (between-scenario spread included: wider). The interval is Wilson's score
+    interval at the effective size ``n* = F^(1 - F^) / Var^`` (Korn and Graubard; the weights' own effective
+    size where the variance is 0), so it stays inside [0, W] and never has zero width.
+    """
+    from scipy.stats import norm
+
+    weights = np.array([w for w, _, _ in parts], dtype=float)
+    total = float(weights.sum())
+    w = weights / total
+    means = np.array([float(np.mean(o)) for _, o, _ in parts])
+    sizes = np.array([len(o) for _, o, _ in parts], dtype=float)
+    if np.any(sizes == 0):
+        raise ValueError("an interval needs at least one item per scenario")
+    pools: dict[str, list[int]] = {}
+    for i, (_, _, pool) in enumerate(parts):
+        pools.setdefault(pool, []).append(i)
+    variance = np.zeros(len(parts))
+    for members in pools.values():
+        values = np.concatenate([parts[i][1] for i in members]).astype(float)
+        m = float(values.mean())
+        within = sum(float(np.sum((parts[i][1] - means[i]) ** 2)) for i in members)
+        df = sum(len(parts[i][1]) - 1 for i in members)
+        if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
+            within, df = float(np.sum((values - m) ** 2)), len(values) - 1
+        variance[members] = (within + m * (1 - m)) / (df + 1)
+    estimate = float(np.sum(w * means))
+    var = float(np.sum(w**2 * variance / sizes))
+    kish = 1.0 / float(np.sum(w**2 / sizes))
+    spread = estimate * (1 - estimate)
+    n = spread / var if var > 0 and spread > 0 else kish
+    z = float(norm.ppf(1 - alpha / 2))
+    centre = (estimate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(spread / n + z * z / (4 * n * n))
+    return [total * max(0.0, float(centre - half)), total * min(1.0, float(centre + half))]
+
+
+def pooled_difference(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float = ALPHA) -> dict[str, float | list[float]]:
+    """``{"diff", "ci95", "p"}`` of ``D = sum_s w_s delta_s`` from (w_s, scenario s's paired differences A - B,
+    its pool), for a figure over several scenarios.
+
+    Estimand: the weighted sum of the scenarios' expected differences ``delta_s`` between two RMs, each over its
+    scenario's population of items (the scenarios fixed, the items a sample both RMs scored).
+
+    ``Var(D^) = sum_s w_s^2 sigma_s^2 / n_s``, ``sigma_s^2`` its pool's within-scenario variance of the
+    differences (a one-item scenario has none of its own), with one pseudo-degree of freedom at the variance the
+    pool's differences have once a pseudo pair (+1, -1) joins them, so two RMs that agree on every item still get
+    a non-zero width. The interval is ``D^ +- t SE`` (Student's t on the pools' degrees of freedom), clipped to
+    [-W, W]; the two-sided p-value is the same t's, so the interval excludes 0 exactly when p < ``alpha``.
+    """
+    from scipy.stats import t as student
+
+    weights = np.array([w for w, _, _ in parts], dtype=float)
+    sizes = np.array([len(d) for _, d, _ in parts], dtype=float)
+    if np.any(sizes == 0):
+        raise ValueError("an interval needs at least one item per scenario")
+    means = np.array([float(np.mean(d)) for _, d, _ in parts])
+    pools: dict[str, list[int]] = {}
+    for i, (_, _, pool) in enumerate(parts):
+        pools.setdefault(pool, []).append(i)
+    variance = np.zeros(len(parts))
+    dof = 0
+    for members in pools.values():
+        values = np.concatenate([np.asarray(parts[i][1], dtype=float) for i in members])
+        prior = float(np.var(np.concatenate([values, [1.0, -1.0]])))
+        within = sum(float(np.sum((np.asarray(parts[i][1], dtype=float) - means[i]) ** 2)) for i in members)
+        df = int(sum(sizes[members] - 1))
+        if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
+            within, df = float(np.sum((values - values.mean()) ** 2)), len(values) - 1
+        variance[members] = (within + prior) / (df + 1)
+        dof += df + 1
+    diff = float(np.sum(weights * means))
+    se = float(np.sqrt(np.sum(weights**2 * variance / sizes)))
+    bound = float(weights.sum())
+    q = float(student.ppf(1 - alpha / 2, dof))
+    p = float(2 * student.sf(abs(diff) / se, dof))
+    return {"diff": diff, "ci95": [max(-bound, diff - q * se), min(bound, diff + q * se)], "p": min(1.0, p)}
 
 
 __all__ = [
@@ -123,8 +225,11 @@ __all__ = [
     "METHOD",
     "clopper_pearson",
     "few_items",
+    "goal_of",
     "macro_interval",
     "mean_interval",
+    "pooled_difference",
+    "pooled_interval",
     "scenario_draws",
     "weighted_interval",
 ]

@@ -2,8 +2,8 @@
 
 macro = mean of the group's scenario accuracies; micro = mean over the group's items. Harmlessness
 scenarios belong to no task. 95% intervals come from ``rmb_build/core/intervals.py``: Clopper-Pearson for
-a proportion, and its Monte Carlo extension for macro means and ties counted half; none has zero
-width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``.
+a proportion (its Monte Carlo extension for ties counted half), and for macro means and ``rmb_overall``
+Wilson's interval with each scenario's variance pooled within its goal; none has zero width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``.
 
 ``rmb_overall`` is RMB's headline: the four cells (pairwise/BoN x Helpfulness/Harmlessness), each
 that set's goal ``macro``, and their plain mean; ``few_items`` lists the cells resting on few items.
@@ -24,8 +24,8 @@ from rmb_build.core.intervals import (
     few_items,
     macro_interval,
     mean_interval,
+    pooled_interval,
     scenario_draws,
-    weighted_interval,
 )
 from rmb_build.core.intervals import METHOD as INTERVAL_METHOD
 from rmb_build.core.taxonomy import BON_SET, GOALS, PAIRWISE_SET, all_scenarios, parse_scenario_id
@@ -68,7 +68,9 @@ class SetDraws:
         return goals_of(self.scenarios)
 
     def macro(self, members: Sequence[str]) -> tuple[float, list[float]]:
-        """The group's macro accuracy and its 95% interval."""
+        """The group's macro accuracy and its 95% interval (``core.intervals.macro_interval``).
+
+        Estimand: the mean of the members' accuracies, each over its scenario's population of items."""
         return (
             float(np.mean([self.accuracy[s] for s in members])),
             macro_interval({s: self.draws[s] for s in members}, self.outcomes),
@@ -159,7 +161,11 @@ def aggregate_set(
 def rmb_overall(samples: Mapping[str, SetDraws]) -> dict[str, Any]:
     """RMB's headline: four cells (each a set's goal macro) and their mean, with 95% intervals.
 
-    A cell the release lacks is null, listed in ``missing``; the mean is over the cells present.
+    Estimand: the mean over the cells present of each cell's mean scenario accuracy, a scenario's accuracy
+    being over its population of items (scenarios fixed, items a sample of each). Its interval:
+    ``core.intervals.pooled_interval``, each scenario's variance pooled within its cell, so that a scenario of
+    one item counts with its cell's spread (an item bootstrap gives it none). A cell the release lacks is
+    null, listed in ``missing``; the mean is over the cells present.
     """
     cells: dict[str, tuple[float, list[float], int, list[str], SetDraws]] = {}
     for set_name, sm in samples.items():
@@ -179,9 +185,11 @@ def rmb_overall(samples: Mapping[str, SetDraws]) -> dict[str, Any]:
     if cells:
         out["mean"] = float(np.mean([v[0] for v in cells.values()]))
         parts = [
-            (1.0 / (len(cells) * len(members)), sm.draws[s]) for _, _, _, members, sm in cells.values() for s in members
+            (1.0 / (len(cells) * len(members)), sm.outcomes[s], cell)
+            for cell, (_, _, _, members, sm) in cells.items()
+            for s in members
         ]
-        out["ci95"]["mean"] = weighted_interval(parts)
+        out["ci95"]["mean"] = pooled_interval(parts)
     else:
         out["ci95"]["mean"] = None
     return out

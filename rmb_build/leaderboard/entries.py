@@ -25,7 +25,8 @@ class Entry:
     values: dict[str, float | None]  # column -> accuracy (cells and mean)
     ci95: dict[str, list[float] | None]  # column -> [lo, hi]
     n: dict[str, int | None]  # cell -> items
-    slug: str = ""
+    slug: str = ""  # unique per evaluation: what the page's rows, rank intervals and tests are keyed by
+    label: str = ""  # the name shown: the RM spec, with its protocol when another evaluation shares the spec
     vs_next: dict[str, Any] | None = field(default=None)  # paired test against the next entry by mean
     downstream: dict[str, Any] | None = field(default=None)  # its row of an ``rmb downstream`` result
     opened: Any = field(default=None, repr=False)  # its ``Evaluation``: where it came from; keeps a converted form
@@ -140,8 +141,18 @@ def _with_current_intervals(results: dict[str, Any], folder: Path) -> dict[str, 
 
 
 def assign_slugs(entries: list[Entry]) -> None:
-    """File-name-safe, unique page names from the RM specs (``baseline-length``, ``baseline-length-2``)."""
+    """File-name-safe, unique page names from the RM specs (``baseline-length``, ``baseline-length-2``), and the
+    names shown: a spec that several evaluations share is followed by each one's protocol (or folder)."""
     used: set[str] = set()
+    specs = [e.rm for e in entries]
+    for e in entries:
+        protocol = e.results.get("protocol")
+        name = protocol.get("name") if isinstance(protocol, dict) else None
+        e.label = e.rm if specs.count(e.rm) == 1 else f"{e.rm} (protocol {name or 'not recorded'})"
+    labels = [e.label for e in entries]
+    for e in entries:
+        if labels.count(e.label) > 1:  # the same spec under the same protocol: the folders tell them apart
+            e.label = f"{e.label}, {e.folder.name}"
     for e in entries:
         base = slug = re.sub(r"[^A-Za-z0-9]+", "-", e.rm).strip("-").lower()[:60] or "rm"
         k = 1

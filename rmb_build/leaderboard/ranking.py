@@ -1,5 +1,6 @@
-"""Group entries by the release they scored, order each group by ``rmb_overall`` and test each entry against
-the next one (``rmb compare``'s paired test, on their shared items).
+"""Group entries by the release they scored, order each group by ``rmb_overall`` and test every pair of entries
+(``rmb compare``'s paired test of ``rmb_overall``, on their shared items): "vs. next", "separated" and the rank
+intervals (``rank_intervals``) all read these tests.
 
 Entries of different releases are never ranked against each other: ``release_groups`` refuses a mix in
 one line naming the releases, or, when asked, returns one group per release. An entry whose results.json
@@ -9,12 +10,12 @@ put in a group of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rmb_build.core.errors import InputError, RMBError
-from rmb_build.evaluate.compare import ReleaseId, compare
-from rmb_build.leaderboard.entries import MEAN, Entry
+from rmb_build.evaluate.compare import ReleaseId, compare_pairs, paired_by_uid
+from rmb_build.leaderboard.entries import MEAN, Entry, assign_slugs
 
 ALPHA = 0.05
 GROUP_FLAG = "--group-by-release"
@@ -27,6 +28,7 @@ class Group:
     release: ReleaseId
     entries: list[Entry]
     table_id: str = "board"
+    tests: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # ``pair_tests`` once ranked
 
 
 def _release_list(groups: list[Group]) -> str:
@@ -72,45 +74,59 @@ def by_mean(entries: list[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (e.values[MEAN] is None, -(e.values[MEAN] or 0.0)))
 
 
-def paired_test(a: Entry, b: Entry, resamples: int, seed: int) -> dict[str, Any]:
-    """A's ``rmb_overall`` against B's, from ``rmb_build.evaluate.compare``: diff, ci95, p, significant.
+def _predictions(entry: Entry) -> list[dict[str, Any]] | None:
+    """The entry's item outcomes (its predictions.jsonl), None where it has none."""
+    from rmb_build.evaluate.compare import read_predictions
 
-    ``significant`` is None (with a ``reason``) where no test could run.
+    return read_predictions(entry.folder) if (entry.folder / "predictions.jsonl").is_file() else None
+
+
+def pair_tests(ordered: list[Entry], resamples: int, seed: int = 0) -> dict[tuple[str, str], dict[str, Any]]:
+    """``rmb compare``'s test of ``rmb_overall`` for every pair of ``ordered`` (best first), keyed by the two
+    entries' slugs, the better-ranked first: ``{"rm", "slug", "diff", "ci95", "p", "significant"}`` (A - B, the
+    same numbers ``rmb compare A B`` prints with this seed and number of draws), or ``significant`` None with a
+    ``reason`` where no test could run. The one test behind "vs. next", "separated" and the rank intervals.
     """
+    rows = [_predictions(e) for e in ordered]
+    tests: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, a in enumerate(ordered):
+        for j in range(i + 1, len(ordered)):
+            tests[(a.slug, ordered[j].slug)] = pair_test_of_rows(a, ordered[j], rows[i], rows[j], resamples, seed)
+    return tests
+
+
+def pair_test_of_rows(
+    a: Entry, b: Entry, rows_a: list[dict] | None, rows_b: list[dict] | None, resamples: int, seed: int
+) -> dict[str, Any]:
+    """A's ``rmb_overall`` against B's from their prediction rows (None: the entry has none), as ``rmb compare``
+    computes it (``compare.compare_pairs``): diff, ci95, p, significant."""
     out: dict[str, Any] = {"rm": b.rm, "slug": b.slug, "significant": None}
-    missing = [str(e.folder / "predictions.jsonl") for e in (a, b) if not (e.folder / "predictions.jsonl").is_file()]
-    if missing:
+    if rows_a is None or rows_b is None:
+        missing = [str(e.folder / "predictions.jsonl") for e, r in ((a, rows_a), (b, rows_b)) if r is None]
         return {**out, "reason": f"no item outcomes ({', '.join(missing)} missing)"}
-    result = compare(a.folder, b.folder, resamples=resamples, seed=seed)
-    test = result.get("rmb_overall")
+    pairs = paired_by_uid(rows_a, rows_b)
+    if not pairs:
+        return {**out, "reason": "the two share no items"}
+    test = compare_pairs(pairs, resamples, seed).get("rmb_overall")
     if not test:
-        shared = any(s in result for s in ("pairwise", "bon"))
-        return {
-            **out,
-            "reason": "the two share no items"
-            if not shared
-            else "this version of 'rmb compare' has no rmb_overall test",
-        }
-    p = test.get("p", test.get("p_value"))
-    return {
-        **out,
-        "diff": test["diff"],
-        "ci95": test.get("ci95"),
-        "p": p,
-        "significant": None if p is None else p < ALPHA,
-    }
+        return {**out, "reason": "the two share no items in RMB's four cells"}
+    return {**out, "diff": test["diff"], "ci95": test["ci95"], "p": test["p"], "significant": test["p"] < ALPHA}
 
 
-def rank(entries: list[Entry], resamples: int, seed: int = 0) -> list[Entry]:
-    """Entries of one release by ``rmb_overall``, each (but the last) with ``vs_next`` set."""
+def rank(entries: list[Entry], resamples: int, seed: int = 0) -> tuple[list[Entry], dict[tuple[str, str], Any]]:
+    """Entries of one release by ``rmb_overall``, each (but the last) with ``vs_next`` set, and every pair's
+    test (``pair_tests``): "vs. next" is the test of the pair it names."""
+    if len({e.slug for e in entries}) < len(entries):  # the tests are keyed by slug
+        assign_slugs(entries)
     ordered = by_mean(entries)
+    tests = pair_tests(ordered, resamples, seed)
     for a, b in zip(ordered, ordered[1:]):
-        a.vs_next = paired_test(a, b, resamples, seed)
-    return ordered
+        a.vs_next = tests[(a.slug, b.slug)]
+    return ordered, tests
 
 
 def rank_groups(groups: list[Group], resamples: int, seed: int = 0) -> list[Group]:
-    """Each group ranked on its own (groups stay in the order their first folder was given)."""
+    """Each group ranked on its own (groups stay in the order their first folder was given), with its tests."""
     for g in groups:
-        g.entries = rank(g.entries, resamples, seed)
+        g.entries, g.tests = rank(g.entries, resamples, seed)
     return groups

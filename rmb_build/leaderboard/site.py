@@ -176,7 +176,7 @@ def build_site(
     groups = rank_groups(release_groups(entries, allow_mixed=group_by_release), resamples=resamples, seed=seed)
     entries = [e for g in groups for e in g.entries]
     # Per table: rank intervals and separability, and the style / length-neutral columns its RMs have.
-    uncertainty = {g.table_id: rank_uncertainty(g.entries, resamples, seed) for g in groups}
+    uncertainty = {g.table_id: rank_uncertainty(g.entries, g.tests, resamples, seed) for g in groups}
     extra = {g.table_id: style_columns.table(g.entries) for g in groups}
     check = attach_downstream(entries, downstream) if downstream is not None else None
     out = Path(out)

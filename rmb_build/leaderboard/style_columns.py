@@ -37,8 +37,8 @@ def columns(entries: Sequence[Entry]) -> list[tuple[str, str]]:
 
 
 def table(entries: Sequence[Entry]) -> dict[str, Any]:
-    """What the index needs for one table: its extra columns and each RM's values (by RM spec)."""
-    return {"columns": columns(entries), "values": {e.rm: figures(e) for e in entries}}
+    """What the index needs for one table: its extra columns and each RM's values (by evaluation: its slug)."""
+    return {"columns": columns(entries), "values": {e.slug: figures(e) for e in entries}}
 
 
 __all__ = ["columns", "figures", "table"]

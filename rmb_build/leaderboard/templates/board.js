@@ -63,7 +63,7 @@
     Array.prototype.forEach.call(document.querySelectorAll("p.separability[data-pairs]"), function (p) {
       var table = document.getElementById(p.getAttribute("data-table")), visible = {};
       Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
-        if (!row.hidden) { visible[row.getAttribute("data-rm")] = true; }
+        if (!row.hidden) { visible[row.getAttribute("data-slug")] = true; }
       });
       var pairs = JSON.parse(p.getAttribute("data-pairs")).filter(function (d) { return visible[d[0]] && visible[d[1]]; });
       var sep = pairs.filter(function (d) { return d[2]; }).length;
