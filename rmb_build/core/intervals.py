@@ -142,7 +142,7 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     interval at the effective size ``n* = F^(1 - F^) / Var^`` (Korn and Graubard; the weights' own effective
     size where the variance is 0), so it stays inside [0, W] and never has zero width.
     """
-    from scipy.stats import norm
+    from statistics import NormalDist
 
     weights = np.array([w for w, _, _ in parts], dtype=float)
     total = float(weights.sum())
@@ -168,7 +168,7 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     kish = 1.0 / float(np.sum(w**2 / sizes))
     spread = estimate * (1 - estimate)
     n = spread / var if var > 0 and spread > 0 else kish
-    z = float(norm.ppf(1 - alpha / 2))
+    z = NormalDist().inv_cdf(1 - alpha / 2)
     centre = (estimate + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * np.sqrt(spread / n + z * z / (4 * n * n))
     return [total * max(0.0, float(centre - half)), total * min(1.0, float(centre + half))]
@@ -187,7 +187,7 @@ def pooled_difference(parts: Sequence[tuple[float, np.ndarray, str]], alpha: flo
     a non-zero width. The interval is ``D^ +- t SE`` (Student's t on the pools' degrees of freedom), clipped to
     [-W, W]; the two-sided p-value is the same t's, so the interval excludes 0 exactly when p < ``alpha``.
     """
-    from scipy.stats import t as student
+    from scipy.special import stdtr, stdtrit
 
     weights = np.array([w for w, _, _ in parts], dtype=float)
     sizes = np.array([len(d) for _, d, _ in parts], dtype=float)
@@ -211,8 +211,8 @@ def pooled_difference(parts: Sequence[tuple[float, np.ndarray, str]], alpha: flo
     diff = float(np.sum(weights * means))
     se = float(np.sqrt(np.sum(weights**2 * variance / sizes)))
     bound = float(weights.sum())
-    q = float(student.ppf(1 - alpha / 2, dof))
-    p = float(2 * student.sf(abs(diff) / se, dof))
+    q = float(stdtrit(dof, 1 - alpha / 2))
+    p = float(2 * stdtr(dof, -abs(diff) / se))
     return {"diff": diff, "ci95": [max(-bound, diff - q * se), min(bound, diff + q * se)], "p": min(1.0, p)}
 
 

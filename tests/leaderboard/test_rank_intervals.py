@@ -13,6 +13,7 @@ from leaderboard_helpers import SCORER, build, evaluate_all, small_release
 
 from rmb_build.leaderboard.entries import assign_slugs, load_entry
 from rmb_build.leaderboard.rank_intervals import rank_uncertainty
+from rmb_build.leaderboard.ranking import rank
 from rmb_build.release.style_set import STYLES
 
 
@@ -45,16 +46,20 @@ def test_rank_intervals_and_separability_come_from_the_shared_items(boards):
     _, folders, specs = boards
     entries = [load_entry(f) for f in folders]
     assign_slugs(entries)
-    got = rank_uncertainty(entries, resamples=1000, seed=0)
+    ordered, tests = rank(entries, resamples=1000, seed=0)
+    got = rank_uncertainty(ordered, tests, resamples=1000, seed=0)
     ranks, sep = got["ranks"], got["separability"]
-    length, random, longest, shortest = specs
-    # the same scorer under two specs: the same rank in every draw, never separated
-    assert ranks[length] == ranks[longest] and ranks[length]["rank_ci"] == [1, 1]
-    assert [length, longest, False] in sep["detail"]
-    assert ranks[shortest]["rank_ci"][1] == 4  # the worst by far: last in (almost) every draw
+    slug = {e.rm: e.slug for e in entries}
+    length, random, longest, shortest = (slug[s] for s in specs)
+    # the same scorer under two specs: the same rank interval, never separated
+    assert ranks[length]["rank_ci"] == ranks[longest]["rank_ci"]
+    assert [length, longest, False] in sep["detail"] or [longest, length, False] in sep["detail"]
+    assert ranks[shortest]["rank_ci"][1] == 4  # the worst by far
     assert all(r["rank_ci"][0] <= r["rank"] <= r["rank_ci"][1] for r in ranks.values())
     assert sep["pairs"] == 6 and sep["separated"] == sum(d[2] for d in sep["detail"]) and sep["share"] < 1
-    assert got["n_items"] == sum(1 for f in [folders[0]] for _ in (f / "predictions.jsonl").open())
+    # "separated" is the "vs. next" test's verdict, pair by pair
+    for a, b in zip(ordered, ordered[1:]):
+        assert [a.slug, b.slug, a.vs_next["significant"]] in sep["detail"]
 
 
 def test_without_item_outcomes_no_interval_is_made_up(boards, tmp_path):
@@ -63,9 +68,11 @@ def test_without_item_outcomes_no_interval_is_made_up(boards, tmp_path):
     shutil.copytree(folders[1], copy)
     (copy / "predictions.jsonl").unlink()
     entries = [load_entry(folders[0]), load_entry(copy)]
-    got = rank_uncertainty(entries, resamples=100)
+    assign_slugs(entries)
+    ordered, tests = rank(entries, resamples=100)
+    got = rank_uncertainty(ordered, tests, resamples=100)
     assert "ranks" not in got and "predictions.jsonl missing" in got["reason"]
-    assert rank_uncertainty(entries[:1], resamples=100) == {"reason": "one reward model: nothing to rank against"}
+    assert rank_uncertainty(entries[:1], {}, resamples=100) == {"reason": "one reward model: nothing to rank against"}
 
 
 def test_the_page_shows_rank_intervals_separability_and_the_style_columns(browser, boards, tmp_path):  # noqa: F811

@@ -247,7 +247,7 @@ def test_results_of_different_releases_are_never_ranked_together(site, tmp_path,
     assert "These results come from 2 releases" in text
     tables = re.findall(r'<table id="([^"]+)" class="board">(.*?)</table>', text, flags=re.S)
     assert [t[0] for t in tables] == ["board", "board-2"]
-    first, second = (re.findall(r'<tr data-kind="[^"]*" data-rm="([^"]+)">', body) for _, body in tables)
+    first, second = (re.findall(r'<tr data-kind="[^"]*" data-rm="([^"]+)"', body) for _, body in tables)
     assert sorted(first) == sorted(json.loads((f / "results.json").read_text())["rm"] for f in folders[:2])
     assert second == ["baseline:length"]
     # Ranks restart per table; the last RM of each table is tested against nothing.
