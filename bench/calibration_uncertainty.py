@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from rmb_build.core.intervals import pooled_interval, scenario_draws, weighted_interval
+from rmb_build.core.intervals import scenario_draws, weighted_interval
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios
 from rmb_build.evaluate.compare import compare_pairs, paired_by_uid
 from rmb_build.evaluate.metrics import RMB_CELLS, rmb_overall, set_draws
@@ -148,10 +148,18 @@ def overall_rows(draws: int, seed: int, sizes: Sequence[str] = tuple(SIZE_CASES)
                 c_cov.append(lo <= cell_truth <= hi)
                 c_wid.append(hi - lo)
             suffix = ", 30% ties counted half" if ties else ""
-            out.append(_row("rmb_overall ci95", OVERALL_ESTIMAND, f"98 scenarios of {case}{suffix}", truth, est, cov, wid))
+            out.append(
+                _row("rmb_overall ci95", OVERALL_ESTIMAND, f"98 scenarios of {case}{suffix}", truth, est, cov, wid)
+            )
             out.append(
                 _row(
-                    "macro ci95 (a goal cell)", CELL_ESTIMAND, f"12 scenarios of {case}{suffix}", cell_truth, c_est, c_cov, c_wid
+                    "macro ci95 (a goal cell)",
+                    CELL_ESTIMAND,
+                    f"12 scenarios of {case}{suffix}",
+                    cell_truth,
+                    c_est,
+                    c_cov,
+                    c_wid,
                 )
             )
     return out
@@ -180,7 +188,9 @@ def _pair(rng, cells, shift_b: float = 0.0) -> list[tuple[str, str, float, float
     return paired_by_uid(a, b)
 
 
-def compare_rows(draws: int, seed: int, sizes: Sequence[str] = (TINY, "20 items", "1-200 items")) -> list[dict[str, Any]]:
+def compare_rows(
+    draws: int, seed: int, sizes: Sequence[str] = (TINY, "20 items", "1-200 items")
+) -> list[dict[str, Any]]:
     """``rmb compare``'s interval of the rmb_overall difference (B 5 points better) and its p-value (equal RMs)."""
     out = []
     for case in sizes:
@@ -198,7 +208,17 @@ def compare_rows(draws: int, seed: int, sizes: Sequence[str] = (TINY, "20 items"
             p_est.append(null["p"])
             p_cov.append(null["p"] >= 0.05)
             p_wid.append(null["ci95"][1] - null["ci95"][0])
-        out.append(_row("compare ci95 (rmb_overall A-B)", DIFF_ESTIMAND, f"98 scenarios of {case}, B +5 points", truth, est, cov, wid))
+        out.append(
+            _row(
+                "compare ci95 (rmb_overall A-B)",
+                DIFF_ESTIMAND,
+                f"98 scenarios of {case}, B +5 points",
+                truth,
+                est,
+                cov,
+                wid,
+            )
+        )
         out.append(
             _row(
                 "compare p-value (share p >= 0.05)",
@@ -258,7 +278,15 @@ def rank_rows(draws: int, seed: int, sizes: Sequence[str] = (TINY, "20 items")) 
             pair = {tuple(sorted(d[:2])): d[2] for d in got["separability"]["detail"]}
             sep.append(not pair[("rm0", "rm1")])
         out.append(
-            _row("rank interval", RANK_ESTIMAND, f"4 RMs (+0, +0, +3, +10 points), 98 scenarios of {case}", 0.0, [0.0] * len(cov), cov, wid)
+            _row(
+                "rank interval",
+                RANK_ESTIMAND,
+                f"4 RMs (+0, +0, +3, +10 points), 98 scenarios of {case}",
+                0.0,
+                [0.0] * len(cov),
+                cov,
+                wid,
+            )
         )
         out.append(
             _row(
@@ -309,7 +337,8 @@ def downstream_rows(draws: int, seed: int, rms: Sequence[int] = (8, 12, 20), rho
                     f"downstream {k} ci95",
                     f"the {k} correlation, across a population of RMs, of a benchmark figure and the RM's expected "
                     "downstream score",
-                    f"{m} RMs, correlation {rho}" + (f" ({refused} of {len(cis)} intervals refused)" if refused else ""),
+                    f"{m} RMs, correlation {rho}"
+                    + (f" ({refused} of {len(cis)} intervals refused)" if refused else ""),
                     truth,
                     [v for v in values[k] if v is not None],
                     cov,
@@ -350,7 +379,7 @@ def replaced(draws: int, seed: int, sizes: Sequence[str] = (TINY, "20 items")) -
                 for goal, members in sm.goals().items():
                     by_cell[f"{st}/{goal}"] = [sm.outcomes[s] for s in members]
             for st, sm in samples.items():
-                for goal, members in sm.goals().items():
+                for members in sm.goals().values():
                     w = 1.0 / (len(by_cell) * len(members))
                     parts += [(w, scenario_draws(sm.outcomes[s], 1000, t, f"{st}/{s}")) for s in members]
             mean = rmb_overall(samples)["mean"]
@@ -358,15 +387,22 @@ def replaced(draws: int, seed: int, sizes: Sequence[str] = (TINY, "20 items")) -
             for acc, x in zip(rows_mc, (mean, lo <= truth <= hi, hi - lo)):
                 acc.append(x)
             boot = np.mean(
-                [np.mean([o[rng.integers(0, len(o), size=(500, len(o)))].mean(axis=1) for o in m], axis=0) for m in by_cell.values()],
+                [
+                    np.mean([o[rng.integers(0, len(o), size=(500, len(o)))].mean(axis=1) for o in m], axis=0)
+                    for m in by_cell.values()
+                ],
                 axis=0,
             )
             lo, hi = np.quantile(boot, [0.025, 0.975])
             for acc, x in zip(rows_boot, (mean, lo <= truth <= hi, hi - lo)):
                 acc.append(x)
         label = f"98 scenarios of {case}"
-        out.append(_row("rmb_overall ci95, Monte Carlo Clopper-Pearson (replaced)", OVERALL_ESTIMAND, label, truth, *rows_mc))
-        out.append(_row("rmb_overall, item bootstrap percentile (replaced)", OVERALL_ESTIMAND, label, truth, *rows_boot))
+        out.append(
+            _row("rmb_overall ci95, Monte Carlo Clopper-Pearson (replaced)", OVERALL_ESTIMAND, label, truth, *rows_mc)
+        )
+        out.append(
+            _row("rmb_overall, item bootstrap percentile (replaced)", OVERALL_ESTIMAND, label, truth, *rows_boot)
+        )
     return out
 
 

@@ -174,7 +174,9 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     return [total * max(0.0, float(centre - half)), total * min(1.0, float(centre + half))]
 
 
-def pooled_difference(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float = ALPHA) -> dict[str, float | list[float]]:
+def pooled_difference(
+    parts: Sequence[tuple[float, np.ndarray, str]], alpha: float = ALPHA
+) -> dict[str, float | list[float]]:
     """``{"diff", "ci95", "p"}`` of ``D = sum_s w_s delta_s`` from (w_s, scenario s's paired differences A - B,
     its pool), for a figure over several scenarios.
 

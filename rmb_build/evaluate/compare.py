@@ -7,7 +7,14 @@ with one line, unless ``shared_texts``: then items are matched on the texts both
 predictions.jsonl: the set, the turns' role and content, the answers), scenarios are A's, and the result's
 ``matching`` says how many items each side had and how many were matched.
 
-Method. A figure is a weighted sum of per-scenario mean differences, F = sum_s w_s D_s (macro: w_s = 1/S;
+Method. A figure over several scenarios and at least ``POOLED_FROM`` (100) items (``rmb_overall``, its cells, a
+goal) gets ``core.intervals.pooled_difference``: a t interval and p from the items' differences, their variance
+pooled within each goal, so that a scenario of one item counts with its goal's spread. The construction below,
+conservative by design, kept a scenario of one item at a pseudo-item's full weight: on every RMB scenario with 1
+to 4 items, two RMs of equal accuracy got a mean p of 0.70 and no rejection (docs/calibration-uncertainty.md).
+Below that size, and for one scenario, the construction stays (exact McNemar for one scenario of 0/1 outcomes).
+
+A figure is a weighted sum of per-scenario mean differences, F = sum_s w_s D_s (macro: w_s = 1/S;
 micro: n_s/N; RMB's headline: the mean of four goal macros), with D_s = sum_i d_i / n_s and d_i = a_i - b_i
 in {0, +-0.5, +-1}. Per scenario, the number of items with each non-zero value v of d gets a gamma posterior
 draw G_v ~ Gamma(count) (a Poisson model: conservative for counts bounded by n_s), so that
@@ -57,7 +64,9 @@ POOLED_FROM = 100  # items: from here a figure over several scenarios takes the 
 SMALL_SCENARIO = 5  # fewer shared items than this: the intervals stay valid but are wide
 RMB_CELLS = tuple(f"{s}/{g}" for s in (PAIRWISE_SET, BON_SET) for g in GOALS)
 METHOD = (
-    "paired: per scenario, gamma (Poisson) posterior draws of the counts of items by their difference A-B, "
+    "paired: over several scenarios and at least 100 items, a t interval and p from the item differences A-B, "
+    "their variance pooled within each goal; otherwise per scenario, gamma (Poisson) posterior draws of the "
+    "counts of items by their difference A-B, "
     "plus one pseudo-item of the figure's largest item weight at the far end on each side (Fay-Feuer); "
     "95% interval = [2.5% quantile of the low draws, 97.5% quantile of the high draws], "
     "p = 2 x min(P(low <= 0), P(high >= 0)) from the same draws (for one scenario of 0/1 outcomes: "
@@ -377,7 +386,10 @@ def compare(
 def paired_by_uid(rows_a: Sequence[dict], rows_b: Sequence[dict]) -> list[tuple[str, str, float, float]]:
     """(set, scenario, A's outcome, B's outcome) for every item both prediction lists hold, matched by set and
     uid as ``compare`` matches them."""
-    return [(ra["set"], ra["scenario"], float(ra["outcome"]), float(rb["outcome"])) for ra, rb in _matches(rows_a, rows_b, _uid_key)]
+    return [
+        (ra["set"], ra["scenario"], float(ra["outcome"]), float(rb["outcome"]))
+        for ra, rb in _matches(rows_a, rows_b, _uid_key)
+    ]
 
 
 def compare_pairs(

@@ -141,7 +141,9 @@ def test_the_pooled_difference_interval_excludes_0_exactly_when_p_is_below_005()
     verdicts = set()
     for _ in range(200):
         shift = rng.uniform(-0.3, 0.3)
-        parts = [(0.1, np.clip(rng.normal(shift, 0.8, rng.integers(1, 5)).round(), -1, 1), f"g{k % 2}") for k in range(10)]
+        parts = [
+            (0.1, np.clip(rng.normal(shift, 0.8, rng.integers(1, 5)).round(), -1, 1), f"g{k % 2}") for k in range(10)
+        ]
         r = pooled_difference(parts)
         assert (r["ci95"][0] > 0 or r["ci95"][1] < 0) == (r["p"] < 0.05) and r["ci95"][0] < r["ci95"][1]
         verdicts.add(r["p"] < 0.05)

@@ -51,7 +51,8 @@ def test_no_page_says_separated_beside_a_p_of_005_or_more(equal_boards, tmp_path
     rng = np.random.default_rng(99)
     release = tiny_release(rng, 3, 8)
     folders = [
-        write_evaluation(tmp_path / f"rm{k}", f"baseline:rm{k}", draw_rows(rng, release, shift)) for k, shift in enumerate((0.0, 0.02, 0.3))
+        write_evaluation(tmp_path / f"rm{k}", f"baseline:rm{k}", draw_rows(rng, release, shift))
+        for k, shift in enumerate((0.0, 0.02, 0.3))
     ]
     pages = [*equal_boards, site.build_site(folders, tmp_path / "site", resamples=2000).read_text(encoding="utf-8")]
     for page in pages:
@@ -76,7 +77,11 @@ def test_two_protocols_of_one_model_are_two_rows_with_their_own_rank_intervals(t
         write_evaluation(tmp_path / "rb", spec, draw_rows(rng, release, -0.3), protocol="rewardbench"),
     ]
     page = site.build_site(folders, tmp_path / "site", resamples=2000).read_text(encoding="utf-8")
-    rows = re.findall(r'<tr data-kind="[^"]*" data-rm="([^"]*)".*?rank-ci"[^>]*>([^<]*)</td>.*?<a href="[^"]*">([^<]*)</a>', page, re.S)
+    rows = re.findall(
+        r'<tr data-kind="[^"]*" data-rm="([^"]*)".*?rank-ci"[^>]*>([^<]*)</td>.*?<a href="[^"]*">([^<]*)</a>',
+        page,
+        re.S,
+    )
     assert [(rm, ci, name) for rm, ci, name in rows] == [
         (spec, "1&ndash;1", f"{spec} (protocol rmb)"),
         ("baseline:other", "2&ndash;2", "baseline:other"),
