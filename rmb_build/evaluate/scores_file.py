@@ -181,15 +181,19 @@ TAIL = 64  # a decode error this close to the end of what is read may be a value
 
 class _Stream:
     """A JSON text read piece by piece: ``buf`` from ``pos`` is what is not consumed yet; ``line`` is the line
-    of ``buf[pos]``."""
+    of ``buf[pos]``, ``column0`` the column of ``buf[0]`` (0-based)."""
 
     def __init__(self, file: Path):
-        self.file, self.pieces, self.buf, self.pos, self.line, self.eof = file, _texts(file), "", 0, 1, False
+        self.file, self.pieces, self.buf, self.pos, self.line, self.column0 = file, _texts(file), "", 0, 1, 0
+        self.eof = False
 
     def more(self) -> bool:
         """Append the next piece (dropping what is consumed); False at the end of the file."""
         if self.eof:
             return False
+        consumed = self.buf[: self.pos]
+        newline = consumed.rfind("\n")
+        self.column0 = len(consumed) - newline - 1 if newline >= 0 else self.column0 + len(consumed)
         self.buf = self.buf[self.pos :]
         self.pos = 0
         piece = next(self.pieces, None)
@@ -213,23 +217,26 @@ class _Stream:
     def fail(self, message: str, at: int | None = None) -> InputError:
         at = self.pos if at is None else at
         line = self.line + self.buf.count("\n", self.pos, at)
-        column = at - (self.buf.rfind("\n", 0, at) + 1) + 1
+        newline = self.buf.rfind("\n", 0, at)
+        column = at - newline if newline >= 0 else self.column0 + at + 1
         return InputError(str(self.file), f"invalid JSON: {message} (column {column})", line=line)
 
     def value(self, decoder: json.JSONDecoder) -> Any:
-        """The JSON value at ``pos``, reading more of the file where it runs past what is read."""
+        """The JSON value at ``pos``, reading more of the file where it may run past what is read."""
         while True:
             try:
                 value, end = decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
                 near_end = exc.pos >= len(self.buf) - TAIL or exc.msg.startswith("Unterminated string")
-                if near_end and self.more():
+                if near_end and not self.eof:
+                    self.more()  # (at the end of the file it only drops what is consumed)
                     continue
                 raise self.fail(exc.msg, exc.pos) from None
             except ValueError:  # an integer of more digits than Python converts
                 raise InputError(str(self.file), TOO_MANY_DIGITS, line=self.line) from None
-            if end == len(self.buf) and not self.eof and self.more():
-                continue  # a number may go on in the next piece
+            if end > len(self.buf) - TAIL and not self.eof:
+                self.more()  # a number may go on in the next piece: decode it again with more read
+                continue
             self.line += self.buf.count("\n", self.pos, end)
             self.pos = end
             return value

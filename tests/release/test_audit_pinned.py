@@ -100,7 +100,9 @@ def laden_release(root: Path) -> Path:
             _style("4", "Is tea better than coffee?", DISC, chosen=2),
             {**_style("13", "Write a haiku about rain.", DISC), "scenario": S1},
             {**_style("20", "Which pet should I get?", DISC), "rejected": ["x", "  \n", "z"]},
+            _style("1", "What is a good name for a cat?", DISC),  # its id again: style_repeated_id
         ],
+        "Style_set/Helpfulness/Chat/Nonsense.json": [_style("21", "Which pet should I get?", "Helpfulness/Chat/Nonsense")],
     }
     for rel, items in files.items():
         path = root / rel
