@@ -32,7 +32,7 @@ def _edited(folder, dest, edit):
     [
         ("mean", 0.99),
         ("cells.pairwise/Helpfulness", 0.999),
-        ("cells.bon/Harmlessness", 0.0),
+        ("cells.bon/Harmlessness", 0.123456),
     ],
 )
 def test_an_edited_headline_is_refused_naming_the_figure(folders, tmp_path, capsys, field, value):
