@@ -16,13 +16,13 @@ FULL = 1.0
 PARTIAL_FLAG = "--allow-partial"
 
 
-def coverage_record(items: int, scored: int, min_coverage: float = FULL, source: str = "the scores") -> dict[str, Any]:
+def coverage_record(items: int, scored: int, min_coverage: float = FULL, source: str = "rmb evaluate") -> dict[str, Any]:
     """results.json ``coverage`` for ``scored`` of ``items`` items; RMBError (one line) below ``min_coverage``."""
     fraction = scored / items if items else 1.0
     if fraction < min_coverage:
         floor = "every item" if min_coverage >= FULL else f"{100 * min_coverage:g}% of the items"
         raise RMBError(
-            f"{source} cover {scored:,} of the {items:,} items to score ({100 * fraction:.2f}%), below "
+            f"{source}: the scores cover {scored:,} of the {items:,} items to score ({100 * fraction:.2f}%), below "
             f"--min-coverage {min_coverage:g} ({floor}): figures over a part of the release are not the "
             f"release's; add {PARTIAL_FLAG} to report them over those {scored:,} items, marked partial"
         )
