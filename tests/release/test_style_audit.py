@@ -27,7 +27,13 @@ def test_style_records_defects_are_counted_by_kind(tmp_path, capsys):
     assert {"style_orphan", "style_variants", "style_empty"} <= set(DEFECT_KINDS)
     report = audit_release(read_rmb_release(release, strict=False), near_duplicates=False)
     got = {k: [(d["uid"], d["index"]) for d in v] for k, v in report.defects.items() if k.startswith("style_")}
-    assert got == {"style_orphan": [("999", 0)], "style_variants": [("1", 1), ("2", 2)], "style_empty": [("3", 3)]}
+    assert got == {
+        "style_unknown_scenario": [],
+        "style_orphan": [("999", 0)],
+        "style_repeated_id": [],
+        "style_variants": [("1", 1), ("2", 2)],
+        "style_empty": [("3", 3)],
+    }
     assert report.defects["style_empty"][0]["detail"] == "empty: rejected[2]"
     assert report.defects["style_variants"][0]["file"] == f"Style_set/{SCENARIOS[0]}.json"
     assert sum(n for k, n in report.counts.items() if not k.startswith("style_")) == 0
