@@ -42,7 +42,12 @@ def release_rows(release: Path, fmt: str, seed: int = 0) -> list[str]:
             row = {"pair_uid": it.uid, "category_path": path, "chosen_reward": scores[0], "reject_reward": scores[1]}
             row["is_correct"] = int(scores[0] > scores[1])
         else:
-            row = {"bon_uid": it.uid, "category_path": path, "bon_best_reward": scores[0], "loser_list_reward": scores[1:]}
+            row = {
+                "bon_uid": it.uid,
+                "category_path": path,
+                "bon_best_reward": scores[0],
+                "loser_list_reward": scores[1:],
+            }
         out.append(json.dumps(row))
     return out
 
@@ -103,9 +108,20 @@ def main() -> None:
             cmd = [sys.executable, "-m", "rmb_build.cli", "evaluate", "--release", args.release, "--scores"]
             cmd += [str(scores), "--out", str(out), "--overwrite", "--no-progress", "--bootstrap", "50"]
             rss, wall, code = peak_rss(cmd)
-            table.append({"rows": rows, "file_mb": round(size / 2**20, 1), "peak_rss_mb": round(rss), "seconds": round(wall, 1), "exit": code})
+            table.append(
+                {
+                    "rows": rows,
+                    "file_mb": round(size / 2**20, 1),
+                    "peak_rss_mb": round(rss),
+                    "seconds": round(wall, 1),
+                    "exit": code,
+                }
+            )
             scores.unlink()
-            print(f"{rows:>11,} rows  {size / 2**20:8.1f} MB file  peak RSS {rss:7.0f} MB  {wall:7.1f} s  exit {code}", flush=True)
+            print(
+                f"{rows:>11,} rows  {size / 2**20:8.1f} MB file  peak RSS {rss:7.0f} MB  {wall:7.1f} s  exit {code}",
+                flush=True,
+            )
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -16,7 +16,9 @@ FULL = 1.0
 PARTIAL_FLAG = "--allow-partial"
 
 
-def coverage_record(items: int, scored: int, min_coverage: float = FULL, source: str = "rmb evaluate") -> dict[str, Any]:
+def coverage_record(
+    items: int, scored: int, min_coverage: float = FULL, source: str = "rmb evaluate"
+) -> dict[str, Any]:
     """results.json ``coverage`` for ``scored`` of ``items`` items; RMBError (one line) below ``min_coverage``."""
     fraction = scored / items if items else 1.0
     if fraction < min_coverage:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from rmb_build.core.plot_text import plain_text
 from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
+from rmb_build.core.plot_text import plain_text
 from rmb_build.core.taxonomy import BON_SET, HAZARD_CATEGORIES, PAIRWISE_SET, parse_scenario_id
 from rmb_build.evaluate.metrics import scenario_order
 

@@ -185,7 +185,9 @@ def check_figures(results: Mapping[str, Any], where: str) -> None:
     for key in SCORING_COUNTS:
         c.count(scoring.get(key), f"scoring.{key}")
     c.count(c.mapping(results.get("skipped_defective"), "skipped_defective").get("n"), "skipped_defective.n")
-    c.each(c.mapping(results.get("release_defects"), "release_defects").get("counts"), "release_defects.counts", c.count)
+    c.each(
+        c.mapping(results.get("release_defects"), "release_defects").get("counts"), "release_defects.counts", c.count
+    )
     for part, key in (("bootstrap", "resamples"), ("intervals", "draws")):
         block = c.mapping(results.get(part), part)
         c.count(block.get(key), f"{part}.{key}")

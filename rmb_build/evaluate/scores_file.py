@@ -165,7 +165,9 @@ def _texts(file: Path) -> Iterator[str]:
             except UnicodeDecodeError as exc:
                 seen = (pending + data)[: exc.start]
                 raise InputError(
-                    str(file), f"invalid UTF-8 at byte {offset - len(pending) + exc.start}", line=lines + seen.count(b"\n") + 1
+                    str(file),
+                    f"invalid UTF-8 at byte {offset - len(pending) + exc.start}",
+                    line=lines + seen.count(b"\n") + 1,
                 ) from None
             offset += len(data)
             lines += data.count(b"\n")

@@ -192,4 +192,13 @@ def score_style(records: Sequence[StyleRecord], score, judge: bool) -> list[dict
     return record_rows(records, predict(items, keys, values, ties="strict", judge=judge))
 
 
-__all__ = ["FIGURES", "STYLE_PREDICTIONS", "check_records", "record_rows", "score_style", "style_items", "style_results", "style_sha256"]
+__all__ = [
+    "FIGURES",
+    "STYLE_PREDICTIONS",
+    "check_records",
+    "record_rows",
+    "score_style",
+    "style_items",
+    "style_results",
+    "style_sha256",
+]

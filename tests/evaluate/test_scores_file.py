@@ -157,7 +157,9 @@ def test_missing_extra_and_mismatched_rows_are_listed_and_left_out(tmp_path, rel
     rows[7]["category_path"] = "Pairwise_set/Harmlessness/S9"  # a different scenario: mismatched
     write_rmb(tmp_path / "partial_result.json", rows)
     scores = str(tmp_path / "partial_result.json")
-    assert evaluate("--release", str(release), "--scores", scores, "--out", str(tmp_path / "out"), "--allow-partial") == 0
+    assert (
+        evaluate("--release", str(release), "--scores", scores, "--out", str(tmp_path / "out"), "--allow-partial") == 0
+    )
     results, preds = load(tmp_path / "out")
     listing = results["scores_file"]
     missing = {(m["set"], m["uid"]) for m in listing["missing_in_file"]["items"]}
@@ -466,7 +468,9 @@ def test_an_item_given_twice_is_refused_naming_both_lines(tmp_path, release, cap
     swapped = [{**r, "chosen_reward": r["reject_reward"], "reject_reward": r["chosen_reward"]} for r in rows]
     if fmt == "jsonl":
         lines = [
-            json.dumps({"set": "pairwise", "uid": r["pair_uid"], "chosen": r["chosen_reward"], "rejected": r["reject_reward"]})
+            json.dumps(
+                {"set": "pairwise", "uid": r["pair_uid"], "chosen": r["chosen_reward"], "rejected": r["reject_reward"]}
+            )
             for r in swapped + rows
         ]
         scores = tmp_path / "twice.jsonl"
@@ -492,14 +496,26 @@ def test_a_uid_two_items_share_takes_two_rows_but_not_three(tmp_path, capsys):
 
     rel = Release(name="shared-uid", root=None)
     for scenario in ("Helpfulness/Chat/Discussion", "Harmlessness/S6"):
-        rel.add(PairwiseItem("7", (Turn("user", f"Q {scenario}?", "en"),), Answer("a", "yes."), Answer("b", "no"), scenario))
+        rel.add(
+            PairwiseItem("7", (Turn("user", f"Q {scenario}?", "en"),), Answer("a", "yes."), Answer("b", "no"), scenario)
+        )
     write_release(rel, tmp_path / "rel")
     row = {"set": "pairwise", "uid": "7", "chosen": 1, "rejected": 0}
     (tmp_path / "two.jsonl").write_text((json.dumps(row) + "\n") * 2, encoding="utf-8")
-    assert evaluate("--release", str(tmp_path / "rel"), "--scores", str(tmp_path / "two.jsonl"), "--out", str(tmp_path / "o")) == 0
+    assert (
+        evaluate(
+            "--release", str(tmp_path / "rel"), "--scores", str(tmp_path / "two.jsonl"), "--out", str(tmp_path / "o")
+        )
+        == 0
+    )
     (tmp_path / "three.jsonl").write_text((json.dumps(row) + "\n") * 3, encoding="utf-8")
     capsys.readouterr()
-    assert evaluate("--release", str(tmp_path / "rel"), "--scores", str(tmp_path / "three.jsonl"), "--out", str(tmp_path / "p")) == 2
+    assert (
+        evaluate(
+            "--release", str(tmp_path / "rel"), "--scores", str(tmp_path / "three.jsonl"), "--out", str(tmp_path / "p")
+        )
+        == 2
+    )
     assert "is given twice (line 1 and line 3)" in capsys.readouterr().err
 
 
@@ -517,10 +533,37 @@ def test_a_file_covering_a_few_items_is_refused_or_headlined_as_partial(tmp_path
     assert not (tmp_path / "out").exists()
     # a floor the file clears is accepted as partial; one it does not is refused
     share = 4 / len(items)
-    assert evaluate("--release", str(release), "--scores", str(scores), "--out", str(tmp_path / "o"), "--min-coverage", str(share * 2)) == 2
-    assert evaluate("--release", str(release), "--scores", str(scores), "--out", str(tmp_path / "o"), "--min-coverage", str(share / 2)) == 0
+    assert (
+        evaluate(
+            "--release",
+            str(release),
+            "--scores",
+            str(scores),
+            "--out",
+            str(tmp_path / "o"),
+            "--min-coverage",
+            str(share * 2),
+        )
+        == 2
+    )
+    assert (
+        evaluate(
+            "--release",
+            str(release),
+            "--scores",
+            str(scores),
+            "--out",
+            str(tmp_path / "o"),
+            "--min-coverage",
+            str(share / 2),
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert evaluate("--release", str(release), "--scores", str(scores), "--out", str(tmp_path / "p"), "--allow-partial") == 0
+    assert (
+        evaluate("--release", str(release), "--scores", str(scores), "--out", str(tmp_path / "p"), "--allow-partial")
+        == 0
+    )
     headline = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("RMB overall"))
     assert headline.startswith("RMB overall 100.0") and f"partial: 4 of {len(items)} items" in headline, headline
     results, _ = load(tmp_path / "p")
@@ -540,7 +583,10 @@ def test_a_partial_result_is_never_ranked_beside_a_full_one(tmp_path, release, c
     right = [r for r in rmb_rows(items, lambda it, k, _: 1.0 - k) if "pair_uid" in r][:4]
     full, part = write_rmb(tmp_path / "full_result.json", every), write_rmb(tmp_path / "part_result.json", right)
     assert evaluate("--release", str(release), "--scores", str(full), "--out", str(tmp_path / "full")) == 0
-    assert evaluate("--release", str(release), "--scores", str(part), "--out", str(tmp_path / "part"), "--allow-partial") == 0
+    assert (
+        evaluate("--release", str(release), "--scores", str(part), "--out", str(tmp_path / "part"), "--allow-partial")
+        == 0
+    )
     capsys.readouterr()
     site = ["leaderboard", str(tmp_path / "part"), str(tmp_path / "full"), "--out", str(tmp_path / "site")]
     assert main([*site, "--resamples", "50"]) == 2
@@ -564,11 +610,15 @@ def _matched_peak(tmp_path, release, foreign: int) -> tuple[int, dict]:
 
     items = list(read_release(release).items())
     own = [
-        json.dumps({"set": "pairwise", "uid": str(r["pair_uid"]), "chosen": r["chosen_reward"], "rejected": r["reject_reward"]})
+        json.dumps(
+            {"set": "pairwise", "uid": str(r["pair_uid"]), "chosen": r["chosen_reward"], "rejected": r["reject_reward"]}
+        )
         for r in rmb_rows(items, lambda it, k, _: seeded(it.uid, k))
         if "pair_uid" in r
     ]
-    other = (json.dumps({"set": "pairwise", "uid": f"other-{k}", "chosen": 0.5, "rejected": 0.25}) for k in range(foreign))
+    other = (
+        json.dumps({"set": "pairwise", "uid": f"other-{k}", "chosen": 0.5, "rejected": 0.25}) for k in range(foreign)
+    )
     path = tmp_path / f"scores-{foreign}.jsonl"
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(own) + "\n")

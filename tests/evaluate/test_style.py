@@ -119,7 +119,11 @@ def test_a_bon_record_of_a_loser_its_item_lacks_is_refused(tmp_path, capsys):
     release = write_style_release(tmp_path / "rel", records)
     rel = Release(name="style-small", root=None)
     q = (Turn("user", "Which?"),)
-    rel.add(BonItem("0", q, Answer("m1", ans(3, "best")), (Answer("m2", ans(1, "a")), Answer("m3", ans(0, "b"))), SCENARIOS[0]))
+    rel.add(
+        BonItem(
+            "0", q, Answer("m1", ans(3, "best")), (Answer("m2", ans(1, "a")), Answer("m3", ans(0, "b"))), SCENARIOS[0]
+        )
+    )
     write_release(rel, tmp_path / "bon")
     (release / "BoN_set").mkdir()
     (tmp_path / "bon" / "BoN_set" / "Helpfulness").rename(release / "BoN_set" / "Helpfulness")

@@ -106,7 +106,9 @@ def laden_release(root: Path) -> Path:
             {**_style("20", "Which pet should I get?", DISC), "rejected": ["x", "  \n", "z"]},
             _style("1", "What is a good name for a cat?", DISC),  # its id again: style_repeated_id
         ],
-        "Style_set/Helpfulness/Chat/Nonsense.json": [_style("21", "Which pet should I get?", "Helpfulness/Chat/Nonsense")],
+        "Style_set/Helpfulness/Chat/Nonsense.json": [
+            _style("21", "Which pet should I get?", "Helpfulness/Chat/Nonsense")
+        ],
     }
     for rel, items in files.items():
         path = root / rel

@@ -55,17 +55,25 @@ def test_repeated_ids_unknown_scenarios_and_bad_losers_that_evaluate_refuses_are
     recs[2]["id"] = recs[0]["id"]  # twice
     recs.append({**recs[3], "id": "3", "set": "bon", "loser": 99})  # no BoN item 3, and no loser 99
     write_style_file(release, SCENARIOS[0], recs)
-    write_style_file(release, "Helpfulness/Chat/Nonsense", [{**records[SCENARIOS[1]][0], "scenario": "Helpfulness/Chat/Nonsense"}])
+    write_style_file(
+        release, "Helpfulness/Chat/Nonsense", [{**records[SCENARIOS[1]][0], "scenario": "Helpfulness/Chat/Nonsense"}]
+    )
     report = audit_release(read_rmb_release(release, strict=False), near_duplicates=False)
-    got = {k: [(d["uid"], d["file"], d["index"]) for d in v] for k, v in report.defects.items() if k.startswith("style_")}
+    got = {
+        k: [(d["uid"], d["file"], d["index"]) for d in v] for k, v in report.defects.items() if k.startswith("style_")
+    }
     first = f"Style_set/{SCENARIOS[0]}.json"
     assert (recs[0]["id"], first, 2) in got["style_repeated_id"]  # (the unknown scenario's copy repeats one too)
-    assert got["style_unknown_scenario"] == [(records[SCENARIOS[1]][0]["id"], "Style_set/Helpfulness/Chat/Nonsense.json", 0)]
+    assert got["style_unknown_scenario"] == [
+        (records[SCENARIOS[1]][0]["id"], "Style_set/Helpfulness/Chat/Nonsense.json", 0)
+    ]
     assert (recs[-1]["id"], first, len(recs) - 1) in got["style_orphan"]
     assert "repeats the id of" in report.defects["style_repeated_id"][0]["detail"]
     assert main(["audit", str(release), "--json", str(tmp_path / "audit.json"), "--no-embeddings"]) == 0
     counts = json.loads((tmp_path / "audit.json").read_text())["counts"]
-    assert set(counts) == set(DEFECT_KINDS) and counts["style_repeated_id"] == 2 and counts["style_unknown_scenario"] == 1
+    assert (
+        set(counts) == set(DEFECT_KINDS) and counts["style_repeated_id"] == 2 and counts["style_unknown_scenario"] == 1
+    )
 
 
 def test_a_clean_style_set_has_no_style_defects(tmp_path):
