@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.evaluate.coverage import partial_note
 
     # every headline says how it was measured, and over how much of the release
-    said = [label(results["protocol"]), f"ties {results['ties']}", partial_note(results)]
+    said = [partial_note(results), label(results["protocol"]), f"ties {results['ties']}"]
     under = f"[{', '.join(w for w in said if w)}]"
     headline = results["rmb_overall"]
     if headline["mean"] is not None:

@@ -565,7 +565,7 @@ def test_a_file_covering_a_few_items_is_refused_or_headlined_as_partial(tmp_path
         == 0
     )
     headline = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("RMB overall"))
-    assert headline.startswith("RMB overall 100.0") and f"partial: 4 of {len(items)} items" in headline, headline
+    assert headline.startswith("RMB overall 100.0") and f"[partial: 4 of {len(items)} items, " in headline, headline
     results, _ = load(tmp_path / "p")
     assert results["coverage"] == {
         "items": len(items),
