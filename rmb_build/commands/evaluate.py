@@ -97,7 +97,31 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="Monte Carlo draws for the 95%% intervals of means (default %(default)s; a proportion's "
         "Clopper-Pearson interval is exact)",
     )
+    p.add_argument(
+        "--min-coverage",
+        type=_fraction,
+        default=1.0,
+        metavar="FRACTION",
+        help="with --scores: the least share of the items to score the file must cover (default 1: every item); "
+        "below it evaluate refuses",
+    )
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="with --scores: report figures over the items the file covers, however few; the headline says "
+        "'partial: N of M items' and results.json coverage.partial is true",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a share of the items from 0 (exclusive) to 1, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,12 +188,17 @@ def run(args: argparse.Namespace) -> int:
             release_label=str(args.release),
             progress=not args.no_progress,
             skip_defective=args.skip_defective,
+            min_coverage=0.0 if args.allow_partial else args.min_coverage,
         )
         # What produced these results, for `rmb leaderboard`: added after the fact, secrets redacted.
         results.update(command=command_line("evaluate", args, configure))
         write_json(tmp / "results.json", results)
     s = results["scoring"]
-    under = f"[{label(results['protocol'])}, ties {results['ties']}]"  # every headline says how it was measured
+    from rmb_build.evaluate.coverage import partial_note
+
+    # every headline says how it was measured, and over how much of the release
+    said = [partial_note(results), label(results["protocol"]), f"ties {results['ties']}"]
+    under = f"[{', '.join(w for w in said if w)}]"
     headline = results["rmb_overall"]
     if headline["mean"] is not None:
         cells = "  ".join(f"{c} {100 * v:.1f}" for c, v in headline["cells"].items() if v is not None)

@@ -15,6 +15,8 @@ from typing import Any
 
 def finite_float(value: Any) -> float | None:
     """``value`` as a float when it is a finite real number (not a bool); None otherwise."""
+    if type(value) is float:  # the common case, without the ABC check below (a scores file's millions of rows)
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
     try:

@@ -163,6 +163,12 @@ def check_prediction(row: dict[str, Any], where: str, need: Sequence[str] = (), 
     o = row["outcome"]
     if not isinstance(o, (int, float)) or isinstance(o, bool) or not 0 <= o <= 1:
         raise InputError(where, "expected a number from 0 to 1", field="outcome", **at)
+    if row["set"] not in (PAIRWISE_SET, BON_SET):
+        raise InputError(where, f"expected {PAIRWISE_SET!r} or {BON_SET!r}", field="set", **at)
+    if not isinstance(row["scenario"], str) or not row["scenario"]:
+        raise InputError(where, "expected a scenario id (a string)", field="scenario", **at)
+    if isinstance(row["uid"], bool) or not isinstance(row["uid"], (str, int)):
+        raise InputError(where, "expected a string or integer uid", field="uid", **at)
     return row
 
 

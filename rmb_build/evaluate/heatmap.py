@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
+from rmb_build.core.plot_text import plain_text
 from rmb_build.core.taxonomy import BON_SET, HAZARD_CATEGORIES, PAIRWISE_SET, parse_scenario_id
 from rmb_build.evaluate.metrics import scenario_order
 
@@ -49,7 +50,13 @@ def _group(scenario_id: str) -> str:
 
 
 def write_heatmap(results: Mapping[str, Any], path: str | Path) -> Path | None:
-    """Draw ``results`` (a results.json object) to the PNG ``path``; None when it has no scenario."""
+    """Draw ``results`` (a results.json object) to the PNG ``path``; None when it has no scenario. Its names
+    (RM spec, scenario ids) are drawn as plain text."""
+    with plain_text():
+        return _draw(results, path)
+
+
+def _draw(results: Mapping[str, Any], path: str | Path) -> Path | None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -24,6 +24,7 @@ from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.redact import redact, redact_json
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import check_prediction, read_predictions, release_id
+from rmb_build.evaluate.results_check import check_figures
 
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.jsonl"
@@ -54,7 +55,8 @@ class Evaluation:
 
 
 def read_results(path: Path, where: str | None = None) -> dict[str, Any]:
-    """A results.json of ``rmb evaluate`` (rm, pairwise, bon), redacted; InputError naming file and field."""
+    """A results.json of ``rmb evaluate`` (rm, pairwise, bon), redacted; InputError naming file and field,
+    also of a figure of the wrong type or range (``results_check``)."""
     from rmb_build.release.rmb_format import load_json_file
 
     where = where or str(path)
@@ -66,6 +68,7 @@ def read_results(path: Path, where: str | None = None) -> dict[str, Any]:
             raise InputError(where, "missing", field=key)
     if not isinstance(results["rm"], str) or not results["rm"]:
         raise InputError(where, "expected a non-empty string", field="rm")
+    check_figures(results, where)  # every figure a page, card or plot reads: its type and range
     return redact_json(results)
 
 

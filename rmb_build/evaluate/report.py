@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from rmb_build.core.atomic import write_text
 from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
+from rmb_build.evaluate.coverage import partial_note
 from rmb_build.evaluate.heatmap import SET_TITLES, write_heatmap
 from rmb_build.evaluate.protocols import label as protocol_label
 from rmb_build.evaluate.report_style import length_control_section, style_section
@@ -53,6 +54,8 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
     ]
     if results.get("protocol"):  # which harness's text preparation every figure below was measured under
         out[-1:-1] = [f"Harness {protocol_label(results['protocol'])}: {results['protocol']['harness']}."]
+    if partial_note(results):
+        out[-1:-1] = [f"**{partial_note(results).capitalize()}** of the release: no figure below is the release's."]
     sets = [s for s in (PAIRWISE_SET, BON_SET) if results.get(s, {}).get("scenarios")]
     out += _rmb_overall_section(results.get("rmb_overall"))
     out += _defects_section(results)

@@ -12,6 +12,7 @@ from rmb_build.core.redact import redact_json
 from rmb_build.evaluate.adapters import RewardModel
 from rmb_build.evaluate.benchmarks import benchmark_fields
 from rmb_build.evaluate.cache import ScoreCache
+from rmb_build.evaluate.coverage import FULL, coverage_record
 from rmb_build.evaluate.defects import audit_defects, split_items
 from rmb_build.evaluate.length_control import length_control
 from rmb_build.evaluate.metrics import DEFAULT_RESAMPLES, build_results
@@ -19,7 +20,7 @@ from rmb_build.evaluate.outcomes import length_bias, position_bias, predict
 from rmb_build.evaluate.protocols import protocol, record
 from rmb_build.evaluate.report import write_report
 from rmb_build.evaluate.scoring import score_items
-from rmb_build.evaluate.style import STYLE_PREDICTIONS, score_style, style_results, style_sha256
+from rmb_build.evaluate.style import STYLE_PREDICTIONS, check_records, score_style, style_results, style_sha256
 from rmb_build.release.provenance import release_record
 from rmb_build.release.read import Release
 
@@ -37,11 +38,13 @@ def evaluate(
     progress: bool = True,
     audit: bool = True,
     skip_defective: bool = False,
+    min_coverage: float = FULL,
 ) -> dict[str, Any]:
     """Evaluate ``rm`` on every item of ``release``; returns the results.json object it wrote.
 
     ``audit`` reports the release's defects (``release_defects``); ``skip_defective`` leaves the
-    defective items out of scoring (``skipped_defective``: how many, per kind).
+    defective items out of scoring (``skipped_defective``: how many, per kind). Scores from a file that
+    cover fewer than ``min_coverage`` of the items are refused (``coverage``).
     """
     defects = audit_defects(release) if audit or skip_defective else None
     items, skipped = split_items(release, defects if skip_defective else None)
@@ -60,9 +63,13 @@ def evaluate(
     )
     if getattr(rm, "precomputed", False):  # scores from a file (adapters/scores.py): per item, no cache
         predictions, scoring, extra["scores_file"] = rm.predict_items(items, list(release.items()), ties)
+        source = f"--scores {extra['scores_file']['path']}"
+        extra["coverage"] = coverage_record(len(items), len(predictions), min_coverage, source)
         if release.style:
             extra["style"] = {"skipped": "scores from a file hold no scores of Style_set/'s texts"}
     else:
+        if release.style:
+            check_records(release.style, release.items())  # before any scoring: each record's item exists
         with ScoreCache(cache_dir) as cache:
             try:
                 values, keys, stats = score_items(items, rm, cache, progress=progress)
@@ -74,6 +81,7 @@ def evaluate(
                 rm.close()
         predictions = predict(items, keys, values, ties=ties, judge=rm.compares_pairs)
         scoring = stats.to_json()
+        extra["coverage"] = coverage_record(len(items), len(predictions))
     if style_rows is not None:
         extra["style"] = {
             **style_results(style_rows, resamples, seed),

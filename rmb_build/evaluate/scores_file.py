@@ -14,16 +14,20 @@ Two formats, told apart by content (a file that fits neither is refused with one
 
 A folder is read as every ``.json`` / ``.jsonl`` file under it. Release items the file lacks are listed and
 left out of the figures (they are not counted as losses); so are items whose ``category_path`` or number of
-losers differs from the release's. Rows naming no item of the release are listed too.
+losers differs from the release's. Rows naming no item of the release are counted (the first few listed).
+
+The files are streamed: only the rows of the release's items are kept, so memory follows the release, not the
+file (``bench/scores_file_memory.py``). A second row for an item is refused, naming both lines.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
-from collections import defaultdict
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -43,7 +47,7 @@ RMB_FIELDS = {
 JSONL_FIELDS = {PAIRWISE_SET: ("chosen", "rejected"), BON_SET: ("best", "losers")}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScoreRow:
     """One item's scores as the file gives them, chosen (or best) first, as ``Item.answers()`` orders them.
 
@@ -68,19 +72,23 @@ class ScoreRow:
 
 @dataclass
 class ScoresFile:
+    """A scores file or folder, hashed and its format told; its rows are streamed by ``iter_rows``."""
+
     path: str
     format: str
     sha256: str
-    rows: list[ScoreRow]
     files: list[tuple[str, str]]  # (name, sha256) of each file read
+    paths: list[tuple[Path, str]] = field(default_factory=list)  # (file, its format), in reading order
 
 
 # --- reading ----------------------------------------------------------------------------------------------------
 
+CHUNK = 1 << 20  # bytes read at a time
+
 
 def read_scores(path: str | Path) -> ScoresFile:
-    """The rows of a scores file (or of every ``.json``/``.jsonl`` file under a folder); InputError names the
-    file, line and field of the first row that fits neither format."""
+    """A scores file (or every ``.json``/``.jsonl`` file under a folder), hashed and each file's format told
+    from its first character; InputError names the file of neither format. No row is held: ``iter_rows``."""
     path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl"))
@@ -90,65 +98,174 @@ def read_scores(path: str | Path) -> ScoresFile:
         files = [path]
     else:
         raise RMBError(f"--scores {path}: no such file or folder")
-    formats, rows, digests = set(), [], []
+    digests, paths = [], []
     for file in files:
-        data = file.read_bytes()
-        digests.append(
-            (file.relative_to(path).as_posix() if path.is_dir() else file.name, hashlib.sha256(data).hexdigest())
-        )
-        fmt, file_rows = _read_one(file, data)
-        formats.add(fmt)
-        rows += file_rows
-    if not rows:
-        raise InputError(str(path), "holds no scores")
+        digests.append((file.relative_to(path).as_posix() if path.is_dir() else file.name, _sha256(file)))
+        paths.append((file, _format_of(file)))
     # A file's own sha256 (what sha256sum prints); a folder's: over its files' names and sha256s.
     sha = (
         digests[0][1]
         if path.is_file()
         else hashlib.sha256("".join(f"{name}\0{digest}\n" for name, digest in digests).encode("utf-8")).hexdigest()
     )
-    return ScoresFile(str(path), "+".join(sorted(formats)), sha, rows, digests)
+    return ScoresFile(str(path), "+".join(sorted({f for _, f in paths})), sha, digests, paths)
 
 
-def _read_one(file: Path, data: bytes) -> tuple[str, list[ScoreRow]]:
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            str(file), f"invalid UTF-8 at byte {exc.start}", line=data[: exc.start].count(b"\n") + 1
-        ) from None
-    head = text.lstrip()[:1]
-    if head == "[":
-        return "rmb-result", [_rmb_row(file, line, i, obj) for i, (line, obj) in enumerate(_json_list(file, text))]
-    if head == "{":
-        return "jsonl", [_jsonl_row(file, line, obj) for line, obj in read_jsonl_objects(file)]
+def iter_rows(scores: ScoresFile) -> Iterator[ScoreRow]:
+    """Every row of every file, checked, in file order; InputError names the file, line and field of the first
+    bad one. Nothing is held beyond the row being read."""
+    for file, fmt in scores.paths:
+        if fmt == "rmb-result":
+            for i, (line, obj) in enumerate(_json_list(file)):
+                yield _rmb_row(file, line, i, obj)
+        else:
+            for line, obj in read_jsonl_objects(file):
+                yield _jsonl_row(file, line, obj)
+
+
+def _sha256(file: Path) -> str:
+    h = hashlib.sha256()
+    with open(file, "rb") as fh:
+        while block := fh.read(CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _format_of(file: Path) -> str:
+    """``rmb-result`` (a JSON list) or ``jsonl``, from the first character that is not white space."""
+    skipped = ""
+    for text in _texts(file):
+        body = text.lstrip()
+        if body:
+            if body[0] == "[":
+                return "rmb-result"
+            if body[0] == "{":
+                return "jsonl"
+            skipped += text[: len(text) - len(body)]
+            break
+        skipped += text
     raise InputError(
         str(file),
         "neither RMB's result file (a JSON list) nor JSONL of scores (one object a line)",
-        line=text[: len(text) - len(text.lstrip())].count("\n") + 1,
+        line=skipped.count("\n") + 1,
     )
 
 
+def _texts(file: Path) -> Iterator[str]:
+    """The file's text in pieces of about ``CHUNK`` bytes (UTF-8, a leading BOM dropped); InputError names the
+    line and byte of invalid UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    offset = lines = 0
+    with open(file, "rb") as fh:
+        while True:
+            data = fh.read(CHUNK)
+            pending = decoder.getstate()[0]
+            try:
+                text = decoder.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                seen = (pending + data)[: exc.start]
+                raise InputError(
+                    str(file),
+                    f"invalid UTF-8 at byte {offset - len(pending) + exc.start}",
+                    line=lines + seen.count(b"\n") + 1,
+                ) from None
+            offset += len(data)
+            lines += data.count(b"\n")
+            if text:
+                yield text
+            if not data:
+                return
+
+
 _WS = re.compile(r"[ \t\n\r]*")
+TAIL = 64  # a decode error this close to the end of what is read may be a value cut by the read: read more
 
 
-def _json_list(file: Path, text: str) -> Iterator[tuple[int, Any]]:
-    """(line, element) of a JSON list, each element with the line it starts on."""
-    try:
-        json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from None
-    except ValueError:  # an integer of more digits than Python converts
-        raise InputError(str(file), TOO_MANY_DIGITS) from None
-    decoder, line, last = json.JSONDecoder(), 1, 0
-    pos = _WS.match(text, text.index("[") + 1).end()
-    while text[pos] != "]":
-        line += text.count("\n", last, pos)
-        last = pos
-        value, pos = decoder.raw_decode(text, pos)
-        yield line, value
-        pos = _WS.match(text, pos).end()
-        pos = _WS.match(text, pos + 1).end() if text[pos] == "," else pos
+class _Stream:
+    """A JSON text read piece by piece: ``buf`` from ``pos`` is what is not consumed yet; ``line`` is the line
+    of ``buf[pos]``, ``column0`` the column of ``buf[0]`` (0-based)."""
+
+    def __init__(self, file: Path):
+        self.file, self.pieces, self.buf, self.pos, self.line, self.column0 = file, _texts(file), "", 0, 1, 0
+        self.eof = False
+
+    def more(self) -> bool:
+        """Append the next piece (dropping what is consumed); False at the end of the file."""
+        if self.eof:
+            return False
+        consumed = self.buf[: self.pos]
+        newline = consumed.rfind("\n")
+        self.column0 = len(consumed) - newline - 1 if newline >= 0 else self.column0 + len(consumed)
+        self.buf = self.buf[self.pos :]
+        self.pos = 0
+        piece = next(self.pieces, None)
+        if piece is None:
+            self.eof = True
+            return False
+        self.buf += piece
+        return True
+
+    def skip_ws(self) -> str:
+        """The next character that is not white space ("" at the end of the file)."""
+        while True:
+            end = _WS.match(self.buf, self.pos).end()
+            self.line += self.buf.count("\n", self.pos, end)
+            self.pos = end
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def fail(self, message: str, at: int | None = None) -> InputError:
+        at = self.pos if at is None else at
+        line = self.line + self.buf.count("\n", self.pos, at)
+        newline = self.buf.rfind("\n", 0, at)
+        column = at - newline if newline >= 0 else self.column0 + at + 1
+        return InputError(str(self.file), f"invalid JSON: {message} (column {column})", line=line)
+
+    def value(self, decoder: json.JSONDecoder) -> Any:
+        """The JSON value at ``pos``, reading more of the file where it may run past what is read."""
+        while True:
+            try:
+                value, end = decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                near_end = exc.pos >= len(self.buf) - TAIL or exc.msg.startswith("Unterminated string")
+                if near_end and not self.eof:
+                    self.more()  # (at the end of the file it only drops what is consumed)
+                    continue
+                raise self.fail(exc.msg, exc.pos) from None
+            except ValueError:  # an integer of more digits than Python converts
+                raise InputError(str(self.file), TOO_MANY_DIGITS, line=self.line) from None
+            if end > len(self.buf) - TAIL and not self.eof:
+                self.more()  # a number may go on in the next piece: decode it again with more read
+                continue
+            self.line += self.buf.count("\n", self.pos, end)
+            self.pos = end
+            return value
+
+
+def _json_list(file: Path) -> Iterator[tuple[int, Any]]:
+    """(line, element) of a JSON list, each element with the line it starts on, read piece by piece."""
+    s, decoder = _Stream(file), json.JSONDecoder()
+    s.skip_ws()
+    s.pos += 1  # the "[" _format_of found
+    if s.skip_ws() == "]":
+        s.pos += 1
+    else:
+        while True:
+            if s.skip_ws() == "":
+                raise s.fail("Expecting value")
+            line = s.line
+            yield line, s.value(decoder)
+            after = s.skip_ws()
+            if after == "]":
+                s.pos += 1
+                break
+            if after != ",":
+                raise s.fail("Expecting ',' delimiter")
+            s.pos += 1
+    if s.skip_ws() != "":
+        raise s.fail("Extra data")
 
 
 def _number(file: Path, line: int, item: Any, field: str, value: Any, nullable: bool = False) -> float | None:
@@ -290,15 +407,51 @@ class Matched:
     listing: dict[str, Any]
 
 
+def _duplicate(first: ScoreRow, again: ScoreRow) -> InputError:
+    """One line naming the uid given twice and both rows' lines."""
+    where = f"line {first.line}" + ("" if first.file == again.file else f" of {first.file}")
+    return InputError(
+        again.file,
+        f"{again.set_name} uid {again.uid!r} is given twice ({where} and line {again.line}): one row per item, "
+        "or the figure would depend on which row is read",
+        line=again.line,
+    )
+
+
+def _collect(scores: ScoresFile, release_items: Sequence[Item]) -> tuple[dict, int, int, list[ScoreRow]]:
+    """Stream the rows: (the rows of the release's items, by (set, uid), in file order; rows read; rows naming no
+    item of the release; the first ``LISTED`` of those). A (set, uid) given more often than the release has
+    items of it is refused."""
+    in_release = Counter((it.set_name, str(it.uid)) for it in release_items)
+    queues: dict[tuple[str, str], list[ScoreRow]] = {}
+    n_rows = n_foreign = 0
+    foreign: list[ScoreRow] = []
+    for row in iter_rows(scores):
+        n_rows += 1
+        key = (row.set_name, row.uid)
+        have = in_release.get(key)
+        if have is None:
+            n_foreign += 1
+            if len(foreign) < LISTED:
+                foreign.append(row)
+            continue
+        queue = queues.setdefault(key, [])
+        if len(queue) >= have:
+            first = next((r for r in queue if r.category_path == row.category_path), queue[0])
+            raise _duplicate(first, row)
+        queue.append(row)
+    if not n_rows:
+        raise InputError(scores.path, "holds no scores")
+    return queues, n_rows, n_foreign, foreign
+
+
 def match(scores: ScoresFile, release_items: Sequence[Item], scored: Sequence[Item]) -> Matched:
     """Pair the file's rows with ``scored`` (the release's items to score; ``release_items``: all of them).
 
     Rows pair up by ``(set, uid)`` in file order, preferring one whose ``category_path`` is the item's. A row of
     an item left out of scoring (``--skip-defective``) is neither used nor listed as foreign.
     """
-    queues: dict[tuple[str, str], list[ScoreRow]] = defaultdict(list)
-    for row in scores.rows:
-        queues[(row.set_name, row.uid)].append(row)
+    queues, n_rows, n_foreign, foreign = _collect(scores, release_items)
     wanted = {id(it) for it in scored}
     rows, missing, mismatched, skipped = {}, [], [], 0
     for item in release_items:
@@ -311,7 +464,6 @@ def match(scores: ScoresFile, release_items: Sequence[Item], scored: Sequence[It
             mismatched.append(problem)
         else:
             rows[id(item)] = row
-    in_release = {(it.set_name, str(it.uid)) for it in release_items}
     left = sorted((r for q in queues.values() for r in q), key=lambda r: (r.file, r.line))
     disagree = [
         r.ref()
@@ -323,12 +475,12 @@ def match(scores: ScoresFile, release_items: Sequence[Item], scored: Sequence[It
         "format": scores.format,
         "sha256": scores.sha256,
         **({"files": [{"name": n, "sha256": d} for n, d in scores.files]} if Path(scores.path).is_dir() else {}),
-        "rows": len(scores.rows),
+        "rows": n_rows,
         "matched": len(rows),
         "outcome_only": sum(r.outcome is not None for r in rows.values()),
         "missing_in_file": _listed(missing),
-        "not_in_release": _listed([r.ref() for r in left if (r.set_name, r.uid) not in in_release]),
-        "repeated": _listed([r.ref() for r in left if (r.set_name, r.uid) in in_release]),
+        "not_in_release": {"count": n_foreign, "items": [r.ref() for r in foreign]},
+        "repeated": _listed([r.ref() for r in left]),  # none: a second row for an item is refused
         "mismatched": _listed(mismatched),
         "is_correct_disagrees": _listed(disagree),
         "skipped_defective_rows": skipped,

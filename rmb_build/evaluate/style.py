@@ -25,14 +25,15 @@ from __future__ import annotations
 import hashlib
 import json
 from statistics import fmean
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from rmb_build.benchmarks.rmbench import LEVELS, TIE_RULE, difficulty
-from rmb_build.core.items import Answer, PairwiseItem
+from rmb_build.core.errors import InputError
+from rmb_build.core.items import Answer, Item, PairwiseItem
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.metrics import aggregate_set
 from rmb_build.evaluate.outcomes import predict
-from rmb_build.release.style_set import SIDES, STYLES, StyleRecord
+from rmb_build.release.style_set import SIDES, STYLES, StyleRecord, orphan_reason
 
 STYLE_PREDICTIONS = "style_predictions.jsonl"  # one row per record, beside predictions.jsonl
 AVERAGE = "average"
@@ -164,6 +165,25 @@ def _figures(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[
     }
 
 
+def check_records(records: Sequence[StyleRecord], items: Iterable[Item]) -> None:
+    """InputError naming the first record made from no item of the release (``release.style_set.orphan_reason``:
+    an id no item has, a BoN loser its item lacks); what ``rmb audit`` counts as ``style_orphan``."""
+    losers: dict[str, dict[str, int]] = {PAIRWISE_SET: {}, BON_SET: {}}
+    for it in items:
+        losers.setdefault(it.set_name, {})[str(it.uid)] = len(getattr(it, "losers", ()))
+    for rec in records:
+        reason = orphan_reason(rec, losers)
+        if reason is not None:
+            field = "loser" if rec.loser is not None and rec.id in losers.get(rec.set_name, {}) else "id"
+            raise InputError(
+                rec.file,
+                f"{reason}: a style record is made from an item of the release ('rmb audit' lists such "
+                "records as style_orphan)",
+                item=f"{rec.index} (id {rec.id})",
+                field=field,
+            )
+
+
 def score_style(records: Sequence[StyleRecord], score, judge: bool) -> list[dict[str, Any]]:
     """Per-record rows for ``records``: ``score(items) -> (values, keys)`` scores the style items (through the
     run's cache); a tie is wrong (strict) as RM-Bench counts it."""
@@ -172,4 +192,13 @@ def score_style(records: Sequence[StyleRecord], score, judge: bool) -> list[dict
     return record_rows(records, predict(items, keys, values, ties="strict", judge=judge))
 
 
-__all__ = ["FIGURES", "STYLE_PREDICTIONS", "record_rows", "score_style", "style_items", "style_results", "style_sha256"]
+__all__ = [
+    "FIGURES",
+    "STYLE_PREDICTIONS",
+    "check_records",
+    "record_rows",
+    "score_style",
+    "style_items",
+    "style_results",
+    "style_sha256",
+]

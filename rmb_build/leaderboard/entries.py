@@ -91,9 +91,15 @@ def cells(results: dict[str, Any]) -> tuple[dict, dict, dict]:
     return values, ci, n
 
 
-def load_entry(source: str | Path) -> Entry:
+def load_entry(source: str | Path, *, require_predictions: bool = False) -> Entry:
     """The entry of an ``rmb evaluate`` folder or of its pushed form (a folder or a Hub id, see
-    ``evaluate.published``); InputError names the file and field when it is neither."""
+    ``evaluate.published``); InputError names the file and field when it is neither.
+
+    Its figures are checked against its item outcomes (predictions.jsonl): a results.json whose figures its
+    predictions do not give, or whose predictions cover part of its release, is refused in one line. Without
+    predictions.jsonl nothing can be checked: refused when ``require_predictions`` (a page shows only what it
+    can recompute), else shown as written, without intervals where they are older than today's.
+    """
     from rmb_build.evaluate.published import open_evaluation, read_results
 
     opened = open_evaluation(source)
@@ -102,23 +108,113 @@ def load_entry(source: str | Path) -> Entry:
     if not path.is_file():
         raise InputError(str(path), "missing: not an 'rmb evaluate' output folder")
     # A results.json written before evaluate redacted its spec: pages and their names get the redacted one.
-    results = _with_current_intervals(read_results(path, opened.results_file), folder)
+    results = read_results(path, opened.results_file)
+    rows = _predictions(folder, require_predictions)
+    if rows is not None:
+        check_figures_match(results, rows, opened.results_file)
+        check_whole(results, rows, opened.results_file)
+    results = _with_current_intervals(results, rows)
     values, ci, n = cells(results)
     return Entry(folder=folder, results=results, values=values, ci95=ci, n=n, opened=opened)
 
 
-def _with_current_intervals(results: dict[str, Any], folder: Path) -> dict[str, Any]:
+def _predictions(folder: Path, required: bool) -> list[dict[str, Any]] | None:
+    """The folder's prediction rows (each checked), or None where it has none and they are not required."""
+    from rmb_build.evaluate.compare import read_predictions
+
+    if not (folder / "predictions.jsonl").is_file():
+        if required:
+            raise InputError(
+                str(folder / "predictions.jsonl"),
+                "missing: a leaderboard shows only figures it can check against the item outcomes "
+                "(the folder 'rmb evaluate' wrote holds them)",
+            )
+        return None
+    return read_predictions(folder)
+
+
+TOLERANCE = 1e-9
+
+
+def _point_figures(results: dict[str, Any]) -> dict[str, Any]:
+    """field -> value of every figure a page shows that the predictions determine (accuracies, macros, counts),
+    as far as ``results`` records them."""
+    out: dict[str, Any] = {}
+
+    def take(prefix: str, block: Any, keys: tuple[str, ...]) -> None:
+        for key in keys:
+            if isinstance(block, dict) and key in block:
+                out[f"{prefix}.{key}"] = block[key]
+
+    for set_name in (PAIRWISE_SET, BON_SET):
+        part = results.get(set_name) or {}
+        for name, sc in (part.get("scenarios") or {}).items():
+            take(f"{set_name}.scenarios.{name}", sc, ("accuracy", "n"))
+        for kind in ("tasks", "goals"):
+            for name, g in (part.get(kind) or {}).items():
+                take(f"{set_name}.{kind}.{name}", g, ("macro", "micro", "n"))
+        take(f"{set_name}.overall", part.get("overall"), ("macro", "micro", "n"))
+    overall = results.get("rmb_overall") or {}
+    take("rmb_overall", overall, ("mean",))
+    for part in ("cells", "n"):
+        block = overall.get(part) or {}
+        take(f"rmb_overall.{part}", block, tuple(block))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(float(a) - float(b)) <= TOLERANCE
+
+
+def check_figures_match(results: dict[str, Any], rows: list[dict[str, Any]], where: str) -> None:
+    """InputError naming the first figure of ``results`` that its prediction ``rows`` do not give (an edited
+    headline, a scenario added or dropped), with both values."""
+    from rmb_build.evaluate.metrics import build_results
+
+    given = build_results(rows, rm=results["rm"], release="", ties=results.get("ties") or "strict", resamples=1)
+    fresh, written = _point_figures(given), _point_figures(results)
+    # every figure written (an older results.json lacks some), and every scenario the predictions hold
+    names = [*written, *(f for f in fresh if ".scenarios." in f and f not in written)]
+    for name in sorted(names, key=lambda f: (not f.startswith("rmb_overall"), f)):
+        if name.startswith("rmb_overall.n.") and not fresh.get(name) and not written.get(name):
+            continue  # a cell the release lacks: 0 or not recorded
+        if not _same(written.get(name), fresh.get(name)):
+            raise InputError(
+                where,
+                f"{written.get(name)!r}, but its predictions.jsonl gives {fresh.get(name)!r}: not the figures of "
+                "its item outcomes (edited, or not one evaluation); re-run 'rmb evaluate'",
+                field=name,
+            )
+
+
+def check_whole(results: dict[str, Any], rows: list[dict[str, Any]], where: str) -> None:
+    """InputError where the evaluation covers only part of its release (``coverage.partial``, or fewer item
+    outcomes than the release has items to score): a partial figure is never ranked beside whole ones."""
+    from rmb_build.evaluate.coverage import PARTIAL_FLAG
+
+    counts = (results.get("release_info") or {}).get("items") or {}
+    skipped = (results.get("skipped_defective") or {}).get("n") or 0
+    items = sum(counts.values()) - skipped if counts else (results.get("coverage") or {}).get("items")
+    if bool((results.get("coverage") or {}).get("partial")) or (items is not None and len(rows) < items):
+        raise InputError(
+            where,
+            f"partial: its predictions cover {len(rows):,} of the {items if items is None else format(items, ',')} "
+            f"items of its release (evaluated with {PARTIAL_FLAG}); a leaderboard ranks whole evaluations only",
+            field="coverage",
+        )
+
+
+def _with_current_intervals(results: dict[str, Any], rows: list[dict[str, Any]] | None) -> dict[str, Any]:
     """``results`` whose figures carry today's intervals. A results.json written before them (no
     ``intervals``) has percentile-bootstrap intervals, of zero width on unanimous groups: they are
-    recomputed from its predictions.jsonl, or dropped (shown as missing) when it has none."""
+    recomputed from its predictions (``rows``), or dropped (shown as missing) when it has none."""
     if "intervals" in results:
         return results
-    predictions = folder / "predictions.jsonl"
-    if predictions.is_file():
-        from rmb_build.core.jsonl import read_jsonl_objects
+    if rows is not None:
         from rmb_build.evaluate.metrics import build_results
 
-        rows = [row for _, row in read_jsonl_objects(predictions)]
         drawn = results.get("bootstrap") or {}
         fresh = build_results(
             rows,

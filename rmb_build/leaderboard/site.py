@@ -171,7 +171,7 @@ def build_site(
     """
     if not folders:
         raise RMBError("no results folders given")
-    entries = [load_entry(f) for f in folders]
+    entries = [load_entry(f, require_predictions=True) for f in folders]
     assign_slugs(entries)
     groups = rank_groups(release_groups(entries, allow_mixed=group_by_release), resamples=resamples, seed=seed)
     entries = [e for g in groups for e in g.entries]

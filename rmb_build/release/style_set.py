@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Conversation
@@ -142,6 +142,18 @@ def read_style_set(root: Path, strict: bool = True, files: Sequence[Path] | None
     return out
 
 
+def orphan_reason(rec: StyleRecord, losers: Mapping[str, Mapping[str, int]]) -> str | None:
+    """Why ``rec`` is made from no item of its release (its id no item's uid of its set, or a BoN record's
+    loser not in that item's loser_list), or None. ``losers``: per set, each uid's number of losers."""
+    count = losers.get(rec.set_name, {}).get(rec.id)
+    if count is None:
+        uid = "pair_uid" if rec.set_name == PAIRWISE_SET else "bon_uid"
+        return f"no {rec.set_name} item has {uid} {rec.id!r}"
+    if rec.loser is not None and rec.loser >= count:
+        return f"bon item {rec.id!r} has {count} losers, no loser_list[{rec.loser}]"
+    return None
+
+
 def style_row(rec: StyleRecord) -> dict[str, Any]:
     """The record as a row of the Hugging Face form's ``style`` configuration."""
     sc = parse_scenario_id(rec.scenario_id)
@@ -185,6 +197,7 @@ __all__ = [
     "STYLE_FOLDER",
     "STYLE_SET",
     "StyleRecord",
+    "orphan_reason",
     "parse_record",
     "read_style_set",
     "record_from_row",

@@ -461,3 +461,17 @@ def test_clean_release_has_no_defect_section_and_labels_every_figure(tmp_path):
     assert "Release defects" not in report
     assert "| set | overall macro | overall micro | Helpfulness macro | Harmlessness macro | n |" in report
     assert report.index("## RMB overall") < report.index("## Summary")
+
+
+def test_an_rm_spec_holding_mathtext_does_not_stop_evaluate_after_scoring(tmp_path):
+    """Issue 48 item 8: `--rm python:<a path with $\\foo$>` scored every item, then stopped at the heatmap's
+    title with ParseFatalException (exit 1, nothing written). The spec is drawn as text."""
+    folder = tmp_path / "$\\foo$"
+    folder.mkdir()
+    (folder / "s.py").write_text("def score(conversation, answer):\n    return float(len(answer))\n")
+    release = tiny_release(tmp_path / "rel")
+    rc = main(
+        ["evaluate", "--release", str(release), "--rm", f"python:{folder / 's.py'}:score"]
+        + ["--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"), "--no-progress", "--bootstrap", "20"]
+    )
+    assert rc == 0 and (tmp_path / "out" / "heatmap.png").is_file()

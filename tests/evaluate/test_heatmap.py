@@ -55,3 +55,20 @@ def test_older_results_without_chance_and_empty_results(tmp_path):
         write_heatmap(build_results([], rm="x", release="r", ties="strict", resamples=10), tmp_path / "e.png") is None
     )
     assert not (tmp_path / "e.png").exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [r"$\foo$", "$" + "{" * 400 + "x" + "}" * 400 + "$", r"a $x^{2}$ and \$ and $$"],
+    ids=["unknown-command", "nested", "mixed"],
+)
+def test_names_are_drawn_as_plain_text(tmp_path, name):
+    """An RM spec or scenario name holding mathtext: main stopped with ParseFatalException (a nested one with
+    RecursionError) after the whole scoring run; the names are text, drawn as given."""
+    preds = [
+        {"set": "pairwise", "uid": "1", "scenario": "Helpfulness/Chat/Discussion", "outcome": 1.0, "chance": 0.5},
+        {"set": "pairwise", "uid": "2", "scenario": f"Helpfulness/{name}", "outcome": 0.0, "chance": 0.5},
+    ]
+    res = build_results(preds, rm=f"python:{name}:score", release="r", ties="strict", resamples=10)
+    assert write_heatmap(res, tmp_path / "h.png") == tmp_path / "h.png"
+    _png_size(tmp_path / "h.png")

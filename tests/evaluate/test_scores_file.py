@@ -154,14 +154,11 @@ def test_missing_extra_and_mismatched_rows_are_listed_and_left_out(tmp_path, rel
     rows = rmb_rows(items, lambda it, k, _: seeded(it.uid, k))
     dropped = [rows.pop(0), rows.pop(0), rows.pop(-1)]  # two pairs and a BoN item: missing
     rows.append({**rows[5], "pair_uid": "9999"})  # no such pair
-    rows.append(dict(rows[6]))  # the same pair twice
     rows[7]["category_path"] = "Pairwise_set/Harmlessness/S9"  # a different scenario: mismatched
     write_rmb(tmp_path / "partial_result.json", rows)
+    scores = str(tmp_path / "partial_result.json")
     assert (
-        evaluate(
-            "--release", str(release), "--scores", str(tmp_path / "partial_result.json"), "--out", str(tmp_path / "out")
-        )
-        == 0
+        evaluate("--release", str(release), "--scores", scores, "--out", str(tmp_path / "out"), "--allow-partial") == 0
     )
     results, preds = load(tmp_path / "out")
     listing = results["scores_file"]
@@ -174,12 +171,13 @@ def test_missing_extra_and_mismatched_rows_are_listed_and_left_out(tmp_path, rel
     text = (tmp_path / "partial_result.json").read_text(encoding="utf-8").splitlines()
     line = next(n for n, t in enumerate(text, 1) if '"pair_uid": "9999"' in t) - 1  # the row's "{"
     assert [(r["uid"], r["line"]) for r in listing["not_in_release"]["items"]] == [("9999", line)]
-    assert listing["repeated"]["count"] == 1 and listing["repeated"]["items"][0]["uid"] == rows[6]["pair_uid"]
+    assert listing["repeated"]["count"] == 0
     mism = listing["mismatched"]["items"]
     assert len(mism) == 1 and mism[0]["field"] == "category_path" and mism[0]["file_value"].endswith("S9")
     # Left out of the figures, not counted as losses: the predictions are the matched items, and so are the n.
-    assert len(preds) == listing["matched"] == len(items) - 4
-    kept = [r for r in rows[:-2] if r is not rows[7]]
+    assert len(preds) == listing["matched"] == len(items) - 4 == results["coverage"]["scored"]
+    assert results["coverage"]["items"] == len(items) and results["coverage"]["partial"] is True
+    kept = [r for r in rows[:-1] if r is not rows[7]]
     assert accuracies(results) == pytest.approx(rmb_accuracy(kept))
     assert sum(v["n"] for v in results["pairwise"]["scenarios"].values()) == sum("pair_uid" in r for r in kept)
     err = capsys.readouterr().err
@@ -212,6 +210,7 @@ def test_pair_comparing_rows_take_is_correct(tmp_path, release):
             "half",
             "--out",
             str(tmp_path / "out"),
+            "--allow-partial",  # RMB's script writes no BoN rows: the BoN items are not covered
         )
         == 0
     )
@@ -455,3 +454,234 @@ def test_real_sample_scores_file_equals_the_python_scorer(tmp_path, rmb_sample):
     assert [(p["set"], p["uid"], p["outcome"]) for p in imp_rows] == [
         (p["set"], p["uid"], p["outcome"]) for p in own_rows
     ]
+
+
+# --- issue 48 item 7: a second row for an item is refused ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["rmb-result", "jsonl"])
+def test_an_item_given_twice_is_refused_naming_both_lines(tmp_path, release, capsys, fmt):
+    """Every pair given twice, the first copy's scores swapped: main took the first copies (49.5 -> 40.2 on
+    the issue's release) without a word. Now: one line naming the uid and both lines, nothing written."""
+    items = [it for it in read_release(release).items() if it.set_name == "pairwise"]
+    rows = rmb_rows(items, lambda it, k, _: seeded(it.uid, k) + k)
+    swapped = [{**r, "chosen_reward": r["reject_reward"], "reject_reward": r["chosen_reward"]} for r in rows]
+    if fmt == "jsonl":
+        lines = [
+            json.dumps(
+                {"set": "pairwise", "uid": r["pair_uid"], "chosen": r["chosen_reward"], "rejected": r["reject_reward"]}
+            )
+            for r in swapped + rows
+        ]
+        scores = tmp_path / "twice.jsonl"
+        scores.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        first, second = 1, len(rows) + 1
+    else:
+        scores = tmp_path / "twice_result.json"
+        scores.write_text("[\n" + ",\n".join(json.dumps(r) for r in swapped + rows) + "\n]", encoding="utf-8")
+        first, second = 2, len(rows) + 2
+    assert evaluate("--release", str(release), "--scores", str(scores), "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    uid = rows[0]["pair_uid"]
+    assert f"{scores}: line {second}: pairwise uid '{uid}' is given twice (line {first} and line {second})" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_uid_two_items_share_takes_two_rows_but_not_three(tmp_path, capsys):
+    """A release whose two items share a pair_uid (in two scenarios) takes a row for each; a third is refused."""
+    from rmb_build.core.items import Answer, PairwiseItem, Turn
+    from rmb_build.release import write_release
+    from rmb_build.release.read import Release
+
+    rel = Release(name="shared-uid", root=None)
+    for scenario in ("Helpfulness/Chat/Discussion", "Harmlessness/S6"):
+        rel.add(
+            PairwiseItem("7", (Turn("user", f"Q {scenario}?", "en"),), Answer("a", "yes."), Answer("b", "no"), scenario)
+        )
+    write_release(rel, tmp_path / "rel")
+    row = {"set": "pairwise", "uid": "7", "chosen": 1, "rejected": 0}
+    (tmp_path / "two.jsonl").write_text((json.dumps(row) + "\n") * 2, encoding="utf-8")
+    assert (
+        evaluate(
+            "--release", str(tmp_path / "rel"), "--scores", str(tmp_path / "two.jsonl"), "--out", str(tmp_path / "o")
+        )
+        == 0
+    )
+    (tmp_path / "three.jsonl").write_text((json.dumps(row) + "\n") * 3, encoding="utf-8")
+    capsys.readouterr()
+    assert (
+        evaluate(
+            "--release", str(tmp_path / "rel"), "--scores", str(tmp_path / "three.jsonl"), "--out", str(tmp_path / "p")
+        )
+        == 2
+    )
+    assert "is given twice (line 1 and line 3)" in capsys.readouterr().err
+
+
+# --- issue 47 item 4: partial coverage is never a headline ---------------------------------------------------------
+
+
+def test_a_file_covering_a_few_items_is_refused_or_headlined_as_partial(tmp_path, release, capsys):
+    """Four rows an RM got right: main printed "RMB overall 100.0" and exited 0."""
+    items = list(read_release(release).items())
+    right = [r for r in rmb_rows(items, lambda it, k, _: 1.0 - k) if "pair_uid" in r][:4]
+    scores = write_rmb(tmp_path / "four_result.json", right)
+    assert evaluate("--release", str(release), "--scores", str(scores), "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"cover 4 of the {len(items)} items" in err[0] and "--allow-partial" in err[0], err
+    assert not (tmp_path / "out").exists()
+    # a floor the file clears is accepted as partial; one it does not is refused
+    share = 4 / len(items)
+    assert (
+        evaluate(
+            "--release",
+            str(release),
+            "--scores",
+            str(scores),
+            "--out",
+            str(tmp_path / "o"),
+            "--min-coverage",
+            str(share * 2),
+        )
+        == 2
+    )
+    assert (
+        evaluate(
+            "--release",
+            str(release),
+            "--scores",
+            str(scores),
+            "--out",
+            str(tmp_path / "o"),
+            "--min-coverage",
+            str(share / 2),
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert (
+        evaluate("--release", str(release), "--scores", str(scores), "--out", str(tmp_path / "p"), "--allow-partial")
+        == 0
+    )
+    headline = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("RMB overall"))
+    assert headline.startswith("RMB overall 100.0") and f"[partial: 4 of {len(items)} items, " in headline, headline
+    results, _ = load(tmp_path / "p")
+    assert results["coverage"] == {
+        "items": len(items),
+        "scored": 4,
+        "fraction": pytest.approx(share),
+        "partial": True,
+        "min_coverage": 0.0,
+    }
+    assert f"**Partial: 4 of {len(items)} items** of the release" in (tmp_path / "p" / "report.md").read_text()
+
+
+def test_a_partial_result_is_never_ranked_beside_a_full_one(tmp_path, release, capsys):
+    items = list(read_release(release).items())
+    every = rmb_rows(items, lambda it, k, _: seeded(it.uid, k))
+    right = [r for r in rmb_rows(items, lambda it, k, _: 1.0 - k) if "pair_uid" in r][:4]
+    full, part = write_rmb(tmp_path / "full_result.json", every), write_rmb(tmp_path / "part_result.json", right)
+    assert evaluate("--release", str(release), "--scores", str(full), "--out", str(tmp_path / "full")) == 0
+    assert (
+        evaluate("--release", str(release), "--scores", str(part), "--out", str(tmp_path / "part"), "--allow-partial")
+        == 0
+    )
+    capsys.readouterr()
+    site = ["leaderboard", str(tmp_path / "part"), str(tmp_path / "full"), "--out", str(tmp_path / "site")]
+    assert main([*site, "--resamples", "50"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "field 'coverage': partial: its predictions cover 4 of the" in err[0], err
+    # an edited results.json that hides the shortfall is caught by its predictions
+    results = json.loads((tmp_path / "part" / "results.json").read_text())
+    results.pop("coverage")
+    (tmp_path / "part" / "results.json").write_text(json.dumps(results))
+    assert main([*site, "--resamples", "50"]) == 2
+    assert "partial: its predictions cover 4 of the" in capsys.readouterr().err
+
+
+# --- issue 48 item 6: the file is streamed ------------------------------------------------------------------------
+
+
+def _matched_peak(tmp_path, release, foreign: int) -> tuple[int, dict]:
+    import tracemalloc
+
+    from rmb_build.evaluate.scores_file import match, read_scores
+
+    items = list(read_release(release).items())
+    own = [
+        json.dumps(
+            {"set": "pairwise", "uid": str(r["pair_uid"]), "chosen": r["chosen_reward"], "rejected": r["reject_reward"]}
+        )
+        for r in rmb_rows(items, lambda it, k, _: seeded(it.uid, k))
+        if "pair_uid" in r
+    ]
+    other = (
+        json.dumps({"set": "pairwise", "uid": f"other-{k}", "chosen": 0.5, "rejected": 0.25}) for k in range(foreign)
+    )
+    path = tmp_path / f"scores-{foreign}.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(own) + "\n")
+        fh.writelines(line + "\n" for line in other)
+    tracemalloc.start()
+    try:
+        listing = match(read_scores(path), items, items).listing
+        return tracemalloc.get_traced_memory()[1], listing
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_follows_the_release_not_the_file(tmp_path, release):
+    """Rows naming no item of the release are counted, not kept: 20 times the rows, about the same peak
+    (main's reader held every row: its peak grew with the file)."""
+    small, listing_small = _matched_peak(tmp_path, release, 500)
+    large, listing_large = _matched_peak(tmp_path, release, 10_000)
+    assert listing_large["not_in_release"]["count"] == 10_000 and len(listing_large["not_in_release"]["items"]) == 20
+    assert listing_large["matched"] == listing_small["matched"] > 0
+    assert large < 2 * small, (small, large)
+
+
+def test_a_json_list_read_in_small_pieces_gives_the_same_rows_and_lines(tmp_path, release, monkeypatch):
+    """RMB's result file is read piece by piece: rows, their lines and a bad row's line do not depend on where
+    the pieces end."""
+    from rmb_build.evaluate import scores_file
+
+    items = list(read_release(release).items())
+    rows = rmb_rows(items, lambda it, k, _: seeded(it.uid, k) + 0.123456789)
+    path = write_rmb(tmp_path / "x_result.json", rows)
+    whole = [(r.uid, r.line, r.scores) for r in scores_file.iter_rows(scores_file.read_scores(path))]
+    assert len(whole) == len(rows)
+    for chunk in (1, 7, 64, 1000):
+        monkeypatch.setattr(scores_file, "CHUNK", chunk)
+        assert [(r.uid, r.line, r.scores) for r in scores_file.iter_rows(scores_file.read_scores(path))] == whole
+    rows[3]["reject_reward"] = "0.5"
+    bad = write_rmb(tmp_path / "bad_result.json", rows)
+    for chunk in (1, 7, 1 << 20):
+        monkeypatch.setattr(scores_file, "CHUNK", chunk)
+        with pytest.raises(Exception) as got:
+            list(scores_file.iter_rows(scores_file.read_scores(bad)))
+        assert "line 23" in str(got.value) and "field 'reject_reward'" in str(got.value)
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ('[{"pair_uid": 1}\n {"pair_uid": 2}]', "line 2: invalid JSON: Expecting ',' delimiter (column 2)"),
+        ('[{"pair_uid": 1},\n]', "line 2: invalid JSON: Expecting value (column 1)"),
+        ('[{"pair_uid": 1, "x": tru}]', "line 1: invalid JSON: Expecting value (column 23)"),
+        ('[\n{"a": "unterminated}]', "line 2: invalid JSON: Unterminated string"),
+        ('[{"pair_uid": 1}] x', "line 1: invalid JSON: Extra data (column 19)"),
+        ('[{"pair_uid": 1}', "line 1: invalid JSON: Expecting ',' delimiter"),
+    ],
+)
+def test_broken_json_lists_name_their_line(tmp_path, monkeypatch, text, where):
+    from rmb_build.core.errors import InputError
+    from rmb_build.evaluate import scores_file
+
+    path = tmp_path / "b_result.json"
+    path.write_text(text, encoding="utf-8")
+    for chunk in (1, 3, 1 << 20):
+        monkeypatch.setattr(scores_file, "CHUNK", chunk)
+        with pytest.raises(InputError) as got:
+            list(scores_file._json_list(path))  # the reader alone: the rows are checked after it
+        assert where in str(got.value), (chunk, str(got.value))

@@ -91,6 +91,9 @@ def test_a_release_without_style_set_has_no_style_figures(tmp_path):
         (lambda r: r.update(conversation_input=[]), ["conversation_input", "empty conversation"]),
         (lambda r: r["chosen"].__setitem__(0, 3), ["chosen[0]", "expected a string"]),
         (lambda r: r.update(id="0"), ["'id'", "repeats the id of"]),
+        # issue 48 item 10: main scored a record of no item without a word
+        (lambda r: r.update(id="9999"), ["item 1 (id 9999)", "'id'", "no pairwise item has pair_uid '9999'"]),
+        (lambda r: r.update(set="bon", loser=0), ["'id'", "no bon item has bon_uid '1'"]),
     ],
 )
 def test_a_bad_style_record_is_refused_in_one_line(tmp_path, capsys, change, words):
@@ -102,3 +105,31 @@ def test_a_bad_style_record_is_refused_in_one_line(tmp_path, capsys, change, wor
     assert "Style_set/Helpfulness/Chat/Discussion.json" in line
     for w in words:
         assert w in line, line
+
+
+def test_a_bon_record_of_a_loser_its_item_lacks_is_refused(tmp_path, capsys):
+    """Issue 48 item 10: a BoN style record naming loser_list[99] of a two-loser item was scored without a word."""
+    from formats_helpers import ans
+
+    from rmb_build.core.items import Answer, BonItem, Turn
+    from rmb_build.release import write_release
+    from rmb_build.release.read import Release
+
+    records = style_records(np.random.default_rng(0))
+    release = write_style_release(tmp_path / "rel", records)
+    rel = Release(name="style-small", root=None)
+    q = (Turn("user", "Which?"),)
+    rel.add(
+        BonItem(
+            "0", q, Answer("m1", ans(3, "best")), (Answer("m2", ans(1, "a")), Answer("m3", ans(0, "b"))), SCENARIOS[0]
+        )
+    )
+    write_release(rel, tmp_path / "bon")
+    (release / "BoN_set").mkdir()
+    (tmp_path / "bon" / "BoN_set" / "Helpfulness").rename(release / "BoN_set" / "Helpfulness")
+    bon = {**copy.deepcopy(records[SCENARIOS[0]][0]), "id": "0", "set": "bon", "loser": 1}
+    write_style_file(release, SCENARIOS[0], [*records[SCENARIOS[0]], bon])
+    assert "bon" in evaluate(tmp_path, release)["style"]  # loser_list[1] exists: scored
+    write_style_file(release, SCENARIOS[0], [*records[SCENARIOS[0]], {**bon, "loser": 99}])
+    line = evaluate_error(tmp_path, release, capsys)
+    assert "field 'loser'" in line and "bon item '0' has 2 losers, no loser_list[99]" in line, line

@@ -107,3 +107,10 @@ def test_the_docs_site_builds_strictly(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (tmp_path / "site" / "commands" / "index.html").is_file()
+
+
+def test_the_limits_page_says_results_travel():
+    """Issue 48 item 10: docs/limits.md said results could not be pushed long after `rmb push-results` shipped."""
+    limits = (ROOT / "docs" / "limits.md").read_text(encoding="utf-8")
+    assert "push-results" in build_parser().format_help()
+    assert "there is no `--push-results-to-hub`" not in limits and "`rmb push-results`" in limits

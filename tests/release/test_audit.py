@@ -86,7 +86,9 @@ EXPECTED = {
     "bad_turns": [("pairwise", "9")],
     "near_duplicate_prompt": [("pairwise", "11")],
     "human_disagrees": [],  # only from people's labels (--review): tests/review/test_review.py
-    "style_orphan": [],  # Style_set/ records: tests/release/test_style_audit.py
+    "style_unknown_scenario": [],  # Style_set/ records: tests/release/test_style_audit.py
+    "style_orphan": [],
+    "style_repeated_id": [],
     "style_variants": [],
     "style_empty": [],
 }

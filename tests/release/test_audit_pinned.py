@@ -4,6 +4,10 @@ with every defect kind, and of the official sample, are these exact bytes.
 The digests were computed from the code before issue 39 made the audit a package (one module per defect
 kind): a change that moves code without changing behaviour keeps them. A change that means to alter
 what the audit reports updates them, and says why.
+
+Issue 48 item 10 added two kinds, ``style_unknown_scenario`` and ``style_repeated_id`` (each planted once in the
+laden release's Style_set/): audit.json, the printed report and the fixed copy's manifest (its audit summary)
+changed by those two kinds only (0 each on the official sample); every other byte is as before.
 """
 
 from __future__ import annotations
@@ -100,6 +104,10 @@ def laden_release(root: Path) -> Path:
             _style("4", "Is tea better than coffee?", DISC, chosen=2),
             {**_style("13", "Write a haiku about rain.", DISC), "scenario": S1},
             {**_style("20", "Which pet should I get?", DISC), "rejected": ["x", "  \n", "z"]},
+            _style("1", "What is a good name for a cat?", DISC),  # its id again: style_repeated_id
+        ],
+        "Style_set/Helpfulness/Chat/Nonsense.json": [
+            _style("21", "Which pet should I get?", "Helpfulness/Chat/Nonsense")
         ],
     }
     for rel, items in files.items():
@@ -132,15 +140,15 @@ def audit_outputs(release: str, cwd: Path, capsys, *more: str) -> dict[str, str]
 
 # from the code before the audit became a package (commit 6951b83)
 PINNED_LADEN: dict[str, str] = {
-    "audit.json": "aed1d33aea6cf1d66ee13541d12fe79796951b37e300f8ae41d113b11bf02c39",
+    "audit.json": "2eed7c09cbbe5f61a9952b062aad0bbc4413d4a35eee665247a7de633bfccf22",
     "fixed/Pairwise_set/Helpfulness/Chat/Discussion.json": "344f524cb3dea3c3130d9c4caea93fe6bdd7761787716a7be9d396508d1844da",
-    "fixed/manifest.json": "b97b70fee8e30ab8a5c7f22a5925e70740ad024af31fece8a15a907186b04f3e",
+    "fixed/manifest.json": "6c809ad10c0ca2476cdacb1d627b4475a6b34c3673de95ffc0574cea8ff1d099",
     "fixed/removed.jsonl": "bf5f5b0852d7b74cfe559881f717a3ff1d1c50777702d5915caf6fcbedcceea6",
     "fixed/renumbered.jsonl": "00b4befc9f9205d8df06169af9512d57212ea06a3daae5a9fc3394a158ca19c3",
-    "stdout": "5070c352ad5a8d2fb23d1f61bfdcb902f01199d6ea839586adb9a3c823c4a8f9",
+    "stdout": "ff5d74ecb04c2c09e2051d1d0529b9723095291e727a518c389cc3ed10d9262a",
 }
 PINNED_SAMPLE: dict[str, str] = {
-    "audit.json": "004c0d6d5eab393723864539c230102fb6bcaa550c528587c89248b2fb54ebdf",
+    "audit.json": "268dcf7125c06ece6bd39414c3558fd824750bb2d1d90183fd2d04a2e554af1a",
     "fixed/BoN_set/Harmlessness/S6.json": "4b029148be47c674c8efc8c3da4ad113bc0ddfb519b6a94ebb7889b5e1a9d788",
     "fixed/BoN_set/Harmlessness/multi.json": "1250b6edd86c548e55ef58d3a3c8a058d44e8b870db181f4a73b2775c52fc257",
     "fixed/BoN_set/Helpfulness/Chat/Discussion.json": "8a23f912609f71c1fee9b18c346059afd15921a3a73711a9d831915fcf57f61c",
@@ -151,9 +159,9 @@ PINNED_SAMPLE: dict[str, str] = {
     "fixed/Pairwise_set/Helpfulness/Chat/Discussion.json": "65d218007076aa3c7c5b95d2aaee57506e85258787f694f46ba27593331a46da",
     "fixed/Pairwise_set/Helpfulness/Code/Documentation.json": "817bcd0d478c9ff714c0011b92ab0a28f2c729d31aaad1d7c5e676ece656eb78",
     "fixed/Pairwise_set/Helpfulness/Translation/Literary and Cultural Translation.json": "e5cff28b5d0745d0fdc328eedf21581b799881cd127fd338c3eb60dde9a9d7ff",
-    "fixed/manifest.json": "01af5e76033de672b4d3cdbf3d25535192d3e3ca1b2e2707c45b41121c29a9d4",
+    "fixed/manifest.json": "6a822b4a5406af1a6c04f5d48a78f94f49a4ec0b6cf97ad0fdcbb3085afa0e35",
     "fixed/removed.jsonl": "61fda823bf90b2837c9fc6e252350a081b994cae61b8d26f1b8246d02ac9e989",
-    "stdout": "d7d383706b23ca6569308fbf22a4d15558ea3ea6c05dd1590c934fbc61952e99",
+    "stdout": "58501f827046bb637e46156e25c558aeb75c04bd3ec502fafac5450b615b3901",
 }
 
 

@@ -27,7 +27,13 @@ def test_style_records_defects_are_counted_by_kind(tmp_path, capsys):
     assert {"style_orphan", "style_variants", "style_empty"} <= set(DEFECT_KINDS)
     report = audit_release(read_rmb_release(release, strict=False), near_duplicates=False)
     got = {k: [(d["uid"], d["index"]) for d in v] for k, v in report.defects.items() if k.startswith("style_")}
-    assert got == {"style_orphan": [("999", 0)], "style_variants": [("1", 1), ("2", 2)], "style_empty": [("3", 3)]}
+    assert got == {
+        "style_unknown_scenario": [],
+        "style_orphan": [("999", 0)],
+        "style_repeated_id": [],
+        "style_variants": [("1", 1), ("2", 2)],
+        "style_empty": [("3", 3)],
+    }
     assert report.defects["style_empty"][0]["detail"] == "empty: rejected[2]"
     assert report.defects["style_variants"][0]["file"] == f"Style_set/{SCENARIOS[0]}.json"
     assert sum(n for k, n in report.counts.items() if not k.startswith("style_")) == 0
@@ -40,10 +46,40 @@ def test_style_records_defects_are_counted_by_kind(tmp_path, capsys):
     assert {p: p.read_bytes() for p in (release / "Pairwise_set").rglob("*.json")} == before
 
 
+def test_repeated_ids_unknown_scenarios_and_bad_losers_that_evaluate_refuses_are_counted(tmp_path, capsys):
+    """Issue 48 item 10: main's audit said "0 defects" for a repeated style id and a style file of an unknown
+    scenario, which `rmb evaluate` refuses, and for a BoN record's loser index 99 (evaluate scored it)."""
+    records = style_records(np.random.default_rng(0))
+    release = write_style_release(tmp_path / "rel", records)
+    recs = records[SCENARIOS[0]]
+    recs[2]["id"] = recs[0]["id"]  # twice
+    recs.append({**recs[3], "id": "3", "set": "bon", "loser": 99})  # no BoN item 3, and no loser 99
+    write_style_file(release, SCENARIOS[0], recs)
+    write_style_file(
+        release, "Helpfulness/Chat/Nonsense", [{**records[SCENARIOS[1]][0], "scenario": "Helpfulness/Chat/Nonsense"}]
+    )
+    report = audit_release(read_rmb_release(release, strict=False), near_duplicates=False)
+    got = {
+        k: [(d["uid"], d["file"], d["index"]) for d in v] for k, v in report.defects.items() if k.startswith("style_")
+    }
+    first = f"Style_set/{SCENARIOS[0]}.json"
+    assert (recs[0]["id"], first, 2) in got["style_repeated_id"]  # (the unknown scenario's copy repeats one too)
+    assert got["style_unknown_scenario"] == [
+        (records[SCENARIOS[1]][0]["id"], "Style_set/Helpfulness/Chat/Nonsense.json", 0)
+    ]
+    assert (recs[-1]["id"], first, len(recs) - 1) in got["style_orphan"]
+    assert "repeats the id of" in report.defects["style_repeated_id"][0]["detail"]
+    assert main(["audit", str(release), "--json", str(tmp_path / "audit.json"), "--no-embeddings"]) == 0
+    counts = json.loads((tmp_path / "audit.json").read_text())["counts"]
+    assert (
+        set(counts) == set(DEFECT_KINDS) and counts["style_repeated_id"] == 2 and counts["style_unknown_scenario"] == 1
+    )
+
+
 def test_a_clean_style_set_has_no_style_defects(tmp_path):
     release = write_style_release(tmp_path / "rel", style_records(np.random.default_rng(1)))
     report = audit_release(read_rmb_release(release, strict=False), near_duplicates=False)
-    assert all(report.counts[k] == 0 for k in ("style_orphan", "style_variants", "style_empty"))
+    assert all(report.counts[k] == 0 for k in DEFECT_KINDS if k.startswith("style_"))
     assert len(read_rmb_release(release).style) == sum(len(v) for v in style_records(np.random.default_rng(1)).values())
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rmb_build.core.atomic import write_json, write_text
+from rmb_build.core.plot_text import plain_text
 from rmb_build.core.redact import redact_json
 
 SMALL_GRADER_NOTE = (
@@ -252,10 +253,11 @@ def write_outputs(result: Mapping[str, Any], out: str | Path, note: str | None =
     out.mkdir(parents=True, exist_ok=True)
     result = redact_json(result)  # its specs are redacted already; so is whatever else a config carried
     write_json(out / "downstream.json", result)
-    plots = {
-        "scatter.png": write_scatter(result, out / "scatter.png", note),
-        "best_of_k.png": write_curves(result, out / "best_of_k.png"),
-    }
+    with plain_text():  # RM specs and the run's name are drawn as given
+        plots = {
+            "scatter.png": write_scatter(result, out / "scatter.png", note),
+            "best_of_k.png": write_curves(result, out / "best_of_k.png"),
+        }
     return {"downstream.json": out / "downstream.json", "report.md": write_report(result, out, note, plots), **plots}
 
 
