@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios
-from rmb_build.evaluate.metrics import rmb_overall, set_draws
+from rmb_build.evaluate.metrics import build_results
 
 SHA = "c" * 64
 
@@ -34,22 +34,12 @@ def draw_rows(rng: np.random.Generator, release, shift: float = 0.0) -> list[dic
 
 
 def write_evaluation(folder: Path, rm: str, rows: Sequence[dict[str, Any]], protocol: str | None = None) -> Path:
-    """An ``rmb evaluate``-shaped folder: predictions.jsonl and the part of results.json the leaderboard reads,
-    ``rmb_overall`` as the evaluator computes it (the per-scenario tables left empty: they cost seconds)."""
+    """An ``rmb evaluate``-shaped folder: predictions.jsonl and results.json as the evaluator's ``build_results``
+    writes them (a page checks every figure against the predictions)."""
     folder.mkdir(parents=True)
     (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    samples = {s: set_draws(rows, s, draws=20) for s in (PAIRWISE_SET, BON_SET)}
-    results: dict[str, Any] = {
-        "rm": rm,
-        "release": "tiny",
-        "ties": "strict",
-        PAIRWISE_SET: {},
-        BON_SET: {},
-        "rmb_overall": rmb_overall(samples),
-        "bootstrap": {"resamples": 20, "seed": 0},
-        "intervals": {},
-        "release_info": {"name": "tiny", "sha256": SHA},
-    }
+    results = build_results(rows, rm=rm, release="tiny", ties="strict", resamples=20)
+    results["release_info"] = {"name": "tiny", "sha256": SHA}
     if protocol:
         results["protocol"] = {"name": protocol}
     (folder / "results.json").write_text(json.dumps(results), encoding="utf-8")
