@@ -26,13 +26,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from rmb_build.core.intervals import mean_interval
+from rmb_build.core.intervals import adjusted_wald, mean_interval
 from rmb_build.evaluate.length_control import length_neutral
 from rmb_build.evaluate.metrics import rmb_overall, set_draws
 from rmb_build.evaluate.style import _figures as style_figures
 
 ROW_KEYS = ("estimator", "estimand", "case", "draws", "truth", "mean_estimate", "bias", "coverage95", "mean_width")
 MC_DRAWS = 1000  # the intervals' own Monte Carlo draws inside each calibration draw (evaluate's default is 4000)
+TRUTH_RECORDS = 200_000  # records drawn once to compute a style case's population figures
 Check = Callable[[int, int], list[dict[str, Any]]]
 
 
@@ -72,43 +73,45 @@ def summarise(
 
 # --- per-cell (one scenario), macro and rmb_overall ---------------------------------------------------------
 
-CELL = "a scenario's accuracy: the expected outcome of its items, each item with its own probability of a win"
-MACRO = "a group's macro accuracy: the plain mean of its scenarios' expected accuracies"
-OVERALL = "RMB overall: the mean of the four cells' (set x goal) macro expected accuracies"
+CELL = (
+    "a scenario's accuracy: the probability that the RM wins an item drawn from the scenario's population of items"
+)
+MACRO = "a group's macro accuracy: the plain mean of its scenarios' accuracies (each over its population of items)"
+OVERALL = "RMB overall: the mean of the four cells' (set x goal) macro accuracies"
+POPULATION = (
+    "Each draw draws the items anew from their scenario's population (each item its own probability of a win, "
+    "Beta around the scenario's accuracy), then each item's outcome: one outcome per item cannot tell a fixed "
+    "item's own probability, so the estimand is the population's."
+)
 
 
-def item_accuracies(rng: np.random.Generator, n: int, mean: float, spread: float) -> np.ndarray:
-    """``n`` known per-item accuracies around ``mean``: Beta with concentration ``1 / spread`` (0: all equal)."""
-    if spread == 0:
-        return np.full(n, mean)
+def item_accuracies(rng: np.random.Generator, n: int, mean: float, spread: float = 0.3) -> np.ndarray:
+    """``n`` items' own probabilities of a win, Beta around ``mean`` with concentration ``1 / spread``."""
     c = 1.0 / spread
     return rng.beta(mean * c, (1 - mean) * c, size=n)
 
 
-def _predictions(set_name: str, goal: str, sizes: Sequence[int], probs, rng) -> tuple[list[dict], dict[str, float]]:
-    preds, truth = [], {}
-    for s, (n, p) in enumerate(zip(sizes, probs)):
+def _predictions(set_name: str, goal: str, sizes: Sequence[int], accuracies: Sequence[float], rng) -> list[dict]:
+    preds = []
+    for s, (n, acc) in enumerate(zip(sizes, accuracies)):
         scenario = f"{goal}/S{s + 1}" if goal == "Harmlessness" else f"{goal}/Task{s}/Scenario{s}"
-        truth[scenario] = float(p.mean())
-        preds += [{"set": set_name, "scenario": scenario, "outcome": float(o)} for o in rng.random(n) < p]
-    return preds, truth
+        won = rng.random(n) < item_accuracies(rng, n, acc)
+        preds += [{"set": set_name, "scenario": scenario, "outcome": float(o)} for o in won]
+    return preds
 
 
 def cell_checks(draws: int, seed: int) -> list[dict[str, Any]]:
-    """Clopper-Pearson per scenario, n = 1 to 200, equal and spread per-item accuracies."""
+    """Clopper-Pearson per scenario, n = 1 to 200."""
     rows = []
     for n in (1, 5, 20, 200):
-        for mean, spread in ((0.75, 0.0), (0.75, 0.3), (0.95, 0.0)):
-            rng = np.random.default_rng([seed, n, int(mean * 100), int(spread * 10)])
-            p = item_accuracies(rng, n, mean, spread)  # the items are fixed; their outcomes are drawn
-            truths, est, cis = [], [], []
+        for mean in (0.75, 0.95):
+            rng = np.random.default_rng([seed, n, int(mean * 100)])
+            est, cis = [], []
             for _ in range(draws):
-                y = (rng.random(n) < p).astype(float)
-                truths.append(p.mean())
+                y = (rng.random(n) < item_accuracies(rng, n, mean)).astype(float)
                 est.append(y.mean())
                 cis.append(mean_interval(y))
-            case = f"n={n}, accuracy {mean}" + (f", per-item spread {spread}" if spread else ", items alike")
-            rows.append(summarise("per-scenario accuracy (Clopper-Pearson)", CELL, case, truths, est, cis))
+            rows.append(summarise("per-scenario accuracy (Clopper-Pearson)", CELL, f"n={n}, accuracy {mean}", [mean] * draws, est, cis))
     return rows
 
 
@@ -116,47 +119,48 @@ def macro_checks(draws: int, seed: int) -> list[dict[str, Any]]:
     """The macro interval of one goal (Monte Carlo Clopper-Pearson through the mean of scenarios)."""
     rows = []
     layouts = {
-        "12 scenarios of 1-4 items": lambda r: r.integers(1, 5, 12),
-        "12 scenarios of 20-200 items": lambda r: r.integers(20, 201, 12),
-        "37 scenarios of 1-200 items": lambda r: r.integers(1, 201, 37),
+        "12 scenarios of 1-4 items": (1, 5, 12),
+        "12 scenarios of 20-200 items": (20, 201, 12),
+        "37 scenarios of 1-200 items": (1, 201, 37),
     }
-    for name, sizes_of in layouts.items():
-        rng = np.random.default_rng([seed, len(name)])
-        sizes = sizes_of(rng)
-        probs = [item_accuracies(rng, n, m, 0.3) for n, m in zip(sizes, rng.uniform(0.55, 0.9, len(sizes)))]
-        truths, est, cis = [], [], []
+    for name, (lo, hi, k) in layouts.items():
+        rng = np.random.default_rng([seed, lo, hi, k])
+        sizes, accs = rng.integers(lo, hi, k), rng.uniform(0.55, 0.9, k)
+        est, cis, wald = [], [], []
         for d in range(draws):
-            preds, truth = _predictions("pairwise", "Helpfulness", sizes, probs, rng)
-            sm = set_draws(preds, "pairwise", MC_DRAWS, seed + d)
+            sm = set_draws(_predictions("pairwise", "Helpfulness", sizes, accs, rng), "pairwise", MC_DRAWS, seed + d)
             value, ci = sm.macro(sm.scenarios)
-            truths.append(float(np.mean(list(truth.values()))))
             est.append(value)
             cis.append(ci)
-        rows.append(summarise("macro accuracy (Monte Carlo Clopper-Pearson)", MACRO, name, truths, est, cis))
+            wald.append(adjusted_wald([(1 / len(sm.scenarios), o) for o in sm.outcomes.values()]))
+        truth = [float(np.mean(accs))] * draws
+        rows.append(summarise("macro accuracy (Monte Carlo Clopper-Pearson)", MACRO, name, truth, est, cis))
+        rows.append(summarise("macro accuracy (candidate: adjusted Wald)", MACRO, name, truth, est, wald))
     return rows
 
 
 def overall_checks(draws: int, seed: int) -> list[dict[str, Any]]:
-    """``rmb_overall``'s interval over the four cells."""
+    """``rmb_overall``'s interval over the four cells (8 helpfulness and 4 harmlessness scenarios a set)."""
     rows = []
     for name, lo, hi in (("every scenario 1-4 items", 1, 5), ("every scenario 20-200 items", 20, 201)):
         rng = np.random.default_rng([seed, lo, hi])
-        layout = {
-            (s, g): rng.integers(lo, hi, k) for s in ("pairwise", "bon") for g, k in (("Helpfulness", 8), ("Harmlessness", 4))
-        }
-        probs = {key: [item_accuracies(rng, n, m, 0.3) for n, m in zip(v, rng.uniform(0.5, 0.9, len(v)))] for key, v in layout.items()}
-        truths, est, cis = [], [], []
+        cells = [(s, g, k) for s in ("pairwise", "bon") for g, k in (("Helpfulness", 8), ("Harmlessness", 4))]
+        layout = {(s, g): (rng.integers(lo, hi, k), rng.uniform(0.5, 0.9, k)) for s, g, k in cells}
+        est, cis, wald = [], [], []
         for d in range(draws):
-            preds, cell_truth = [], {}
-            for (s, g), sizes in layout.items():
-                p, t = _predictions(s, g, sizes, probs[(s, g)], rng)
-                preds += p
-                cell_truth[(s, g)] = float(np.mean(list(t.values())))
-            got = rmb_overall({s: set_draws(preds, s, MC_DRAWS, seed + d) for s in ("pairwise", "bon")})
-            truths.append(float(np.mean(list(cell_truth.values()))))
+            preds = [p for (s, g), (sizes, accs) in layout.items() for p in _predictions(s, g, sizes, accs, rng)]
+            samples = {s: set_draws(preds, s, MC_DRAWS, seed + d) for s in ("pairwise", "bon")}
+            got = rmb_overall(samples)
             est.append(got["mean"])
             cis.append(got["ci95"]["mean"])
-        rows.append(summarise("rmb_overall (Monte Carlo Clopper-Pearson)", OVERALL, name, truths, est, cis))
+            parts = []
+            for sm in samples.values():
+                for members in sm.goals().values():
+                    parts += [(1 / (len(layout) * len(members)), sm.outcomes[m]) for m in members]
+            wald.append(adjusted_wald(parts))
+        truth = [float(np.mean([np.mean(accs) for _, accs in layout.values()]))] * draws
+        rows.append(summarise("rmb_overall (Monte Carlo Clopper-Pearson)", OVERALL, name, truth, est, cis))
+        rows.append(summarise("rmb_overall (candidate: adjusted Wald)", OVERALL, name, truth, est, wald))
     return rows
 
 
@@ -193,9 +197,13 @@ def _length_scorer(kind: str, d: np.ndarray, rng) -> np.ndarray:
     raise ValueError(kind)
 
 
-def length_check(kind: str, share: float, n: int, draws: int, seed: int, equal: int = 0, ties: str = "half"):
+def length_check(
+    kind: str, share: float, n: int, draws: int, seed: int, equal: int = 0, ties: str = "half", estimator=None
+):
     """One length-neutral row: each draw makes new pairs and new outcomes; the truth is the estimand computed
-    from the pairs' known win probabilities (the estimator is linear in the outcomes)."""
+    from the pairs' known win probabilities (the estimator is linear in the outcomes). ``estimator`` replaces
+    ``length_neutral`` for the estimate (not the truth): how another estimator fares on the same draws."""
+    estimate = estimator or length_neutral
     rng = np.random.default_rng([seed, n, int(share * 1000), equal, len(kind)])
     truths, est, cis, plain = [], [], [], []
     for d in range(draws):
@@ -204,14 +212,15 @@ def length_check(kind: str, share: float, n: int, draws: int, seed: int, equal: 
         if ties == "strict":
             p = np.where(p == 0.5, 0.0, p)  # a length-only scorer ties at equal length; strict counts it wrong
         y = np.where(p == 0.5, 0.5, (rng.random(n) < p).astype(float))
-        got = {"length_neutral": None, "length_neutral_ci95": None, **length_neutral(x, y)}
+        got = {"length_neutral": None, "length_neutral_ci95": None, **estimate(x, y)}
         truth = length_neutral(x, p).get("length_neutral")
         truths.append(truth if truth is not None else float("nan"))
         est.append(got["length_neutral"])
         cis.append(got["length_neutral_ci95"])
         plain.append(float(y.mean()))
     case = f"{kind}, {n} pairs, chosen longer {share:.0%}" + (f", {equal} equal-length ({ties})" if equal else "")
-    row = summarise("length-neutral accuracy (length-balanced)", LENGTH, case, truths, est, cis)
+    name = "length-neutral accuracy (length-balanced)" if estimator is None else estimator.__doc__.splitlines()[0]
+    row = summarise(name, LENGTH, case, truths, est, cis)
     row["mean_plain"] = float(np.mean(plain))
     return row
 
@@ -229,19 +238,23 @@ def length_checks(draws: int, seed: int) -> list[dict[str, Any]]:
 
 # --- style figures ---------------------------------------------------------------------------------------
 
-STYLE = "a style figure: the mean over scenarios of the expected per-record figure (records the unit)"
+STYLE = "a style figure: the mean over scenarios of the expected per-record figure over the records' population"
 LEVEL_CELLS = {"hard": [(0, 1), (0, 2), (1, 2)], "normal": [(0, 0), (1, 1), (2, 2)], "easy": [(1, 0), (2, 0), (2, 1)]}
 
 
-def style_records(rng, scenarios: int, per: int, content: float, style: float) -> list[np.ndarray]:
-    """Per record a 3x3 matrix of win probabilities: a record's own difficulty (shared by its cells) plus a
-    pull of ``style`` logits per step of style (concise < detailed < markdown) of chosen over rejected."""
-    recs = []
-    for _ in range(scenarios * per):
-        base = np.log(content / (1 - content)) + rng.normal(0, 1.0)
-        i, j = np.meshgrid(range(3), range(3), indexing="ij")
-        recs.append(1 / (1 + np.exp(-(base + style * (i - j)))))
-    return recs
+def style_records(rng, k: int, content: float, style: float) -> np.ndarray:
+    """``k`` records' 3x3 matrices of win probabilities: a record's own difficulty (shared by its cells, normal
+    with SD 1 logit around ``content``) plus ``style`` logits per step of style (concise < detailed < markdown)
+    of chosen over rejected."""
+    base = np.log(content / (1 - content)) + rng.normal(0, 1.0, size=(k, 1, 1))
+    i, j = np.meshgrid(range(3), range(3), indexing="ij")
+    return 1 / (1 + np.exp(-(base + style * (i - j))))
+
+
+def _style_values(m: np.ndarray) -> dict[str, np.ndarray]:
+    """Per record (first axis) the four figures of a 3x3 matrix of outcomes or probabilities."""
+    out = {f: np.mean([m[:, a, b] for a, b in cells], axis=0) for f, cells in LEVEL_CELLS.items()}
+    return {**out, "average": m.reshape(len(m), 9).mean(axis=1)}
 
 
 def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
@@ -253,24 +266,29 @@ def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
         ("content 0.75, style-blind, 10 scenarios x 3 records", 0.75, 0.0, 10, 3),
     ):
         rng = np.random.default_rng([seed, scenarios, per, int(style * 10)])
-        recs = style_records(rng, scenarios, per, content, style)
-        scen = [f"Helpfulness/Task{k % scenarios}/Scenario{k % scenarios}" for k in range(len(recs))]
-        found: dict[str, tuple[list, list, list]] = {f: ([], [], []) for f in ("hard", "normal", "easy", "average")}
+        truth = {f: float(v.mean()) for f, v in _style_values(style_records(rng, TRUTH_RECORDS, content, style)).items()}
+        scen = [f"Helpfulness/Task{k % scenarios}/Scenario{k % scenarios}" for k in range(scenarios * per)]
+        found: dict[str, tuple[list, list]] = {f: ([], []) for f in truth}
+        wald: dict[str, list] = {f: [] for f in truth}
         for d in range(draws):
-            rows_d, truth_rows = [], []
-            for p, s in zip(recs, scen):
-                m = (rng.random((3, 3)) < p).astype(float)
-                rows_d.append({"scenario": s, **{f: float(np.mean([m[c] for c in cells])) for f, cells in LEVEL_CELLS.items()}, "average": float(m.mean()), "prefers_detailed": 0.5, "prefers_markdown": 0.5})
-                truth_rows.append({"scenario": s, **{f: float(np.mean([p[c] for c in cells])) for f, cells in LEVEL_CELLS.items()}, "average": float(p.mean())})
+            probs = style_records(rng, len(scen), content, style)
+            values = _style_values((rng.random(probs.shape) < probs).astype(float))
+            rows_d = [{"scenario": s, **{f: float(v[k]) for f, v in values.items()}} for k, s in enumerate(scen)]
+            for r in rows_d:
+                r.update(prefers_detailed=0.5, prefers_markdown=0.5)  # not checked here: the same interval
             got = style_figures(rows_d, MC_DRAWS, seed + d)["overall"]
-            for f, (t, e, c) in found.items():
-                per_s: dict[str, list[float]] = {}
-                for r in truth_rows:
-                    per_s.setdefault(r["scenario"], []).append(r[f])
-                t.append(float(np.mean([np.mean(v) for v in per_s.values()])))
+            for f, (e, c) in found.items():
                 e.append(got[f])
                 c.append(got["ci95"][f])
-        rows += [summarise(f"style {f} (Monte Carlo Clopper-Pearson)", STYLE, name, *found[f]) for f in found]
+                wald[f].append(adjusted_wald([(1 / scenarios, values[f][k::scenarios]) for k in range(scenarios)]))
+        rows += [
+            summarise(f"style {f} (Monte Carlo Clopper-Pearson)", STYLE, name, [truth[f]] * draws, *found[f])
+            for f in found
+        ]
+        rows += [
+            summarise(f"style {f} (candidate: adjusted Wald)", STYLE, name, [truth[f]] * draws, found[f][0], wald[f])
+            for f in found
+        ]
     return rows
 
 

@@ -14,11 +14,11 @@ answer strings; not the RM's tokens, which differ between RMs and would make two
   A scorer whose choice follows length alone (the longer answer wins, or the shorter) reads exactly 50 over
   the pairs with ``d != 0``, whatever the chosen-longer share; one that follows length through noise reads
   near 50 (the strata balance the gaps coarsely); a length-independent scorer reads its plain accuracy.
-  95% interval: the estimate plus or minus 1.96 standard errors, the variance the sum of each (stratum, side)
-  group's ``w^2 p(1-p)/n`` at ``p = (k + 1)/(n + 2)`` (one win and one loss added, as Agresti and Caffo do for
-  a linear combination of proportions: never 0 for a group all won or all lost); no fit, no resampling. The
-  strata keep at least 10 pairs of the rarer side each (at most 8 strata): with 5, or with the plain ``k/n``
-  in the variance, the interval covered 91.5-93% where the chosen answer is the longer in 90% of 400 pairs.
+  95% interval: ``core/intervals.adjusted_wald``, the estimate plus or minus 1.96 standard errors, each
+  (stratum, side) group's variance from its outcomes with one win and one loss added, as Agresti and Caffo do
+  for a linear combination of proportions (never 0 for a group all won or all lost); no fit, no resampling.
+  The strata keep at least 10 pairs of the rarer side each (at most 8 strata): with 5, or without the added
+  win and loss, the interval covered 91.5-93% where the chosen answer is the longer in 90% of 400 pairs.
   Refused (null, with ``length_neutral_reason``) where no pair has the chosen answer shorter, or none longer:
   there the data cannot tell a length-only scorer from a perfect one, so any figure would be a guess.
 
@@ -35,9 +35,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import norm
 
-from rmb_build.core.intervals import ALPHA, mean_interval
+from rmb_build.core.intervals import adjusted_wald, mean_interval
 from rmb_build.core.items import Item, PairwiseItem
 from rmb_build.core.taxonomy import PAIRWISE_SET, parse_scenario_id
 
@@ -47,12 +46,11 @@ ESTIMATOR = (
     "over chosen-longer and over chosen-shorter pairs, strata weighted by their pairs; equal-length pairs are a "
     "stratum of their own, a tie counted as --ties says. A scorer going by length alone reads 50 over the "
     "unequal pairs; refused where every unequal pair's chosen answer is longer (or every one shorter). 95% "
-    "interval: normal, from each (stratum, side) group's binomial variance"
+    "interval: normal, each (stratum, side) group's variance with one win and one loss added (Agresti-Caffo)"
 )
 EDGES = (-1000, -300, -100, 0, 1, 100, 300, 1000)  # bins: below -1000, [-1000, -300), ..., [1, 100), ..., 1000 up
 MIN_PAIRS = 10
 MAX_STRATA = 8  # of |d|; more strata balance finer, fewer keep each (stratum, sign) group larger
-Z95 = float(norm.ppf(1 - ALPHA / 2))
 PER_STRATUM = 10  # pairs of the rarer sign per stratum at least: fewer and the normal interval undercovers
 
 
@@ -98,11 +96,6 @@ def strata(gap: np.ndarray, sign: np.ndarray) -> np.ndarray:
         del edges[min(b, len(edges) - 1)]  # merge the stratum with its neighbour
 
 
-def _shrunk(outcomes: np.ndarray) -> float:
-    """A group's accuracy with one win and one loss added (Agresti and Caffo), for its variance only."""
-    return (float(outcomes.sum()) + 1.0) / (len(outcomes) + 2)
-
-
 def length_neutral(d: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     """The length-balanced accuracy of outcomes ``y`` at length differences ``d``, with its 95% interval (see the
     module docstring), or why there is none."""
@@ -126,12 +119,11 @@ def length_neutral(d: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     if (~unequal).any():
         groups.append(((~unequal).sum() / n, y[~unequal]))
     value = float(sum(w * o.mean() for w, o in groups))
-    var = sum(w * w * _shrunk(o) * (1 - _shrunk(o)) / len(o) for w, o in groups)
-    half = Z95 * float(np.sqrt(var))
+    ci = adjusted_wald(groups)
     return {
         "length_neutral": value,
-        "length_neutral_ci95": [max(0.0, value - half), min(1.0, value + half)],
-        "length_strata": (len(groups) - (~unequal).any()) // 2,
+        "length_neutral_ci95": ci,
+        "length_strata": (len(groups) - int((~unequal).any())) // 2,
         "equal_length_pairs": int((~unequal).sum()),
     }
 
