@@ -6,7 +6,7 @@ The release: ``--release PATH``; else the official one where ``rmb_build.benchma
 else (offline) a synthetic release of the official size, 18,329 items, made by repeating the official sample's
 items (``../shared/rmb-sample``) with new uids, which the table says.
 
-Usage: ``python bench/evaluate_cached.py [--release PATH] [--items 18329]``. Prints a table, then one JSON line.
+Usage: ``python bench/evaluate_cached.py [--release PATH] [--items 18329] [--sample RMB_DATASET_FOLDER]``. Prints a table, then one JSON line.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--release", type=Path)
     ap.add_argument("--items", type=int, default=OFFICIAL_ITEMS)
+    ap.add_argument("--sample", type=Path, default=SAMPLE, help="the official sample's RMB_dataset folder")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="rmb-bench-") as tmp:
         work = Path(tmp)
@@ -78,7 +79,7 @@ def main() -> int:
         if release is None and (release := official()) is not None:
             kind = "official (fetched)"
         if release is None:
-            release, kind = synthetic(SAMPLE, args.items, work / "release"), f"synthetic: the sample x {args.items} items"
+            release, kind = synthetic(args.sample, args.items, work / "release"), f"synthetic: the sample x {args.items} items"
         uncached = evaluate_wall(release, work / "out-1", work / "cache")
         cached = evaluate_wall(release, work / "out-2", work / "cache")
         metrics = metrics_seconds(release, work / "out-2")
