@@ -73,9 +73,7 @@ def summarise(
 
 # --- per-cell (one scenario), macro and rmb_overall ---------------------------------------------------------
 
-CELL = (
-    "a scenario's accuracy: the probability that the RM wins an item drawn from the scenario's population of items"
-)
+CELL = "a scenario's accuracy: the probability that the RM wins an item drawn from the scenario's population of items"
 MACRO = "a group's macro accuracy: the plain mean of its scenarios' accuracies (each over its population of items)"
 OVERALL = "RMB overall: the mean of the four cells' (set x goal) macro accuracies"
 POPULATION = (
@@ -111,7 +109,11 @@ def cell_checks(draws: int, seed: int) -> list[dict[str, Any]]:
                 y = (rng.random(n) < item_accuracies(rng, n, mean)).astype(float)
                 est.append(y.mean())
                 cis.append(mean_interval(y))
-            rows.append(summarise("per-scenario accuracy (Clopper-Pearson)", CELL, f"n={n}, accuracy {mean}", [mean] * draws, est, cis))
+            rows.append(
+                summarise(
+                    "per-scenario accuracy (Clopper-Pearson)", CELL, f"n={n}, accuracy {mean}", [mean] * draws, est, cis
+                )
+            )
     return rows
 
 
@@ -206,7 +208,7 @@ def length_check(
     estimate = estimator or length_neutral
     rng = np.random.default_rng([seed, n, int(share * 1000), equal, len(kind)])
     truths, est, cis, plain = [], [], [], []
-    for d in range(draws):
+    for _ in range(draws):
         x = length_pairs(rng, n, share, equal)
         p = _length_scorer(kind, x, rng)
         if ties == "strict":
@@ -266,7 +268,9 @@ def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
         ("content 0.75, style-blind, 10 scenarios x 3 records", 0.75, 0.0, 10, 3),
     ):
         rng = np.random.default_rng([seed, scenarios, per, int(style * 10)])
-        truth = {f: float(v.mean()) for f, v in _style_values(style_records(rng, TRUTH_RECORDS, content, style)).items()}
+        truth = {
+            f: float(v.mean()) for f, v in _style_values(style_records(rng, TRUTH_RECORDS, content, style)).items()
+        }
         scen = [f"Helpfulness/Task{k % scenarios}/Scenario{k % scenarios}" for k in range(scenarios * per)]
         found: dict[str, tuple[list, list]] = {f: ([], []) for f in truth}
         for d in range(draws):
@@ -279,10 +283,7 @@ def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
             for f, (e, c) in found.items():
                 e.append(got[f])
                 c.append(got["ci95"][f])
-        rows += [
-            summarise(f"style {f} (adjusted Wald)", STYLE, name, [truth[f]] * draws, *found[f])
-            for f in found
-        ]
+        rows += [summarise(f"style {f} (adjusted Wald)", STYLE, name, [truth[f]] * draws, *found[f]) for f in found]
 
     return rows
 
@@ -324,7 +325,17 @@ def table(rows: Sequence[dict[str, Any]], markdown: bool) -> str:
         lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * 2 + " ---: |" * (len(head) - 2)]
     for r in rows:
         cov = _f(r["coverage95"]) + (" (deterministic)" if r.get("deterministic") else "")
-        cells = [r["estimator"], r["case"], str(r["draws"]), _f(r["truth"]), _f(r["mean_estimate"]), _f(r["bias"]), cov, _f(r["mean_width"]), _f(r.get("refused", 0.0))]
+        cells = [
+            r["estimator"],
+            r["case"],
+            str(r["draws"]),
+            _f(r["truth"]),
+            _f(r["mean_estimate"]),
+            _f(r["bias"]),
+            cov,
+            _f(r["mean_width"]),
+            _f(r.get("refused", 0.0)),
+        ]
         lines.append("| " + " | ".join(cells) + " |" if markdown else "  ".join(cells))
     return "\n".join(lines)
 
@@ -339,7 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = run(args.draws, args.seed)
     print(table(rows, args.markdown))
-    print(f"\n{len(rows)} rows, {args.draws} draws each, seed {args.seed}, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    print(
+        f"\n{len(rows)} rows, {args.draws} draws each, seed {args.seed}, {time.perf_counter() - t0:.0f} s",
+        file=sys.stderr,
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
     return 0

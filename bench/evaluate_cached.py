@@ -79,7 +79,10 @@ def main() -> int:
         if release is None and (release := official()) is not None:
             kind = "official (fetched)"
         if release is None:
-            release, kind = synthetic(args.sample, args.items, work / "release"), f"synthetic: the sample x {args.items} items"
+            release, kind = (
+                synthetic(args.sample, args.items, work / "release"),
+                f"synthetic: the sample x {args.items} items",
+            )
         uncached = evaluate_wall(release, work / "out-1", work / "cache")
         cached = evaluate_wall(release, work / "out-2", work / "cache")
         metrics = metrics_seconds(release, work / "out-2")

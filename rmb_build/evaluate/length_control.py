@@ -89,7 +89,11 @@ def strata(gap: np.ndarray, sign: np.ndarray) -> np.ndarray:
     edges = list(np.unique(np.quantile(rare, np.arange(1, k) / k))) if k > 1 else []
     while True:
         label = np.searchsorted(np.asarray(edges, dtype=float), gap, side="right")
-        lacking = [b for b in range(len(edges) + 1) if not ((label == b) & (sign > 0)).any() or not ((label == b) & (sign < 0)).any()]
+        lacking = [
+            b
+            for b in range(len(edges) + 1)
+            if not ((label == b) & (sign > 0)).any() or not ((label == b) & (sign < 0)).any()
+        ]
         if not lacking:
             return label
         b = lacking[0]

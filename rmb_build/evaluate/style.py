@@ -32,9 +32,9 @@ import json
 from statistics import fmean
 from typing import Any, Sequence
 
-from rmb_build.benchmarks.rmbench import LEVELS, TIE_RULE, difficulty
 import numpy as np
 
+from rmb_build.benchmarks.rmbench import LEVELS, TIE_RULE, difficulty
 from rmb_build.core.intervals import adjusted_wald
 from rmb_build.core.items import Answer, PairwiseItem
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
@@ -153,11 +153,17 @@ def style_results(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> 
 def _figures(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
     aggs = {  # the figures only: the intervals are adjusted_wald's (one Monte Carlo draw: unused)
         fig: aggregate_set(
-            [{"set": f"style/{fig}", "scenario": r["scenario"], "outcome": r[fig]} for r in rows], f"style/{fig}", 1, seed
+            [{"set": f"style/{fig}", "scenario": r["scenario"], "outcome": r[fig]} for r in rows],
+            f"style/{fig}",
+            1,
+            seed,
         )
         for fig in FIGURES
     }
-    values = {fig: {s: np.array([r[fig] for r in rows if r["scenario"] == s]) for s in aggs[fig]["scenarios"]} for fig in FIGURES}
+    values = {
+        fig: {s: np.array([r[fig] for r in rows if r["scenario"] == s]) for s in aggs[fig]["scenarios"]}
+        for fig in FIGURES
+    }
     first = aggs[FIGURES[0]]
     return {
         "scenarios": {s: _group(aggs, values, "scenarios", s) for s in first["scenarios"]},

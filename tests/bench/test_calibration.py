@@ -30,7 +30,11 @@ def test_every_check_returns_rows_of_the_contracted_shape(calibration, monkeypat
     monkeypatch.setattr(calibration, "TRUTH_RECORDS", 2000)
     rows = calibration.run(4, 0, calibration.CHECKS)
     assert {r["estimator"].split(" (")[0] for r in rows} >= {
-        "per-scenario accuracy", "macro accuracy", "rmb_overall", "length-neutral accuracy", "style hard"
+        "per-scenario accuracy",
+        "macro accuracy",
+        "rmb_overall",
+        "length-neutral accuracy",
+        "style hard",
     }
     for r in rows:
         assert set(calibration.ROW_KEYS) <= set(r) and r["draws"] == 4 and r["estimand"]

@@ -161,5 +161,7 @@ def test_every_pair_of_equal_length_reads_the_plain_accuracy():
 def test_too_few_pairs_give_no_figure():
     x = np.array([1.0, -1.0] * 4)
     f = group_figures(x, (x > 0).astype(float), 50, 0, "t")
-    assert f["length_neutral"] is None and f["length_neutral_ci95"] is None and "fewer than" in f["length_neutral_reason"]
+    assert (
+        f["length_neutral"] is None and f["length_neutral_ci95"] is None and "fewer than" in f["length_neutral_reason"]
+    )
     assert f["accuracy"] == float((x > 0).mean())
