@@ -165,3 +165,15 @@ def test_too_few_pairs_give_no_figure():
         f["length_neutral"] is None and f["length_neutral_ci95"] is None and "fewer than" in f["length_neutral_reason"]
     )
     assert f["accuracy"] == float((x > 0).mean())
+
+
+def test_the_length_neutral_interval_needs_no_resampling():
+    """The interval is computed, not resampled: the same for 1 draw as for 2000. On main each of the bootstrap's
+    draws was a penalised fit (115 s of a cached evaluate of the official release; bench/evaluate_cached.py
+    measures the cost now)."""
+    rng = np.random.default_rng(11)
+    x = chosen_longer(rng, 400, 0.7)
+    y = (rng.random(400) < 0.7).astype(float)
+    one, many = group_figures(x, y, 1, 0, "t"), group_figures(x, y, 2000, 0, "t")
+    assert one["length_neutral"] == many["length_neutral"]
+    assert one["length_neutral_ci95"] == many["length_neutral_ci95"] and "bootstrap" not in many
