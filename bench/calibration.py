@@ -33,6 +33,7 @@ from rmb_build.evaluate.style import _figures as style_figures
 
 ROW_KEYS = ("estimator", "estimand", "case", "draws", "truth", "mean_estimate", "bias", "coverage95", "mean_width")
 MC_DRAWS = 1000  # the intervals' own Monte Carlo draws inside each calibration draw (evaluate's default is 4000)
+STYLE_DRAWS = 300  # at most, for the style checks: each draw scores six figures' groups (about 0.5 s)
 TRUTH_RECORDS = 200_000  # records drawn once to compute a style case's population figures
 Check = Callable[[int, int], list[dict[str, Any]]]
 
@@ -261,6 +262,7 @@ def _style_values(m: np.ndarray) -> dict[str, np.ndarray]:
 
 def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
     rows = []
+    draws = min(draws, STYLE_DRAWS)
     for name, content, style, scenarios, per in (
         ("content 0.75, style-blind, 3 scenarios x 30 records", 0.75, 0.0, 3, 30),
         ("content 0.75, reads style (1 logit a step), 3 x 30", 0.75, 1.0, 3, 30),
@@ -319,7 +321,7 @@ def _f(v: Any, pct: bool = True) -> str:
 
 
 def table(rows: Sequence[dict[str, Any]], markdown: bool) -> str:
-    head = ["estimator", "case", "draws", "truth", "mean est.", "bias", "coverage 95", "mean width", "refused"]
+    head = ["estimator", "case", "draws", "truth", "mean est.", "bias", "coverage 95", "mean width", "refused", "plain"]
     lines = []
     if markdown:
         lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * 2 + " ---: |" * (len(head) - 2)]
@@ -335,6 +337,7 @@ def table(rows: Sequence[dict[str, Any]], markdown: bool) -> str:
             cov,
             _f(r["mean_width"]),
             _f(r.get("refused", 0.0)),
+            _f(r.get("mean_plain")),
         ]
         lines.append("| " + " | ".join(cells) + " |" if markdown else "  ".join(cells))
     return "\n".join(lines)
