@@ -109,6 +109,24 @@ def mean_interval(outcomes: np.ndarray, draws: int = DEFAULT_DRAWS, seed: int = 
     return weighted_interval([(1.0, scenario_draws(outcomes, draws, seed, stratum))])
 
 
+def adjusted_wald(parts: Sequence[tuple[float, np.ndarray]], alpha: float = ALPHA) -> list[float]:
+    """The normal interval of ``sum(weight * mean(outcomes))`` over groups of outcomes in [0, 1], each group's
+    variance of its mean taken from its outcomes with one 1 and one 0 added (Agresti and Caffo's adjustment for a
+    linear combination of proportions: ``p(1-p)/n`` at ``p = (k+1)/(n+2)`` for 0/1 outcomes), so never 0 for a
+    group all won or all lost; centred on the plain estimate and clipped to [0, 1]."""
+    from scipy.stats import norm
+
+    value, var = 0.0, 0.0
+    for weight, outcomes in parts:
+        o = np.asarray(outcomes, dtype=float)
+        if len(o) == 0:
+            raise ValueError("an interval needs at least one item")
+        value += weight * float(o.mean())
+        var += weight * weight * float(np.var(np.concatenate([o, [0.0, 1.0]]))) / len(o)
+    half = float(norm.ppf(1 - alpha / 2)) * float(np.sqrt(var))
+    return [float(max(0.0, value - half)), float(min(1.0, value + half))]
+
+
 def macro_interval(members: Mapping[str, Draws], outcomes: Mapping[str, np.ndarray]) -> list[float]:
     """The interval of the plain mean of the members' accuracies: one scenario's own interval (exact for 0/1
     outcomes); over several, ``pooled_interval`` with each scenario's variance pooled within its goal."""
@@ -220,6 +238,7 @@ def pooled_difference(
 
 __all__ = [
     "ALPHA",
+    "adjusted_wald",
     "DEFAULT_DRAWS",
     "Draws",
     "FEW_ITEMS",

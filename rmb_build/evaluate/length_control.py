@@ -1,20 +1,33 @@
 """Length-controlled pairwise accuracy, for any release (results.json ``length_control``).
 
-The length difference of a pair is ``len(chosen) - len(rejected)`` in characters (Unicode code points of the
+The length difference of a pair is ``d = len(chosen) - len(rejected)`` in characters (Unicode code points of the
 answer strings; not the RM's tokens, which differ between RMs and would make two RMs' figures incomparable).
 
 - ``bins``: accuracy in fixed bins of that difference, each with its Clopper-Pearson interval.
-- ``length_neutral``: the expected outcome at a length difference of zero, from a logistic regression of the
-  outcome on ``sign(d) * log(1 + |d|)`` of the difference ``d``, penalised as Firth (1993) does (Jeffreys
-  prior). Why this and not matched pairs:
-  a scorer that goes by length alone separates outcome and length perfectly, where the plain maximum-likelihood
-  fit does not exist (its slope runs to infinity); Firth's estimate always exists and is finite, and it uses
-  every pair, where matching pairs of near-equal length would keep only the few that have them. Its 95%
-  interval is the percentile bootstrap over pairs (seeded; ``--bootstrap`` draws, at most 2000).
+- ``length_neutral``: **length-balanced accuracy**. Estimand: the RM's expected accuracy on these pairs
+  reweighted so that, at every size of length gap, the chosen answer is the longer exactly as often as the
+  shorter. The pairs with ``d != 0`` are cut into strata of ``|d|`` (at quantiles of the gaps of the rarer
+  sign, so that every stratum holds both signs); in each stratum the accuracy over chosen-longer and over
+  chosen-shorter pairs is averaged with equal weight, and the strata are weighted by their pairs. Equal-length
+  pairs (``d = 0``) are balanced already: they are one stratum of their own, weighted by their count, and a tie
+  there counts as ``--ties`` says (so 2 equal-length pairs of 819 move the figure by at most 0.25 points).
+  A scorer whose choice follows length alone (the longer answer wins, or the shorter) reads exactly 50 over
+  the pairs with ``d != 0``, whatever the chosen-longer share; one that follows length through noise reads
+  near 50 (the strata balance the gaps coarsely); a length-independent scorer reads its plain accuracy.
+  95% interval: ``core/intervals.adjusted_wald``, the estimate plus or minus 1.96 standard errors, each
+  (stratum, side) group's variance from its outcomes with one win and one loss added, as Agresti and Caffo do
+  for a linear combination of proportions (never 0 for a group all won or all lost); no fit, no resampling.
+  The strata keep at least 10 pairs of the rarer side each (at most 8 strata): with 5, or without the added
+  win and loss, the interval covered 91.5-93% where the chosen answer is the longer in 90% of 400 pairs.
+  Refused (null, with ``length_neutral_reason``) where no pair has the chosen answer shorter, or none longer:
+  there the data cannot tell a length-only scorer from a perfect one, so any figure would be a guess.
+
+Why not a regression read at ``d = 0`` (length-controlled AlpacaEval's GLM, a Firth-penalised logistic fit as
+this module had): a length-only scorer separates outcome and length perfectly, the fit's slope runs to
+infinity and the answer is whatever the penalty makes it (62 at a 75% chosen-longer share, 73 at 90%), and
+each bootstrap draw is a fit (about 115 s per evaluate of the official release). The calibration suite
+(``bench/calibration.py``, ``docs/calibration.md``) shows the balanced estimator's bias and coverage.
 Per goal and over all pairwise items; an outcome of 0.5 (a tie under ``--ties half``) enters as a fraction.
-The figure is read at exactly zero difference, where a scorer going by length alone ties: under ``--ties strict``
-its few equal-length pairs count wrong and pull the figure below 50 (on a built release of 450 pairs, 3 such
-pairs: 16.2% [7.3, 42.3] strict, 45.1% [36.3, 52.7] half); that is the estimand under strict ties, not a fault.
 """
 
 from __future__ import annotations
@@ -22,29 +35,23 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy.special import expit
 
-from rmb_build.core.intervals import ALPHA, mean_interval
+from rmb_build.core.intervals import adjusted_wald, mean_interval
 from rmb_build.core.items import Item, PairwiseItem
 from rmb_build.core.taxonomy import PAIRWISE_SET, parse_scenario_id
 
 UNIT = "characters (Unicode code points) of the answer: chosen minus rejected"
 ESTIMATOR = (
-    "Firth-penalised logistic regression of the outcome on sign(d)*log(1+|d|) of the length difference d, read "
-    "at d = 0; "
-    "it exists even where length separates the outcomes perfectly (a length-only scorer), where plain maximum "
-    "likelihood does not; 95% percentile bootstrap over pairs (at most 2000 draws). A tie counts as --ties says: "
-    "under strict, wrong, so a scorer that ties where the lengths are equal (one going by length alone) reads "
-    "below 50 at d = 0, where --ties half puts it at chance"
+    "length-balanced accuracy: within strata of the absolute length difference |d|, the mean of the accuracy "
+    "over chosen-longer and over chosen-shorter pairs, strata weighted by their pairs; equal-length pairs are a "
+    "stratum of their own, a tie counted as --ties says. A scorer going by length alone reads 50 over the "
+    "unequal pairs; refused where every unequal pair's chosen answer is longer (or every one shorter). 95% "
+    "interval: normal, each (stratum, side) group's variance with one win and one loss added (Agresti-Caffo)"
 )
 EDGES = (-1000, -300, -100, 0, 1, 100, 300, 1000)  # bins: below -1000, [-1000, -300), ..., [1, 100), ..., 1000 up
 MIN_PAIRS = 10
-MAX_STEP = 5.0  # Newton steps capped, as logistf does, so that a near-separated fit converges
-MAX_ITER = 500
-TOL = 1e-7
-HALVINGS = 30
-CHUNK = 256
-MAX_DRAWS = 2000  # a percentile bootstrap's usual count; each draw is a fit
+MAX_STRATA = 8  # of |d|; more strata balance finer, fewer keep each (stratum, sign) group larger
+PER_STRATUM = 10  # pairs of the rarer sign per stratum at least: fewer and the normal interval undercovers
 
 
 def _label(lo: float, hi: float) -> str:
@@ -53,64 +60,6 @@ def _label(lo: float, hi: float) -> str:
     if hi == np.inf:
         return f">= {lo:g}"
     return "0" if (lo, hi) == (0, 1) else f"[{lo:g}, {hi:g})"
-
-
-def signed_log(x: np.ndarray) -> np.ndarray:
-    """The covariate of the fit: ``sign(d) * log(1 + |d|)``, 0 at 0, so that a few very long answers do not set
-    the slope alone and a gap of a few characters around 0 is not a cliff."""
-    return np.sign(x) * np.log1p(np.abs(x))
-
-
-def _penalised(x: np.ndarray, y: np.ndarray, w: np.ndarray, b0: np.ndarray, b1: np.ndarray):
-    """Firth's penalised log-likelihood of each fit, its score (gradient) and information matrix."""
-    z = b0[:, None] + b1[:, None] * x
-    p = expit(z)
-    v = p * (1.0 - p)
-    wv = w * v
-    a, b, c = wv.sum(1), (wv * x).sum(1), (wv * x * x).sum(1)  # information [[a, b], [b, c]]
-    det = np.maximum(a * c - b * b, 1e-300)
-    loglik = (w * (y * z - np.logaddexp(0.0, z))).sum(1)
-    h = v * (c[:, None] - 2 * b[:, None] * x + a[:, None] * x * x) / det[:, None]  # one row's hat value
-    r = w * (y - p + h * (0.5 - p))
-    return loglik + 0.5 * np.log(det), (r.sum(1), (r * x).sum(1)), (a, b, c, det)
-
-
-def firth_logistic(
-    x: np.ndarray, y: np.ndarray, weights: np.ndarray, start: tuple[float, float] = (0.0, 0.0)
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Firth-penalised fits of ``y ~ 1 + x``, one per row of ``weights`` (frequency weights: a bootstrap
-    resample's counts), by Newton steps from ``start`` that are capped and halved until the penalised
-    likelihood rises; returns (intercepts, slopes, converged)."""
-    w = np.atleast_2d(weights).astype(float)
-    b0 = np.full(len(w), float(start[0]))
-    b1 = np.full(len(w), float(start[1]))
-    done = np.zeros(len(w), dtype=bool)
-    obj, (u0, u1), (a, b, c, det) = _penalised(x, y, w, b0, b1)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        for _ in range(MAX_ITER):
-            # a singular information matrix (one resample's pairs all alike) makes an infinite step: that fit
-            # stops where it is, never at NaN, and counts as not converged
-            d0, d1 = (c * u0 - b * u1) / det, (a * u1 - b * u0) / det
-            stuck = ~(np.isfinite(d0) & np.isfinite(d1))
-            d0, d1 = np.where(stuck, 0.0, d0), np.where(stuck, 0.0, d1)
-            big = np.maximum(np.abs(d0), np.abs(d1))
-            step = np.where(done | stuck, 0.0, np.minimum(1.0, MAX_STEP / np.maximum(big, 1e-300)))
-            for _ in range(HALVINGS):
-                new = _penalised(x, y, w, b0 + step * d0, b1 + step * d1)
-                worse = (new[0] < obj - 1e-12) & (step > 0)
-                if not worse.any():
-                    break
-                step = np.where(worse, step / 2, step)
-            moved = np.maximum(np.abs(step * d0), np.abs(step * d1))
-            b0, b1 = b0 + step * d0, b1 + step * d1
-            obj, (u0, u1), (a, b, c, det) = new
-            done |= (moved < TOL) & ~stuck
-            if (done | stuck).all():
-                break
-    # a resample whose pairs share one length difference has no slope to fit: no fit, whatever the steps did
-    mean_x = (w * x).sum(1) / np.maximum(w.sum(1), 1e-300)
-    spread = (w * (x - mean_x[:, None]) ** 2).sum(1) > 0
-    return b0, b1, done & spread & np.isfinite(b0) & np.isfinite(b1)
 
 
 def _bins(x: np.ndarray, y: np.ndarray, draws: int, seed: int, stratum: str) -> list[dict[str, Any]]:
@@ -132,11 +81,61 @@ def _num(v: float) -> float | None:
     return None if np.isinf(v) else float(v)
 
 
+def strata(gap: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """Each unequal pair's stratum of ``|d|`` (0, 1, ...): edges at quantiles of the rarer sign's gaps, merged
+    until every stratum holds pairs of both signs (``sign`` is +1 or -1, never 0)."""
+    rare = gap[sign == (1 if (sign > 0).sum() <= (sign < 0).sum() else -1)]
+    k = max(1, min(MAX_STRATA, len(rare) // PER_STRATUM))
+    edges = list(np.unique(np.quantile(rare, np.arange(1, k) / k))) if k > 1 else []
+    while True:
+        label = np.searchsorted(np.asarray(edges, dtype=float), gap, side="right")
+        lacking = [
+            b
+            for b in range(len(edges) + 1)
+            if not ((label == b) & (sign > 0)).any() or not ((label == b) & (sign < 0)).any()
+        ]
+        if not lacking:
+            return label
+        b = lacking[0]
+        del edges[min(b, len(edges) - 1)]  # merge the stratum with its neighbour
+
+
+def length_neutral(d: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """The length-balanced accuracy of outcomes ``y`` at length differences ``d``, with its 95% interval (see the
+    module docstring), or why there is none."""
+    n, longer, shorter = len(y), int((d > 0).sum()), int((d < 0).sum())
+    if n < MIN_PAIRS:
+        return {"length_neutral_reason": f"{n} pairs, fewer than {MIN_PAIRS}"}
+    if bool(longer) != bool(shorter):
+        always, never = ("longer", "shorter") if longer else ("shorter", "longer")
+        return {
+            "length_neutral_reason": f"every pair of unequal lengths has the chosen answer {always}, none {never}: "
+            "the data cannot tell a scorer going by length from one going by content"
+        }
+    unequal = d != 0
+    groups: list[tuple[float, np.ndarray]] = []  # (weight, outcomes) of each group
+    if unequal.any():
+        label = strata(np.abs(d[unequal]), np.sign(d[unequal]))
+        yu, su = y[unequal], np.sign(d[unequal])
+        for b in range(int(label.max()) + 1):
+            in_b = label == b
+            groups += [(in_b.sum() / n / 2, yu[in_b & (su == side)]) for side in (1, -1)]
+    if (~unequal).any():
+        groups.append(((~unequal).sum() / n, y[~unequal]))
+    value = float(sum(w * o.mean() for w, o in groups))
+    ci = adjusted_wald(groups)
+    return {
+        "length_neutral": value,
+        "length_neutral_ci95": ci,
+        "length_strata": (len(groups) - int((~unequal).any())) // 2,
+        "equal_length_pairs": int((~unequal).sum()),
+    }
+
+
 def group_figures(x: np.ndarray, y: np.ndarray, draws: int, seed: int, stratum: str) -> dict[str, Any]:
     """One group's plain accuracy, its length-neutral accuracy with interval, and its bins."""
-    n = len(y)
     out: dict[str, Any] = {
-        "n": n,
+        "n": len(y),
         "accuracy": float(y.mean()),
         "ci95": mean_interval(y, draws, seed, f"{stratum}/plain"),
         "chosen_longer_share": float((x > 0).mean()),
@@ -144,34 +143,7 @@ def group_figures(x: np.ndarray, y: np.ndarray, draws: int, seed: int, stratum: 
         "length_neutral_ci95": None,
         "bins": _bins(x, y, draws, seed, stratum),
     }
-    if n < MIN_PAIRS:
-        return {**out, "length_neutral_reason": f"{n} pairs, fewer than {MIN_PAIRS}"}
-    if np.all(x == x[0]):
-        return {**out, "length_neutral_reason": "every pair has the same length difference"}
-    xs = signed_log(x)
-    b0, b1, ok = firth_logistic(xs, y, np.ones((1, n)))
-    if not ok[0]:
-        return {**out, "length_neutral_reason": f"the penalised fit did not converge in {MAX_ITER} steps"}
-    rng = np.random.default_rng([seed, n, 4242])
-    boot, conv = [], []
-    draws = min(draws, MAX_DRAWS)
-    for start in range(0, draws, CHUNK):  # chunks keep memory at CHUNK x pairs
-        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=min(CHUNK, draws - start))
-        b, _, c = firth_logistic(xs, y, counts, start=(b0[0], b1[0]))  # each draw starts from the estimate
-        boot.append(b)
-        conv.append(c)
-    ok_draws = np.concatenate(conv)
-    if ok_draws.sum() < draws / 2:  # an interval from the few resamples that fit would be a guess
-        return {
-            **out,
-            "length_neutral_reason": f"only {int(ok_draws.sum())} of {draws} bootstrap fits converged",
-            "bootstrap": {"draws": draws, "converged": int(ok_draws.sum())},
-        }
-    values = expit(np.concatenate(boot)[ok_draws])
-    out["length_neutral"] = float(expit(b0[0]))
-    out["length_neutral_ci95"] = [float(np.quantile(values, ALPHA / 2)), float(np.quantile(values, 1 - ALPHA / 2))]
-    out["bootstrap"] = {"draws": draws, "converged": int(ok_draws.sum())}
-    return out
+    return {**out, **length_neutral(x, y)}
 
 
 def length_control(
@@ -193,4 +165,4 @@ def length_control(
     return out
 
 
-__all__ = ["ESTIMATOR", "UNIT", "firth_logistic", "group_figures", "length_control"]
+__all__ = ["ESTIMATOR", "UNIT", "group_figures", "length_control", "length_neutral", "strata"]

@@ -1,0 +1,75 @@
+"""The calibration suite (``bench/calibration.py``) on small draws: every check returns rows of one shape, a scorer
+going by length alone reads 50 (refused where every chosen answer is the longer), a length-independent scorer's
+length-neutral figure is its plain accuracy, and a module of further checks plugs in."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    return load("calibration", ROOT / "bench" / "calibration.py")
+
+
+def test_every_check_returns_rows_of_the_contracted_shape(calibration, monkeypatch):
+    monkeypatch.setattr(calibration, "MC_DRAWS", 20)
+    monkeypatch.setattr(calibration, "TRUTH_RECORDS", 500)
+    rows = calibration.run(2, 0, calibration.CHECKS)
+    assert {r["estimator"].split(" (")[0] for r in rows} >= {
+        "per-scenario accuracy",
+        "macro accuracy",
+        "rmb_overall",
+        "length-neutral accuracy",
+        "style hard",
+    }
+    for r in rows:
+        assert set(calibration.ROW_KEYS) <= set(r) and r["draws"] == 2 and r["estimand"]
+        assert r["coverage95"] is None or 0 <= r["coverage95"] <= 1
+    assert "| estimator | case |" in calibration.table(rows, markdown=True)
+
+
+@pytest.mark.parametrize("share", [0.6, 0.75, 0.9])
+def test_a_length_only_scorer_reads_50_with_an_interval_covering_it(calibration, share):
+    """On main's Firth fit: about 53 at 60% chosen-longer, 62 at 75%, 73 at 90%, 50 covered 0-40% of seeds."""
+    row = calibration.length_check("longer wins", share, 360, 10, 0)
+    assert row["mean_estimate"] == pytest.approx(0.5) and row["coverage95"] == 1.0 and row["refused"] == 0
+    assert row["mean_width"] > 0.01
+
+
+def test_every_chosen_answer_longer_is_refused(calibration):
+    row = calibration.length_check("longer wins", 1.0, 360, 5, 0)
+    assert row["refused"] == 1.0 and row["mean_estimate"] is None
+
+
+def test_a_length_independent_scorer_reads_its_plain_accuracy(calibration):
+    row = calibration.length_check("content 0.76", 0.75, 400, 30, 0)
+    assert abs(row["mean_estimate"] - row["mean_plain"]) < 0.03 and abs(row["bias"]) < 0.02
+    assert row["coverage95"] >= 0.8  # 30 draws: about 95% expected
+
+
+def test_a_module_of_further_checks_is_run_where_it_exists(calibration, tmp_path, monkeypatch):
+    extra = tmp_path / "calibration_uncertainty.py"
+    extra.write_text(
+        "def checks(draws, seed):\n"
+        "    return [dict(estimator='x', estimand='y', case='z', draws=draws, truth=0.5, mean_estimate=0.5,\n"
+        "                 bias=0.0, coverage95=0.95, mean_width=0.1)]\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(calibration, "__file__", str(tmp_path / "calibration.py"))
+    (check,) = calibration.external_checks()
+    rows = calibration.run(3, 0, [check])
+    assert rows[0]["estimator"] == "x" and rows[0]["draws"] == 3 and not math.isnan(rows[0]["truth"])
