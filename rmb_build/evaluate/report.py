@@ -46,9 +46,7 @@ def _scoring_notes(scoring: Mapping[str, Any]) -> list[str]:
     """What the scoring table's counts leave out: system-first items and how far batching moved scores."""
     out = []
     if scoring.get("system_first"):
-        out.append(
-            f"{scoring['system_first']} item(s) open with a system turn: {scoring['system_first_handling']}."
-        )
+        out.append(f"{scoring['system_first']} item(s) open with a system turn: {scoring['system_first_handling']}.")
     check = scoring.get("batch_check")
     if check and check.get("rescored"):
         out.append(
