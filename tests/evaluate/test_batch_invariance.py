@@ -104,3 +104,58 @@ def test_pairrm_logits_are_the_same_at_every_batch_size(pairrm_dir):  # noqa: F8
         rm = load_rm(f"pairrm:{pairrm_dir}", RMOptions(device="cpu", dtype="fp32", batch_size=bs))
         got[bs] = rm.logits([rm.encode(p.conversation, p.first, p.second) for p in pairs])
     assert got[4] == got[1] and got[32] == got[1]
+
+
+def _evaluate(folder, tmp_path, name, release=None, cache="cache", **options):
+    """evaluate() of ``hf:folder`` on the small release; (results.json, each item's scores)."""
+    import json
+
+    from rmb_build.evaluate.run import evaluate
+
+    rm = load_rm(f"hf:{folder}", RMOptions(device="cpu", **options))
+    results = evaluate(release or small_release(), rm, tmp_path / name, tmp_path / cache, progress=False)
+    preds = [json.loads(x) for x in (tmp_path / name / "predictions.jsonl").read_text().splitlines()]
+    return results, {(p["set"], p["uid"]): p["scores"] for p in preds}
+
+
+@pytest.mark.slow  # four evaluations of the tiny model
+def test_results_say_how_far_batching_moved_a_rescored_sample(tiny_rm, tmp_path):  # noqa: F811
+    fp32, _ = _evaluate(tiny_rm, tmp_path, "fp32", dtype="fp32", batch_size=4, cache="c32")
+    check = fp32["scoring"]["batch_check"]
+    assert check["rescored"] > 0 and check["batch_size"] == 4 and check["dtype"] == "fp32"
+    assert check["differ"] == 0 and check["max_abs_diff"] == 0.0  # fp32: the same alone as in a batch
+    half, batched = _evaluate(tiny_rm, tmp_path, "bf16", dtype="bf16", batch_size=4, cache="c16")
+    check = half["scoring"]["batch_check"]
+    assert check["rescored"] > 0 and check["dtype"] == "bf16" and 0 <= check["differ"] <= check["rescored"]
+    _, alone = _evaluate(tiny_rm, tmp_path, "bf16-alone", dtype="bf16", batch_size=1, cache="c16-1")
+    moved = [abs(a - b) for k in alone for a, b in zip(_flat(alone[k]), _flat(batched[k]))]
+    assert check["max_abs_diff"] <= max(moved)  # a sample of what batching did to every text
+    assert "Batch check:" in (tmp_path / "bf16" / "report.md").read_text()
+
+
+def _flat(scores: dict) -> list[float]:
+    return [scores["chosen"], scores["rejected"]] if "chosen" in scores else [scores["best"], *scores["losers"]]
+
+
+@pytest.mark.slow  # four evaluations of the tiny model
+def test_deterministic_scores_are_the_same_whatever_the_batch_size_or_the_cache(tiny_rm, tmp_path):  # noqa: F811
+    from rmb_build.release.read import Release
+
+    det = dict(dtype="bf16", deterministic=True)
+    four, a = _evaluate(tiny_rm, tmp_path, "a", batch_size=4, cache="c1", **det)
+    _, b = _evaluate(tiny_rm, tmp_path, "b", batch_size=32, cache="c2", **det)
+    assert a == b
+    # an interrupted run: one item scored first, the rest on a later run, as a fresh run scores them
+    first = Release(name="small", root=None)
+    first.add(small_release().pairwise[0])
+    _evaluate(tiny_rm, tmp_path, "part", release=first, batch_size=4, cache="c3", **det)
+    resumed, c = _evaluate(tiny_rm, tmp_path, "c", batch_size=4, cache="c3", **det)
+    assert resumed["scoring"]["cached"] == 2 and c == a
+    assert four["scoring"]["batch_check"] == {
+        "rescored": 0,
+        "batch_size": 1,
+        "dtype": "bf16",
+        "note": "every text was scored alone",
+    }
+    plain, _ = _evaluate(tiny_rm, tmp_path, "plain", dtype="bf16", batch_size=4, cache="c1")
+    assert plain["fingerprint"] != four["fingerprint"]  # batched bf16 scores are never read as deterministic ones

@@ -139,10 +139,10 @@ def test_rmb_protocol_equals_rmbs_own_script(model, tmp_path):
         text=True,
         check=True,
     ).stdout.split()
-    for name in (f for f in files if f.endswith((".py", ".yaml"))):
-        target = root / name
+    for path in (f for f in files if f.endswith((".py", ".yaml"))):
+        target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        blob = subprocess.run(["git", "-C", repo, "show", f"{RMB_COMMIT}:{name}"], capture_output=True, check=True)
+        blob = subprocess.run(["git", "-C", repo, "show", f"{RMB_COMMIT}:{path}"], capture_output=True, check=True)
         target.write_bytes(blob.stdout)
     _patch(root / "eval" / "rewardbench" / "models" / "pipeline.py")
     with open(root / "eval" / "scripts" / "configs" / "eval_configs.yaml", "a") as fh:
