@@ -59,7 +59,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         default=None,
         help="a pairwise tie counts 0 (strict, as RMB's script) or 0.5 (half); default: the protocol's (strict)",
     )
-    add_flags(p, "protocol", "devices", "batch_size")
+    add_flags(p, "protocol", "devices", "batch_size", "deterministic")
     p.add_argument(
         "--cache",
         default=None,

@@ -69,13 +69,24 @@ def load_kwargs(ref: ModelRef, options: RMOptions, model: bool = True) -> dict[s
     kw: dict[str, Any] = {"trust_remote_code": options.trust_remote_code}
     if ref.online and options.revision:
         kw["revision"] = options.revision
-    if model and options.attn_implementation:
-        kw["attn_implementation"] = options.attn_implementation
+    attn = attention(options, resolve_device(options)) if model else None
+    if attn:
+        kw["attn_implementation"] = attn
     if model and options.device_map:
         kw.update(_spread(options))
     if model and options.load_in:
         kw["quantization_config"] = _quantization(options.load_in)
     return kw
+
+
+def attention(options: RMOptions, device: str) -> str | None:
+    """The attention implementation a model loads with: ``--attn-implementation``, else ``eager`` on a CPU (None:
+    transformers' default). On a CPU, torch's fused attention rounds with the batch's padded width (a text's
+    fp32 score moved by up to 1e-7 between batch sizes); eager attention's does not, so a score is the same at
+    any batch size. Its cost: it holds each layer's full attention matrix, batch x heads x width x width."""
+    if options.attn_implementation:
+        return options.attn_implementation
+    return "eager" if device.startswith("cpu") else None
 
 
 def _spread(options: RMOptions) -> dict[str, Any]:
@@ -228,7 +239,8 @@ def model_identity(ref: ModelRef, options: RMOptions) -> dict[str, Any]:
 
 
 def load_tokenizer(ref: ModelRef, options: RMOptions):
-    """The model's tokenizer with a chat template (``--chat-template`` wins); right padding."""
+    """The model's tokenizer with a chat template (``--chat-template`` wins); right padding (its own side kept as
+    ``rmb_own_padding_side``)."""
     from transformers import AutoTokenizer
 
     try:
@@ -246,6 +258,7 @@ def load_tokenizer(ref: ModelRef, options: RMOptions):
         )
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token or tok.unk_token
+    tok.rmb_own_padding_side = tok.padding_side  # what a harness that pads on the tokenizer's side does
     tok.padding_side = "right"
     return tok
 
@@ -287,6 +300,44 @@ def truncate_left(ids: list[int], max_length: int | None) -> tuple[list[int], bo
     if max_length is None or len(ids) <= max_length:
         return ids, False
     return ids[-max_length:], True
+
+
+def batch_size(options: RMOptions) -> int:
+    """Texts per forward pass: ``--batch-size``, or 1 under ``--deterministic`` (each text alone, unpadded)."""
+    return 1 if options.deterministic else max(1, options.batch_size)
+
+
+def deterministic_kernels() -> None:
+    """torch's deterministic algorithms (and cuBLAS's fixed workspace, set before CUDA starts), for
+    ``--deterministic``."""
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+
+
+def batch_check(
+    batched: Sequence[float], alone: Sequence[float], options: RMOptions, dtype: str, device: str
+) -> dict[str, Any]:
+    """results.json's ``scoring.batch_check``: how far texts scored in batches moved from the same texts scored
+    alone (re-scored after the run), with the dtype, device and batch size that made them."""
+    diffs = [abs(a - b) for a, b in zip(batched, alone)]
+    return {
+        "rescored": len(diffs),
+        "batch_size": batch_size(options),
+        "dtype": dtype,
+        "device": device,
+        "differ": sum(d > 0 for d in diffs),
+        "max_abs_diff": max(diffs, default=0.0),
+        "mean_abs_diff": sum(diffs) / len(diffs) if diffs else 0.0,
+    }
+
+
+def check_sample(n_texts: int, size: int = 8) -> list[int]:
+    """Indices of up to ``size`` texts spread evenly over ``n_texts``: the re-scored sample of ``batch_check``."""
+    step = max(1, n_texts // size)
+    return list(range(0, n_texts, step))[:size]
 
 
 def sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
@@ -334,8 +385,11 @@ def describe_common(tok, options: RMOptions, device: str) -> dict[str, Any]:
         out["trust_remote_code"] = True
     if options.revision:
         out["revision"] = options.revision
-    if options.attn_implementation:
-        out["attn_implementation"] = options.attn_implementation
+    attn = attention(options, device)
+    if attn:
+        out["attn_implementation"] = attn
     if options.load_in:  # quantized weights give other scores; where the layers sit does not
         out["load_in"] = options.load_in
+    if options.deterministic:  # each text alone: in bf16 on a GPU not the batched scores, so not their cache
+        out["deterministic"] = True
     return out

@@ -34,7 +34,10 @@ class Protocol:
     roles: str  # "given" | "alternate": turn i is user when i is even, assistant when odd (the role field unread)
     gpu_dtype: str | None  # the dtype the harness loads a model in on a GPU (None: rmb's auto, bf16)
     ties: str  # "strict" | "half": what a pairwise tie counts by default
-    padding: str = "right"  # the harness's padding side (rmb pads right; a causal RM's scores do not depend on it)
+    # The harness's padding side: "left" | "right" | "tokenizer" (the tokenizer's own padding_side). rmb pads
+    # right whatever the harness does; a harness that pads left and gives no position ids shifts each text's
+    # positions by its batch's padding (see ``LEFT_PADDING``).
+    harness_padding: str = "tokenizer"
 
     def settings(self) -> dict[str, Any]:
         """What changes a text's tokens: part of the score cache's key."""
@@ -49,7 +52,16 @@ class Protocol:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, **self.settings(), "dtype_on_gpu": self.gpu_dtype, "ties": self.ties,
-                "padding": self.padding, "harness": self.harness, "source": self.source}  # fmt: skip
+                "harness": self.harness, "source": self.source}  # fmt: skip
+
+
+# What a harness that pads on the left without position ids does to a model that reads absolute positions.
+LEFT_PADDING = (
+    "the harness pads on the left and gives no position ids, so a model with learned absolute positions "
+    "(GPT-2, GPT-Neo, GPT-BigCode) reads each text at positions shifted by its batch's padding: the harness's "
+    "scores for such a model depend on the batch and its size; rmb pads right, so its scores are the "
+    "harness's at batch size 1 (a rotary or relative-position model is moved by rounding only)"
+)
 
 
 # reward-bench's pipeline (rewardbench/models/pipeline.py, RewardBenchPipeline) tokenizes the templated text
@@ -88,7 +100,7 @@ PROTOCOLS: dict[str, Protocol] = {
             None,
             "none",
             "left",
-            padding="left",
+            harness_padding="left",
             **_PIPELINE,
         ),
         Protocol(
@@ -141,14 +153,35 @@ def default_for(release_format: str | None) -> str:
     return FORMAT_DEFAULTS.get(release_format or "", "native")
 
 
-def record(p: Protocol, *, max_length: int | None, truncation_side: str, overridden: list[str], applies: bool) -> dict:
-    """results.json's ``protocol``: the named settings and what this run resolved them to."""
-    out = {**p.to_json(), "max_length": max_length, "truncation_side": truncation_side}
+# The settings a protocol names that only an RM reading tokens (hf:) takes; another kind prepares its texts its
+# own way, and its record says so (None) rather than claim them.
+TOKEN_SETTINGS = ("limit", "special_tokens", "double_bos", "roles", "dtype_on_gpu")
+
+
+def record(
+    p: Protocol,
+    *,
+    max_length: int | None,
+    truncation_side: str | None,
+    overridden: list[str],
+    applies: bool,
+    padding: str | None = None,
+    harness_padding: str | None = None,
+) -> dict:
+    """results.json's ``protocol``: the named settings and what this run resolved them to. ``padding``: how rmb
+    batched the texts (``right``; ``none`` where each text runs alone); ``harness_padding``: the harness's side,
+    resolved (its tokenizer's own where the harness leaves it)."""
+    out = {**p.to_json(), "max_length": max_length, "truncation_side": truncation_side, "padding": padding}
     if p.limit == "model":
         out["note"] = "native: the model's own limit, whatever a harness would cut"
+    if p.name != "native" and applies:
+        out["harness_padding"] = harness_padding or p.harness_padding
+        if out["harness_padding"] == "left" and padding != "left":
+            out["batch_dependence"] = LEFT_PADDING
     if overridden:
         out["overridden"] = overridden
     if not applies:
+        out.update({k: None for k in TOKEN_SETTINGS})
         out["applies_to"] = "the tie rule only: this kind of RM prepares its texts its own way"
     return out
 

@@ -43,6 +43,20 @@ def _group_table(title: str, groups: Mapping[str, Mapping[str, Any]]) -> list[st
     return lines
 
 
+def _scoring_notes(scoring: Mapping[str, Any]) -> list[str]:
+    """What the scoring table's counts leave out: system-first items and how far batching moved scores."""
+    out = []
+    if scoring.get("system_first"):
+        out.append(f"{scoring['system_first']} item(s) open with a system turn: {scoring['system_first_handling']}.")
+    check = scoring.get("batch_check")
+    if check and check.get("rescored"):
+        out.append(
+            f"Batch check: {check['rescored']} texts scored in batches of {check['batch_size']} ({check['dtype']}, "
+            f"{check['device']}) and again alone differ in {check['differ']}, by at most {check['max_abs_diff']:.3g}."
+        )
+    return out + [""] if out else []
+
+
 def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> str:
     """The report as Markdown: summary, bias breakdowns, then per goal, task and scenario."""
     out = [
@@ -54,6 +68,8 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
     ]
     if results.get("protocol"):  # which harness's text preparation every figure below was measured under
         out[-1:-1] = [f"Harness {protocol_label(results['protocol'])}: {results['protocol']['harness']}."]
+        if results["protocol"].get("batch_dependence"):
+            out[-1:-1] = [f"Batches: {results['protocol']['batch_dependence']}."]
     if partial_note(results):
         out[-1:-1] = [f"**{partial_note(results).capitalize()}** of the release: no figure below is the release's."]
     sets = [s for s in (PAIRWISE_SET, BON_SET) if results.get(s, {}).get("scenarios")]
@@ -89,6 +105,7 @@ def render_markdown(results: Mapping[str, Any], heatmap: str | None = None) -> s
         out += ["## Scoring", "", "| | count |", "| --- | ---: |"]
         out += [f"| {k.replace('_', ' ')} | {v} |" for k, v in scoring.items() if isinstance(v, (int, float))]
         out.append("")
+        out += _scoring_notes(scoring)
     for s in sets:
         r = results[s]
         out += [f"## {SET_TITLES[s]} set", ""]

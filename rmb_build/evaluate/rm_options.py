@@ -170,6 +170,11 @@ class RMOptions:
         parse=_devices,
         check=_check_devices,
     )
+    deterministic: bool = _option(
+        False,
+        "hf:/dpo:/pairrm: score each text alone (no padding, no batch) with deterministic kernels, in a fixed "
+        "order: a rerun gives the same scores bit for bit whatever the batch size, cache or devices (slower)",
+    )
     votes: int = _option(1, "openai: samples per judgement (majority vote)", minimum=1)
     judge_mode: str = _option(
         "pairwise", "openai: compare two answers, or rate each answer alone", choices=("pairwise", "pointwise")

@@ -57,9 +57,7 @@ def evaluate(
     extra["protocol"] = (
         rm.protocol_record()
         if hasattr(rm, "protocol_record")
-        else record(
-            protocol(rm.options.protocol), max_length=None, truncation_side="left", overridden=[], applies=False
-        )
+        else record(protocol(rm.options.protocol), max_length=None, truncation_side=None, overridden=[], applies=False)
     )
     if getattr(rm, "precomputed", False):  # scores from a file (adapters/scores.py): per item, no cache
         predictions, scoring, extra["scores_file"] = rm.predict_items(items, list(release.items()), ties)

@@ -31,6 +31,8 @@ class ScoringStats:
     cached: int = 0  # found in the cache
     scored: int = 0  # scored in this run and cached
     failed: int = 0  # not scored (a failed judgement): counted wrong, asked again next run
+    system_first: int = 0  # items whose conversation starts with a system turn (harnesses refuse them)
+    system_first_handling: str | None = None  # what this RM did with that turn (where there are such items)
     rm: dict[str, Any] = field(default_factory=dict)  # the adapter's own counts (truncated texts, ...)
 
     def to_json(self) -> dict[str, Any]:
@@ -40,6 +42,8 @@ class ScoringStats:
             "cached": self.cached,
             "scored": self.scored,
             "failed": self.failed,
+            "system_first": self.system_first,
+            **({"system_first_handling": self.system_first_handling} if self.system_first else {}),
             **self.rm,
         }
 
@@ -201,6 +205,9 @@ def score_items(
         if many:  # one replica per device; this process alone writes the cache
             stream = devices.parallel_stream(rm)
     stats.naive = sum(len(k) for k in keys)
+    stats.system_first = sum(1 for it in items if it.conversation and it.conversation[0].role == "system")
+    if stats.system_first:
+        stats.system_first_handling = rm.system_turn_handling()
     values = _run_cached(
         units, stream, rm, fp, cache, desc, progress, stats, lambda key: _item_of(key, items, keys, rm.compares_pairs)
     )

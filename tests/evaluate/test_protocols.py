@@ -44,7 +44,8 @@ def harness_scores(model_dir: str, texts, name: str, max_length: int | None = No
     model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     if p.truncation_side != "tokenizer":  # run_v2.py leaves the tokenizer's own side
         tok.truncation_side = p.truncation_side
-    tok.padding_side = p.padding
+    if p.harness_padding != "tokenizer":  # the others pad on the tokenizer's own side
+        tok.padding_side = p.harness_padding
     strings = []
     for t in texts:
         if p.roles == "alternate":
@@ -188,7 +189,34 @@ def test_a_protocol_sets_the_tie_rule_of_rms_that_read_no_tokens(tmp_path, capsy
     assert _cli(tmp_path, release, "a", "--rm", "baseline:length") == 0
     rec = json.loads((tmp_path / "a" / "results.json").read_text())["protocol"]
     assert rec["name"] == "rmb" and "tie rule only" in rec["applies_to"]
+    # what it did not do, it does not claim: no roles by position, no BOS, no cut, no padding
+    assert all(rec[k] is None for k in ("roles", "special_tokens", "double_bos", "truncation_side", "padding"))
     assert "[protocol rmb (ties strict only), ties strict]" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # three evaluations of the tiny model
+def test_results_record_the_padding_and_roles_that_ran_and_count_system_first_items(model_dir, tmp_path):
+    release = H.release()  # item 3 opens with a system turn, which both harnesses refuse
+
+    def run(name):
+        rm = load_rm(f"hf:{model_dir}", RMOptions(device="cpu", batch_size=4, protocol=name))
+        return evaluate(release, rm, tmp_path / name, tmp_path / "cache", progress=False)
+
+    cli = run("rewardbench")
+    rec = cli["protocol"]
+    assert rec["padding"] == "right" and rec["harness_padding"] == "left"  # rmb pads right; the CLI left
+    assert "batch size 1" in rec["batch_dependence"] and rec["roles"] == "alternate"
+    report = (tmp_path / "rewardbench" / "report.md").read_text()
+    assert "Batches: the harness pads on the left" in report
+    assert cli["scoring"]["system_first"] == 1
+    assert "roles by position" in cli["scoring"]["system_first_handling"]
+    assert "1 item(s) open with a system turn: roles by position" in report
+    rmb = run("rmb")  # pads on its tokenizer's side: this one pads right, so nothing depends on the batch
+    assert rmb["protocol"]["padding"] == rmb["protocol"]["harness_padding"] == "right"
+    assert "batch_dependence" not in rmb["protocol"]
+    native = run("native")
+    assert native["scoring"]["system_first"] == 1 and "system turn" in native["scoring"]["system_first_handling"]
+    assert "harness_padding" not in native["protocol"] and native["protocol"]["roles"] == "given"
 
 
 HOSTILE = [

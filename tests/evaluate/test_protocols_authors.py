@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import protocol_helpers as H
@@ -66,9 +65,39 @@ def _rmb_repo() -> str:
     return found
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return H.build_model(tmp_path_factory.mktemp("bos-rm"))
+# The models the harnesses are run on: the toy widths, and a 256-wide one (rounding grows with the width).
+MODELS = {"llama-32": {}, "llama-256": {"hidden_size": 256}}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def model(request, tmp_path_factory) -> tuple[str, str]:
+    """(name, folder) of each model of MODELS."""
+    return request.param, H.build_model(tmp_path_factory.mktemp(f"bos-rm-{request.param}"), **MODELS[request.param])
+
+
+def documented() -> dict[tuple[str, str], tuple[int, int, float]]:
+    """docs/protocols.md's agreement table: (harness, model) -> (scores, identical, largest difference)."""
+    rows = {}
+    for line in (REPO / "docs" / "protocols.md").read_text().splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1] in MODELS:
+            rows[(cells[0], cells[1])] = (int(cells[2]), int(cells[3]), float(cells[4]))
+    return rows
+
+
+def check_agreement(harness: str, model: str, theirs: dict, ours: dict) -> None:
+    """Every score within TOL, and the run's figures as docs/protocols.md states them: as many scores, as many
+    identical (where this machine rounds as the recorded one did: at least as many), the largest difference no
+    larger."""
+    pairs = [(t, o) for uid in ours for t, o in zip(theirs[uid], ours[uid])]
+    diffs = [abs(t - o) for t, o in pairs]
+    n, same, worst = len(pairs), sum(d == 0 for d in diffs), max(diffs)
+    print(json.dumps({"harness": harness, "model": model, "scores": n, "identical": same, "max_abs_diff": worst}))
+    assert worst <= TOL
+    rows = documented()
+    assert (harness, model) in rows, f"docs/protocols.md has no agreement row for {harness} on {model}"
+    doc_n, doc_same, doc_worst = rows[(harness, model)]
+    assert n == doc_n and same >= doc_same and worst <= doc_worst, (n, same, worst, rows[(harness, model)])
 
 
 def _items():
@@ -100,7 +129,8 @@ def _run(cmd: list[str], cwd: Path, pythonpath: str, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_rmb_protocol_equals_rmbs_own_script(model_dir, tmp_path):
+def test_rmb_protocol_equals_rmbs_own_script(model, tmp_path):
+    name, model_dir = model
     python, repo = _python(), _rmb_repo()
     root = tmp_path / "RMB-Reward-Model-Benchmark"
     files = subprocess.run(
@@ -109,10 +139,10 @@ def test_rmb_protocol_equals_rmbs_own_script(model_dir, tmp_path):
         text=True,
         check=True,
     ).stdout.split()
-    for name in (f for f in files if f.endswith((".py", ".yaml"))):
-        target = root / name
+    for path in (f for f in files if f.endswith((".py", ".yaml"))):
+        target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        blob = subprocess.run(["git", "-C", repo, "show", f"{RMB_COMMIT}:{name}"], capture_output=True, check=True)
+        blob = subprocess.run(["git", "-C", repo, "show", f"{RMB_COMMIT}:{path}"], capture_output=True, check=True)
         target.write_bytes(blob.stdout)
     _patch(root / "eval" / "rewardbench" / "models" / "pipeline.py")
     with open(root / "eval" / "scripts" / "configs" / "eval_configs.yaml", "a") as fh:
@@ -137,17 +167,17 @@ def test_rmb_protocol_equals_rmbs_own_script(model_dir, tmp_path):
     cmd += ["--dataset_dir", str(tmp_path), "--single_data", "True", "--dataset", str(tmp_path / "items.json")]
     cmd += ["--results", str(tmp_path / "theirs.json"), "--not_quantized", "--torch_dtype", "float32"]
     _run(cmd, work, f"{eval_dir}{os.pathsep}{eval_dir / 'scripts'}", tmp_path)
-    theirs = {r["pair_uid"]: r for r in json.loads((tmp_path / "theirs.json").read_text())}
+    rows = {r["pair_uid"]: r for r in json.loads((tmp_path / "theirs.json").read_text())}
     ours = _rmb_scores(model_dir, "rmb", tmp_path)
-    assert set(theirs) == set(ours)
+    assert set(rows) == set(ours)
+    theirs = {u: [r["chosen_reward"][0], r["reject_reward"][0]] for u, r in rows.items()}  # one label: a list of one
     for uid, (chosen, rejected) in ours.items():
-        want = [theirs[uid]["chosen_reward"][0], theirs[uid]["reject_reward"][0]]  # one label: a list of one
-        assert [chosen, rejected] == pytest.approx(want, abs=TOL), uid
-        assert theirs[uid]["is_correct"] == int(chosen > rejected)
-    print(json.dumps({"rmb": {u: [theirs[u]["chosen_reward"][0], ours[u][0]] for u in ours}}))
+        assert rows[uid]["is_correct"] == int(chosen > rejected)
+    check_agreement("rmb", name, theirs, ours)
 
 
-def test_rewardbench_protocol_equals_the_rewardbench_cli(model_dir, tmp_path):
+def cli_scores(model_dir: str, tmp_path: Path, batch_size: int) -> dict[str, list[float]]:
+    """The ``rewardbench`` CLI's (chosen, rejected) scores of ``_items()`` at ``--batch_size``."""
     python = _python()
     where = subprocess.run(
         [python, "-c", "import os, rewardbench; print(os.path.dirname(rewardbench.__file__))"],
@@ -156,7 +186,8 @@ def test_rewardbench_protocol_equals_the_rewardbench_cli(model_dir, tmp_path):
     )
     if where.returncode != 0:
         pytest.skip(f"{python} cannot import rewardbench")
-    pkg = tmp_path / "pkg" / "rewardbench"
+    work = tmp_path / f"cli-{batch_size}"
+    pkg = work / "pkg" / "rewardbench"
     shutil.copytree(where.stdout.strip(), pkg, ignore=shutil.ignore_patterns("__pycache__"))
     _patch(pkg / "models" / "pipeline.py")
     for name, stub in (("pkg_resources", "working_set = []\n"), ("wandb", "")):
@@ -172,15 +203,36 @@ def test_rewardbench_protocol_equals_the_rewardbench_cli(model_dir, tmp_path):
                 "rejected": turns + [{"role": "assistant", "content": rejected}],
             }
         )
-    (tmp_path / "items.json").write_text(json.dumps(data))
-    model = shutil.copytree(model_dir, tmp_path / "model")  # the CLI writes <model>_outputs.jsonl beside it
+    (work / "items.json").write_text(json.dumps(data))
+    model = shutil.copytree(model_dir, work / "model")  # the CLI writes <model>_outputs.jsonl beside it
     cmd = [python, "-c", "import sys; from rewardbench.rewardbench import main; sys.argv[0] = 'rewardbench'; main()"]
-    cmd += ["--model", str(model), "--dataset", str(tmp_path / "items.json"), "--load_json", "--not_quantized"]
-    cmd += ["--torch_dtype", "float32", "--batch_size", "4", "--output_dir", str(tmp_path / "out")]
-    _run(cmd, tmp_path, str(tmp_path / "pkg"), tmp_path)
+    cmd += ["--model", str(model), "--dataset", str(work / "items.json"), "--load_json", "--not_quantized"]
+    cmd += ["--torch_dtype", "float32", "--batch_size", str(batch_size), "--output_dir", str(work / "out")]
+    _run(cmd, work, str(work / "pkg"), work)
     rows = [json.loads(x) for x in Path(f"{model}_outputs.jsonl").read_text().splitlines()]
+    return {r["id"]: [r["scores_chosen"], r["scores_rejected"]] for r in rows}
+
+
+def test_rewardbench_protocol_equals_the_rewardbench_cli(model, tmp_path):
+    name, model_dir = model
+    theirs = cli_scores(model_dir, tmp_path, 4)
     ours = _rmb_scores(model_dir, "rewardbench", tmp_path)
-    assert sorted(r["id"] for r in rows) == sorted(ours)
-    for r in rows:
-        assert ours[r["id"]] == pytest.approx([r["scores_chosen"], r["scores_rejected"]], abs=TOL), r["id"]
-    print(json.dumps({"rewardbench": {r["id"]: [r["scores_chosen"], ours[r["id"]][0]] for r in rows}}), file=sys.stderr)
+    assert sorted(theirs) == sorted(ours)
+    check_agreement("rewardbench", name, theirs, ours)
+
+
+def test_the_clis_scores_of_a_gpt2_depend_on_the_batch_and_rmb_gives_its_batch_of_one(tmp_path):
+    """The CLI pads on the left and gives no position ids: a GPT-2 reads a padded text at shifted positions, so
+    its scores move with the batch; rmb pads right and scores each text as the CLI does at --batch_size 1, and
+    its results.json says so."""
+    model_dir = H.build_model(tmp_path / "gpt2", arch="gpt2")
+    alone, batched = cli_scores(model_dir, tmp_path, 1), cli_scores(model_dir, tmp_path, 8)
+    moved = max(abs(a - b) for u in alone for a, b in zip(alone[u], batched[u]))
+    print(json.dumps({"gpt2_cli_batch_1_vs_8": moved}))
+    assert moved > 1e-3  # a real dependence, not rounding
+    ours = _rmb_scores(model_dir, "rewardbench", tmp_path)
+    for uid, scores in ours.items():
+        assert scores == pytest.approx(alone[uid], abs=TOL), uid
+    results = json.loads((tmp_path / "rmb" / "results.json").read_text())
+    assert results["protocol"]["padding"] == "right" and results["protocol"]["harness_padding"] == "left"
+    assert "batch size 1" in results["protocol"]["batch_dependence"]

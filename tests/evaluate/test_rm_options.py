@@ -30,6 +30,7 @@ VALUES: dict[str, tuple[object, str | None]] = {
     "attn_implementation": ("eager", "eager"),
     "protocol": ("rewardbench", "rewardbench"),
     "devices": (["cpu", "cpu"], "cpu,cpu"),
+    "deterministic": (True, None),
     "votes": (3, "3"),
     "judge_mode": ("pointwise", "pointwise"),
     "with_criteria": (True, None),

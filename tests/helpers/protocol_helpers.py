@@ -17,9 +17,11 @@ TEMPLATE = "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['con
 WORDS = "Hello there, how are you? I am fine. The quick brown fox jumps over the lazy dog. "
 
 
-def build_model(folder: Path, seed: int = 0, positions: int = 4096) -> str:
+def build_model(folder: Path, seed: int = 0, positions: int = 4096, arch: str = "llama", **widths) -> str:
     """The model folder: a byte-level BPE tokenizer (BOS added by its post-processor) and a 2-layer
-    LlamaForSequenceClassification with 1 label; loadable by transformers 4 (the rewardbench venv) and 5."""
+    LlamaForSequenceClassification with 1 label (``arch="gpt2"``: a GPT2ForSequenceClassification, whose
+    positions are learned and absolute); loadable by transformers 4 (the rewardbench venv) and 5. ``widths``
+    override the toy widths (``hidden_size=256``)."""
     import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -46,15 +48,16 @@ def build_model(folder: Path, seed: int = 0, positions: int = 4096) -> str:
     )
     config.write_text(json.dumps(data))
     torch.manual_seed(seed)
-    cfg = tiny_config(
-        transformers.LlamaConfig,
-        len(tok),
-        max_position_embeddings=positions,
-        num_labels=1,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
+    ids = dict(
+        num_labels=1, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id
     )
+    if arch == "gpt2":
+        cfg = transformers.GPT2Config(
+            vocab_size=len(tok), n_positions=positions, n_embd=widths.get("hidden_size", 32), n_layer=2, n_head=4, **ids
+        )
+        transformers.GPT2ForSequenceClassification(cfg).save_pretrained(folder)
+        return str(folder)
+    cfg = tiny_config(transformers.LlamaConfig, len(tok), max_position_embeddings=positions, **ids, **widths)
     transformers.LlamaForSequenceClassification(cfg).save_pretrained(folder)
     return str(folder)
 

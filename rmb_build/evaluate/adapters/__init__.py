@@ -85,6 +85,10 @@ class RewardModel:
             idx = list(range(start, min(start + bs, len(texts))))
             yield idx, self.score_batch([texts[i] for i in idx])
 
+    def system_turn_handling(self) -> str:
+        """What this RM does with a conversation's leading system turn (results.json's ``system_first_handling``)."""
+        return "passed to the RM as it is, a system turn first"
+
     def cacheable(self, value: Any) -> bool:
         """Whether a value may go to the score cache (None: this run could not score the unit)."""
         return value is not None

@@ -34,9 +34,15 @@ class DPORewardModel(RewardModel):
             **T.describe_common(self.tokenizer, self.options, self.device),
         }
 
+    def system_turn_handling(self) -> str:
+        return "rendered as a system turn by the policy's chat template"
+
     def _load(self):
         if self.models is None:
             from transformers import AutoModelForCausalLM
+
+            if self.options.deterministic:
+                T.deterministic_kernels()
 
             dtype = T.torch_dtype(T.resolve_dtype(self.options, self.device))
             models = []
@@ -76,25 +82,39 @@ class DPORewardModel(RewardModel):
         with torch.inference_mode():
             logits = model(input_ids=input_ids, attention_mask=mask).logits.float()
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-        lengths = mask.sum(dim=1)
-        positions = torch.arange(input_ids.shape[1] - 1, device=input_ids.device)[None, :]
-        # Target position p predicts token p + 1; answer tokens are the last n_answer real tokens.
-        start = (lengths - 1 - n_answer)[:, None]
-        answer_mask = (positions >= start) & (positions < (lengths - 1)[:, None])
-        return (logp * answer_mask).sum(dim=1)
+        ends = (mask.sum(dim=1) - 1).tolist()
+        # Target position p predicts token p + 1; answer tokens are the last n_answer real tokens. Each row's
+        # slice is summed alone: a sum over the padded width would change its rounding with the batch.
+        return torch.stack([logp[i, end - n : end].sum() for i, (end, n) in enumerate(zip(ends, n_answer.tolist()))])
 
-    def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float]]]:
+    def _rewards(self, batch: list[tuple[list[int], int]]) -> list[float]:
         import torch
 
         policy, reference = self._load()
+        input_ids, mask = T.pad([ids for ids, _ in batch], self.tokenizer.pad_token_id, self.device)
+        n_answer = torch.tensor([n for _, n in batch], device=input_ids.device)
+        reward = self._answer_logprob(policy, input_ids, mask, n_answer) - self._answer_logprob(
+            reference, input_ids, mask, n_answer
+        )
+        return reward.cpu().tolist()
+
+    def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float]]]:
+        self._load()
         encoded = [self.encode(t) for t in texts]
-        for idx in T.sorted_batches([len(ids) for ids, _ in encoded], self.options.batch_size):
-            input_ids, mask = T.pad([encoded[i][0] for i in idx], self.tokenizer.pad_token_id, self.device)
-            n_answer = torch.tensor([encoded[i][1] for i in idx], device=input_ids.device)
-            reward = self._answer_logprob(policy, input_ids, mask, n_answer) - self._answer_logprob(
-                reference, input_ids, mask, n_answer
-            )
-            yield idx, reward.cpu().tolist()
+        batches = list(T.sorted_batches([len(ids) for ids, _ in encoded], T.batch_size(self.options)))
+        scored: dict[int, float] = {}
+        for idx in batches:
+            rewards = self._rewards([encoded[i] for i in idx])
+            scored.update(zip(idx, rewards))
+            yield idx, rewards
+        shared = sorted(i for b in batches if len(b) > 1 for i in b)
+        dtype = T.resolve_dtype(self.options, self.device)
+        if not shared:
+            self.stats["batch_check"] = {"rescored": 0, "batch_size": T.batch_size(self.options), "dtype": dtype}
+            return
+        sample = [shared[k] for k in T.check_sample(len(shared))]
+        alone = [self._rewards([encoded[i]])[0] for i in sample]
+        self.stats["batch_check"] = T.batch_check([scored[i] for i in sample], alone, self.options, dtype, self.device)
 
     def close(self) -> None:
         self.models = None

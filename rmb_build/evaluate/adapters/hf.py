@@ -80,10 +80,31 @@ class HFRewardModel(RewardModel):
         else:
             length = self.cut_length()
         overridden = ["max_length"] if self.user_max_length is not None else []
-        return record(self.protocol, max_length=length, truncation_side=self.side, overridden=overridden, applies=True)
+        return record(
+            self.protocol,
+            max_length=length,
+            truncation_side=self.side,
+            overridden=overridden,
+            applies=True,
+            padding="none: each text alone" if self.family.alone else "right",
+            harness_padding=self.tokenizer.rmb_own_padding_side
+            if self.protocol.harness_padding == "tokenizer"
+            else self.protocol.harness_padding,
+        )
+
+    def system_turn_handling(self) -> str:
+        if self.protocol.roles == "alternate":
+            return (
+                "roles by position, as the harness relabels turns: the system turn read as the user's and each "
+                "later turn's role flipped; the harness itself refuses such a conversation (its last prompt turn "
+                "must be the user's), so these items have no harness score to match"
+            )
+        return "rendered as a system turn by the chat template"
 
     def _load(self):
         if self.model is None:
+            if self.options.deterministic:
+                T.deterministic_kernels()
             dtype = T.torch_dtype(T.resolve_dtype(self.options, self.device))
             model = self.family.load(self.ref, self.options, self.device, dtype)
             if getattr(model, "config", None) is not None and self.tokenizer.pad_token_id is not None:
@@ -156,7 +177,7 @@ class HFRewardModel(RewardModel):
     def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float]]]:
         ids = self.encode(texts)
         lengths = [len(x) for x in ids]
-        batches = list(T.sorted_batches(lengths, self.options.batch_size))
+        batches = list(T.sorted_batches(lengths, T.batch_size(self.options)))
         if self.options.shard is not None:  # one replica of --devices: its share of the batches one device forms
             batches = T.share_batches(batches, lengths, *self.options.shard)
             mine = {i for b in batches for i in b}
@@ -164,8 +185,29 @@ class HFRewardModel(RewardModel):
             self.stats["truncated"] -= sum(c for i, c in enumerate(self.cut) if i not in mine)
             if "beyond_model_limit" in self.stats:
                 self.stats["beyond_model_limit"] -= sum(b for i, b in enumerate(self.beyond) if i not in mine)
+        scored: dict[int, float] = {}
         for idx in batches:
-            yield idx, self.forward([ids[i] for i in idx])
+            scores = self.forward([ids[i] for i in idx])
+            scored.update(zip(idx, scores))
+            yield idx, scores
+        if self.options.shard is None:  # a replica of --devices leaves it to one device's run
+            self.stats["batch_check"] = self.batch_check(ids, scored, batches)
+
+    def batch_check(self, ids: list[list[int]], scored: dict[int, float], batches: list[list[int]]) -> dict:
+        """A sample of the texts scored in batches of two or more, scored again alone: how far the batch moved
+        them (``loading.batch_check``; none where every text ran alone)."""
+        shared = sorted(i for b in batches if len(b) > 1 for i in b)
+        dtype = T.resolve_dtype(self.options, self.device)
+        if not shared or self.family.alone:
+            why = "the family runs each text alone" if self.family.alone else "every text was scored alone"
+            return {"rescored": 0, "batch_size": T.batch_size(self.options), "dtype": dtype, "note": why}
+        sample = [shared[k] for k in T.check_sample(len(shared))]
+        counts = dict(self.stats)  # the re-scoring is not the run's work: its tokens are not counted
+        alone = [self.forward([ids[i]])[0] for i in sample]
+        self.stats.update(
+            {k: v for k, v in counts.items() if k in ("real_tokens", "padded_tokens", "double_bos_masked")}
+        )
+        return T.batch_check([scored[i] for i in sample], alone, self.options, dtype, self.device)
 
     def close(self) -> None:
         self.model = None

@@ -37,6 +37,7 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Conversation
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.adapters import ADAPTERS, JudgePair, PairJudge, RewardModel
+from rmb_build.evaluate.families import rowwise
 
 SOURCE, CAND1, CAND2 = "<|source|>", "<|candidate1|>", "<|candidate2|>"
 SOURCE_MAX, TOTAL_MAX = 1224, 2048  # llm-blender's source_max_length, and source + 2 * candidate_max_length (412)
@@ -109,10 +110,20 @@ class PairRM(PairJudge):
         }
         if self.options.revision:
             out["revision"] = self.options.revision
+        attn = T.attention(self.options, self.device)
+        if attn:
+            out["attn_implementation"] = attn
+        if self.options.deterministic:
+            out["deterministic"] = True
         return out
+
+    def system_turn_handling(self) -> str:
+        return "its text leads PairRM's source as plain text (PairRM has no system turn)"
 
     def _load(self):
         if self.model is None:
+            if self.options.deterministic:
+                T.deterministic_kernels()
             model_class = _model_class()
             dtype = T.torch_dtype(T.resolve_dtype(self.options, self.device))
             model = T.load_checked(
@@ -161,7 +172,7 @@ class PairRM(PairJudge):
 
         model = self._load()
         out: list[float] = [0.0] * len(encoded)
-        for idx in T.sorted_batches([len(ids) for ids, _ in encoded], self.options.batch_size):
+        for idx in T.sorted_batches([len(ids) for ids, _ in encoded], T.batch_size(self.options)):
             input_ids, mask = T.pad([encoded[i][0] for i in idx], self.tokenizer.pad_token_id, self.device)
             positions = torch.tensor([encoded[i][1] for i in idx], device=input_ids.device)
             with torch.inference_mode():
@@ -233,8 +244,9 @@ def _model_class():
             hidden = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
             rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
             source, cand1, cand2 = hidden[rows, prefix_positions].unbind(dim=1)
-            left = self.head_layer(torch.cat([source, cand1], dim=-1))
-            right = self.head_layer(torch.cat([source, cand2], dim=-1))
+            # each pair's row alone (families.rowwise): the head's result would otherwise depend on the batch
+            left = rowwise(self.head_layer, torch.cat([source, cand1], dim=-1))
+            right = rowwise(self.head_layer, torch.cat([source, cand2], dim=-1))
             return (left - right).mean(dim=-1)
 
     _MODEL_CLASS = PairRMModel

@@ -9,7 +9,8 @@ parameter the checkpoint lacks stops the run instead of being scored at random.
 A family gives:
 - ``load(ref, options, device, dtype)``: the model, in eval mode on ``device``;
 - ``score(model, input_ids, attention_mask)``: one float reward per row (a 1-D tensor), right-padded
-  batches as ``loading.pad`` makes them;
+  batches as ``loading.pad`` makes them; in fp32 a row's reward is the same at any batch size (a head read at
+  one token per text runs through ``rowwise``; ``tests/evaluate/test_batch_invariance.py``);
 - ``finish_ids(model, tokenizer, ids)`` (optional): a text's token ids as the family reads them (e.g.
   a reward token appended), before batching.
 """
@@ -32,6 +33,7 @@ class Family:
     score: Callable[..., Any]  # (model, input_ids, attention_mask) -> 1-D tensor of rewards
     finish_ids: Callable[[Any, Any, list[int]], list[int]] | None = None
     needs_remote_code: bool = False  # the real checkpoints ship their own modelling code
+    alone: bool = False  # ``score`` runs each text alone (no padding), whatever the batch
 
 
 FAMILIES: Registry[Family] = Registry("reward-model family", __name__)
@@ -63,4 +65,16 @@ def gather_last(values: Any, attention_mask: Any) -> Any:
     return values[rows, last_token_index(attention_mask)]
 
 
-__all__ = ["DEFAULT", "FAMILIES", "Family", "families", "family", "gather_last", "last_token_index"]
+def rowwise(head: Callable[[Any], Any], rows: Any) -> Any:
+    """``head`` on each row of ``rows`` (batch, hidden) alone, concatenated: a head read at one token per text.
+
+    A matrix product's kernel is chosen by its shape: on one output column (a reward head) or on one to three
+    rows, a row's result depends on how many rows share the call, so a head on the batch's gathered rows would
+    make a text's score depend on its batch. One row at a time it is the same at any batch size; a head is a
+    few small layers, so the loop costs nothing beside the backbone."""
+    import torch
+
+    return torch.cat([head(rows[i : i + 1]) for i in range(rows.shape[0])])
+
+
+__all__ = ["DEFAULT", "FAMILIES", "Family", "families", "family", "gather_last", "last_token_index", "rowwise"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import gather_last
+from rmb_build.evaluate.families import gather_last, rowwise
 
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
@@ -99,7 +99,7 @@ def head_model_class(config: Any, backbone_attr: str, head_attr: str, make_head:
             hidden = getattr(self, backbone_attr)(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[
                 0
             ]
-            return getattr(self, head_attr)(gather_last(hidden, attention_mask)).squeeze(-1)
+            return rowwise(getattr(self, head_attr), gather_last(hidden, attention_mask)).squeeze(-1)
 
     name = f"{backbone.__name__}With{head_attr.title().replace('_', '')}"  # e.g. LlamaModelWithVHead
     HeadRewardModel.__name__ = HeadRewardModel.__qualname__ = name

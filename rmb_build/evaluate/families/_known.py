@@ -150,6 +150,9 @@ def _row(raw: Any, where: str, index: int) -> KnownModel:
             part.strip() in REFS or part.strip().startswith("https://") for part in ref.split(";")
         ):
             raise bad("sources", f"{claim}: {ref!r} names no known reference ({', '.join(REFS)}) or https URL")
+    both = [c for c in unsourced if c in sources]
+    if both:
+        raise bad("unsourced", f"{both[0]!r} is listed under `sources` too: a claim is sourced or it is not")
     for claim in CLAIMS:
         if raw.get(claim) not in (None, "", False) and claim not in sources and claim not in unsourced:
             raise bad(claim, "the claim has no source (add it to `sources`, or list it under `unsourced`)")

@@ -52,5 +52,6 @@ FAMILY = Family(
     load,
     score,
     needs_remote_code=True,
+    alone=True,
 )
 FAMILIES.add(FAMILY.name, FAMILY)

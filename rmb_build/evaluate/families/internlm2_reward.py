@@ -9,7 +9,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import FAMILIES, Family, gather_last
+from rmb_build.evaluate.families import FAMILIES, Family, gather_last, rowwise
 
 
 def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
@@ -37,7 +37,7 @@ def finish_ids(model: Any, tokenizer: Any, ids: list[int]) -> list[int]:
 def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     # The backbone and head directly: the same numbers as the model's forward, without its output conventions.
     hidden = model.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
-    return model.v_head(gather_last(hidden, attention_mask)).squeeze(-1).float()
+    return rowwise(model.v_head, gather_last(hidden, attention_mask)).squeeze(-1).float()
 
 
 FAMILY = Family(

@@ -14,7 +14,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import FAMILIES, Family, gather_last
+from rmb_build.evaluate.families import FAMILIES, Family, gather_last, rowwise
 from rmb_build.evaluate.families import _backbone_head as B
 
 BINS = 10
@@ -95,11 +95,11 @@ def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
 
     hidden = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
     h = gather_last(hidden, attention_mask).float().to(model.ldl_regression.network[0].weight.device)
-    rewards = torch.softmax(model.ldl_regression.network(h).view(h.shape[0], -1, BINS), dim=-1)
-    weights = model.ldl_gating.network(h)
+    rewards = torch.softmax(rowwise(model.ldl_regression.network, h).view(h.shape[0], -1, BINS), dim=-1)
+    weights = rowwise(model.ldl_gating.network, h)
     if model.ldl_softmax:
         weights = torch.softmax(weights / model.ldl_temperature, dim=1)
-    dist = torch.bmm(weights.unsqueeze(1), rewards).squeeze(1)
+    dist = (weights.unsqueeze(-1) * rewards).sum(1)  # the weighted mix, row by row (no batched kernel)
     return (dist * torch.linspace(0, 1, BINS, device=dist.device)).sum(-1)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import FAMILIES, Family, gather_last
+from rmb_build.evaluate.families import FAMILIES, Family, gather_last, rowwise
 
 REWARD_ID = 0
 
@@ -23,7 +23,7 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
 def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     # The LM head on the last real positions only: full logits would be batch x length x 128k values.
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
-    return model.get_output_embeddings()(gather_last(hidden, attention_mask))[:, REWARD_ID].float()
+    return rowwise(model.get_output_embeddings(), gather_last(hidden, attention_mask))[:, REWARD_ID].float()
 
 
 FAMILY = Family(

@@ -12,7 +12,7 @@ from typing import Any
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
-from rmb_build.evaluate.families import FAMILIES, Family
+from rmb_build.evaluate.families import FAMILIES, Family, last_token_index
 
 FIELDS = ("score", "rewards", "logits")
 
@@ -69,6 +69,19 @@ def reward_field(output: Any, rows: int) -> Any:
 
 
 def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    import torch
+
+    if input_ids.shape[0] > 1 and next(model.parameters()).dtype == torch.float32:
+        # The model's own head runs on the batch's rows together, and its kernels round with their number: in
+        # fp32, where nothing else moves a score with the batch, each text runs alone (its own width, no padding).
+        ends = (last_token_index(attention_mask) + 1).tolist()
+        return torch.cat(
+            [_score(model, ids[None, :n], m[None, :n]) for ids, m, n in zip(input_ids, attention_mask, ends)]
+        )
+    return _score(model, input_ids, attention_mask)
+
+
+def _score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     # ArmoRM's and QRM's forwards find each row's end as the token before the first config.pad_token_id. The
     # tokenizer's pad is often a token every text holds (eos, <|im_end|>), which would read the reward mid-text,
     # so pads become an id the batch does not use, for this call.

@@ -19,6 +19,7 @@ def test_every_row_names_a_family_and_a_source_for_each_claim():
         for claim in CLAIMS:
             if getattr(m, claim) not in (None, "", False):
                 assert claim in m.sources or claim in m.unsourced, (m.id, claim)
+            assert not (claim in m.sources and claim in m.unsourced), (m.id, claim)  # sourced or not, not both
         assert m.rm == "openai" or m.card.startswith("https://huggingface.co/")
         assert m.check is None
     assert lookup("skywork/skywork-reward-llama-3.1-8b").family == "sequence-classifier"
@@ -58,6 +59,10 @@ def test_rmb_models_lists_the_table(capsys):
         ("models: [{id: a/b, sources: {family: my-memory}}]", r"field 'sources': family: 'my-memory' names no known"),
         ("models: [{id: a/b}, {id: A/B}]", r"item 1 \(A/B\): field 'id': this id is listed twice"),
         ("models: [{id: a/b, rm: vllm}]", r"field 'rm': must be one of hf, openai"),
+        (
+            "models: [{id: a/b, source: RB, sources: {source: rb-config}, unsourced: [source]}]",
+            r"field 'unsourced': 'source' is listed under `sources` too",
+        ),
         (
             "models: [{id: a/b, example: {conversation: [{role: user, content: hi}], responses: [x], scores: [.nan],"
             " tolerance: 0.1, source: card}}]",
