@@ -7,6 +7,7 @@ import argparse
 from rmb_build.core.intervals import DEFAULT_DRAWS
 from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
 from rmb_build.evaluate.rm_options import add_flags
+from rmb_build.core.lock import locks_out
 
 # What an evaluation writes into --out; a folder holding anything else is not replaced.
 OUT_ENTRIES = {"results.json", "predictions.jsonl", "style_predictions.jsonl", "report.md", "heatmap.png"}
@@ -100,6 +101,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+@locks_out()
 def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
