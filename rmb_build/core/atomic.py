@@ -273,7 +273,16 @@ def atomic_dir(
         yield tmp
         _fsync_tree(tmp)
         check_out_dir(out, owned, marks, flag)  # what appeared there meanwhile (a cache under --out?) stays
-        _swap_in(tmp, target, token)
+        try:
+            _swap_in(tmp, target, token)
+        except OSError as exc:
+            if environment_error(exc) is not None:
+                raise
+            # only a writer that takes no lock (another host, an older rmb) gets here
+            raise RMBError(
+                f"{flag} {out}: cannot put the new output in place ({exc.strerror or exc}): "
+                "another process changed it meanwhile; the new output was not written"
+            ) from exc
         held.close()
     except BaseException as exc:
         if tmp is not None:

@@ -124,11 +124,13 @@ def test_a_pid_too_large_for_a_c_long_is_no_error(tmp_path, capsys):
     """Issue 48: a sibling whose "pid" does not fit a C long made every write fail with OverflowError."""
     huge = tmp_path / f".ev.tmp-{10**30}-x"
     huge.mkdir()
+    _write(tmp_path / "ev", "ok")
+    assert (tmp_path / "ev" / "a.txt").read_text() == "ok" and huge.is_dir()
     forged = tmp_path / f".ev.tmp-{10**30}-{'ab' * 8}"
     _forge(forged, pid=10**30)  # a marker naming that pid is no marker of ours either
-    _write(tmp_path / "ev", "ok")
-    assert (tmp_path / "ev" / "a.txt").read_text() == "ok" and huge.is_dir() and forged.is_dir()
-    assert len(capsys.readouterr().err.splitlines()) == 2
+    _write(tmp_path / "ev", "again")
+    assert (tmp_path / "ev" / "a.txt").read_text() == "again" and huge.is_dir() and forged.is_dir()
+    assert len(capsys.readouterr().err.splitlines()) == 3
 
 
 @pytest.mark.parametrize(
