@@ -91,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
     from rmb_build.release import write_release
+    from rmb_build.release.audit import audit_release, fix_release
     from rmb_build.release.carry import carry_parts, removed_keys
     from rmb_build.release.read import MANIFEST_FILE
-    from rmb_build.release.audit import audit_release, fix_release
 
     if not 0.0 < args.threshold <= 1.0:
         raise RMBError(f"--threshold {args.threshold}: must be in (0, 1]")
@@ -147,12 +147,15 @@ def run(args: argparse.Namespace) -> int:
             # everything else the release holds goes along; the style records of removed items go with them
             rewritten = FIX_WRITES + (("annotations.jsonl",) if all_annotations else ())
             carried = carry_parts(release, tmp, rewritten, removed_keys(release, clean))
-            manifest["audit_fix"]["carried"] = carried.to_json()
+            if carried:
+                manifest["audit_fix"]["carried"] = carried.to_json()
             atomic.write_json(tmp / MANIFEST_FILE, manifest)
         said = f"removed {len(removed)} items (log: {out / 'removed.jsonl'})"
         if renumbered:
             said += f", renumbered {len(renumbered)} (log: {out / 'renumbered.jsonl'})"
-        print(f"cleaned copy written to {out}: {said}, kept {len(kept)}; {carried.summary()}")
+        print(
+            f"cleaned copy written to {out}: {said}, kept {len(kept)}" + (f"; {carried.summary()}" if carried else "")
+        )
     if args.strict and report.total:
         print(f"rmb audit: --strict: {report.total} defects found", file=sys.stderr)
         return 1

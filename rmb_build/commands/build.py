@@ -141,7 +141,6 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.core.extras import require
 
     require("build", "rmb build")
-    from rmb_build.commands import debugging
     from rmb_build.core.paths import BuildPaths, workdir
 
     base = workdir(args.workdir)
@@ -155,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace, cfg: BuildConfig, label: str, base: Path) -> int:
+    from rmb_build.commands import debugging
     from rmb_build.pipeline.preflight import preflight
 
     preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts

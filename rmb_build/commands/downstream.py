@@ -4,6 +4,7 @@ held-out prompts, the picks are graded, and benchmark accuracy is correlated wit
 from __future__ import annotations
 
 import argparse
+
 from rmb_build.core.lock import locks_out
 
 # What a check writes into --out; a folder holding anything else is not replaced.

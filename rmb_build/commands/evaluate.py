@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from rmb_build.core.intervals import DEFAULT_DRAWS
+from rmb_build.core.lock import locks_out
 from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
 from rmb_build.evaluate.rm_options import add_flags
-from rmb_build.core.lock import locks_out
 
 # What an evaluation writes into --out; a folder holding anything else is not replaced.
 OUT_ENTRIES = {"results.json", "predictions.jsonl", "style_predictions.jsonl", "report.md", "heatmap.png"}

@@ -12,6 +12,7 @@ sha256 then stands alone in its table).
 from __future__ import annotations
 
 import argparse
+
 from rmb_build.core.lock import locks_out
 
 OUT_ENTRIES, OUT_MARKS = {"index.html", "rm"}, {"index.html"}  # what a site holds; an earlier one is replaced

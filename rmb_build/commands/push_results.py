@@ -8,6 +8,7 @@ token comes from ``HF_TOKEN`` or the Hugging Face login and is never written.
 from __future__ import annotations
 
 import argparse
+
 from rmb_build.core.lock import locks_out
 
 MARKS = {"README.md"}  # written by every push-results

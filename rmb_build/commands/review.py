@@ -4,6 +4,7 @@ their labels become agreement figures and a gold release."""
 from __future__ import annotations
 
 import argparse
+
 from rmb_build.core.lock import locks_out
 
 # What either export format writes into --out: an earlier export is replaced as a whole, anything else refused.

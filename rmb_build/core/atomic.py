@@ -7,6 +7,7 @@ was there before stays as it was until the new one is complete.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -14,7 +15,6 @@ import secrets
 import shutil
 import sys
 import tempfile
-import contextlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Collection, Iterable, Iterator

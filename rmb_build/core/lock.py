@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rmb_build.core import owner
-from rmb_build.core.errors import RMBError
+from rmb_build.core.errors import RMBError, environment_error
 
 Run = Callable[[argparse.Namespace], int]
 
@@ -82,8 +82,16 @@ def hold(path: str | os.PathLike, what: str, hint: str = WAIT) -> Iterator[None]
         finally:
             _held[key] -= 1
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _take(path, what, hint)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = _take(path, what, hint)
+    except FileExistsError:  # mkdir's word for a file in the way
+        raise RMBError(f"{what}: cannot write: {path.parent}: {os.strerror(errno.ENOTDIR)}") from None
+    except OSError as exc:
+        line = environment_error(exc)
+        if line is None:
+            raise
+        raise RMBError(f"{what}: cannot write: {line}") from exc
     _held[key] = 1
     try:
         os.ftruncate(fd, 0)

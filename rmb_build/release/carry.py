@@ -32,6 +32,9 @@ class Carried:
     rewritten: list[str] = field(default_factory=list)
     style_removed: int = 0
 
+    def __bool__(self) -> bool:
+        return bool(self.copied or self.rewritten or self.style_removed)
+
     def to_json(self) -> dict[str, Any]:
         return {"copied": self.copied, "rewritten": self.rewritten, "style_records_removed": self.style_removed}
 
@@ -47,7 +50,7 @@ class Carried:
             parts.append(f"{STYLE_FOLDER}/ ({said})")
         if other:
             parts.append(", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else ""))
-        return "carried " + ("; ".join(parts) if parts else "no other file (the release has none)")
+        return "carried " + "; ".join(parts)
 
 
 def _is_set_file(rel: str) -> bool:

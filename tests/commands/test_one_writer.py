@@ -21,7 +21,6 @@ from stub_endpoint import StubEndpoint
 from style_helpers import style_records, write_style_release
 
 from rmb_build.cli import main
-from rmb_build.core import lock
 
 
 def _files(root: Path) -> dict[str, bytes]:

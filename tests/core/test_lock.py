@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -80,7 +79,12 @@ print(won)
 """
     flag = tmp_path / "inside"
     kids = [
-        subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "ev"), str(flag)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path / "ev"), str(flag)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
     ]
     results = [k.communicate(timeout=120) for k in kids]

@@ -19,7 +19,11 @@ def _record(uid: str, scenario: str) -> StyleRecord:
 def test_a_release_read_in_its_hub_form_gets_its_style_records_written_less_the_removed_items(tmp_path: Path):
     """Read in the Hugging Face form, a release has no files: its ``style`` rows become Style_set/ files."""
     source = Release(name="hf", root=None, source_format="hf")
-    source.style = [_record("1", "Harmlessness/S6"), _record("2", "Harmlessness/S6"), _record("3", "Helpfulness/Chat/Discussion")]
+    source.style = [
+        _record("1", "Harmlessness/S6"),
+        _record("2", "Harmlessness/S6"),
+        _record("3", "Helpfulness/Chat/Discussion"),
+    ]
     carried = carry_parts(source, tmp_path, (), {("pairwise", "2")})
     assert carried.style_removed == 1
     assert sorted(carried.rewritten) == ["Style_set/Harmlessness/S6.json", "Style_set/Helpfulness/Chat/Discussion.json"]
