@@ -185,7 +185,7 @@ def test_a_second_review_server_on_one_database_refuses_and_the_first_serves_on(
         assert second.returncode == 2, second.stderr
         assert second.stderr.count("\n") == 1 and f"in use by pid {first.pid}" in second.stderr, second.stderr
         with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:  # the first serves on
-            conn.sendall(b"GET /a/ann HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            conn.sendall(f"GET /a/ann HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
             assert conn.recv(64).startswith(b"HTTP/1.1 200")
     finally:
         first.send_signal(signal.SIGINT)
