@@ -14,6 +14,7 @@ import fcntl
 import functools
 import json
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -31,13 +32,20 @@ def out_lock_file(out: str | os.PathLike) -> Path:
     return target.with_name(f".{target.name}.lock")
 
 
-def _holder(fd: int) -> str:
-    try:
-        raw = os.pread(fd, 4096, 0)
-        found = owner.Owner.from_json(json.loads(raw.decode("utf-8")))
-    except (OSError, ValueError):
-        found = None
-    return found.describe() if found else "another process, which has not said which yet"
+def _holder(fd: int, patience_s: float = 2.0) -> str:
+    """Who holds the lock, as its file says; a holder that has just taken it is given a moment to say so."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            raw = os.pread(fd, 4096, 0)
+            found = owner.Owner.from_json(json.loads(raw.decode("utf-8")))
+        except (OSError, ValueError):
+            found = None
+        if found is not None:
+            return found.describe()
+        if time.monotonic() > deadline:
+            return "another process, which has not said which"
+        time.sleep(0.02)
 
 
 WAIT = "wait for it to end or stop it"
