@@ -181,7 +181,10 @@ def test_writers_racing_for_one_output_each_write_whole_or_are_refused(tmp_path)
     out = tmp_path / "out"
     kids = [
         subprocess.Popen(
-            [sys.executable, "-c", _REPEATED, str(out), str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", _REPEATED, str(out), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(4)
     ]
