@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rmb_build.commands._embedding_option import add_embedding_options, embedding_store, report_store
+from rmb_build.core.lock import locks_out
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +48,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_embedding_options(parser)
 
 
+# root files --fix writes itself (a source's own logs of an earlier fix are replaced by this fix's)
+FIX_WRITES = ("manifest.json", "removed.jsonl", "renumbered.jsonl")
+
+
 def format_table(report, limit: int | None = None) -> str:
     """Counts per kind, then one line per defect: kind, set, uid, file, detail."""
     from rmb_build.release.audit import defects_phrase
@@ -80,12 +85,15 @@ def _check_fix_target(out: Path, release) -> None:
         raise RMBError(f"--fix {out}: exists and is not an empty folder; choose a new folder")
 
 
+@locks_out("fix", "--fix")
 def run(args: argparse.Namespace) -> int:
     from rmb_build.benchmarks.formats import RMB, open_release
     from rmb_build.core import atomic
     from rmb_build.core.errors import RMBError
     from rmb_build.release import write_release
     from rmb_build.release.audit import audit_release, fix_release
+    from rmb_build.release.carry import STYLE_REFUSED, carry_parts, removed_keys
+    from rmb_build.release.read import MANIFEST_FILE
 
     if not 0.0 < args.threshold <= 1.0:
         raise RMBError(f"--threshold {args.threshold}: must be in (0, 1]")
@@ -132,14 +140,23 @@ def run(args: argparse.Namespace) -> int:
         }
         out = Path(args.fix)
         with atomic.atomic_dir(out, flag="--fix") as tmp:  # the whole copy or none of it
-            write_release(clean, tmp, annotations=annotations if all_annotations else None, manifest=manifest)
+            write_release(clean, tmp, annotations=annotations if all_annotations else None, manifest=None)
             atomic.write_jsonl(tmp / "removed.jsonl", removed)
             if renumbered:
                 atomic.write_jsonl(tmp / "renumbered.jsonl", renumbered)
+            # everything else the release holds goes along; the style records of removed items go with them
+            rewritten = FIX_WRITES + (("annotations.jsonl",) if all_annotations else ())
+            unusable = {(d["file"], d["index"]) for k in STYLE_REFUSED for d in report.defects.get(k, [])}
+            carried = carry_parts(release, tmp, rewritten, removed_keys(release, clean), unusable)
+            if carried:
+                manifest["audit_fix"]["carried"] = carried.to_json()
+            atomic.write_json(tmp / MANIFEST_FILE, manifest)
         said = f"removed {len(removed)} items (log: {out / 'removed.jsonl'})"
         if renumbered:
             said += f", renumbered {len(renumbered)} (log: {out / 'renumbered.jsonl'})"
-        print(f"cleaned copy written to {out}: {said}, kept {len(kept)}")
+        print(
+            f"cleaned copy written to {out}: {said}, kept {len(kept)}" + (f"; {carried.summary()}" if carried else "")
+        )
     if args.strict and report.total:
         print(f"rmb audit: --strict: {report.total} defects found", file=sys.stderr)
         return 1

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rmb_build.pipeline.config import BuildConfig
 
 DEMO_CONFIG = "demo.yaml"  # shipped in rmb_build.pipeline
+BUILD_LOCK = "build.lock"  # in runs/<name>/ while a build runs (core/lock.py)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -135,13 +141,22 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.core.extras import require
 
     require("build", "rmb build")
-    from rmb_build.commands import debugging
     from rmb_build.core.paths import BuildPaths, workdir
-    from rmb_build.pipeline.preflight import preflight
 
     base = workdir(args.workdir)
     cfg, label = load_build_config(args.config, args.name)
     args.run_folder = BuildPaths.of(cfg.name, base).run  # for kept(), should the build be stopped
+    from rmb_build.core import lock
+
+    # one build per work folder: a second would send every request again and count half of them
+    with lock.hold(args.run_folder / BUILD_LOCK, f"rmb build {cfg.name}: work folder {args.run_folder}"):
+        return _build(args, cfg, label, base)
+
+
+def _build(args: argparse.Namespace, cfg: BuildConfig, label: str, base: Path) -> int:
+    from rmb_build.commands import debugging
+    from rmb_build.pipeline.preflight import preflight
+
     preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts
 
     from rmb_build.pipeline.env import configure_prefect, detach_temporary_server, quiet_prefect

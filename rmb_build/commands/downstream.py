@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from rmb_build.core.lock import locks_out
+
 # What a check writes into --out; a folder holding anything else is not replaced.
 OUT_ENTRIES, OUT_MARKS = {"downstream.json", "report.md", "scatter.png", "best_of_k.png"}, {"downstream.json"}
 
@@ -54,6 +56,7 @@ def _print_plan(plan: dict) -> None:
         print(f"  score {key}: {t['to_score']} texts to score ({t['cached']} cached)")
 
 
+@locks_out()
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rmb_build.core.intervals import DEFAULT_DRAWS
+from rmb_build.core.lock import locks_out
 from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
 from rmb_build.evaluate.rm_options import add_flags
 
@@ -124,6 +125,7 @@ def _fraction(text: str) -> float:
     return value
 
 
+@locks_out()
 def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path

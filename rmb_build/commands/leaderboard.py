@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 
+from rmb_build.core.lock import locks_out
+
 OUT_ENTRIES, OUT_MARKS = {"index.html", "rm"}, {"index.html"}  # what a site holds; an earlier one is replaced
 
 
@@ -49,6 +51,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
 
 
+@locks_out()
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 

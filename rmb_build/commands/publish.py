@@ -10,6 +10,8 @@ import argparse
 import re
 from pathlib import Path
 
+from rmb_build.core.lock import locks_out
+
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # What an earlier publish of ours leaves in --out; anything else there is someone else's and is kept safe.
 OWN_ENTRIES = {"README.md", "manifest.json", "pairwise", "bon", "style"}
@@ -61,6 +63,7 @@ def _review(path: str, release) -> dict:
     return review
 
 
+@locks_out()
 def run(args: argparse.Namespace) -> int:
     from rmb_build.benchmarks.formats import RMB, open_release
     from rmb_build.core import atomic

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from rmb_build.core.lock import locks_out
+
 MARKS = {"README.md"}  # written by every push-results
 
 
@@ -20,6 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", help="where to write the dataset (required with --dry-run)")
 
 
+@locks_out()
 def run(args: argparse.Namespace) -> int:
     import tempfile
 

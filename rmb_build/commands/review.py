@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from rmb_build.core.lock import locks_out
+
 # What either export format writes into --out: an earlier export is replaced as a whole, anything else refused.
 OUT_ENTRIES = {
     "labels.jsonl",
@@ -101,6 +103,9 @@ def _store_and_release(args: argparse.Namespace):
     return store, _release(source)
 
 
+# One server per database: a second would plan the same review again (and fail on it), and split the
+# annotators between two pages whose undo and progress do not see each other's. It is refused, naming the first.
+@locks_out("db", "--db", hint="another 'rmb review serve' serves it: send annotators to that one, or stop it first")
 def _serve(args: argparse.Namespace) -> int:
     from pathlib import Path
     from urllib.parse import quote
@@ -139,6 +144,7 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+@locks_out()
 def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 

@@ -7,15 +7,19 @@ was there before stays as it was until the new one is complete.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Collection, Iterable, Iterator
 
+from rmb_build.core import lock, owner
 from rmb_build.core.errors import ENVIRONMENT_ERRNOS, RMBError, environment_error
 from rmb_build.core.finite import first_non_finite
 
@@ -109,7 +113,7 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def _is_temp(name: str) -> bool:
-    return name.startswith(".") and (name.endswith(".tmp") or ".tmp-" in name)
+    return name.startswith(".") and (name.endswith(".tmp") or ".tmp-" in name or name == MARKER)
 
 
 def check_out_dir(out: str | os.PathLike, owned: Collection[str], marks: Collection[str], flag: str = "--out") -> None:
@@ -155,39 +159,65 @@ def _fsync_dir(folder: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def _swap_in(tmp: Path, target: Path) -> None:
-    """``tmp`` becomes ``target``; an earlier ``target`` is set aside first and put back if that fails."""
+MARKER = ".rmb-writer.json"  # inside a writer's hidden folder: its token and its Owner (core/owner.py)
+_OLD = "-old"  # the hidden folder holding an earlier output while the new one is swapped in
+
+
+def _mark(folder: Path, token: str) -> None:
+    """Say in ``folder`` who writes it, so that a later sweep can tell it from a folder of someone else's."""
+    with open(folder / MARKER, "w", encoding="utf-8") as fh:
+        json.dump({"token": token, **owner.current().to_json()}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _swap_in(tmp: Path, target: Path, token: str) -> None:
+    """``tmp`` becomes ``target``. An earlier ``target`` waits in ``<tmp>-old/out`` (a marked folder) until
+    the new one is in place, and is put back if that fails; a writer killed meanwhile leaves it for the
+    next sweep to put back. The marker goes last: a kill just before leaves it in ``target``, which the
+    next write of ``target`` replaces as a whole (``check_out_dir`` passes it by)."""
     if not target.exists():
         os.rename(tmp, target)
     else:
-        backup = tmp.with_name(tmp.name + "-old")
-        os.rename(target, backup)
+        backup = tmp.with_name(tmp.name + _OLD)
+        backup.mkdir()
+        _mark(backup, token)
+        os.rename(target, backup / "out")
         try:
             os.rename(tmp, target)
         except BaseException:
-            os.rename(backup, target)
+            os.rename(backup / "out", target)
+            shutil.rmtree(backup, ignore_errors=True)
             raise
         shutil.rmtree(backup, ignore_errors=True)
+    os.unlink(target / MARKER)
     try:
         _fsync_dir(target.parent)
     except OSError:
         pass  # the rename is done; only its durability across a power cut is in doubt
 
 
-def _pid_gone(pid: int) -> bool:
+def _writer(folder: str, token: str, pid: str) -> tuple[owner.Owner | None, str]:
+    """The writer a hidden folder's marker names, or None and why it names none."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # alive, another user's
-        return False
-    return False
+        with open(os.path.join(folder, MARKER), encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except FileNotFoundError:
+        return None, "it holds no marker of rmb's"
+    except (OSError, ValueError) as exc:
+        return None, f"its marker cannot be read ({exc.__class__.__name__})"
+    found = owner.Owner.from_json(raw)
+    if found is None or raw.get("token") != token or str(found.pid) != pid:
+        return None, "its marker does not match its name"
+    return found, ""
 
 
 def _sweep_stale(target: Path) -> None:
-    """Remove the hidden siblings an earlier writer of ``target`` left when it was killed (SIGKILL, a power
-    cut): those whose process is gone. One that had set the earlier output aside (``-old``) just before
-    the kill is put back where ``target`` is missing: the output as it was, not absent."""
+    """Remove the hidden siblings ``.<name>.tmp-<pid>-<token>[-old]`` that an earlier writer of ``target``
+    left when it was killed (SIGKILL, a power cut): only those whose marker this module wrote and whose
+    writer is provably gone (``owner.gone``). An earlier output set aside (``-old``) is put back where
+    ``target`` is missing: the output as it was, not absent. Anything else named like one is left, and
+    said in one line on stderr."""
     prefix = f".{target.name}.tmp-"
     try:
         siblings = sorted(os.scandir(target.parent), key=lambda e: e.name)
@@ -196,13 +226,20 @@ def _sweep_stale(target: Path) -> None:
     for entry in siblings:
         if not entry.name.startswith(prefix) or not entry.is_dir(follow_symlinks=False):
             continue
-        pid = entry.name[len(prefix) :].split("-", 1)[0]
-        if not pid.isdigit() or not _pid_gone(int(pid)):
+        pid, _, token = entry.name[len(prefix) :].partition("-")
+        old = token.endswith(_OLD)
+        token = token.removesuffix(_OLD) if old else token
+        writer, why = _writer(entry.path, token, pid)
+        if writer is not None and not owner.gone(writer):
+            if owner.here(writer):
+                continue  # its writer is running here
+            why = f"its writer, {writer.describe()}, may still be writing it"
+        if writer is None or why:
+            print(f"note: left {entry.path}: {why}; delete it if nothing writes it", file=sys.stderr)
             continue
-        if entry.name.endswith("-old") and not os.path.lexists(target):
-            os.rename(entry.path, target)
-        else:
-            shutil.rmtree(entry.path, ignore_errors=True)
+        if old and not os.path.lexists(target) and os.path.isdir(os.path.join(entry.path, "out")):
+            os.rename(os.path.join(entry.path, "out"), target)
+        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 @contextmanager
@@ -222,19 +259,35 @@ def atomic_dir(
     # absolute, so that its parent is where the sibling goes ("." has none); a link keeps pointing here
     target = Path(os.path.realpath(out) if out.is_symlink() else os.path.abspath(out))
     existed, tmp = target.exists(), None
+    held = contextlib.ExitStack()
     try:
         _make_folder(target.parent)
+        held.enter_context(lock.hold_out(out, flag))  # one writer of ``out`` at a time
         _sweep_stale(target)
         existed = target.exists()  # an output set aside by a killed writer is back
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-{os.getpid()}-"))
+        token = secrets.token_hex(8)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{token}")
+        tmp.mkdir(mode=0o700)
+        _mark(tmp, token)
         os.chmod(tmp, 0o777 & ~_UMASK)
         yield tmp
         _fsync_tree(tmp)
         check_out_dir(out, owned, marks, flag)  # what appeared there meanwhile (a cache under --out?) stays
-        _swap_in(tmp, target)
+        try:
+            _swap_in(tmp, target, token)
+        except OSError as exc:
+            if environment_error(exc) is not None:
+                raise
+            # only a writer that takes no lock (another host, an older rmb) gets here
+            raise RMBError(
+                f"{flag} {out}: cannot put the new output in place ({exc.strerror or exc}): "
+                "another process changed it meanwhile; the new output was not written"
+            ) from exc
+        held.close()
     except BaseException as exc:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        held.close()
         line = environment_error(exc)
         if line is None:
             raise
