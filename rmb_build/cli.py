@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             if not debugging(args):
                 stop.on_stop(_quiet_teardown)
             code = _call(args)
+            stop.check()  # a command that ran on after a stop (its exception swallowed) was stopped
             sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
             return code
         except BaseException as exc:
