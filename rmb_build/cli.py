@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
             return code
         except BaseException as exc:
+            stop.caught()
             # After a stop signal whatever comes out (a KeyboardInterrupt, Prefect's TerminationSignal,
             # a connection error from a server the same Ctrl-C stopped) is that stop.
             signum = stop.received()

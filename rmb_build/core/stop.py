@@ -25,7 +25,9 @@ from typing import Any, Callable, Iterator
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []  # the stop signals received inside handlers(), in order
 _callbacks: list[Callable[[], None]] = []
+REDELIVER_S = 0.01
 _raise_again: list[bool] = []  # a stop exception was swallowed: the next signal handled raises
+_caught: list[bool] = []  # the command's caller has the stop in hand: nothing is raised again
 
 
 def received() -> int | None:
@@ -45,6 +47,12 @@ def note(signum: int) -> None:
     if len(_received) == 1:
         for callback in list(_callbacks):
             callback()
+
+
+def caught() -> None:
+    """The stop reached the command's caller (the CLI): a stop exception swallowed from now on (a
+    finalizer on the way down) is not raised again."""
+    _caught.append(True)
 
 
 def check() -> None:
@@ -70,7 +78,9 @@ def _is_stop(exc: BaseException | None) -> bool:
     """Whether ``exc`` is a stop's exception: KeyboardInterrupt, or one a library raised from its own
     handler after the stop (Prefect's TerminationSignal: a BaseException that is no Exception)."""
     return isinstance(exc, KeyboardInterrupt) or (
-        bool(_received) and isinstance(exc, BaseException) and not isinstance(exc, Exception)
+        bool(_received)
+        and isinstance(exc, BaseException)
+        and not isinstance(exc, (Exception, GeneratorExit, SystemExit))
     )
 
 
@@ -80,10 +90,14 @@ def _redeliver(unraisable: Any) -> None:
     if not _is_stop(unraisable.exc_value) or not _received:
         _previous_hook[0](unraisable)
         return
+    if _caught:  # an echo of the stop the caller reports
+        return
     for sig in (_received[0], *SIGNALS):
         if callable(signal.getsignal(sig)):
             _raise_again.append(True)
-            _thread.interrupt_main(sig)  # the handler of ``sig`` runs again, in the main thread
+            # From another thread, a moment later: tripped here, the handler would run inside this hook,
+            # where its exception is lost again.
+            threading.Timer(REDELIVER_S, _thread.interrupt_main, (sig,)).start()
             return
 
 
@@ -98,6 +112,7 @@ def handlers() -> Iterator[None]:
     _received.clear()
     _callbacks.clear()
     _raise_again.clear()
+    _caught.clear()
     previous = {}
     hook = None
     if threading.current_thread() is threading.main_thread():
@@ -116,6 +131,7 @@ def handlers() -> Iterator[None]:
         _received.clear()
         _callbacks.clear()
         _raise_again.clear()
+        _caught.clear()
 
 
 @contextlib.contextmanager
