@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Coroutine, Mapping, Sequence, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
 import openai
 from tqdm.auto import tqdm
 
@@ -41,7 +40,7 @@ from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
 from rmb_build.llm.endpoint import endpoint_identity
 from rmb_build.llm.limits import EndpointLimits
-from rmb_build.llm.reply_cap import CappedTransport
+from rmb_build.llm.reply_cap import reply_cap
 from rmb_build.llm.retry import CallFailure, RetryRules, classify
 from rmb_build.llm.server import EmbeddedServer, default_threads
 from rmb_build.llm.silence import SilenceWatch
@@ -59,9 +58,10 @@ _NO_KEY = "sk-no-key-required"  # local servers want some bearer token; this one
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*]{6,}", re.I)
 
 
-def _capped_http(ep: EndpointConfig) -> httpx.AsyncClient:
-    """The HTTP client under one endpoint's OpenAI client: replies over its ``max_reply_bytes`` refused."""
-    return openai.DefaultAsyncHttpxClient(transport=CappedTransport(ep.reply_limit))
+def _capped_http(ep: EndpointConfig) -> Any:
+    """The HTTP client under one endpoint's OpenAI client (the client's own defaults): replies over the
+    endpoint's ``max_reply_bytes`` refused."""
+    return openai.DefaultAsyncHttpxClient(event_hooks={"response": [reply_cap(ep.reply_limit)]})
 
 
 def _usage_row() -> dict[str, Any]:

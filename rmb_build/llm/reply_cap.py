@@ -1,11 +1,14 @@
 """A reply body over the endpoint's ``max_reply_bytes`` is refused as it arrives: never read whole into
-memory, never cached (an endpoint answering megabytes filled 465 MB of cache from 144 calls)."""
+memory, never cached (an endpoint answering megabytes filled 465 MB of cache from 144 calls).
+
+A response hook of the OpenAI client's HTTP client (``httpx``, or the ``httpx2`` fork newer OpenAI
+clients ship): it runs once the headers are in, refuses a Content-Length over the limit, and otherwise
+wraps the body's stream so that the byte past the limit stops it."""
 
 from __future__ import annotations
 
-from typing import AsyncIterator
-
-import httpx
+import sys
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 
 class ReplyTooLarge(Exception):
@@ -15,41 +18,44 @@ class ReplyTooLarge(Exception):
         super().__init__(f"reply body {what} over max_reply_bytes {limit}: refused")
 
 
-class _Capped(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, limit: int):
-        self.inner, self.limit = inner, limit
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
-        async for chunk in self.inner:
-            seen += len(chunk)
-            if seen > self.limit:
-                raise ReplyTooLarge(self.limit)
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+_CAPPED: dict[type, type] = {}
 
 
-class CappedTransport(httpx.AsyncBaseTransport):
-    """httpx's transport, refusing a body over ``limit`` bytes: at its Content-Length when it gives one,
-    else at the byte that passes the limit."""
+def _capped_stream(response: Any) -> type:
+    """A byte stream class of the response's own HTTP package (its reader checks the stream's type)."""
+    base = sys.modules[type(response).__module__.split(".")[0]].AsyncByteStream
+    if base not in _CAPPED:
 
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
+        class Capped(base):  # type: ignore[misc, valid-type]
+            def __init__(self, inner: Any, limit: int):
+                self.inner, self.limit = inner, limit
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
+            async def __aiter__(self) -> AsyncIterator[bytes]:
+                seen = 0
+                async for chunk in self.inner:
+                    seen += len(chunk)
+                    if seen > self.limit:
+                        raise ReplyTooLarge(self.limit)
+                    yield chunk
+
+            async def aclose(self) -> None:
+                await self.inner.aclose()
+
+        _CAPPED[base] = Capped
+    return _CAPPED[base]
+
+
+def reply_cap(limit: int) -> Callable[[Any], Awaitable[None]]:
+    """The response hook refusing a body over ``limit`` bytes."""
+
+    async def check(response: Any) -> None:
         length = response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.limit:
+        if length.isdigit() and int(length) > limit:
             await response.aclose()
-            raise ReplyTooLarge(self.limit, int(length))
-        response.stream = _Capped(response.stream, self.limit)  # type: ignore[arg-type]
-        return response
+            raise ReplyTooLarge(limit, int(length))
+        response.stream = _capped_stream(response)(response.stream, limit)
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+    return check
 
 
 def too_large(exc: BaseException) -> ReplyTooLarge | None:

@@ -21,7 +21,7 @@ def ask(i: int) -> ChatRequest:
 
 @pytest.fixture
 def proxy():
-    with StubEndpoint() as stub, FaultProxy(stub.base_url, trickle_s=0.5, huge_bytes=300_000) as p:
+    with StubEndpoint() as stub, FaultProxy(stub.base_url, trickle_s=0.3, huge_bytes=300_000) as p:
         yield p
 
 
@@ -32,14 +32,14 @@ def client_for(proxy: FaultProxy, tmp_path, **ep) -> LLMClient:
 
 def test_a_trickled_reply_is_cut_at_the_deadline_and_retried(proxy, tmp_path):
     proxy.schedule("trickle", "trickle")  # two tries trickle (a reply of ~300 bytes: minutes); the third passes
-    with client_for(proxy, tmp_path, timeout_s=5, deadline_s=1.5, max_retries=3) as client:
+    with client_for(proxy, tmp_path, timeout_s=5, deadline_s=0.8, max_retries=3) as client:
         result = client.run([ask(0)])[0]
         assert result.ok and result.attempts == 3, result.error
         assert client.usage()["generate"]["strong"]["retries"] == 2
-    with client_for(proxy, tmp_path, timeout_s=5, deadline_s=1.5, max_retries=0) as client:
+    with client_for(proxy, tmp_path, timeout_s=5, deadline_s=0.8, max_retries=0) as client:
         proxy.schedule("trickle")
         failed = client.run([ask(1)])[0]
-    assert failed.error == "gave up after 1 attempts: no whole reply within deadline_s 1.5s"
+    assert failed.error == "gave up after 1 attempts: no whole reply within deadline_s 0.8s"
 
 
 @pytest.mark.parametrize("fault", ["hang", "trickle"])
@@ -47,13 +47,13 @@ def test_an_endpoint_that_answers_nothing_stops_the_batch_naming_it_and_keeps_th
     reqs = [ask(i) for i in range(6)]
     proxy.schedule(None, None)  # two answers, then nothing but the fault
     proxy.set_fault(fault)
-    with client_for(proxy, tmp_path, deadline_s=1, silence_limit_s=3, max_retries=100) as client:
+    with client_for(proxy, tmp_path, deadline_s=0.5, silence_limit_s=1.5, max_retries=100) as client:
         with pytest.raises(EndpointSilent) as stopped:
             client.run(reqs)
     line = str(stopped.value)
-    assert "\n" not in line and line.startswith(f"endpoint 'slow' ({proxy.url}) answered nothing for 3s")
-    assert "no whole reply within deadline_s 1s" in line and "run the same command again to resume" in line
-    assert proxy.forwarded["/v1/chat/completions"] == 2
+    assert "\n" not in line and line.startswith(f"endpoint 'slow' ({proxy.url}) answered nothing for 1.5s")
+    assert "no whole reply within deadline_s 0.5s" in line and "run the same command again to resume" in line
+    assert proxy.chat_forwarded() - proxy.injected["trickle"] == 2  # answered whole (a trickle is forwarded)
     proxy.set_fault(None)
     proxy.reset_counts()
     with client_for(proxy, tmp_path) as client:
