@@ -58,7 +58,14 @@ def _quiet() -> bool:
 
 
 def _worker(
-    kind: str, target: str, options: Any, texts: list[ScoreText], k: int, out: Any, quiet: bool, parent: tuple[int, bool]
+    kind: str,
+    target: str,
+    options: Any,
+    texts: list[ScoreText],
+    k: int,
+    out: Any,
+    quiet: bool,
+    parent: tuple[int, bool],
 ) -> None:
     die_with_parent(parent[0], signal_too=parent[1])  # a SIGKILLed evaluate leaves no replica scoring on
     try:
@@ -88,7 +95,9 @@ def parallel_stream(rm: RewardModel):
         parent = (os.getpid(), started_by_main_thread())
         for k, device in enumerate(devices):
             options = dataclasses.replace(rm.options, device=device, devices=None, shard=(k, len(devices)))
-            procs.append(ctx.Process(target=_worker, args=(rm.kind, rm.target, options, list(texts), k, out, quiet, parent)))
+            procs.append(
+                ctx.Process(target=_worker, args=(rm.kind, rm.target, options, list(texts), k, out, quiet, parent))
+            )
         finished: dict[int, dict] = {}
         counts = [0] * len(devices)
         try:

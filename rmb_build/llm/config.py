@@ -11,7 +11,6 @@ from pydantic import Field, field_validator, model_validator
 from rmb_build.core.options import StrictModel
 from rmb_build.core.redact import redact
 
-
 DEADLINE_S = 300.0
 SILENCE_LIMIT_S = 600.0
 MAX_REPLY_BYTES = 1 << 20  # a 512-token reply is a few kB; logprobs of every token at top-20 some 100s of kB

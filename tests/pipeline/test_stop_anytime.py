@@ -4,7 +4,6 @@ muted, to exit 0), ends it with exit 130/143 and, after the signal, one line and
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import signal

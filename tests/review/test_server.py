@@ -182,7 +182,7 @@ def test_an_item_rendering_does_not_hold_up_other_annotators(tmp_path, monkeypat
             page.store.save(Label("pairwise", other, name, "tie"))
     assert page.store.current("ann").key.uid == "0" and page.store.current("bob").key.uid == "1"
     started, gate = threading.Event(), threading.Event()
-    real = app_module.markdown_html
+    real = app_module.text_html
 
     def held(text):
         if "SLOW-TEXT" in text:
@@ -190,7 +190,7 @@ def test_an_item_rendering_does_not_hold_up_other_annotators(tmp_path, monkeypat
             gate.wait(20)  # a fail-safe: rendered on the event loop, bob waits all of it and the order shows it
         return real(text)
 
-    monkeypatch.setattr(app_module, "markdown_html", held)
+    monkeypatch.setattr(app_module, "text_html", held)
     finished: list[str] = []
 
     async def both():
