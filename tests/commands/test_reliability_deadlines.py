@@ -29,10 +29,10 @@ SILENCE_S = 8
 def test_a_build_against_a_silent_endpoint_stops_in_one_line_and_resumes(tmp_path, prefect_api, runner, fault):
     args = ["--runner", "local"] if runner == "local" else []
     work = tmp_path / "work"
-    with StubEndpoint() as stub, CountingProxy(stub.base_url, trickle_s=1.0) as proxy:
+    proxy_faults = {"mix": (fault,), "fraction": 1.0, "max_faults_per_body": 10**6, "trickle_s": 1.0}
+    with StubEndpoint() as stub, CountingProxy(stub.base_url, **proxy_faults) as proxy:
         config = write_config(tmp_path, proxy.url, deadline_s=2, silence_limit_s=SILENCE_S, max_retries=100)
-        proxy.schedule(*[None] * 6)  # goal routing's guard calls and the first generate batch are answered
-        proxy.set_fault(fault)
+        proxy.schedule(*[None] * 6)  # goal routing's guard calls and two generate calls are answered; then the fault
         run = BuildProcess(config, work, prefect_api, env=build_env(prefect_api), args=args)
         code = run.wait(SILENCE_S + 2 + 60 + 120)  # the limit, a try's deadline, a minute; and a start on 2 cores
         said = [ln for ln in run.output().splitlines() if ln.strip() and not LOG_LINE.match(ln)]
@@ -42,7 +42,7 @@ def test_a_build_against_a_silent_endpoint_stops_in_one_line_and_resumes(tmp_pat
         assert "run the same command again to resume" in said[0]
         answered = proxy.snapshot()
         assert sum(answered.values()) == 6
-        proxy.set_fault(None)
+        proxy.mix = ()
         run_build(config, work, prefect_api, env=build_env(prefect_api), args=args)
     assert repeated_answers(answered, proxy.snapshot()) == 0  # the resume asked nothing answered before
     assert (work / "data" / "release" / NAME / "Pairwise_set").is_dir()
