@@ -183,9 +183,11 @@ def main(argv: list[str] | None = None) -> int:
             if not debugging(args):
                 stop.on_stop(_quiet_teardown)
             code = _call(args)
+            stop.check()  # a command that ran on after a stop (its exception swallowed) was stopped
             sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
             return code
         except BaseException as exc:
+            stop.caught()
             # After a stop signal whatever comes out (a KeyboardInterrupt, Prefect's TerminationSignal,
             # a connection error from a server the same Ctrl-C stopped) is that stop.
             signum = stop.received()

@@ -112,7 +112,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from rmb_build.review.app import create_app
+    from rmb_build.review.app import MAX_BODY, create_app
+    from rmb_build.review.deadlines import server_config
     from rmb_build.review.session import Settings, is_loopback, open_session
 
     release = _release(args.release)
@@ -140,7 +141,7 @@ def _serve(args: argparse.Namespace) -> int:
                 f"  {name}: {url}?t=<the token printed when it was made>  ({done} of {total}; --new-tokens for new links)"
             )
     print("keys: 1/2 (or the answer's number) better, t tie, x both bad, s skip, u undo; Ctrl-C stops", flush=True)
-    uvicorn.run(create_app(page), host=args.host, port=args.port, log_level="warning")
+    uvicorn.Server(server_config(create_app(page), args.host, args.port, MAX_BODY)).run()
     return 0
 
 

@@ -5,18 +5,29 @@
 there, before anything unwinds: Prefect's crash reports, ``pipeline/env.py``), then
 KeyboardInterrupt unwinds the command. A library that swaps in its own SIGTERM handler while it
 runs (Prefect's flow engine) is wrapped by :func:`noting_sigterm`, so the stop is noted first there too.
+
+A stop is never lost: the exception a handler raises can land where Python cannot propagate it (a
+finalizer, a callback: "Exception ignored in ...") and the command ran on, muted, to exit 0. Such a
+swallowed stop is delivered again at once (:func:`_redeliver`, from ``sys.unraisablehook``); a command's
+loop calls :func:`check` between steps; and the CLI treats a command that returns after a stop as
+stopped.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import signal
+import sys
 import threading
 from typing import Any, Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []  # the stop signals received inside handlers(), in order
 _callbacks: list[Callable[[], None]] = []
+REDELIVER_S = 0.01
+_raise_again: list[bool] = []  # a stop exception was swallowed: the next signal handled raises
+_caught: list[bool] = []  # the command's caller has the stop in hand: nothing is raised again
 
 
 def received() -> int | None:
@@ -38,13 +49,59 @@ def note(signum: int) -> None:
             callback()
 
 
+def caught() -> None:
+    """The stop reached the command's caller (the CLI): a stop exception swallowed from now on (a
+    finalizer on the way down) is not raised again."""
+    _caught.append(True)
+
+
+def check() -> None:
+    """Raise KeyboardInterrupt when a stop came (a checkpoint between a command's steps: a stop whose
+    exception was swallowed ends the command at its next step)."""
+    if _received:
+        raise KeyboardInterrupt
+
+
 def _handler(signum: int, frame: Any) -> None:
     first = not _received
-    note(signum)
+    again = bool(_raise_again)
+    _raise_again.clear()
+    if not again:
+        note(signum)
     # A repeated SIGTERM is Prefect sending the first on (or a supervisor repeating it): the stop is
     # under way. A repeated Ctrl-C is a person who wants out of a cleanup that hangs.
-    if first or signum == signal.SIGINT:
+    if first or again or signum == signal.SIGINT:
         raise KeyboardInterrupt
+
+
+def _is_stop(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a stop's exception: KeyboardInterrupt, or one a library raised from its own
+    handler after the stop (Prefect's TerminationSignal: a BaseException that is no Exception)."""
+    return isinstance(exc, KeyboardInterrupt) or (
+        bool(_received)
+        and isinstance(exc, BaseException)
+        and not isinstance(exc, (Exception, GeneratorExit, SystemExit))
+    )
+
+
+def _redeliver(unraisable: Any) -> None:
+    """``sys.unraisablehook``: a stop's exception raised where it could not propagate is raised again,
+    from the next signal check of the main thread; anything else goes to the previous hook."""
+    if not _is_stop(unraisable.exc_value) or not _received:
+        _previous_hook[0](unraisable)
+        return
+    if _caught:  # an echo of the stop the caller reports
+        return
+    for sig in (_received[0], *SIGNALS):
+        if callable(signal.getsignal(sig)):
+            _raise_again.append(True)
+            # From another thread, a moment later: tripped here, the handler would run inside this hook,
+            # where its exception is lost again.
+            threading.Timer(REDELIVER_S, _thread.interrupt_main, (sig,)).start()
+            return
+
+
+_previous_hook: list[Callable[[Any], Any]] = [sys.unraisablehook]
 
 
 @contextlib.contextmanager
@@ -54,18 +111,27 @@ def handlers() -> Iterator[None]:
     (a job started in the background ignores Ctrl-C) stays ignored. The state starts and ends empty."""
     _received.clear()
     _callbacks.clear()
+    _raise_again.clear()
+    _caught.clear()
     previous = {}
+    hook = None
     if threading.current_thread() is threading.main_thread():
         for sig in SIGNALS:
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 previous[sig] = signal.signal(sig, _handler)
+        hook, _previous_hook[0] = sys.unraisablehook, sys.unraisablehook
+        sys.unraisablehook = _redeliver
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if hook is not None and sys.unraisablehook is _redeliver:
+            sys.unraisablehook = hook
         _received.clear()
         _callbacks.clear()
+        _raise_again.clear()
+        _caught.clear()
 
 
 @contextlib.contextmanager
@@ -81,7 +147,9 @@ def noting_sigterm() -> Iterator[None]:
         return
 
     def noted(signum: int, frame: Any) -> None:
-        note(signum)
+        if not _raise_again:  # a redelivery (_redeliver) is the stop already noted
+            note(signum)
+        _raise_again.clear()
         theirs(signum, frame)
 
     signal.signal(signal.SIGTERM, noted)

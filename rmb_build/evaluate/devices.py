@@ -8,10 +8,13 @@ so the scores equal one device's bit for bit. The parent receives the scores and
 from __future__ import annotations
 
 import dataclasses
+import os
 import queue as queue_mod
 from typing import Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
+from rmb_build.core.lifeline import die_with_parent, started_by_main_thread
+from rmb_build.core.machine import process_cap
 from rmb_build.evaluate.adapters import RewardModel, ScoreText, load_rm
 
 POLL_S = 1.0  # how often the parent checks that no replica died without a word
@@ -23,6 +26,27 @@ def check(rm: RewardModel) -> None:
         raise RMBError(f"--devices: only hf: reward models run one replica per device, not {rm.kind}:")
     if rm.options.device_map:
         raise RMBError("--devices runs one replica per device; --device-map spreads one model over them: give one")
+    why = machine_cap(list(rm.options.devices or ()))
+    if why:
+        raise RMBError(f"--devices: {why}")
+
+
+def machine_cap(devices: list[str]) -> str | None:
+    """Why ``devices`` ask more than this machine has (a replica per core at most; GPUs that exist, one
+    replica each), or None."""
+    gpus = [d for d in devices if d != "cpu"]
+    if not gpus:
+        return process_cap("CPU replicas", len(devices))
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    indices = [int(d.split(":")[1]) if d.count(":") == 1 and d.split(":")[1].isdigit() else 0 for d in gpus]
+    missing = [d for d, i in zip(gpus, indices) if i >= count]
+    if missing:
+        return f"{missing[0]}: this machine has {count} GPU{'s' * (count != 1)}"
+    if len(set(indices)) < len(indices):
+        return f"{','.join(devices)}: one replica per GPU (two on one only share it, and its memory)"
+    return None
 
 
 def _quiet() -> bool:
@@ -33,7 +57,17 @@ def _quiet() -> bool:
     return transformers is not None and not transformers.utils.logging.is_progress_bar_enabled()
 
 
-def _worker(kind: str, target: str, options: Any, texts: list[ScoreText], k: int, out: Any, quiet: bool) -> None:
+def _worker(
+    kind: str,
+    target: str,
+    options: Any,
+    texts: list[ScoreText],
+    k: int,
+    out: Any,
+    quiet: bool,
+    parent: tuple[int, bool],
+) -> None:
+    die_with_parent(parent[0], signal_too=parent[1])  # a SIGKILLed evaluate leaves no replica scoring on
     try:
         if quiet:
             import transformers
@@ -58,9 +92,12 @@ def parallel_stream(rm: RewardModel):
         ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state or threads copied from this one
         out = ctx.Queue()
         procs, quiet = [], _quiet()
+        parent = (os.getpid(), started_by_main_thread())
         for k, device in enumerate(devices):
             options = dataclasses.replace(rm.options, device=device, devices=None, shard=(k, len(devices)))
-            procs.append(ctx.Process(target=_worker, args=(rm.kind, rm.target, options, list(texts), k, out, quiet)))
+            procs.append(
+                ctx.Process(target=_worker, args=(rm.kind, rm.target, options, list(texts), k, out, quiet, parent))
+            )
         finished: dict[int, dict] = {}
         counts = [0] * len(devices)
         try:

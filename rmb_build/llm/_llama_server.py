@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-import time
+
+from rmb_build.core.lifeline import die_with_parent
 
 
 def disable_extra_buffer_types() -> None:
@@ -53,17 +53,10 @@ def register_gemma3_format() -> None:
         return fmt.ChatFormatterResponse(prompt=prompt + "<start_of_turn>model\n", stop="<end_of_turn>")
 
 
-def _watch_parent(parent: int) -> None:
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent:  # re-parented: whoever started us is gone
-            os._exit(0)
-
-
 def main(argv: list[str]) -> None:
     parent = int(os.environ.get("RMB_PARENT_PID", "0"))
     if parent:
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="rmb-parent-watchdog").start()
+        die_with_parent(parent, signal_too=False)  # the parent set the signal where it could (server.py)
     if os.environ.get("RMB_LLAMA_EXTRA_BUFTS") != "1":
         disable_extra_buffer_types()
     register_gemma3_format()

@@ -40,8 +40,10 @@ from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
 from rmb_build.llm.endpoint import endpoint_identity
 from rmb_build.llm.limits import EndpointLimits
+from rmb_build.llm.reply_cap import reply_cap
 from rmb_build.llm.retry import CallFailure, RetryRules, classify
 from rmb_build.llm.server import EmbeddedServer, default_threads
+from rmb_build.llm.silence import SilenceWatch
 from rmb_build.llm.structured import ReplyError, parse_reply, reask_message
 from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 from rmb_build.llm.wire import parse_completion, reply_tokens, request_body
@@ -54,6 +56,12 @@ T = TypeVar("T")
 _EMBEDDED_KEY = "<embedded>"  # all embedded endpoints share the embedded servers, one request each
 _NO_KEY = "sk-no-key-required"  # local servers want some bearer token; this one is not a secret
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*]{6,}", re.I)
+
+
+def _capped_http(ep: EndpointConfig) -> Any:
+    """The HTTP client under one endpoint's OpenAI client (the client's own defaults): replies over the
+    endpoint's ``max_reply_bytes`` refused."""
+    return openai.DefaultAsyncHttpxClient(event_hooks={"response": [reply_cap(ep.reply_limit)]})
 
 
 def _usage_row() -> dict[str, Any]:
@@ -108,6 +116,7 @@ class LLMClient:
         self._limits_by_name: dict[str, EndpointLimits] = {}
         self._server_http: dict[tuple[str, int], openai.AsyncOpenAI] = {}  # (endpoint, server): its timeout
         self._idle_servers: asyncio.Queue[int] | None = None
+        self._silence = SilenceWatch()
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="llm-client", daemon=True)
@@ -178,6 +187,10 @@ class LLMClient:
         ep = self._endpoint(endpoint_name)
         return self._ensure_servers()[0].base_url if ep.embedded else str(ep.base_url)
 
+    def _describe(self, name: str) -> str:
+        """An endpoint as an error line names it: its name and where it is (no credential)."""
+        return f"{name!r} ({endpoint_identity(self._endpoint(name))})"
+
     def _check(self, reqs: Sequence[ChatRequest]) -> None:
         for i, req in enumerate(reqs):
             ep = self._endpoint(req.endpoint)
@@ -192,7 +205,11 @@ class LLMClient:
     async def _http(self, name: str, ep: EndpointConfig) -> openai.AsyncOpenAI:
         if name not in self._http_clients:
             self._http_clients[name] = openai.AsyncOpenAI(
-                base_url=ep.base_url, api_key=ep.api_key() or _NO_KEY, timeout=ep.timeout_s, max_retries=0
+                base_url=ep.base_url,
+                api_key=ep.api_key() or _NO_KEY,
+                timeout=ep.timeout_s,
+                max_retries=0,
+                http_client=_capped_http(ep),
             )
         return self._http_clients[name]
 
@@ -213,7 +230,11 @@ class LLMClient:
         try:
             if (name, i) not in self._server_http:
                 self._server_http[name, i] = openai.AsyncOpenAI(
-                    base_url=self._servers[i].base_url, api_key=_NO_KEY, timeout=ep.timeout_s, max_retries=0
+                    base_url=self._servers[i].base_url,
+                    api_key=_NO_KEY,
+                    timeout=ep.timeout_s,
+                    max_retries=0,
+                    http_client=_capped_http(ep),
                 )
             yield self._server_http[name, i]
         finally:
@@ -310,13 +331,21 @@ class LLMClient:
                 result.attempts += 1
                 # The official client's own transport, auth, timeouts and error types, without its
                 # per-call pydantic transform and parse (they cost more CPU than the HTTP round trip).
-                reply = await http.post("/chat/completions", cast_to=object, body=body)
+                try:  # a total deadline: a per-read timeout restarts with every byte a trickling endpoint sends
+                    reply = await asyncio.wait_for(
+                        http.post("/chat/completions", cast_to=object, body=body), ep.deadline
+                    )
+                except asyncio.TimeoutError:
+                    return CallFailure("timeout", f"no whole reply within deadline_s {ep.deadline:g}s")
+                self._silence.heard(req.endpoint)
                 prompt, completion = reply_tokens(reply)
                 spent = cost_usd(ep, prompt, completion)
                 resp = parse_completion(reply)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # every API failure is classified, then retried or recorded
+                if isinstance(exc, openai.APIStatusError):
+                    self._silence.heard(req.endpoint)  # an answer, if not the one asked for
                 return classify(exc)
             finally:
                 self._budget.settle(reserved, spent)
@@ -332,11 +361,28 @@ class LLMClient:
         body = request_body(req, ep, messages)
         est_prompt = estimate_prompt_tokens(ChatRequest(req.endpoint, req.model, tuple(messages)))
         rules = RetryRules(ep.max_retries, ep.outage_limit_s, self.retry_base_s, self.retry_max_s)
+        self._silence.asking(req.endpoint)
+        try:
+            return await self._send_until_done(req, ep, limits, body, est_prompt, rules, result)
+        finally:
+            self._silence.done(req.endpoint)
+
+    async def _send_until_done(
+        self,
+        req: ChatRequest,
+        ep: EndpointConfig,
+        limits: EndpointLimits,
+        body: dict[str, Any],
+        est_prompt: int,
+        rules: RetryRules,
+        result: ChatResult,
+    ) -> dict[str, Any] | str:
         while True:
             got = await self._attempt(limits, req, ep, body, est_prompt, result)
             if not isinstance(got, CallFailure):
                 return got
             failure = CallFailure(got.kind, self._scrub(got.reason, ep), got.retry_after)
+            self._silence.last_failure[req.endpoint] = failure.reason
             if ep.embedded:
                 for server in self._servers:  # a crashed local server is a stop for the run, not an outage to wait out
                     server.check_alive()
@@ -468,7 +514,8 @@ class LLMClient:
                 self._resolved(reqs[i])
 
         tasks = []
-        try:
+
+        async def send_all() -> None:
             for i in pending:
                 await window.acquire()
                 if stopped.is_set():
@@ -476,6 +523,10 @@ class LLMClient:
                     break
                 tasks.append(asyncio.create_task(one(i)))
             await asyncio.gather(*tasks)
+
+        try:
+            limits = {r.endpoint: self.endpoints[r.endpoint].silence_limit for r in reqs}
+            await self._silence.guard(send_all(), limits, self._describe)
         except BaseException:
             for t in tasks:
                 t.cancel()

@@ -11,6 +11,10 @@ from pydantic import Field, field_validator, model_validator
 from rmb_build.core.options import StrictModel
 from rmb_build.core.redact import redact
 
+DEADLINE_S = 300.0
+SILENCE_LIMIT_S = 600.0
+MAX_REPLY_BYTES = 1 << 20  # a 512-token reply is a few kB; logprobs of every token at top-20 some 100s of kB
+
 
 class Price(StrictModel):
     input: float = Field(ge=0, description="USD per million input tokens")
@@ -30,6 +34,25 @@ class EndpointConfig(StrictModel):
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=8, ge=0)
     outage_limit_s: float = Field(default=600.0, ge=0, description="keep retrying an unreachable endpoint this long")
+    # None: the default below (unset, so a config and the manifest that records it read as before)
+    deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        description=f"the longest one try of a request may take, sent to last byte (default {DEADLINE_S:g}): "
+        "a reply trickled a byte at a time is cut there; counted as a timeout and retried",
+    )
+    silence_limit_s: float | None = Field(
+        default=None,
+        gt=0,
+        description=f"stop the build when this endpoint, asked, has answered nothing for this long (default "
+        f"{SILENCE_LIMIT_S:g}); every finished batch is kept",
+    )
+    max_reply_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        description=f"refuse a reply body over this many bytes before it is read whole or cached (default "
+        f"{MAX_REPLY_BYTES})",
+    )
     price_per_mtok: Price | None = None
     n_ctx: int = Field(default=4096, ge=256, description="context size of an embedded server")
     servers: int = Field(
@@ -80,6 +103,18 @@ class EndpointConfig(StrictModel):
             self.max_concurrency = self.max_concurrency or 8
             self.structured_output = self.structured_output or "json_schema"
         return self
+
+    @property
+    def deadline(self) -> float:
+        return self.deadline_s or DEADLINE_S
+
+    @property
+    def silence_limit(self) -> float:
+        return self.silence_limit_s or SILENCE_LIMIT_S
+
+    @property
+    def reply_limit(self) -> int:
+        return self.max_reply_bytes or MAX_REPLY_BYTES
 
     def api_key(self) -> str | None:
         """The key from the environment (never stored); None for endpoints that need none."""

@@ -11,6 +11,8 @@ from typing import Any
 
 import openai
 
+from rmb_build.llm.reply_cap import too_large
+
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 OUTAGE_POLL_MAX_S = 15.0  # longest wait between two tries at an unreachable endpoint
 
@@ -47,6 +49,8 @@ def retry_after(headers: Any) -> float | None:
 
 def classify(exc: BaseException) -> CallFailure:
     """Turn an exception from one call into a CallFailure (never raises)."""
+    if (big := too_large(exc)) is not None:  # the same request would be as large again: not retried
+        return CallFailure("fatal", str(big))
     if isinstance(exc, openai.APITimeoutError):
         return CallFailure("timeout", "timed out waiting for the reply")
     if isinstance(exc, openai.APIConnectionError):

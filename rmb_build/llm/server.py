@@ -27,32 +27,12 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from rmb_build.core.errors import RMBError
+from rmb_build.core.lifeline import pdeathsig_preexec
 from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage
 
 log = logging.getLogger(__name__)
 
 _LIVE: set["EmbeddedServer"] = set()
-PR_SET_PDEATHSIG = 1
-
-
-def _pdeathsig_setter():
-    """A preexec_fn that makes the child get SIGTERM when its parent dies (Linux), else None.
-
-    The signal fires when the *thread* that forked the child ends, so it is only set from the main
-    thread; a server started elsewhere relies on its own parent watchdog (``_llama_server``). prctl is
-    looked up here, not in the child: between fork and exec only the call itself should run.
-    """
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 _LIVE_LOCK = threading.Lock()
 
 
@@ -87,6 +67,18 @@ def _tail(path: Path, n: int = 15) -> str:
     except OSError:
         return "(no server log)"
     return " | ".join(lines)
+
+
+SERVER_OVERHEAD_BYTES = 256 << 20  # a server process beside its weights: Python, llama.cpp, a 4k context
+
+
+def server_bytes(model: str) -> int | None:
+    """About the memory one embedded server of ``model`` holds (its GGUF file and the process), None when
+    its package is not installed."""
+    try:
+        return gguf_file(model).stat().st_size + SERVER_OVERHEAD_BYTES
+    except (ServerError, OSError):
+        return None
 
 
 def default_threads() -> int:
@@ -183,7 +175,7 @@ class EmbeddedServer:
                     stderr=subprocess.STDOUT,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=_pdeathsig_setter(),
+                    preexec_fn=pdeathsig_preexec(),  # the main thread only (core/lifeline.py)
                 )  # own process group: killed as a whole, immune to the terminal's Ctrl-C
             self.port = port
             with _LIVE_LOCK:

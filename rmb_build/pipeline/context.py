@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from rmb_build.core import stop
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import FAILURES_FILE, BuildPaths
 from rmb_build.pipeline import steps
@@ -117,16 +118,19 @@ class BuildRun:
 
     def call(self, spec: StageSpec, *inputs: Any) -> Timed:
         """``spec`` over one batch, here and now."""
+        stop.check()  # a stop whose exception was swallowed ends the build here
         self.progress.begin(spec.stage)
         return self._progress(spec, self.runner.call(spec, self._key(spec, inputs), self.env(spec), inputs))
 
     def submit(self, spec: StageSpec, *inputs: Any) -> Any:
         """``spec`` over one batch on the runner's pool (or cluster): something with ``.result() -> Timed``."""
+        stop.check()
         self.progress.begin(spec.stage)
         return _Collected(self.runner.submit(spec, self._key(spec, inputs), self.env(spec), inputs), self, spec)
 
     async def acall(self, spec: StageSpec, *inputs: Any) -> Timed:
         """An LLM stage over one batch, awaited in the flow's event loop."""
+        stop.check()
         self.progress.begin(spec.stage)
         timed = await self.runner.acall(spec, self._key(spec, inputs), self.env(spec), inputs)
         return self._progress(spec, timed)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rmb_build.core import stop
+from rmb_build.core.lifeline import pdeathsig_preexec
 from rmb_build.core.memory import bound_allocator
 
 
@@ -74,6 +75,7 @@ def detach_temporary_server() -> None:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=pdeathsig_preexec(),  # with the watchdog (pipeline/watchdog.py) for SIGKILL
                 )
 
     Detached()  # registers itself as the process's temporary server, unless one is registered already

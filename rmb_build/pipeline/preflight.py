@@ -1,7 +1,7 @@
 """Checks a build config must pass before any work starts (after pydantic's own validation).
 
 Each failure is a ConfigError naming the config file and the field: a source that cannot be read,
-an endpoint whose API-key variable is unset, a ``stages`` list the pipeline cannot run, a cast
+an endpoint whose API-key variable is unset, more embedded servers than the machine runs side by side, a ``stages`` list the pipeline cannot run, a cast
 whose judge is one of its generators or with fewer distinct generator models than ``min_generators``.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from rmb_build.core.errors import ConfigError, InputError
+from rmb_build.core.machine import process_cap
 from rmb_build.llm.config import ModelRef
 from rmb_build.pipeline import stages as build_stages
 from rmb_build.pipeline.config import BuildConfig
@@ -60,6 +61,18 @@ def check_api_keys(cfg: BuildConfig, file: str = "<config>") -> None:
                 f"endpoints.{name}.api_key_env",
                 f"environment variable {ep.api_key_env} is not set (endpoint {name!r} needs its API key)",
             )
+
+
+def check_servers(cfg: BuildConfig, file: str = "<config>") -> None:
+    """An embedded endpoint's ``servers:`` within this machine's cores and memory (each server holds its
+    model's weights and a context)."""
+    from rmb_build.llm.server import server_bytes
+
+    for name, ep in cfg.endpoints.items():
+        if ep.embedded and ep.servers > 1:
+            why = process_cap("embedded servers", ep.servers, server_bytes(ep.embedded))
+            if why:
+                raise ConfigError(file, f"endpoints.{name}.servers", why)
 
 
 def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
@@ -143,6 +156,7 @@ def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     stages = check_stages(cfg, file)
     check_sources(cfg, file)
     check_api_keys(cfg, file)
+    check_servers(cfg, file)
     if generate.SPEC.name in stages:
         try:
             check_generators(cfg.generators)

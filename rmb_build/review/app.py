@@ -17,7 +17,10 @@ served with a Content-Security-Policy that allows only this server's own script 
 What a request can cost: the name, the token and the site are checked before a POST's body is read, and
 the body is read as it streams, refused (413) past ``MAX_BODY``; every field that is not what the page
 sends gets one line of 400. Items are rendered in a worker thread (the event loop keeps serving the
-others), each text cut at ``render.SHOWN_CHARS`` unless the page is asked for all of it (``?all=1``).
+others), each text cut at ``render.SHOWN_CHARS`` unless the page is asked for all of it (``?all=1``), and
+all of a text past ``render.MARKDOWN_CHARS`` shown as plain text. A connection whose request headers or
+body do not arrive within ``HEADER_S``/``BODY_S`` is dropped (408) before anything else is read
+(``review/deadlines.py``): idle half-sent requests once held descriptors until every annotator was out.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from rmb_build.core.prompting import criteria_for, load_prompt
 from rmb_build.core.taxonomy import HARMLESSNESS
 from rmb_build.release.review_labels import FLAGS, Label
 from rmb_build.review.choices import quoted, to_release_terms
-from rmb_build.review.render import markdown_html, shown_part
+from rmb_build.review.render import MARKDOWN_CHARS, markdown_html, shown_part, text_html
 from rmb_build.review.store import Assignment, ReviewStore
 
 MAX_BODY = 64 * 1024
@@ -155,7 +158,7 @@ def _text(text: str, everything: bool) -> dict:
     """One text as HTML, cut at ``render.SHOWN_CHARS`` unless ``everything`` (``cut``: how much of how much is shown)."""
     part = text if everything else shown_part(text)
     cut = {"shown": len(part), "of": len(text)} if len(part) < len(text) else None
-    return {"html": markdown_html(part), "cut": cut}
+    return {"html": text_html(part), "cut": cut, "plain": len(part) > MARKDOWN_CHARS}
 
 
 def _item_view(page: ReviewPage, a: Assignment, everything: bool = False) -> dict:
@@ -273,6 +276,7 @@ def create_app(page: ReviewPage) -> Starlette:
             "query": here[len(_here(name, None)) :],
             "all_url": here + ("&" if token else "?") + "all=1",
             "flags": FLAGS,
+            "markdown_chars": MARKDOWN_CHARS,
         }
         current = page.store.current(name)
         if current is None:

@@ -104,3 +104,43 @@ def test_a_stopped_build_counts_the_replies_its_cache_keeps(tmp_path):
     said = kept(args)  # the cache's own one-line error, which names the file and how to recover
     assert said.startswith(f"every finished batch is kept in {args.run_folder} (its LLM cache could not be read: ")
     assert "not a database" in said and "responses.sqlite" in said
+
+
+class _StoppedInAFinalizer:
+    """A finalizer the stop lands in: its exception cannot propagate there ("Exception ignored in ...")."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # the handler runs in here
+            pass
+
+
+def test_a_stop_swallowed_in_a_finalizer_is_raised_again(ctrl_c_live, capsys):
+    """A stop's exception raised inside a finalizer was lost: the command ran on, muted, and exited 0."""
+    import time
+
+    with stop.handlers():
+        with pytest.raises(KeyboardInterrupt):
+            _StoppedInAFinalizer()  # collected at once
+            for _ in range(200):  # the stop, raised again, lands here
+                time.sleep(0.01)
+        assert stop.received() == signal.SIGTERM
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_command_that_returns_after_a_stop_is_reported_stopped(ctrl_c_live, monkeypatch, capsys):
+    import rmb_build.cli as cli
+
+    def swallows(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+        except KeyboardInterrupt:  # a library that catches everything and carries on
+            pass
+        return 0
+
+    monkeypatch.setattr(cli, "_call", swallows)
+    assert cli.main(["models"]) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert err.startswith("rmb models: stopped by SIGTERM; ") and err.count("\n") == 1, err

@@ -11,7 +11,10 @@ Faults: ``429`` (no Retry-After), ``429_retry_after`` (Retry-After: ``retry_afte
 ``503``, ``reset`` (TCP RST, no reply), ``stall`` (no reply for ``stall_s``, then the connection
 is closed), ``truncate`` (the upstream's reply cut in half under its full Content-Length),
 ``malformed`` (HTTP 200 with a broken JSON body), ``bad_schema`` (the upstream's reply with the
-message content replaced by ``bad_reply``, valid JSON that ignores the judge's schema).
+message content replaced by ``bad_reply``, valid JSON that ignores the judge's schema), ``hang`` (the
+request read, then nothing until the proxy stops), ``trickle`` (the upstream's reply, headers at once,
+then its body one byte every ``trickle_s``), ``huge`` (HTTP 200, a ``huge_bytes`` body that is the
+upstream's reply padded with spaces: valid JSON; ``huge_chunked``: the same without a Content-Length).
 """
 
 from __future__ import annotations
@@ -27,7 +30,21 @@ from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-FAULTS = ("429", "429_retry_after", "500", "503", "reset", "stall", "truncate", "malformed", "bad_schema")
+FAULTS = (
+    "429",
+    "429_retry_after",
+    "500",
+    "503",
+    "reset",
+    "stall",
+    "truncate",
+    "malformed",
+    "bad_schema",
+    "hang",
+    "trickle",
+    "huge",
+    "huge_chunked",
+)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -91,6 +108,9 @@ class _Handler(BaseHTTPRequestHandler):
             proxy._stopping.wait(proxy.stall_s)
             self.close_connection = True
             self._reset()
+        elif fault == "hang":
+            proxy._stopping.wait()
+            self._reset()
         elif fault == "malformed":
             self._send(200, b'{"id": "chatcmpl-fault", "object": "chat.completion", "choices": [{"index": 0, "mess')
         else:
@@ -103,6 +123,34 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = json.loads(data)
                 reply["choices"][0]["message"]["content"] = proxy.bad_reply
                 data = json.dumps(reply).encode()
+            if fault == "trickle":
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                for i in range(len(data)):
+                    if proxy._stopping.wait(proxy.trickle_s):
+                        break
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                self.close_connection = True
+                return
+            if fault in ("huge", "huge_chunked"):
+                padded = data + b" " * max(0, proxy.huge_bytes - len(data))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                if fault == "huge":
+                    self.send_header("Content-Length", str(len(padded)))
+                    self.end_headers()
+                    self.wfile.write(padded)
+                    return
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(0, len(padded), 65536):
+                    chunk = padded[i : i + 65536]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"0\r\n\r\n")
+                return
             if fault == "truncate":
                 self.send_response(status)
                 self.send_header("Content-Type", headers.get("Content-Type", "application/json"))
@@ -152,6 +200,8 @@ class FaultProxy:
         seed: int = 0,
         retry_after_s: float = 1.0,
         stall_s: float = 30.0,
+        trickle_s: float = 1.0,
+        huge_bytes: int = 4 << 20,
         bad_reply: str = '{"rmb_fault": "this reply ignores the schema"}',
         paths: tuple[str, ...] = ("/chat/completions",),
     ):
@@ -159,6 +209,7 @@ class FaultProxy:
         self.upstream_host, self.upstream_port = parts.hostname or "127.0.0.1", parts.port or 80
         self.upstream_path = parts.path.rstrip("/")
         self.retry_after_s, self.stall_s, self.bad_reply, self.paths = retry_after_s, stall_s, bad_reply, paths
+        self.trickle_s, self.huge_bytes = trickle_s, huge_bytes
         self.set_fault(fault, fraction)
         self._rng = random.Random(seed)
         self._queue: deque[str | None] = deque()

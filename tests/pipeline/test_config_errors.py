@@ -146,3 +146,14 @@ def test_dask_runner_without_prefect_dask_is_a_config_error(tmp_path):
     else:
         runner = make_task_runner(cfg.run)
         assert type(runner).__name__ == "DaskTaskRunner"
+
+
+def test_embedded_servers_are_capped_by_the_machine(tmp_path, capsys, monkeypatch):
+    import rmb_build.core.machine as machine
+
+    monkeypatch.setattr(machine, "usable_cores", lambda: 2)
+    cfg = _config(tmp_path, endpoints={"local": {"embedded": "smollm2", "servers": 8}})
+    err = refused_build(tmp_path, cfg, capsys)
+    assert "endpoints.local.servers" in err and "8 embedded servers on 2 usable cores: give at most 2" in err
+    cfg["endpoints"]["local"]["servers"] = 2
+    assert preflight(parse_config(cfg))[-1] == "release"

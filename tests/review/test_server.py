@@ -125,16 +125,49 @@ def test_a_long_item_is_shown_in_part_with_a_link_to_all_of_it(tmp_path):
 
 
 def test_show_all_renders_the_whole_text(tmp_path):
-    page, _ = _long_page(tmp_path, 100_000)
+    page, _ = _long_page(tmp_path, 50_000)  # Markdown up to render.MARKDOWN_CHARS
     client = _client(page)
     assert "LAST-ROW" not in client.get("/a/ann").text
     r = client.get("/a/ann?all=1")
     assert "<td>LAST-ROW</td>" in r.text and "Show all" not in r.text
     assert client.get("/a/ann?all=2").status_code == 400
     # behind a token the link keeps it
-    page, tokens = _long_page(tmp_path / "t", 100_000, require_token=True)
+    page, tokens = _long_page(tmp_path / "t", 50_000, require_token=True)
     r = _client(page, "10.1.2.3:8765").get("/a/ann", params={"t": tokens["ann"]})
     assert f'href="/a/ann?t={tokens["ann"]}&amp;all=1"' in r.text
+
+
+def test_show_all_of_a_text_past_the_markdown_cap_is_plain_text(tmp_path, monkeypatch):
+    """All of a 2 MB text is shown as escaped plain text: its Markdown took 51 s and 1.48 GB and held every
+    other annotator's page for seconds (``bench/review_show_all.py`` measures both)."""
+    import rmb_build.review.render as render
+
+    real = render._markdown
+
+    def capped():
+        md = real()
+
+        class Capped:
+            def render(self, text):
+                assert len(text) <= render.MARKDOWN_CHARS, f"{len(text)} characters rendered as Markdown"
+                return md.render(text)
+
+        return Capped()
+
+    monkeypatch.setattr(render, "_markdown", capped)
+    release = long_release(tmp_path / "rel", "Here:\n\n" + table(2_000_000) + HOSTILE_TEXT)
+    page, _ = _session(tmp_path, release)
+    if page.store.current("ann").key.uid == "1":
+        page.store.save(Label("pairwise", "1", "ann", "tie"))
+    r = _client(page).get("/a/ann?all=1")
+    assert r.status_code == 200, r.text[-2000:]
+    assert '<pre class="plain">Here:' in r.text and "| LAST-ROW | end | 0 |" in r.text
+    assert "<td>" not in r.text.split('<pre class="plain">')[1]  # the long text's rows, not a rendered table
+    assert "&lt;script&gt;" in r.text and "<script>alert" not in r.text
+    assert "Shown as plain text" in r.text and "Show all" not in r.text
+
+
+HOSTILE_TEXT = "\n<script>alert(1)</script>\n"
 
 
 def test_an_item_rendering_does_not_hold_up_other_annotators(tmp_path, monkeypatch):
@@ -149,7 +182,7 @@ def test_an_item_rendering_does_not_hold_up_other_annotators(tmp_path, monkeypat
             page.store.save(Label("pairwise", other, name, "tie"))
     assert page.store.current("ann").key.uid == "0" and page.store.current("bob").key.uid == "1"
     started, gate = threading.Event(), threading.Event()
-    real = app_module.markdown_html
+    real = app_module.text_html
 
     def held(text):
         if "SLOW-TEXT" in text:
@@ -157,7 +190,7 @@ def test_an_item_rendering_does_not_hold_up_other_annotators(tmp_path, monkeypat
             gate.wait(20)  # a fail-safe: rendered on the event loop, bob waits all of it and the order shows it
         return real(text)
 
-    monkeypatch.setattr(app_module, "markdown_html", held)
+    monkeypatch.setattr(app_module, "text_html", held)
     finished: list[str] = []
 
     async def both():

@@ -1,0 +1,64 @@
+"""A stop is never lost: SIGINT or SIGTERM at any moment of a build, on either runner (half of the moments in
+the first second of the stages, where a stop once landed in a finalizer and was swallowed: the build ran on,
+muted, to exit 0), ends it with exit 130/143 and, after the signal, one line and nothing else."""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import sys
+import time
+
+import pytest
+from reliability_helpers import BuildProcess, build_env, prefect_api, write_config  # noqa: F401
+from stub_endpoint import StubEndpoint
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals")]
+
+LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d (INFO|WARNING) ")
+MOMENTS = 26  # per runner: 52 in all
+STAGES_STARTED = "gather"  # the first stage's progress line
+
+
+def _stop_at(run: BuildProcess, sig: signal.Signals, delay: float) -> tuple[int, str] | None:
+    """Send ``sig`` ``delay`` seconds after the stages start; (exit code, output after the signal), or None
+    when the build had ended before the signal."""
+    deadline = time.monotonic() + 300
+    while STAGES_STARTED not in run.output():
+        if run.proc.poll() is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    time.sleep(delay)
+    before = len(run.output())
+    if run.proc.poll() is not None:
+        run.wait()
+        return None
+    run.proc.send_signal(sig)
+    return run.wait(300), run.output()[before:]
+
+
+@pytest.mark.parametrize("runner", ["local", "prefect"])
+def test_a_stop_at_any_moment_ends_the_build_in_one_line(tmp_path, prefect_api, runner):
+    rng = random.Random(f"stop-anytime-{runner}")
+    args = ["--runner", "local"] if runner == "local" else []
+    stopped = 0
+    with StubEndpoint() as stub:
+        config = write_config(tmp_path, stub.base_url)
+        for i in range(MOMENTS):
+            sig = (signal.SIGTERM, signal.SIGINT)[i % 2]
+            # the first second of the stages, or anywhere in a tiny build (a few seconds of stages)
+            delay = rng.uniform(0, 1.0) if i % 3 else rng.uniform(0, 6.0)
+            work = tmp_path / f"work{i}"
+            run = BuildProcess(config, work, prefect_api, env=build_env(prefect_api), args=args)
+            got = _stop_at(run, sig, delay)
+            if got is None:
+                continue
+            stopped += 1
+            code, after = got
+            said = [ln for ln in after.splitlines() if ln.strip() and not LOG_LINE.match(ln)]
+            what = f"moment {i} ({sig.name} {delay:.2f}s into the stages):\n{run.output()[-3000:]}"
+            assert code == 128 + sig, what
+            assert len(said) == 1 and said[0].startswith(f"rmb build: stopped by {sig.name}; "), what
+            assert "Exception ignored" not in run.output() and "Traceback" not in run.output(), what
+    assert stopped >= MOMENTS * 2 // 3  # most moments fell inside the build
