@@ -10,12 +10,13 @@ stub's own "usage" counts words, not tokens, so the bench re-counts what arrived
 ``--style`` adds the style stage (the stub's rewrites: one distinct text per answer and style);
 ``--long`` takes prompts of 9-30 KB (past the 3,000-token input a stage assumes on an endpoint it does
 not know); ``--move-harm`` has the guard file each harmful prompt under the next S-category, so the
-guard stage moves items to another scenario's file (routing keeps the classifier's category: the gold
-check's prompts are all "safe", so no unsafe verdict is evidence for it).
+guard stage moves items to another scenario's file (routing keeps the classifier's category: no gold
+check measured the guard, so no unsafe verdict is evidence for it); ``--plain-first`` builds without the
+style stage first, so that the dry run knows the sets and plans the style stage itself, not a bound.
 
 Prints a table per stage, then one JSON line. Usage:
     python bench/dry_run.py [--queries 60] [--generators 4] [--samples 3] [--gold ../shared/rmb-sample/RMB_dataset]
-                            [--style] [--long] [--move-harm]
+                            [--style] [--long] [--move-harm] [--plain-first]
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ def main() -> int:
     ap.add_argument("--style", action="store_true", help="the style stage too")
     ap.add_argument("--long", action="store_true", help="prompts of 9-30 KB")
     ap.add_argument("--move-harm", action="store_true", help="the guard stage moves harmful items to another S")
+    ap.add_argument("--plain-first", action="store_true", help="with --style: build without the style stage first")
     args = ap.parse_args()
 
     from rmb_build.pipeline.env import configure_prefect
@@ -131,18 +133,22 @@ def main() -> int:
         raw = bench_config(stub.base_url, args.queries, args.generators, args.samples, args.gold, args.style, args.long)
         cfg = parse_config(raw)
         t0 = time.time()
-        dry = run_build(cfg, work, dry_run=True)["estimate"]
         reply = keep_classified_goal(Path(work) / "runs" / cfg.name / "selected.jsonl", args.move_harm)
+        if args.plain_first:  # the same build without the style stage first: every reply before it is cached
+            stub.reply = reply
+            plain = {k: v for k, v in raw.items() if k != "style"}
+            run_build(parse_config({**plain, "stages": [s for s in raw["stages"] if s != "style"]}), work)
+            stub.reset()
+        dry = run_build(cfg, work, dry_run=True)["estimate"]
         stub.reply = reply
         run_build(cfg, work)
         sent = Counter(f"stub/{b['model']}" for b in stub.bodies)
         sent_by_stage = Counter(stage_of(b) for b in stub.bodies)
-        arrived_prompt = sum(
-            estimate_prompt_tokens(
-                ChatRequest("stub", b["model"], tuple((m["role"], m["content"]) for m in b["messages"]))
-            )
-            for b in stub.bodies
-        )
+        arrived = Counter()  # prompt tokens per stage, counted as the plan counts them
+        for b in stub.bodies:
+            req = ChatRequest("stub", b["model"], tuple((m["role"], m["content"]) for m in b["messages"]))
+            arrived[stage_of(b)] += estimate_prompt_tokens(req)
+        arrived_prompt = sum(arrived.values())
         again = run_build(cfg, work, dry_run=True)["estimate"]
         stub.reset()
         run_build(cfg, work)
@@ -156,17 +162,17 @@ def main() -> int:
         shown = f"{planned}" + (f" + bound {style_bound}" if stage == "style" and style_bound else "")
         left = again["by_phase"].get(stage, {}).get("calls", 0)
         print(f"{stage:<10} {shown:>8} {sent_by_stage.get(stage, 0):>6} {left:>21}")
-    if style_bound and "style" not in dry["by_phase"]:
-        print(f"{'style':<10} {'bound ' + str(style_bound):>8} {sent_by_stage.get('style', 0):>6}")
     planned_all = dry["calls"] + style_bound + bounds.get("route_top_up_calls_at_most", 0)
     total_sent = sum(sent.values())
     print(
         f"{'total':<10} {dry['calls']:>8} {total_sent:>6}   (with the estimates' bounds: {planned_all}; "
         f"dry run after the build: {again['calls']} to send, {again['cached']} cached; a rerun sent {rerun_sent})"
     )
+    planned_ex_style = dry["prompt_tokens"] - dry["by_phase"].get("style", {}).get("prompt_tokens", 0)
+    ratio_ex_style = planned_ex_style / max(arrived_prompt - arrived["style"], 1)
     print(
         f"prompt tokens: planned {dry['prompt_tokens']}, the same count over what arrived {arrived_prompt} "
-        f"(ratio {dry['prompt_tokens'] / arrived_prompt:.3f}; the style stage's calls are planned only as a bound)"
+        f"(ratio {dry['prompt_tokens'] / arrived_prompt:.3f}); the stages before style: ratio {ratio_ex_style:.3f}"
     )
     print(
         json.dumps(
@@ -177,6 +183,7 @@ def main() -> int:
                 "style": args.style,
                 "long": args.long,
                 "move_harm": args.move_harm,
+                "plain_first": args.plain_first,
                 "planned_calls": dry["calls"],
                 "planned_with_bounds": planned_all,
                 "sent_calls": total_sent,
@@ -187,6 +194,8 @@ def main() -> int:
                 "after_build_cached": again["cached"],
                 "rerun_sent": rerun_sent,
                 "prompt_tokens_ratio": round(dry["prompt_tokens"] / arrived_prompt, 4),
+                "prompt_tokens_ratio_before_style": round(ratio_ex_style, 4),
+                "after_build_exact": again["exact"]["calls"],
                 "seconds": round(seconds, 1),
             }
         )
