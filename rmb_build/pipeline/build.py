@@ -177,7 +177,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)
         for spec in (generate.SPEC, *_answer_stages(), judge.SPEC, guard.SPEC, sets.SPEC):
-            if run.runs(spec) and not (run.planning and spec is sets.SPEC):  # a plan builds no sets
+            if run.runs(spec) and not (run.planning and spec is sets.SPEC):  # a plan builds sets only for style
                 run.progress.expect(spec.stage, len(batches))
         if not run.planning:
             set_parts.clear(sets_dir, keep=range(len(batches)))
