@@ -7,8 +7,16 @@ nothing: its top-up rounds depend on verdicts no dry run can know, and are repor
 Prompt tokens are compared with the character estimate the dry run uses for a remote endpoint: the
 stub's own "usage" counts words, not tokens, so the bench re-counts what arrived the way the plan does.
 
-Prints a table, then one JSON line. Usage:
+``--style`` adds the style stage (the stub's rewrites: one distinct text per answer and style);
+``--long`` takes prompts of 9-30 KB (past the 3,000-token input a stage assumes on an endpoint it does
+not know); ``--move-harm`` has the guard file each harmful prompt under the next S-category, so the
+guard stage moves items to another scenario's file (routing keeps the classifier's category: no gold
+check measured the guard, so no unsafe verdict is evidence for it); ``--plain-first`` builds without the
+style stage first, so that the dry run knows the sets and plans the style stage itself, not a bound.
+
+Prints a table per stage, then one JSON line. Usage:
     python bench/dry_run.py [--queries 60] [--generators 4] [--samples 3] [--gold ../shared/rmb-sample/RMB_dataset]
+                            [--style] [--long] [--move-harm] [--plain-first]
 """
 
 from __future__ import annotations
@@ -25,11 +33,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "helpers"))
 
 
-def bench_config(url: str, queries: int, generators: int, samples: int, gold: str | None) -> dict:
+def bench_config(
+    url: str, queries: int, generators: int, samples: int, gold: str | None, style: bool = False, long: bool = False
+) -> dict:
     judge: dict = {"endpoint": "stub", "model": "judge", "samples": samples}
     if gold and Path(gold).is_dir():
         judge["gold"] = {"release": gold, "items": 10, "max_chars": 1500}
+    chars = {"min_chars": 9_000, "max_chars": 30_000} if long else {"min_chars": 15, "max_chars": 600}
+    stages = ["gather", "dedup", "classify", "generate", "judge", "guard", "build_sets"]
+    extra: dict = {"style": {"endpoint": "stub", "model": "rewriter"}} if style else {}
     return {
+        **extra,
         "name": "bench-dry-run",
         "endpoints": {"stub": {"base_url": url, "max_concurrency": 16, "price_per_mtok": {"input": 2.5, "output": 10}}},
         "sources": [
@@ -37,9 +51,8 @@ def bench_config(url: str, queries: int, generators: int, samples: int, gold: st
                 "kind": "sharegpt",
                 "languages": ["English"],
                 "max_turns": 1,
-                "min_chars": 15,
-                "max_chars": 600,
-                "limit": queries * 8,
+                **chars,
+                "limit": queries * (80 if long else 8),
             }
         ],
         "classifier": {"method": "embedding"},
@@ -51,12 +64,13 @@ def bench_config(url: str, queries: int, generators: int, samples: int, gold: st
         "judge": judge,
         "guard": {"endpoint": "stub", "model": "guard"},
         "route": {"scope": "selected", "top_up_rounds": 2},
-        "stages": ["gather", "dedup", "classify", "generate", "judge", "guard", "build_sets"],
+        "stages": [*stages, "style"] if style else stages,
     }
 
 
-def keep_classified_goal(selected_file: Path):
-    """Guard verdicts that keep each selected query's classified goal (unsafe in its S-category)."""
+def keep_classified_goal(selected_file: Path, move_harm: bool = False):
+    """Guard verdicts that keep each selected query's classified goal (unsafe in its S-category; with
+    ``move_harm`` in the next S-category)."""
     scenarios: dict[str, str] = {}
 
     def reply(body: dict):
@@ -73,9 +87,24 @@ def keep_classified_goal(selected_file: Path):
         if not sid.startswith("Harmlessness/"):
             return "safe"
         cat = sid.rsplit("/", 1)[1]
+        if move_harm:
+            return "unsafe\nS1" if cat == "multi" else f"unsafe\nS{int(cat[1:]) % 11 + 1}"
         return "unsafe\nS1,S2" if cat == "multi" else f"unsafe\n{cat}"
 
     return reply
+
+
+def stage_of(body: dict) -> str:
+    """The build stage that sent a request: the style stage's rewrites and its judge calls on them (the
+    stub's rewriter answers as ``rewriter answers ...``), the gold check (RMB's own prompts: none is a
+    selected query), routing's guard (a prompt), the guard stage (an answer), generate, judge."""
+    text = json.dumps(body["messages"])
+    model = body["model"]
+    if model == "rewriter" or "rewriter answers" in text:
+        return "style"
+    if model == "guard":
+        return "route" if "LAST User message" in text else "guard"
+    return "generate" if model.startswith("gen-") else "judge"
 
 
 def main() -> int:
@@ -84,6 +113,10 @@ def main() -> int:
     ap.add_argument("--generators", type=int, default=4)
     ap.add_argument("--samples", type=int, default=3)
     ap.add_argument("--gold", default=str(REPO.parent / "shared" / "rmb-sample" / "RMB_dataset"))
+    ap.add_argument("--style", action="store_true", help="the style stage too")
+    ap.add_argument("--long", action="store_true", help="prompts of 9-30 KB")
+    ap.add_argument("--move-harm", action="store_true", help="the guard stage moves harmful items to another S")
+    ap.add_argument("--plain-first", action="store_true", help="with --style: build without the style stage first")
     args = ap.parse_args()
 
     from rmb_build.pipeline.env import configure_prefect
@@ -97,31 +130,49 @@ def main() -> int:
     from rmb_build.pipeline.run import run_build
 
     with tempfile.TemporaryDirectory(prefix="rmb-bench-dry-") as work, StubEndpoint() as stub:
-        cfg = parse_config(bench_config(stub.base_url, args.queries, args.generators, args.samples, args.gold))
+        raw = bench_config(stub.base_url, args.queries, args.generators, args.samples, args.gold, args.style, args.long)
+        cfg = parse_config(raw)
         t0 = time.time()
+        reply = keep_classified_goal(Path(work) / "runs" / cfg.name / "selected.jsonl", args.move_harm)
+        if args.plain_first:  # the same build without the style stage first: every reply before it is cached
+            stub.reply = reply
+            plain = {k: v for k, v in raw.items() if k != "style"}
+            run_build(parse_config({**plain, "stages": [s for s in raw["stages"] if s != "style"]}), work)
+            stub.reset()
         dry = run_build(cfg, work, dry_run=True)["estimate"]
-        reply = keep_classified_goal(Path(work) / "runs" / cfg.name / "selected.jsonl")
         stub.reply = reply
         run_build(cfg, work)
         sent = Counter(f"stub/{b['model']}" for b in stub.bodies)
-        arrived_prompt = sum(
-            estimate_prompt_tokens(
-                ChatRequest("stub", b["model"], tuple((m["role"], m["content"]) for m in b["messages"]))
-            )
-            for b in stub.bodies
-        )
+        sent_by_stage = Counter(stage_of(b) for b in stub.bodies)
+        arrived = Counter()  # prompt tokens per stage, counted as the plan counts them
+        for b in stub.bodies:
+            req = ChatRequest("stub", b["model"], tuple((m["role"], m["content"]) for m in b["messages"]))
+            arrived[stage_of(b)] += estimate_prompt_tokens(req)
+        arrived_prompt = sum(arrived.values())
         again = run_build(cfg, work, dry_run=True)["estimate"]
+        stub.reset()
+        run_build(cfg, work)
+        rerun_sent = len(stub.bodies)
         seconds = time.time() - t0
-    print(f"{'model':<14} {'planned':>8} {'sent':>6}")
-    for model in sorted(set(sent) | set(dry["by_model"])):
-        print(f"{model:<14} {dry['by_model'].get(model, {}).get('calls', 0):>8} {sent.get(model, 0):>6}")
+    bounds = dry["estimates"]
+    style_bound = bounds.get("style_calls_at_most", 0)
+    print(f"{'stage':<10} {'planned':>8} {'sent':>6} {'after build: to send':>21}")
+    for stage in sorted(set(sent_by_stage) | set(dry["by_phase"]) | set(again["by_phase"])):
+        planned = dry["by_phase"].get(stage, {}).get("calls", 0)
+        shown = f"{planned}" + (f" + bound {style_bound}" if stage == "style" and style_bound else "")
+        left = again["by_phase"].get(stage, {}).get("calls", 0)
+        print(f"{stage:<10} {shown:>8} {sent_by_stage.get(stage, 0):>6} {left:>21}")
+    planned_all = dry["calls"] + style_bound + bounds.get("route_top_up_calls_at_most", 0)
+    total_sent = sum(sent.values())
     print(
-        f"{'total':<14} {dry['calls']:>8} {sum(sent.values()):>6}   (dry run after the build: {again['calls']} to "
-        f"send, {again['cached']} cached)"
+        f"{'total':<10} {dry['calls']:>8} {total_sent:>6}   (with the estimates' bounds: {planned_all}; "
+        f"dry run after the build: {again['calls']} to send, {again['cached']} cached; a rerun sent {rerun_sent})"
     )
+    planned_ex_style = dry["prompt_tokens"] - dry["by_phase"].get("style", {}).get("prompt_tokens", 0)
+    ratio_ex_style = planned_ex_style / max(arrived_prompt - arrived["style"], 1)
     print(
         f"prompt tokens: planned {dry['prompt_tokens']}, the same count over what arrived {arrived_prompt} "
-        f"(ratio {dry['prompt_tokens'] / arrived_prompt:.3f})"
+        f"(ratio {dry['prompt_tokens'] / arrived_prompt:.3f}); the stages before style: ratio {ratio_ex_style:.3f}"
     )
     print(
         json.dumps(
@@ -129,12 +180,22 @@ def main() -> int:
                 "queries": args.queries,
                 "generators": args.generators,
                 "samples": args.samples,
+                "style": args.style,
+                "long": args.long,
+                "move_harm": args.move_harm,
+                "plain_first": args.plain_first,
                 "planned_calls": dry["calls"],
-                "sent_calls": sum(sent.values()),
-                "top_up_bound": dry["estimates"].get("route_top_up_calls_at_most", 0),
+                "planned_with_bounds": planned_all,
+                "sent_calls": total_sent,
+                "planned_with_bounds_over_sent": round(planned_all / total_sent, 4),
+                "top_up_bound": bounds.get("route_top_up_calls_at_most", 0),
+                "style_bound": style_bound,
                 "after_build_to_send": again["calls"],
                 "after_build_cached": again["cached"],
+                "rerun_sent": rerun_sent,
                 "prompt_tokens_ratio": round(dry["prompt_tokens"] / arrived_prompt, 4),
+                "prompt_tokens_ratio_before_style": round(ratio_ex_style, 4),
+                "after_build_exact": again["exact"]["calls"],
                 "seconds": round(seconds, 1),
             }
         )

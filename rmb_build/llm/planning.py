@@ -7,24 +7,30 @@ are real, so the requests after them are the real ones too). A request the cache
 counted once (requests the cache would tell apart are counted apart, and no others) and answered with
 a stand-in so that the stages after it can still plan:
 
-- an answer (a request without a schema whose stage is ``generate``) stands in as a distinct text of
-  the request's whole ``max_tokens``, so no two generators' answers merge and every answer is judged
-  (an upper bound: a real answer cut at ``max_tokens`` is not judged);
+- an answer (a request without a schema whose stage is one of ``answer_stages``: ``generate``'s answers,
+  the style stage's rewrites) stands in as a distinct text of the request's whole ``max_tokens``, so no
+  two generators' answers merge and every answer is judged (an upper bound: a real answer cut at
+  ``max_tokens``, or a rewrite that failed or repeats another, is not judged);
 - any other reply stands in empty, which every stage reads as "no readable reply": a guard verdict is
   unknown (goal routing then keeps the classifier's label, so its top-up rounds are not planned: they
   are reported as an estimate by the caller).
 
 A build's stage asks ``for_phase(stage)``, a view whose requests count under that stage, so stages that
-plan side by side (the build's concurrent chains) each count their own. ``report()`` gives calls,
-tokens and cost per phase and endpoint, each figure labelled exact or estimate.
+plan side by side (the build's concurrent chains) each count their own; the view has the endpoints the
+planner has, as the build's stages read them off the build's client (a request's input budget is the
+endpoint's context). ``watch()`` counts the stand-ins given within one part of the work (one batch's
+chain: whether what it built is the build's own). ``report()`` gives calls, tokens and cost per phase and
+endpoint, each figure labelled exact or estimate.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
 from rmb_build.core.errors import ConfigError
 from rmb_build.llm.cache import ResponseCache, request_key
@@ -35,7 +41,18 @@ from rmb_build.llm.structured import ReplyError, parse_reply
 from rmb_build.llm.tokens import exact_counter
 from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 
-ANSWER_STAGE = "generate"
+ANSWER_STAGES = ("generate",)  # a planner's default: the stage whose replies are answers
+
+
+@dataclass
+class Watched:
+    """What :meth:`PlanningClient.watch` saw: requests asked within it, and how many a stand-in answered."""
+
+    asked: int = 0
+    stand_ins: int = 0
+
+
+_WATCHING: ContextVar[Watched | None] = ContextVar("rmb_planning_watch", default=None)
 
 
 @dataclass
@@ -53,17 +70,42 @@ def stand_in_answer(req: ChatRequest, key: str) -> str:
 
 
 class PlanningClient:
-    """Answers from ``cache`` (None: nothing cached) and records every request; sends nothing."""
+    """Answers from ``cache`` (None: nothing cached) and records every request; sends nothing.
+    ``answer_stages``: the stages whose schema-less replies are answers (a distinct stand-in text each)."""
 
-    def __init__(self, endpoints: Mapping[str, EndpointConfig], cache: ResponseCache | None = None):
+    def __init__(
+        self,
+        endpoints: Mapping[str, EndpointConfig],
+        cache: ResponseCache | None = None,
+        answer_stages: Collection[str] = ANSWER_STAGES,
+    ):
         self.endpoints = dict(endpoints)
         self.cache = cache
+        self.answer_stages = frozenset(answer_stages)
         self.calls: dict[str, PlannedCall] = {}
 
     @classmethod
-    def reading(cls, endpoints: Mapping[str, EndpointConfig], cache_dir: str | Path) -> "PlanningClient":
+    def reading(
+        cls,
+        endpoints: Mapping[str, EndpointConfig],
+        cache_dir: str | Path,
+        answer_stages: Collection[str] = ANSWER_STAGES,
+    ) -> "PlanningClient":
         """A planner on the run's cache in ``cache_dir``, read as it is (none there: nothing cached)."""
-        return cls(endpoints, ResponseCache(cache_dir, create=False) if Path(cache_dir).exists() else None)
+        cache = ResponseCache(cache_dir, create=False) if Path(cache_dir).exists() else None
+        return cls(endpoints, cache, answer_stages)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def watch() -> Iterator[Watched]:
+        """Counts the requests planned within this block (this task's, and the tasks it starts) and the
+        stand-ins among them: none means every reply the block read was a real one, from the cache."""
+        seen = Watched()
+        token = _WATCHING.set(seen)
+        try:
+            yield seen
+        finally:
+            _WATCHING.reset(token)
 
     def for_phase(self, name: str) -> "PhasePlanner":
         """A view whose requests are counted under ``name`` (classify, gold, route, generate, judge, guard)."""
@@ -118,14 +160,20 @@ class PlanningClient:
             if key not in self.calls:
                 self.calls[key] = PlannedCall(req, phase or req.stage or desc, cached.get(key))
             out.append(self._result(req, key, cached.get(key)))
+        watched = _WATCHING.get()
+        if watched is not None:
+            watched.asked += len(keys)
+            watched.stand_ins += sum(1 for key in keys if key not in cached)
         return out
 
-    @staticmethod
-    def _result(req: ChatRequest, key: str, resp: dict[str, Any] | None) -> ChatResult:
+    def is_answer(self, req: ChatRequest) -> bool:
+        """Whether the plan stands in for ``req``'s reply with an answer's text (else an empty reply)."""
+        return req.response_schema is None and req.stage in self.answer_stages
+
+    def _result(self, req: ChatRequest, key: str, resp: dict[str, Any] | None) -> ChatResult:
         result = ChatResult(req, cached=resp is not None)
         if resp is None:
-            answer = req.response_schema is None and req.stage == ANSWER_STAGE
-            result.text = stand_in_answer(req, key) if answer else ""
+            result.text = stand_in_answer(req, key) if self.is_answer(req) else ""
             result.finish_reason = "stop"
             return result
         result.text, result.finish_reason = resp["text"], resp.get("finish_reason")
@@ -207,14 +255,22 @@ class PlanningClient:
 
 
 class PhasePlanner:
-    """A :class:`PlanningClient` as one stage asks it: its requests counted under that stage."""
+    """A :class:`PlanningClient` as one stage asks it: its requests counted under that stage; the endpoints
+    are the planner's (a stage reads its input budget off them, as it does off the build's client)."""
 
     def __init__(self, planner: PlanningClient, phase: str):
         self.planner, self.phase = planner, phase
 
+    @property
+    def endpoints(self) -> dict[str, EndpointConfig]:
+        return self.planner.endpoints
+
     async def chat_many(
         self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None
     ) -> list[ChatResult]:
+        return self.planner.plan(reqs, desc, self.phase)
+
+    def run(self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None) -> list[ChatResult]:
         return self.planner.plan(reqs, desc, self.phase)
 
 
@@ -229,4 +285,4 @@ def _row() -> dict[str, Any]:
     }
 
 
-__all__ = ["PhasePlanner", "PlannedCall", "PlanningClient", "stand_in_answer"]
+__all__ = ["PhasePlanner", "PlannedCall", "PlanningClient", "Watched", "stand_in_answer"]

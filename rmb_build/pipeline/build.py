@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -99,7 +100,8 @@ async def run_pipeline(
         # One client for every LLM call of the build (classification included): one cache, one budget,
         # one usage total; a dry run's planner answers from the cache or with stand-ins and sends nothing.
         if _uses_llm(run) and options.dry_run:
-            run.client = PlanningClient.reading(cfg.endpoints, paths.llm_cache)
+            answer_stages = [s.stage for s in stages.STAGES if s.answers]
+            run.client = PlanningClient.reading(cfg.endpoints, paths.llm_cache, answer_stages)
         elif _uses_llm(run):
             run.client = LLMClient(  # its calls show in the stage's progress, not in a bar of their own
                 cfg.endpoints, cache_dir=paths.llm_cache, max_cost=limit, progress=False
@@ -175,40 +177,39 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)
         for spec in (generate.SPEC, *_answer_stages(), judge.SPEC, guard.SPEC, sets.SPEC):
-            if run.runs(spec) and not (run.planning and spec is sets.SPEC):  # a plan builds no sets
+            if run.runs(spec) and not (run.planning and spec is sets.SPEC):  # a plan builds sets only for style
                 run.progress.expect(spec.stage, len(batches))
         if not run.planning:
             set_parts.clear(sets_dir, keep=range(len(batches)))
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
-        to_style: list[tuple[list[Any], dict[str, Timed]]] = []
+        style_bounds: list[int] = []  # a dry run's: the style calls of batches whose sets it cannot know
 
         async def chain(index: int, batch: list[Any]) -> dict[str, Timed]:
             async with at_once:
-                outcomes = await _llm_chain(run, batch)
-                if judge.SPEC.name in outcomes and not run.planning:  # a plan builds no sets
+                with _answered_by(run) as seen:
+                    outcomes = await _llm_chain(run, batch)
+                # A plan builds a batch's sets (kept nowhere) only for the style stage, and only where every
+                # reply they read is the build's own (no stand-in): then the stage asks what the build will.
+                known = seen is None or (seen.asked > 0 and not seen.stand_ins)  # nothing seen: not known
+                if judge.SPEC.name in outcomes and (not run.planning or (known and _styles(run))):
                     outcomes[sets.SPEC.name] = _sets_of_batch(run, sets_dir, index, batch, outcomes)
                     if _styles(run):
                         outcomes[style.SPEC.name] = await _style_of_batch(
                             run, sets_dir, index, batch, outcomes[sets.SPEC.name].value
                         )
-                elif run.planning and _styles(run):  # planned once every chain is: it reads their calls
-                    to_style.append((batch, outcomes))
-                    return outcomes
+                elif judge.SPEC.name in outcomes and _styles(run):
+                    style_bounds.append(style.calls_at_most(len(batch), cfg))
                 kept = {k: _slim(t) for k, t in outcomes.items()}  # the batch's records are on disk: drop them here
                 del outcomes
                 give_back()
                 return kept
 
         chains = await asyncio.gather(*(chain(i, b) for i, b in enumerate(batches)))
-        style_plans = [
-            await style_variants.plan(run, run.client, b, outcomes, _last_answers(outcomes), run.acall)
-            for b, outcomes in to_style
-        ]
     finally:
         state.usage_run = jsonable(run.client.usage())
         state.flush()
     if run.planning:
-        return _planned(run, len(selected), routed, style_plans)
+        return _planned(run, len(selected), routed, {"style_calls_at_most": sum(style_bounds)} if style_bounds else {})
     responses = sum(part.count for part in run.record(generate.SPEC, [c[generate.SPEC.name] for c in chains]))
     for spec in _answer_stages():
         if run.runs(spec):
@@ -253,8 +254,9 @@ def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], 
     scores, labels = outcomes[judge.SPEC.name].value.records, outcomes[guard.SPEC.name].value.records
     batch = guard.apply_prompt_scenarios(batch, labels)
     built = run.call(sets.SPEC, batch, responses, scores, labels)
-    set_parts.write_part(sets_dir, index, built.value)
-    run.acc.add_batch(batch, responses, scores, [*built.value.pairwise, *built.value.bon])
+    if not run.planning:  # a plan's sets are the style stage's input only
+        set_parts.write_part(sets_dir, index, built.value)
+        run.acc.add_batch(batch, responses, scores, [*built.value.pairwise, *built.value.bon])
     return built
 
 
@@ -267,8 +269,14 @@ async def _style_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list
     """One batch's pairwise (and with ``style.bon`` BoN) items rewritten and checked (``stages/style.py``),
     kept in ``sets_dir``."""
     done = await run.acall(style.SPEC, batch, style_variants.pairs_of(built, run.cfg.style.bon))
-    set_parts.write_style_part(sets_dir, index, done.value.records)
+    if not run.planning:
+        set_parts.write_style_part(sets_dir, index, done.value.records)
     return done
+
+
+def _answered_by(run: BuildRun) -> contextlib.AbstractContextManager[Any]:
+    """In a dry run, what the planner answered within the block (``PlanningClient.watch``); else None."""
+    return run.client.watch() if run.planning else contextlib.nullcontext()
 
 
 def _last_answers(outcomes: dict[str, Timed]) -> str:
@@ -392,7 +400,7 @@ def _final_flush(run: BuildRun, more_embeddings: dict[str, Any] | None = None, *
 
 
 def _planned(
-    run: BuildRun, selected: int, routed: Any = None, style_estimates: list[dict[str, int]] | None = None
+    run: BuildRun, selected: int, routed: Any = None, style_estimates: dict[str, int] | None = None
 ) -> dict[str, Any]:
     """The dry run's result: the planner's report (``rmb_build.llm.planning``) of what the build's steps
     asked, plus ``exact`` (what each figure is) and ``estimates`` (what the plan cannot count)."""
@@ -405,11 +413,9 @@ def _planned(
         bound = min(unknown * cfg.route.top_up_rounds, routed.top_up_room)
         if bound:
             estimates["route_top_up_calls_at_most"] = bound
-    for batch_plan in style_estimates or []:  # the style stage's, summed over the batches' plans
-        for key, value in batch_plan.items():
-            estimates[key] = estimates.get(key, 0) + value
+    estimates.update(style_estimates or {})
     report = planner.report()
-    stand_ins = sum(1 for c in planner.calls.values() if c.cached is None and c.phase == generate.SPEC.name)
+    stand_ins = Counter(c.phase for c in planner.calls.values() if c.cached is None and planner.is_answer(c.request))
     estimate = {
         **report,
         "estimates": estimates,
@@ -417,14 +423,19 @@ def _planned(
             "calls": (
                 "exact"
                 if not estimates and not stand_ins
-                else "exact for what the cache answers; judge and guard calls on answers not yet generated are an upper "
-                "bound (an answer cut at max_tokens is not judged)"
+                else "exact for what the cache answers"
+                + (
+                    "; judge and guard calls on answers not yet generated are an upper bound (an answer cut at "
+                    "max_tokens is not judged)"
+                    if sum(stand_ins.values()) > stand_ins[style.SPEC.stage]
+                    else ""
+                )
                 + (
                     "; goal routing's top-up rounds are not counted, see estimates"
                     if "route_top_up_calls_at_most" in estimates
                     else ""
                 )
-                + style_variants.plan_note(estimates)
+                + style_variants.plan_note(estimates, rewrites_to_make=stand_ins[style.SPEC.stage])
             ),
             "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
             "completion_tokens": "upper bound: each call's max_tokens",

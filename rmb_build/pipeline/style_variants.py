@@ -1,6 +1,6 @@
 """The build's ``Style_set/``: the style stage's kept variants (``stages/style.py``) matched to the pairwise
 items (and, with ``style.bon``, the BoN items) as the release numbers them, written beside RMB's two sets; the
-stage's accounting for the manifest; the dry run's count of the stage's calls."""
+stage's accounting for the manifest; what the dry run's figures of the stage are."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from rmb_build.core import atomic
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import BonItem
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
-from rmb_build.pipeline.executor import compute
 from rmb_build.release.style_set import style_file, style_record
-from rmb_build.stages import gold, guard, judge, sets, style
 from rmb_build.stages.style import DROP_REASONS, Pair
 
 
@@ -101,40 +99,19 @@ class StyleWriter:
         self.section["unmatched"] = len(self.variants)
 
 
-# The dry run (build.py's ``_plan``): its chain ran over every selected query on the planning client.
+# The dry run plans the stage as the build runs it (``build.py``), on each batch's sets where the plan knows them.
 PLAN_NOTES = {
-    "style_calls_at_most": "the style stage's calls are bounded in estimates: its items are pairs of judged "
-    "answers, known only once every generate, judge and guard call before it is cached",
-    "style_rewrite_judge_calls_at_most": "the style stage's rewrite calls are exact; the judge calls on rewrites "
-    "not yet made are bounded in estimates (a failed or cut rewrite is not judged)",
+    "style_calls_at_most": "the style stage's calls on batches whose sets are not known yet (their answers, "
+    "scores or verdicts not all cached) are bounded in estimates",
 }
+REWRITES_NOTE = (
+    "the style stage's judge calls on rewrites not yet made are an upper bound (a failed, cut or repeated "
+    "rewrite is not judged)"
+)
 
 
-async def plan(run: Any, planner: Any, batch: list[Any], chain: Mapping[str, Any], answers: str, step: Any) -> dict:
-    """The style stage's calls on ``planner``, the estimates they leave: ``chain`` is the dry run's
-    ``_llm_chain`` over ``batch`` (``answers`` the stage whose answers the sets read), ``step`` its planning
-    step. Where every call before the stage (the gold check aside) is cached, the sets are the build's own:
-    built here, the stage is planned on them (its rewrites counted exactly, the judge calls on cached
-    rewrites too, those on rewrites still to make bounded). Otherwise only a bound (``style.calls_at_most``)."""
-    if judge.SPEC.name not in chain:  # no judge stage: no sets, so no style call (as in the build)
-        return {}
-    # another batch's style calls are no input of this one's
-    if any(c.cached is None and c.phase not in (gold.SPEC.name, style.STAGE) for c in planner.calls.values()):
-        return {"style_calls_at_most": style.calls_at_most(len(batch), run.cfg)}
-    labels = chain[guard.SPEC.name].value.records
-    batch = guard.apply_prompt_scenarios(batch, labels)
-    inputs = (batch, chain[answers].value.records, chain[judge.SPEC.name].value.records, labels)
-    built = compute(sets.SPEC, run.env(sets.SPEC), inputs).value
-    before = set(planner.calls)
-    await step(style.SPEC, batch, pairs_of(built, run.cfg.style.bon))
-    new = sum(
-        1
-        for key, c in planner.calls.items()
-        if key not in before and c.phase == style.STAGE and c.request.stage == style.STAGE and c.cached is None
-    )
-    return {"style_rewrite_judge_calls_at_most": new * run.cfg.judge.samples} if new else {}
-
-
-def plan_note(estimates: Mapping[str, Any]) -> str:
-    """What the style stage's estimates in ``estimates`` are, for the dry run's ``exact.calls``."""
-    return "".join(f"; {text}" for key, text in PLAN_NOTES.items() if key in estimates)
+def plan_note(estimates: Mapping[str, Any], rewrites_to_make: int = 0) -> str:
+    """What the style stage's figures in a dry run are, for its ``exact.calls``: ``estimates`` holds its bound
+    where some batch's sets were not known; ``rewrites_to_make`` rewrites the plan stood in for."""
+    notes = [text for key, text in PLAN_NOTES.items() if key in estimates]
+    return "".join(f"; {text}" for text in [*notes, *([REWRITES_NOTE] if rewrites_to_make else [])])

@@ -153,7 +153,12 @@ async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult
 
 
 SPEC = StageSpec(
-    STAGE, generate_batch, config="generators", endpoints=lambda gens: [g.endpoint for g in gens], llm=True
+    STAGE,
+    generate_batch,
+    config="generators",
+    endpoints=lambda gens: [g.endpoint for g in gens],
+    llm=True,
+    answers=True,
 )
 
 

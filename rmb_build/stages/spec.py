@@ -32,6 +32,8 @@ class StageSpec:
     - ``keyed_inputs``: the key reads the batch's inputs (their records);
     - ``cached``: its batches are kept under their key (``embed``'s cache is the embedding store);
     - ``llm``: it calls an LLM (through the build's one client);
+    - ``answers``: its requests without a reply schema ask for answers (texts the stages after it read and
+      judge): a dry run stands in a distinct text for each one it cannot answer from the cache;
     - ``counts``: what one unit of its work is, for the log and a progress reporter;
     - ``listed``: a name the config's ``stages:`` accepts; ``optional``: one it may leave out before
       the last stage it lists;
@@ -56,6 +58,7 @@ class StageSpec:
     keyed_inputs: bool = True
     cached: bool = True
     llm: bool = False
+    answers: bool = False
     counts: str = "queries"
     listed: bool = True
     optional: bool = False

@@ -210,6 +210,7 @@ SPEC = StageSpec(
     endpoints=lambda s: [s.style.endpoint, s.judge.endpoint],
     prompts=("style", "judge", "criteria"),
     llm=True,
+    answers=True,
     counts="items",
     optional=True,
     over="items",

@@ -138,3 +138,40 @@ def test_cost_and_estimate(tmp_path):
     assert results[0].cached and results[0].text == "yes" and not results[1].cached
     with pytest.raises(ConfigError, match="'nowhere'"):
         PlanningClient(eps).plan([dataclasses.replace(BASE, endpoint="nowhere")])
+
+
+def test_a_stage_plans_on_the_endpoints_the_build_sees():
+    """The view a stage asks in a dry run has the build's endpoints (a stage fits its inputs to the endpoint's
+    context off its client): without them a long input would be planned cut to 3,000 tokens, not as sent."""
+    from rmb_build.stages.common import DEFAULT_INPUT_TOKENS, endpoint_of, input_token_budget
+
+    eps = {"openai": EndpointConfig(base_url="https://api.example/v1"), "local": EndpointConfig(embedded="smollm2")}
+    view = PlanningClient(eps).for_phase("judge")
+    assert all(endpoint_of(view, name) is ep for name, ep in eps.items())
+    assert input_token_budget(endpoint_of(view, "openai"), 512) > DEFAULT_INPUT_TOKENS
+
+
+def test_the_planner_watches_which_replies_a_block_read_were_stand_ins(tmp_path):
+    """``watch()`` counts, within a block (and the tasks it starts), the requests asked and those a stand-in
+    answered: the dry run builds a batch's sets for the style stage only where there were none."""
+    import asyncio
+
+    eps = {"openai": EndpointConfig(base_url="https://api.example/v1")}
+    cache = ResponseCache(tmp_path)
+    cached = dataclasses.replace(BASE, messages=(("user", "cached"),))
+    key = request_key(cached, endpoint_identity(eps["openai"]), "json_schema")
+    cache.put(key, {"text": "yes"}, endpoint="https://api.example/v1", model="gpt-x")
+    planner = PlanningClient(eps, cache, answer_stages=("generate", "style"))
+
+    async def chain(reqs):
+        with planner.watch() as seen:
+            await asyncio.gather(*(planner.for_phase("judge").chat_many([r]) for r in reqs))
+        return seen
+
+    async def both():
+        return await asyncio.gather(chain([cached]), chain([cached, dataclasses.replace(BASE, stage="style")]))
+
+    known, unknown = asyncio.run(both())
+    assert (known.asked, known.stand_ins) == (1, 0) and (unknown.asked, unknown.stand_ins) == (2, 1)
+    rewrite = planner.plan([dataclasses.replace(BASE, stage="style", response_schema=None)])[0]
+    assert rewrite.text.startswith("[") and len(rewrite.text) > 20  # a rewrite stands in as a distinct answer

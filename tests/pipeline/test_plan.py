@@ -243,3 +243,44 @@ def test_a_dry_run_refuses_what_the_build_refuses(tmp_path):
             with pytest.raises(RMBError, match="--min-gold-agreement needs judge.gold"):
                 run_local(cfg, tmp_path / "work", dry_run=dry_run, min_gold_agreement=0.6)
         assert stub.bodies == []
+
+
+def _long(text: str, n: int) -> str:
+    """``text`` and a long quoted document after it: about 18 KB, past the 3,000 tokens (9 KB) a stage would
+    fit an input into on an endpoint it did not know (``stages/common.DEFAULT_INPUT_TOKENS``)."""
+    return f"{text}\n\nThe document:\n" + " ".join(f"line{n}-{i} of the report, with its figures." for i in range(420))
+
+
+@pytest.mark.slow  # three stub builds: over 4 s under load (the tier's rule: docs/testing.md)
+def test_a_dry_run_of_long_prompts_plans_them_on_the_endpoints_the_build_sees(tmp_path):
+    """Prompts over 9 KB: the plan's requests are the build's (the stages read the endpoint's context off the
+    planner as off the build's client), so before the build the plan's calls and prompt tokens are what the
+    endpoint receives, per stage, and after it a dry run finds every request cached."""
+    from reliability_helpers import QUERIES, build_config, write_queries
+
+    from rmb_build.pipeline.run import run_local
+
+    queries = [(qid, _long(prompt, n), scenario) for n, (qid, prompt, scenario) in enumerate(QUERIES)]
+    assert min(len(p.encode()) for _, p, _ in queries) > 12_000
+    work = tmp_path / "work"
+    with StubEndpoint() as stub:
+        cfg = parse_config(build_config(write_queries(tmp_path / "queries.jsonl", queries), stub.base_url))
+        dry = run_local(cfg, work, dry_run=True)["estimate"]
+        assert stub.bodies == []
+        run_local(cfg, work)
+        sent = _sent(stub)
+        stages = Counter(_stage_of_tiny(b) for b in stub.bodies)
+        again = run_local(cfg, work, dry_run=True)["estimate"]
+    assert {p: row["calls"] for p, row in dry["by_phase"].items()} == stages
+    assert dry["calls"] == sent["calls"]
+    assert abs(dry["prompt_tokens"] / sent["prompt_tokens"] - 1) <= 0.05, (dry["prompt_tokens"], sent)
+    assert again["calls"] == 0 and again["cached"] == sent["calls"] and again["exact"]["calls"] == "exact"
+
+
+def _stage_of_tiny(body: dict) -> str:
+    """The stage of the tiny build (``reliability_helpers.build_config``) that sent a request: routing's guard
+    reads a prompt, the guard stage an answer (its prompt verdicts are routing's, cached)."""
+    text = json.dumps(body["messages"])
+    if body["model"] == "guard":
+        return "route" if "LAST User message" in text else "guard"
+    return {"judge": "judge"}.get(body["model"], "generate")

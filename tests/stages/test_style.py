@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from reliability_helpers import build_config, write_queries
-from stub_endpoint import StubEndpoint
+from stub_endpoint import UNSAFE_MARKER, StubEndpoint
 
 from rmb_build.cli import main
 from rmb_build.core.errors import ConfigError
@@ -193,49 +193,74 @@ def test_the_refusal_check(text, refuses):
     assert is_refusal(text) is refuses
 
 
+_STYLE_NAME = re.compile(r"## Style\n([^:\n]+):")
+
+
+def _moved_and_distinct(body: dict) -> str | None:
+    """The stub with three distinct rewrites of each answer (``[Concise] ...``, ``[Detailed, plain text] ...``,
+    ``[Detailed, markdown] ...``) and a guard that files the harmful prompt under S2 where its item was
+    labelled S6: routing keeps the label (no gold check measured the guard), the guard stage moves the item."""
+    text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+    if "## Answer to rewrite" in text:
+        answer = text.rsplit("<answer>", 1)[-1].rsplit("</answer>", 1)[0].strip()
+        return f"[{_STYLE_NAME.search(text).group(1)}] {answer}"
+    if "UNSAFE CONTENT CATEGORIES" in text and "LAST User message" in text and UNSAFE_MARKER in text:
+        return "unsafe\nS2"
+    return None
+
+
+def _style_requests(stub: StubEndpoint) -> int:
+    return sum(1 for b in stub.bodies if "## Answer to rewrite" in json.dumps(b) or "[Concise]" in json.dumps(b)
+               or "[Detailed, " in json.dumps(b))  # fmt: skip
+
+
 @pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)
-def test_the_dry_run_bounds_the_style_calls_and_a_rerun_asks_none_again(tmp_path):
+def test_the_dry_run_bounds_the_style_calls_and_after_the_build_plans_none(tmp_path):
+    """Before any answer exists the style stage's calls are a bound (every pair the sets can make, six rewrites
+    each, each judged): here, every pair made and every rewrite distinct, the bound is what the build sends;
+    every other call is planned as sent. After the build, where the guard moved an item to another
+    scenario's file, a dry run plans no call: the style stage asks what the build asked."""
     from rmb_build.pipeline.run import run_build, run_local
 
     with StubEndpoint() as stub:
-        stub.reply = _rewrite
+        stub.reply = _moved_and_distinct
         cfg = parse_config(_config(tmp_path, stub.base_url))
-        dry = run_local(cfg, tmp_path / "dry", dry_run=True)["estimate"]
-        calls = []
-        for _ in range(2):
-            stub.reset()
-            run_build(cfg, tmp_path / "work", runner="local")
-            calls.append(sum(1 for r in stub.requests if _is_style_call(r.body)))
-    assert 0 < calls[0] <= dry["estimates"]["style_calls_at_most"]
+        dry = run_local(cfg, tmp_path / "work", dry_run=True)["estimate"]
+        out = run_build(cfg, tmp_path / "work", runner="local")
+        style_sent = _style_requests(stub)
+        sent = len(stub.bodies)
+        again = run_local(cfg, tmp_path / "work", dry_run=True)["estimate"]
+        stub.reset()
+        run_build(cfg, tmp_path / "work", runner="local")
+        assert stub.bodies == []  # a rerun sends nothing, as the plan said
+    assert "Harmlessness/S2" in {it.scenario_id for it in read_release(out["release"]).items()}
+    assert dry["calls"] == sent - style_sent and "style" not in dry["by_phase"]
+    assert style_sent == dry["estimates"]["style_calls_at_most"] == 4 * 6 * (1 + cfg.judge.samples)
     assert "style stage" in dry["exact"]["calls"]
-    assert calls[1] == 0  # every call cached
+    assert again["calls"] == 0 and again["cached"] == sent, again["by_phase"]
+    assert again["estimates"] == {} and again["exact"]["calls"] == "exact"
 
 
 @pytest.mark.slow
-def test_the_dry_run_counts_the_style_calls_exactly_once_the_sets_are_known(tmp_path):
+def test_the_style_plan_is_what_the_build_sends_once_the_sets_are_known(tmp_path):
     """After a build without style (its answers, scores and verdicts cached) the sets are known: the dry run
-    counts the rewrites exactly and bounds only the judge calls on rewrites not yet made; after the style
-    build, every style call is counted as cached."""
+    plans the style stage as the build runs it, on the batch as the judge stage judged it (the originals'
+    requests are the judge stage's, cached, although the guard moved an item to S2), each rewrite not yet
+    made standing in as a distinct text that is judged: the calls the build then sends, stage for stage."""
     from rmb_build.pipeline.run import run_build, run_local
 
     with StubEndpoint() as stub:
-        stub.reply = _rewrite
+        stub.reply = _moved_and_distinct
         run_build(parse_config(_config(tmp_path, stub.base_url, style=False)), tmp_path / "work", runner="local")
         cfg = parse_config(_config(tmp_path, stub.base_url))
         dry = run_local(cfg, tmp_path / "work", dry_run=True)["estimate"]
         stub.reset()
         run_build(cfg, tmp_path / "work", runner="local")
-        rewrites = sum(1 for r in stub.requests if "## Answer to rewrite" in json.dumps(r.body))
-        judged = sum(1 for r in stub.requests if _is_style_call(r.body)) - rewrites
-        again = run_local(cfg, tmp_path / "work", dry_run=True)["estimate"]
-    assert dry["by_phase"]["style"] == {**dry["by_phase"]["style"], "calls": rewrites, "cached": 0}
-    assert rewrites > 0 and judged > 0
-    # each rewrite judged cfg.judge.samples times; the stub's two detailed rewrites are one text, judged once
-    assert dry["estimates"] == {"style_rewrite_judge_calls_at_most": rewrites * cfg.judge.samples}
-    assert 0 < judged <= rewrites * cfg.judge.samples
-    assert "rewrite calls are exact" in dry["exact"]["calls"]
-    assert again["calls"] == 0 and again["by_phase"]["style"]["cached"] == rewrites + judged
-    assert again["estimates"] == {} and again["exact"]["calls"] == "exact"
+        rewrites = sum(1 for b in stub.bodies if "## Answer to rewrite" in json.dumps(b))
+        sent = len(stub.bodies)
+    assert rewrites == 4 * 6 and sent == rewrites * (1 + cfg.judge.samples)
+    assert dry["calls"] == dry["by_phase"]["style"]["calls"] == sent, dry["by_phase"]
+    assert dry["estimates"] == {} and "rewrites not yet made are an upper bound" in dry["exact"]["calls"]
 
 
 def test_the_style_demo_config_is_valid_and_turns_the_stage_on():
