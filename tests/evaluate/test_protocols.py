@@ -188,7 +188,7 @@ def test_a_protocol_sets_the_tie_rule_of_rms_that_read_no_tokens(tmp_path, capsy
     assert _cli(tmp_path, release, "a", "--rm", "baseline:length") == 0
     rec = json.loads((tmp_path / "a" / "results.json").read_text())["protocol"]
     assert rec["name"] == "rmb" and "tie rule only" in rec["applies_to"]
-    assert "[protocol rmb (ties strict only), ties strict]" in capsys.readouterr().out
+    assert "[protocol rmb (sets only the tie rule for this RM), ties strict]" in capsys.readouterr().out
 
 
 HOSTILE = [
@@ -285,4 +285,6 @@ def test_the_official_release_is_measured_under_rmbs_protocol_and_every_headline
     out = capsys.readouterr().out
     headlines = [line for line in out.splitlines() if "overall" in line]
     assert any(line.startswith("RMB overall") for line in headlines)
-    assert all(line.endswith("[protocol rmb (ties strict only), ties strict]") for line in headlines), out
+    assert all(
+        line.endswith("[protocol rmb (sets only the tie rule for this RM), ties strict]") for line in headlines
+    ), out
