@@ -68,7 +68,9 @@ class BuildRun:
 
     def __post_init__(self) -> None:
         mode = ("bars" if bars_wanted() else "log") if self.options.progress else "off"
-        sends = {spec.stage: spec.requests_of for spec in STAGES}
+        sends: dict[str, tuple[str, ...]] = {}  # a stage's LLM requests: none for a CPU stage
+        for spec in STAGES:
+            sends[spec.stage] = sends.get(spec.stage, ()) + (spec.requests_of if spec.llm else ())
         self.progress = BuildProgress(
             self.log, mode, lambda: self.client, sends=lambda stage: sends.get(stage, (stage,))
         )
