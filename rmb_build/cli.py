@@ -138,10 +138,8 @@ def configure_logging(verbose: bool) -> None:
     # Read at import by huggingface_hub (and transformers, whose weight-loading bar follows it) and datasets.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-    if "huggingface_hub" in sys.modules:
-        importlib.import_module(
-            "huggingface_hub.utils"
-        ).disable_progress_bars()  # a lazy package: utils may not be loaded
+    if "huggingface_hub" in sys.modules:  # a lazy package: its utils may not be loaded yet
+        importlib.import_module("huggingface_hub.utils").disable_progress_bars()
     if "transformers" in sys.modules:
         sys.modules["transformers"].utils.logging.disable_progress_bar()
     if "datasets" in sys.modules:
