@@ -182,8 +182,10 @@ class BuildProgress:
             if st.ended is None:
                 planned = asked + asked / max(st.begun, 1) * max(st.total - st.begun, 0)
                 left += max(planned - resolved, 0) * weight
+        if not unknown and not done:  # no LLM stage has begun or is expected yet
+            return NOT_MEASURED
         if not done:
-            return f"; whole build: ETA ? (no request answered yet{': ' + ', '.join(unknown) if unknown else ''})"
+            return f"; whole build: ETA ? (no request answered yet: {', '.join(unknown)})"
         eta = _clock((time.monotonic() - min(began)) * left / done)
         if unknown:
             return f"; whole build: ETA >= {eta} ({', '.join(unknown)} not measured yet)"
