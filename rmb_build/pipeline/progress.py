@@ -64,11 +64,14 @@ class BuildProgress:
         client: Callable[[], Any] = lambda: None,
         interval_s: float | None = None,
         sends: Callable[[str], tuple[str, ...]] = lambda stage: (stage,),
+        llm_stages: Sequence[str] = (),
     ):
-        """``sends(stage)``: the stages named on the LLM requests ``stage`` sends (``StageSpec.requests_of``)."""
+        """``sends(stage)``: the stages named on the LLM requests ``stage`` sends (``StageSpec.requests_of``);
+        ``llm_stages``: the LLM stages the build will run (until one begins or is expected, the whole
+        build's time left is a lower bound that names it)."""
         self.log, self.mode, self._client = log, mode, client
         self.interval_s = LOG_INTERVAL_S if interval_s is None else interval_s
-        self._sends = sends
+        self._sends, self._llm_stages = sends, tuple(llm_stages)
         self._stages: dict[str, _Stage] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -155,14 +158,14 @@ class BuildProgress:
         batches asked) and the rate measured so far: the seconds since the first LLM stage began over the
         work its stages' answered requests did, work counted in tokens (a reply's, and a prompt's at
         ``PROMPT_TOKEN_WEIGHT``), each stage's requests left weighed at its mean so far. Stages that
-        share a server each slow the other, so one rate for all of them. A stage with no answered request
-        yet is not counted, and the figure is a lower bound (``>=``) that names it; the steps after the
-        LLM stages (sets, release) are not counted."""
+        share a server each slow the other, so one rate for all of them. A stage not planned yet (the
+        chains' before routing ends) or with no answered request yet is not counted, and the figure is a
+        lower bound (``>=``) that names it; the steps after the LLM stages (sets, release) are not counted."""
         if self._client() is None:
             return NOT_MEASURED
         done = left = 0.0
         began: list[float] = []
-        unknown = []
+        unknown = [name for name in self._llm_stages if name not in self._stages]  # not planned yet
         for st in self._stages.values():
             deltas = self._deltas(st.name)
             if not deltas:  # a stage that sends no LLM request

@@ -278,6 +278,33 @@ def test_the_whole_builds_time_left_comes_from_the_planned_batches_and_the_rate_
     assert re.fullmatch(r"; whole build: ETA \d+m\d\ds", line), line
 
 
+def test_while_a_check_runs_before_the_chains_the_time_left_names_the_stages_not_planned_yet(tmp_path):
+    """The gold check's requests are answered before the chains are planned: its figure alone would promise
+    the whole build in the check's minutes."""
+    from rmb_build.llm import LLMClient
+    from rmb_build.llm.config import EndpointConfig
+    from rmb_build.llm.types import ChatRequest
+
+    with StubEndpoint() as stub:
+        client = LLMClient({"stub": EndpointConfig(base_url=stub.base_url)}, tmp_path / "cache", progress=False)
+        progress = BuildProgress(
+            logging.getLogger("test.progress.unplanned"),
+            "off",
+            lambda: client,
+            sends=lambda s: ("judge",) if s == "gold" else (s,),
+            llm_stages=("generate", "judge"),
+        )
+        try:
+            assert progress.whole_build() == "; whole build: ETA ? (no request answered yet: generate, judge)"
+            progress.begin("gold")
+            client.run([ChatRequest(endpoint="stub", model="j", messages=[("user", "q")], stage="judge", max_tokens=8)])
+            line = progress.whole_build()
+        finally:
+            progress.close()
+            client.close()
+    assert re.fullmatch(r"; whole build: ETA >= \d+m\d\ds \(generate, judge not measured yet\)", line), line
+
+
 def test_a_build_says_what_it_will_run_before_any_work_and_every_progress_line_ends_with_the_time_left(
     tmp_path, caplog, monkeypatch
 ):
