@@ -2,9 +2,10 @@
 
 ``redact(text)`` applies it to any text (an RM spec, a URL, a command line, an error or log line):
 a URL's user info (``http://<redacted>@host/v1``), its query (tokens hide there: ``?api_key=``,
-signed links; a fragment is a place in a page, ``https://docs.prefect.io/...#how-to-guides``, kept but for its
-secret-named values, ``#access_token=<redacted>``), ``Authorization``/``Bearer`` values, ``key=value`` pairs whose name says
-secret, and API keys as providers spell them (``sk-…``, ``hf_…``, ``ghp_…``). ``redact_json`` applies
+signed links; a fragment is a place in a page, ``https://docs.prefect.io/...#how-to-guides``, kept
+but for its secret-named values, ``#access_token=<redacted>``), ``Authorization``/``Bearer`` values,
+``key=value`` pairs whose name says secret, and API keys as providers spell them (``sk-…``, ``hf_…``,
+``ghp_…``). ``redact_json`` applies
 it to every string of a JSON object and blanks the value of any key named like a secret.
 
 The real value stays only in the object that uses it (the endpoint config that sends requests);
