@@ -155,8 +155,9 @@ class BuildProgress:
         """The whole build's time left, ending every progress line: ``; whole build: ETA 12m30s``.
 
         From the plan (each LLM stage's batches, expected before they begin, times the requests its begun
-        batches asked) and the rate measured so far: the seconds since the first LLM stage began over the
-        work its stages' answered requests did, work counted in tokens (a reply's, and a prompt's at
+        batches asked) and the rate measured so far: the seconds since the first unfinished LLM stage began
+        over the work the unfinished stages' answered requests did (a finished stage's rate was that of
+        another mix of requests: the gold check's and routing's prompts are long, their replies short), work counted in tokens (a reply's, and a prompt's at
         ``PROMPT_TOKEN_WEIGHT``), each stage's requests left weighed at its mean so far. Stages that
         share a server each slow the other, so one rate for all of them. A stage not planned yet (the
         chains' before routing ends) or with no answered request yet is not counted, and the figure is a
@@ -168,23 +169,18 @@ class BuildProgress:
         unknown = [name for name in self._llm_stages if name not in self._stages]  # not planned yet
         for st in self._stages.values():
             deltas = self._deltas(st.name)
-            if not deltas:  # a stage that sends no LLM request
+            if not deltas or st.ended is not None:  # no LLM stage, or finished (its rate was another mix's)
                 continue
             sent, _cached, _failed, resolved, asked, prompt, completion = deltas
-            if not asked:  # an LLM stage expected and not begun is left to measure; one that asked nothing, done
-                if not st.begun and st.done < st.total:
-                    unknown.append(st.name)
-                continue
-            began.append(st.started)
-            if not sent:
-                if st.ended is None:
+            if not asked or not sent:  # not begun (expected, or asking), or no answer yet: left to measure
+                if asked or (not st.begun and st.done < st.total):
                     unknown.append(st.name)
                 continue
             weight = (completion + PROMPT_TOKEN_WEIGHT * prompt) / sent  # this stage's work per answered request
+            began.append(st.started)
             done += sent * weight
-            if st.ended is None:
-                planned = asked + asked / max(st.begun, 1) * max(st.total - st.begun, 0)
-                left += max(planned - resolved, 0) * weight
+            planned = asked + asked / max(st.begun, 1) * max(st.total - st.begun, 0)
+            left += max(planned - resolved, 0) * weight
         if not unknown and not done:  # no LLM stage has begun or is expected yet
             return NOT_MEASURED
         if not done:
