@@ -24,7 +24,7 @@ import traceback
 from rmb_build import __version__
 from rmb_build.commands import debugging
 from rmb_build.core import stop
-from rmb_build.core.errors import RMBError, environment_error
+from rmb_build.core.errors import RMBError, closest, environment_error
 from rmb_build.core.extras import missing_extra
 from rmb_build.core.redact import redact
 
@@ -46,6 +46,7 @@ COMMANDS = {
     "review": "people label a release's items on a local page; their labels become agreement figures and gold",
     "cache": "inspect and prune the LLM response cache",
     "serve": "run the embedded local model server in the foreground",
+    "doctor": "what this installation runs on: torch's build and device, the extras installed, the cache folders",
 }
 
 
@@ -53,10 +54,47 @@ def _module(name: str):
     return importlib.import_module(f"rmb_build.commands.{name.replace('-', '_')}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (every subcommand's too) whose error is one line, not the usage block: an
+    option it does not know is named with its closest known option."""
+
+    _argv: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._argv = list(sys.argv[1:] if args is None else args)  # what error() looks for misspelt options in
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):  # type: ignore[override]
+        parser = _chosen_command(self)
+        unknown = [
+            a.partition("=")[0]
+            for a in parser._argv
+            if a.startswith("--") and a != "--" and not _known(parser, a.partition("=")[0])
+        ]
+        if unknown:
+            near = closest(unknown[0], parser._option_string_actions)
+            message = f"unknown option {unknown[0]}" + (f" (did you mean {near}?)" if near else "")
+        self.exit(2, f"{parser.prog}: error: {message} ({parser.prog} --help lists the options)\n")
+
+
+def _chosen_command(parser: _Parser) -> _Parser:
+    """The subcommand's parser that ``parser``'s arguments name (``parser`` itself when none): the one
+    whose options a misspelt one is compared with."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for arg in parser._argv:
+                if arg in action.choices:
+                    return action.choices[arg]
+    return parser
+
+
+def _known(parser: argparse.ArgumentParser, option: str) -> bool:
+    """An option ``parser`` accepts, in full or as argparse's unambiguous prefix of one."""
+    return option in parser._option_string_actions or bool(parser._get_option_tuples(option))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rmb", description="Build, audit, publish and evaluate RMB-style reward-model benchmarks."
-    )
+    parser = _Parser(prog="rmb", description="Build, audit, publish and evaluate RMB-style reward-model benchmarks.")
     parser.add_argument("--version", action="version", version=f"rmb_build {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -100,8 +138,8 @@ def configure_logging(verbose: bool) -> None:
     # Read at import by huggingface_hub (and transformers, whose weight-loading bar follows it) and datasets.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-    if "huggingface_hub" in sys.modules:
-        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "huggingface_hub" in sys.modules:  # a lazy package: its utils may not be loaded yet
+        importlib.import_module("huggingface_hub.utils").disable_progress_bars()
     if "transformers" in sys.modules:
         sys.modules["transformers"].utils.logging.disable_progress_bar()
     if "datasets" in sys.modules:

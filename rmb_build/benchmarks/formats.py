@@ -36,7 +36,7 @@ from rmb_build.core.hub import check_hub_dataset, is_hub_id
 from rmb_build.core.walk import ReadAccount
 from rmb_build.release.hf import is_hf_folder
 from rmb_build.release.load import read_release
-from rmb_build.release.read import Release, find_rmb_root
+from rmb_build.release.read import Release, find_rmb_root, refuse_a_set_folder
 
 RMB = "rmb"
 FORMATS = (RMB, *BENCHMARK_FORMATS.names())  # the registered formats' modules import here
@@ -186,6 +186,8 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
         from rmb_build.benchmarks.fetch import official_release
 
         return official_release(strict=strict)
+    if path.exists():
+        refuse_a_set_folder(path)
     if fmt == RMB or (fmt is None and path.exists() and (find_rmb_root(path) is not None or is_hf_folder(path))):
         return read_release(source, strict=strict)
     account: ReadAccount | None = ReadAccount(source)

@@ -157,7 +157,13 @@ def _build(args: argparse.Namespace, cfg: BuildConfig, label: str, base: Path) -
     from rmb_build.commands import debugging
     from rmb_build.pipeline.preflight import preflight
 
-    preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts
+    stages = preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts
+    if not args.no_progress and not args.dry_run:  # the first line at once, not after Prefect's server starts
+        import logging
+
+        from rmb_build.pipeline.progress import opening_line
+
+        logging.getLogger("rmb_build.build").info(opening_line(cfg.name, stages, args.runner))
 
     from rmb_build.pipeline.env import configure_prefect, detach_temporary_server, quiet_prefect
     from rmb_build.pipeline.watchdog import watch_children

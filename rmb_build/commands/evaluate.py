@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.core.atomic import atomic_dir, check_out_dir, write_json
     from rmb_build.core.errors import RMBError
     from rmb_build.core.paths import workdir
-    from rmb_build.evaluate.adapters import RMOptions, load_rm
+    from rmb_build.evaluate.adapters import RMOptions, check_rm, load_rm
     from rmb_build.evaluate.rm_options import from_args
     from rmb_build.evaluate.run import evaluate
     from rmb_build.release.provenance import command_line
@@ -148,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     check_out_dir(out, OUT_ENTRIES, OUT_MARKS)  # --overwrite replaces an earlier evaluation, nothing else
 
     given = from_args(args)  # every RM option checked before any work
+    spec = f"scores:{args.scores}" if args.scores else args.rm
+    check_rm(spec)  # a bad --rm is refused before the release is read
     if args.bootstrap < 1:
         raise RMBError("--bootstrap must be at least 1")
     if given.get("devices") and args.device:
@@ -166,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     )
     release = open_release(args.release, args.format)
     print(release.read_summary())
-    from rmb_build.evaluate.protocols import default_for, label, protocol
+    from rmb_build.evaluate.protocols import default_for, label, protocol, ties_phrase
 
     fmt = getattr(release, "benchmark_format", None) or "rmb"
     chosen = protocol(default_for(fmt) if args.protocol is None else args.protocol)
@@ -177,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         config=config,
         llm_cache_dir=str(cache_dir / "llm"),
     )
-    rm = load_rm(f"scores:{args.scores}" if args.scores else args.rm, options)
+    rm = load_rm(spec, options)
     with atomic_dir(out, OUT_ENTRIES, OUT_MARKS) as tmp:  # whole or absent; an earlier one replaced as a whole
         results = evaluate(
             release,
@@ -199,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
     from rmb_build.evaluate.coverage import partial_note
 
     # every headline says how it was measured, and over how much of the release
-    said = [partial_note(results), label(results["protocol"]), f"ties {results['ties']}"]
+    said = [partial_note(results), label(results["protocol"]), ties_phrase(results["ties"], results["protocol"])]
     under = f"[{', '.join(w for w in said if w)}]"
     headline = results["rmb_overall"]
     if headline["mean"] is not None:

@@ -5,7 +5,15 @@ The CLI prints these without a traceback and exits with status 2. Anything else 
 
 from __future__ import annotations
 
+import difflib
 import errno
+from typing import Iterable
+
+
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The name in ``known`` closest to ``word`` (a misspelling of it, or it of a misspelling); None when none is close."""
+    near = difflib.get_close_matches(word, [k for k in known if isinstance(k, str)], n=1, cutoff=0.6)
+    return near[0] if near else None
 
 
 class RMBError(Exception):

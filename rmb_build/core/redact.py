@@ -1,9 +1,11 @@
 """The one redaction rule: what can carry a credential is written everywhere as ``<redacted>``.
 
 ``redact(text)`` applies it to any text (an RM spec, a URL, a command line, an error or log line):
-a URL's user info (``http://<redacted>@host/v1``), its query and fragment (tokens hide there:
-``?api_key=``, signed links), ``Authorization``/``Bearer`` values, ``key=value`` pairs whose name says
-secret, and API keys as providers spell them (``sk-…``, ``hf_…``, ``ghp_…``). ``redact_json`` applies
+a URL's user info (``http://<redacted>@host/v1``), its query (tokens hide there: ``?api_key=``,
+signed links; a fragment is a place in a page, ``https://docs.prefect.io/...#how-to-guides``, kept
+but for its secret-named values, ``#access_token=<redacted>``), ``Authorization``/``Bearer`` values,
+``key=value`` pairs whose name says secret, and API keys as providers spell them (``sk-…``, ``hf_…``,
+``ghp_…``). ``redact_json`` applies
 it to every string of a JSON object and blanks the value of any key named like a secret.
 
 The real value stays only in the object that uses it (the endpoint config that sends requests);
@@ -19,15 +21,17 @@ REDACTED = "<redacted>"
 
 # user:password@ of a URL: up to the last "@" before the path (a password may hold "@", ":" or ",").
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s]*@")
-# A URL's query and fragment, to the next white space.
-_QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s?#]*)([?#])\S*")
+# A URL's query, to its fragment or the next white space.
+_QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s?#]*)(\?)[^\s#]*")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
 # A header as HTTP, a log line or a dict's repr writes it: ``Authorization: Bearer …``, ``'api-key': '…'``.
 _HEADER = re.compile(
     r"""(?i)\b((?:proxy-)?authorization|x-api-key|api-key)(['"]?\s*[:=]\s*['"]?)"""
     r"""(?:(?:bearer|basic|token)\s+)?[^\s'",}]+"""
 )
-_SECRET_NAME = r"(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|client[_-]?secret|password|passwd|pwd)"
+_SECRET_NAME = (
+    r"(?:api[_-]?key|(?:access|id|refresh)[_-]?token|auth[_-]?token|token|secret|client[_-]?secret|password|passwd|pwd)"
+)
 _SECRET_PAIR = re.compile(rf"(?i)\b({_SECRET_NAME}=)[^&\s]+")  # key=value, as in a query or a command line
 _SECRET_ITEM = re.compile(rf"""(?i)\b({_SECRET_NAME}['"]\s*:\s*['"]?)[^\s'",}}]+""")  # 'key': 'value' (JSON, a repr)
 _TOKEN = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,})")

@@ -36,13 +36,19 @@ class ModelRef:
         return self.path == self.name and not Path(self.path).is_dir()
 
 
+def check_model_name(name: str) -> None:
+    """RMBError unless ``name`` is a local folder or has a Hub id's form."""
+    path = Path(name).expanduser()
+    if not path.is_dir() and not is_hub_id(name, org=False):
+        raise RMBError(f"model {name!r}: no such folder: {path}")
+
+
 def locate(name: str, options: RMOptions) -> ModelRef:
     """A local folder, the Hub id's snapshot in the local cache, or (online only) the Hub id itself."""
     path = Path(name).expanduser()
     if path.is_dir():
         return ModelRef(name, str(path))
-    if not is_hub_id(name, org=False):
-        raise RMBError(f"model {name!r}: no such folder: {path}")
+    check_model_name(name)
     from huggingface_hub import snapshot_download
 
     try:

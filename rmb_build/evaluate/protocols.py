@@ -153,6 +153,11 @@ def default_for(release_format: str | None) -> str:
     return FORMAT_DEFAULTS.get(release_format or "", "native")
 
 
+def ties_phrase(ties: str, rec: dict[str, Any]) -> str:
+    """The headline's tie rule: ``ties half``, and where ``--ties`` replaced the protocol's, which it replaced."""
+    return f"ties {ties}" + (f" (--ties, over the protocol's {rec['ties']})" if ties != rec.get("ties", ties) else "")
+
+
 # The settings a protocol names that only an RM reading tokens (hf:) takes; another kind prepares its texts its
 # own way, and its record says so (None) rather than claim them.
 TOKEN_SETTINGS = ("limit", "special_tokens", "double_bos", "roles", "dtype_on_gpu")
@@ -188,8 +193,8 @@ def record(
 
 def label(rec: dict[str, Any]) -> str:
     """One phrase for a printed headline: ``protocol rmb (2048 tokens, cut left)``."""
-    if rec.get("applies_to"):
-        return f"protocol {rec['name']} (ties {rec['ties']} only)"
+    if rec.get("applies_to"):  # the protocol's tie rule is its only setting this RM reads (``--ties`` may replace it)
+        return f"protocol {rec['name']} (sets only the tie rule for this RM)"
     if rec["max_length"] is None:
         length = "no cut" if rec["limit"] == "none" else "the model's own limit (none known), no cut"
     elif rec["limit"] == "model" and not rec.get("overridden"):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.errors import InputError, RMBError, closest
 from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import BonItem, Item, default_category_path
 from rmb_build.core.jsonl import TOO_MANY_DIGITS, read_jsonl_objects
@@ -306,6 +306,12 @@ def _numbers(file: Path, line: int, item: Any, field: str, value: Any) -> list[f
     return [_number(file, line, item, f"{field}[{k}]", v) for k, v in enumerate(value)]  # type: ignore[misc]
 
 
+def _missing(field: str, obj: dict) -> str:
+    """A missing field's message: ``missing`` and the row's field that may be it misspelt."""
+    near = closest(field, (k for k in obj if k != field))
+    return "missing" + (f" (the row has {near!r}: misspelt?)" if near else "")
+
+
 def _rmb_row(file: Path, line: int, index: int, obj: Any) -> ScoreRow:
     """A row of RMB's result file (``pair_uid`` ...; BoN rows ``bon_uid`` ...)."""
     if not isinstance(obj, dict):
@@ -331,7 +337,7 @@ def _rmb_row(file: Path, line: int, index: int, obj: Any) -> ScoreRow:
         return ScoreRow(set_name, uid, scores, str(file), line, category)
     for f in (best_field, rest_field):
         if f not in obj:
-            raise InputError(str(file), "missing", line=line, item=index, field=f)
+            raise InputError(str(file), _missing(f, obj), line=line, item=index, field=f)
     scores = tuple(_number(file, line, index, f, obj[f], nullable=True) for f in (best_field, rest_field))
     correct = obj.get("is_correct")
     if correct is not None and correct not in (0, 1):
@@ -357,6 +363,9 @@ def _jsonl_row(file: Path, line: int, obj: dict) -> ScoreRow:
         )
     uid = _uid(file, line, None, "uid", obj.get("uid"))
     first, rest = JSONL_FIELDS[set_name]
+    for f in (first, rest):
+        if f not in obj:  # a misspelt field ('rejcted') is named with the field it stands for
+            raise InputError(str(file), _missing(f, obj), line=line, field=f)
     head = _number(file, line, None, first, obj.get(first))
     tail = (
         _numbers(file, line, None, rest, obj.get(rest))

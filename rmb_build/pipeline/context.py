@@ -69,9 +69,12 @@ class BuildRun:
 
     def __post_init__(self) -> None:
         mode = ("bars" if bars_wanted() else "log") if self.options.progress else "off"
-        sends = {spec.stage: spec.requests_of for spec in STAGES}
+        sends: dict[str, tuple[str, ...]] = {}  # a stage's LLM requests: none for a CPU stage
+        for spec in STAGES:
+            sends[spec.stage] = sends.get(spec.stage, ()) + (spec.requests_of if spec.llm else ())
+        llm_stages = [name for name in self.stages if any(s.llm and s.stage == name for s in STAGES)]
         self.progress = BuildProgress(
-            self.log, mode, lambda: self.client, sends=lambda stage: sends.get(stage, (stage,))
+            self.log, mode, lambda: self.client, sends=lambda stage: sends.get(stage, (stage,)), llm_stages=llm_stages
         )
 
     @property

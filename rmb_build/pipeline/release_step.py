@@ -26,10 +26,9 @@ from rmb_build.core.paths import check_relative_id
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.manifest import Accounting, ReleaseFigures, build_manifest
 from rmb_build.release.audit import StreamingAudit
-from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release, iter_rmb_items
+from rmb_build.release.read import ANNOTATIONS_FILE, AUDIT_FILE, MANIFEST_FILE, Release, iter_rmb_items
 from rmb_build.release.write import write_set_file
 
-AUDIT_FILE = "audit.json"
 # The release streams every item twice (written, read back and audited) through a build's large,
 # trimmed heap: its short-lived blocks land all over it, so the heap is trimmed as it goes once
 # resident memory grew this much (looked at every TRIM_CHECK_ITEMS items).

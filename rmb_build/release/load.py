@@ -7,13 +7,14 @@ from pathlib import Path
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.hub import check_hub_dataset, is_hub_id
 from rmb_build.release.hf import is_hf_folder, read_hf_release
-from rmb_build.release.read import Release, find_rmb_root, read_rmb_release
+from rmb_build.release.read import Release, find_rmb_root, read_rmb_release, refuse_a_set_folder
 
 
 def read_release(source: str | Path, strict: bool = True) -> Release:
     """Read a release from RMB's layout, a local Hugging Face folder, or a Hub dataset id."""
     path = Path(source)
     if path.exists():
+        refuse_a_set_folder(path)
         if find_rmb_root(path) is not None:
             return read_rmb_release(path, strict=strict)
         if is_hf_folder(path):

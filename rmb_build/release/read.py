@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -17,6 +18,7 @@ from rmb_build.release.style_set import STYLE_FOLDER, StyleRecord, read_style_se
 
 ANNOTATIONS_FILE = "annotations.jsonl"
 MANIFEST_FILE = "manifest.json"
+AUDIT_FILE = "audit.json"  # the audit a build writes into its release (pipeline/release_step.py)
 
 
 @dataclass
@@ -76,8 +78,21 @@ def find_rmb_root(path: Path) -> Path | None:
     return None
 
 
-# Files at the root that belong to a release without being set files: read by whoever needs them.
-RELEASE_FILES = (ANNOTATIONS_FILE, MANIFEST_FILE, "README.md", "removed.jsonl", "renumbered.jsonl")
+def refuse_a_set_folder(path: Path) -> None:
+    """InputError when ``path`` is a set folder of a release or inside one (``RMB_dataset/Pairwise_set``),
+    naming the release folder to pass instead."""
+    here = path.resolve()
+    for folder in (here, *list(here.parents)[:3]):
+        if folder.name in FOLDER_SETS and find_rmb_root(folder.parent) is not None:
+            above = folder.parent if path.is_absolute() else os.path.relpath(folder.parent)
+            raise InputError(
+                str(path), f"a set folder of a release, not a release: pass the release folder above it, {above}"
+            )
+
+
+# Files at the root that belong to a release without being set files (what a build, ``audit --fix`` and
+# ``publish`` write beside the sets): read by whoever needs them, never reported as skipped.
+RELEASE_FILES = (ANNOTATIONS_FILE, MANIFEST_FILE, AUDIT_FILE, "README.md", "removed.jsonl", "renumbered.jsonl")
 
 
 def _set_files(path: Path, strict: bool) -> tuple[Path, list[tuple[str, str, Path, str]], list[Path], ReadAccount]:

@@ -191,7 +191,7 @@ def test_a_protocol_sets_the_tie_rule_of_rms_that_read_no_tokens(tmp_path, capsy
     assert rec["name"] == "rmb" and "tie rule only" in rec["applies_to"]
     # what it did not do, it does not claim: no roles by position, no BOS, no cut, no padding
     assert all(rec[k] is None for k in ("roles", "special_tokens", "double_bos", "truncation_side", "padding"))
-    assert "[protocol rmb (ties strict only), ties strict]" in capsys.readouterr().out
+    assert "[protocol rmb (sets only the tie rule for this RM), ties strict]" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # three evaluations of the tiny model
@@ -313,4 +313,6 @@ def test_the_official_release_is_measured_under_rmbs_protocol_and_every_headline
     out = capsys.readouterr().out
     headlines = [line for line in out.splitlines() if "overall" in line]
     assert any(line.startswith("RMB overall") for line in headlines)
-    assert all(line.endswith("[protocol rmb (ties strict only), ties strict]") for line in headlines), out
+    assert all(
+        line.endswith("[protocol rmb (sets only the tie rule for this RM), ties strict]") for line in headlines
+    ), out

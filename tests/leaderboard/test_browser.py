@@ -152,3 +152,50 @@ def test_markers_show_where_neighbours_differ_insignificantly(browser, site):
         first = min(order.index(longest), order.index("baseline:length"))
         cell = browser.find_element("css selector", f'#board tbody tr[data-rm="{order[first]}"] td:nth-last-child(2)')
         assert cell.text.startswith("≈") and "p = 1.0000" in cell.get_attribute("title")
+
+
+# Each character's line in a rendered RM name: where a new line starts, the character before it.
+_BREAKS = """
+const out = [];
+for (const a of document.querySelectorAll(arguments[0])) {
+  let top = null, text = '', before = [];
+  const walk = document.createTreeWalker(a, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    for (let i = 0; i < n.length; i++) {
+      const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+      const box = r.getClientRects()[0];
+      if (box && top !== null && box.top > top + 2) before.push(text.slice(-1));
+      if (box) top = box.top;
+      text += n.data[i];
+    }
+  }
+  out.push([text, before]);
+}
+return out;
+"""
+
+
+def test_at_1366_px_the_board_fits_and_no_rm_name_breaks_mid_word(browser, site, tmp_path):
+    """A laptop's window: nothing scrolls sideways, and an RM name wraps only after '/', ':' or '-'."""
+    index, results, _ = site
+    browser.set_window_size(1366, 900)
+    try:
+        _open(browser, index)
+        browser.save_screenshot(str(tmp_path / "board-1366.png"))
+        widths = browser.execute_script(
+            "return [document.documentElement, ...document.querySelectorAll('.board-wrap')]"
+            ".map(e => [e.scrollWidth, e.clientWidth])"
+        )
+        assert all(wide <= seen for wide, seen in widths), f"wider than the window (content, shown): {widths}"
+        names = browser.execute_script(_BREAKS, "#board a")
+        assert sorted(text for text, _ in names) == sorted(results)
+        assert not [(t, b) for t, b in names if set(b) - set("/:-")], names
+        _open(browser, index.parent / "rm" / f"{browser.execute_script(_SLUGS)[0]}.html")
+        browser.save_screenshot(str(tmp_path / "rm-1366.png"))
+        names = browser.execute_script(_BREAKS, "h1")
+        assert not [(t, b) for t, b in names if set(b) - set("/:-")], names
+    finally:
+        browser.set_window_size(1400, 1000)
+
+
+_SLUGS = "return [...document.querySelectorAll('#board a')].map(a => a.getAttribute('href').slice(3, -5))"

@@ -243,3 +243,94 @@ def test_elapsed_counts_from_the_first_batch_not_from_when_the_stage_was_expecte
         assert progress.line("judge") == "judge: 0/2 batches, 0m00s elapsed"
     finally:
         progress.close()
+
+
+def test_the_whole_builds_time_left_comes_from_the_planned_batches_and_the_rate_so_far(tmp_path):
+    """Before any reply: not known, and which stages wait. Once generate's first batch is answered: its
+    batches left (asked per begun batch, times the batches expected) at the rate so far, a lower bound
+    while the judge has answered nothing; once both have answered, the figure alone."""
+    from rmb_build.llm import LLMClient
+    from rmb_build.llm.config import EndpointConfig
+    from rmb_build.llm.types import ChatRequest
+
+    def req(stage, i):
+        return ChatRequest(endpoint="stub", model=stage, messages=[("user", f"q{i}")], stage=stage, max_tokens=8)
+
+    with StubEndpoint() as stub:
+        client = LLMClient({"stub": EndpointConfig(base_url=stub.base_url)}, tmp_path / "cache", progress=False)
+        progress = BuildProgress(logging.getLogger("test.progress.whole"), "off", lambda: client)
+        try:
+            progress.expect("generate", 3)
+            progress.expect("judge", 3)
+            assert progress.whole_build() == "; whole build: ETA ? (no request answered yet: generate, judge)"
+            progress.begin("generate")
+            client.run([req("generate", i) for i in range(2)])  # the first of 3 batches: 2 requests, answered
+            progress._stages["generate"].started -= 60  # ... in a minute
+            # 6 planned, 2 answered in 60 s: 4 left, 120 s
+            assert re.fullmatch(r"; whole build: ETA >= 2m0[01]s \(judge not measured yet\)", progress.whole_build())
+            progress.done("generate")
+            progress.begin("judge")
+            client.run([req("judge", 0)])
+            line = progress.whole_build()
+        finally:
+            progress.close()
+            client.close()
+    assert re.fullmatch(r"; whole build: ETA \d+m\d\ds", line), line
+
+
+def test_while_a_check_runs_before_the_chains_the_time_left_names_the_stages_not_planned_yet(tmp_path):
+    """The gold check's requests are answered before the chains are planned: its figure alone would promise
+    the whole build in the check's minutes."""
+    from rmb_build.llm import LLMClient
+    from rmb_build.llm.config import EndpointConfig
+    from rmb_build.llm.types import ChatRequest
+
+    with StubEndpoint() as stub:
+        client = LLMClient({"stub": EndpointConfig(base_url=stub.base_url)}, tmp_path / "cache", progress=False)
+        progress = BuildProgress(
+            logging.getLogger("test.progress.unplanned"),
+            "off",
+            lambda: client,
+            sends=lambda s: ("judge",) if s == "gold" else (s,),
+            llm_stages=("generate", "judge"),
+        )
+        try:
+            assert progress.whole_build() == "; whole build: ETA ? (no request answered yet: generate, judge)"
+            progress.begin("gold")
+            client.run([ChatRequest(endpoint="stub", model="j", messages=[("user", "q")], stage="judge", max_tokens=8)])
+            line = progress.whole_build()
+        finally:
+            progress.close()
+            client.close()
+    assert re.fullmatch(r"; whole build: ETA >= \d+m\d\ds \(generate, judge not measured yet\)", line), line
+
+
+def test_a_build_says_what_it_will_run_before_any_work_and_every_progress_line_ends_with_the_time_left(
+    tmp_path, caplog, monkeypatch
+):
+    from rmb_build.cli import main
+    from rmb_build.pipeline import progress as progress_module
+
+    monkeypatch.setattr(progress_module, "LOG_INTERVAL_S", 0.05)  # a line from every working stage
+    with StubEndpoint() as stub, caplog.at_level("INFO", logger="rmb_build"):
+        cfg = build_config(write_queries(tmp_path / "queries.jsonl"), stub.base_url)
+        cfg["stages"] = ["gather", "generate", "judge", "guard", "build_sets"]
+        (tmp_path / "build.yaml").write_text(yaml.safe_dump(cfg))
+        argv = [
+            "build",
+            "--runner",
+            "local",
+            "--config",
+            str(tmp_path / "build.yaml"),
+            "--workdir",
+            str(tmp_path / "w"),
+        ]
+        assert main(argv) == 0
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0] == (
+        f"progress: build {cfg['name']!r} begins on the local runner: stages gather, generate, judge, guard, "
+        "build_sets; whole build: ETA ? (known once the LLM stages answer)"
+    ), said[:3]
+    lines = [m for m in said if m.startswith("progress: ")]
+    assert len(lines) > 1, said
+    assert all(re.search(r"; whole build: ETA (\?|>= \d+m\d\ds|\d+m\d\ds)( \([^)]*\))?$", m) for m in lines), lines

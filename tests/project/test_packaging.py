@@ -248,6 +248,37 @@ def test_the_core_installs_beside_a_newer_torch_and_transformers(tmp_path):
     assert not sdists, sdists  # nothing to compile
 
 
+def _index_configured() -> bool:
+    """Whether pip has a package index to resolve against: pypi.org, or one this machine's pip config names."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60)
+    return "index-url" in out.stdout or "find-links" in out.stdout or _pypi_reachable()
+
+
+@pytest.mark.slow  # resolves the core's dependencies against the package index (no wheel is downloaded)
+def test_beside_a_cpu_torch_the_core_plans_no_cuda(tmp_path):
+    """The README's step 0 on a CPU-only machine: PyTorch's CPU build first; ``pip install -e .`` then keeps
+    it and plans no ``nvidia-*`` package (3.2 GB with torch's CUDA build), no triton and no other torch."""
+    torch_dist = metadata.distribution("torch")
+    if "+cpu" not in torch_dist.version:
+        pytest.skip(f"this environment's torch is {torch_dist.version}, not a CPU build")
+    if not _index_configured():
+        pytest.skip("no package index reachable: pip cannot plan the install")
+    python, site = _venv(tmp_path / "venv")
+    for top in {f.parts[0] for f in torch_dist.files or [] if f.parts[0] != ".."}:  # the package and its metadata
+        (site / top).symlink_to(Path(str(torch_dist.locate_file(top))))
+    report = tmp_path / "report.json"
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--dry-run", "--quiet", "--report", str(report),
+         "-e", str(_clean_copy(tmp_path))],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    planned = sorted(_name(i["metadata"]["name"]) for i in json.loads(report.read_text())["install"])
+    assert "rmb-build" in planned
+    cuda = [n for n in planned if n.startswith("nvidia-") or n in ("torch", "triton")]
+    assert not cuda, cuda
+
+
 def _shipped(rel: Path) -> bool:
     return rel.suffix not in (".py", ".pyc") and "__pycache__" not in rel.parts
 

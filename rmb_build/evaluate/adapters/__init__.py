@@ -66,6 +66,11 @@ class RewardModel:
         itself, credentials and all, stays with the adapter, which uses it."""
         return redact(f"{self.kind}:{self.target}")
 
+    @classmethod
+    def check_target(cls, target: str) -> None:
+        """Raise RMBError for a target this kind can never score (a cheap check, no model loaded): run
+        before any release is read."""
+
     def describe(self) -> dict[str, Any]:
         """What determines the scores (model identity, options that change them): the fingerprint's input."""
         raise NotImplementedError
@@ -119,6 +124,13 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if kind not in available_kinds():
         raise RMBError(f"--rm {redact(spec)!r}: unknown RM kind {kind!r} (kinds: {', '.join(available_kinds())})")
     return kind, target
+
+
+def check_rm(spec: str) -> None:
+    """Refuse a bad ``--rm`` (its shape, its kind, the kind's ``check_target``) before any work."""
+    kind, target = parse_spec(spec)
+    ADAPTERS.load(kind)
+    ADAPTERS.get(kind, field="--rm").check_target(target)
 
 
 def load_rm(spec: str, options: RMOptions | None = None) -> RewardModel:

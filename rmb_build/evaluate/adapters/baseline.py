@@ -16,6 +16,10 @@ class Baseline(RewardModel):
 
     def __init__(self, target, options):
         super().__init__(target, options)
+        self.check_target(target)
+
+    @classmethod
+    def check_target(cls, target: str) -> None:
         if target not in BASELINES:
             raise RMBError(f"--rm baseline:{target}: unknown baseline (known: {', '.join(BASELINES)})")
 

@@ -25,6 +25,10 @@ from rmb_build.evaluate.protocols import protocol, record
 class HFRewardModel(RewardModel):
     kind = "hf"
 
+    @classmethod
+    def check_target(cls, target: str) -> None:
+        T.check_model_name(target)
+
     def __init__(self, target, options):
         self.known_model = lookup(target)
         self.protocol = protocol(options.protocol)
