@@ -19,8 +19,10 @@ answer strings; not the RM's tokens, which differ between RMs and would make two
   for a linear combination of proportions (never 0 for a group all won or all lost); no fit, no resampling.
   The strata keep at least 10 pairs of the rarer side each (at most 8 strata): with 5, or without the added
   win and loss, the interval covered 91.5-93% where the chosen answer is the longer in 90% of 400 pairs.
-  Refused (null, with ``length_neutral_reason``) where no pair has the chosen answer shorter, or none longer:
-  there the data cannot tell a length-only scorer from a perfect one, so any figure would be a guess.
+  Refused as a point (null, with ``length_neutral_reason``) where no pair has the chosen answer shorter, or
+  none longer: there the data cannot tell a length-only scorer from a perfect one, so any figure would be a
+  guess. Its interval is then the identification bound (``length_neutral_bound``): the seen side's interval
+  combined with any accuracy, 0 to 1, on the side no pair has (a length-only scorer's bound holds 50).
 
 Why not a regression read at ``d = 0`` (length-controlled AlpacaEval's GLM, a Firth-penalised logistic fit as
 this module had): a length-only scorer separates outcome and length perfectly, the fit's slope runs to
@@ -106,15 +108,14 @@ def length_neutral(d: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     n, longer, shorter = len(y), int((d > 0).sum()), int((d < 0).sum())
     if n < MIN_PAIRS:
         return {"length_neutral_reason": f"{n} pairs, fewer than {MIN_PAIRS}"}
-    if bool(longer) != bool(shorter):
-        always, never = ("longer", "shorter") if longer else ("shorter", "longer")
-        return {
-            "length_neutral_reason": f"every pair of unequal lengths has the chosen answer {always}, none {never}: "
-            "the data cannot tell a scorer going by length from one going by content"
-        }
+    one_sided = bool(longer) != bool(shorter)
     unequal = d != 0
     groups: list[tuple[float, np.ndarray]] = []  # (weight, outcomes) of each group
-    if unequal.any():
+    if one_sided:
+        # the missing side's accuracy is unknown, anywhere in [0, 1]: the stratum of the seen side alone, and
+        # the bound of the figure over every value the missing side could take
+        groups.append((unequal.sum() / n / 2, y[unequal]))
+    elif unequal.any():
         label = strata(np.abs(d[unequal]), np.sign(d[unequal]))
         yu, su = y[unequal], np.sign(d[unequal])
         for b in range(int(label.max()) + 1):
@@ -122,6 +123,17 @@ def length_neutral(d: np.ndarray, y: np.ndarray) -> dict[str, Any]:
             groups += [(in_b.sum() / n / 2, yu[in_b & (su == side)]) for side in (1, -1)]
     if (~unequal).any():
         groups.append(((~unequal).sum() / n, y[~unequal]))
+    if one_sided:
+        always, never = ("longer", "shorter") if longer else ("shorter", "longer")
+        lo, hi = adjusted_wald(groups)
+        return {
+            "length_neutral_reason": f"every pair of unequal lengths has the chosen answer {always}, none {never}: "
+            "the data cannot tell a scorer going by length from one going by content; the interval is the bound "
+            f"over any accuracy on chosen-{never} pairs",
+            "length_neutral_ci95": [lo, float(min(1.0, hi + unequal.sum() / n / 2))],
+            "length_neutral_bound": True,
+            "equal_length_pairs": int((~unequal).sum()),
+        }
     value = float(sum(w * o.mean() for w, o in groups))
     ci = adjusted_wald(groups)
     return {

@@ -114,12 +114,19 @@ def test_a_length_only_scorer_reads_50_whatever_the_chosen_longer_share(share, s
 
 def test_every_chosen_answer_longer_is_refused_with_why():
     """Where no chosen answer is the shorter, a length-only scorer and a perfect one give the same outcomes:
-    on main the fit read 64.2 [36.9, 84.7] with no caveat."""
+    on main the fit read 64.2 [36.9, 84.7] with no caveat. No point figure; the interval is the identification
+    bound over any accuracy on the missing side, which holds 50 for a length-only scorer."""
     x = chosen_longer(np.random.default_rng(3), 400, 1.0)
     f = group_figures(x, (x > 0).astype(float), 400, 0, "t")
-    assert f["length_neutral"] is None and f["length_neutral_ci95"] is None
+    assert f["length_neutral"] is None and f["length_neutral_bound"] is True
     assert "every pair of unequal lengths has the chosen answer longer" in f["length_neutral_reason"]
+    lo, hi = f["length_neutral_ci95"]
+    assert lo <= 0.5 <= hi and 0.45 < lo and hi == 1.0
     assert f["accuracy"] == 1.0
+    # a scorer at chance on those pairs: the bound runs from about 25 to about 75
+    y = (np.random.default_rng(4).random(len(x)) < 0.5).astype(float)
+    lo, hi = group_figures(x, y, 400, 0, "t")["length_neutral_ci95"]
+    assert 0.15 < lo < 0.3 and 0.7 < hi < 0.85
 
 
 @pytest.mark.parametrize("share", [0.5, 0.75, 0.9])
