@@ -119,7 +119,7 @@ def cell_checks(draws: int, seed: int) -> list[dict[str, Any]]:
 
 
 def macro_checks(draws: int, seed: int) -> list[dict[str, Any]]:
-    """The macro interval of one goal (Monte Carlo Clopper-Pearson through the mean of scenarios)."""
+    """The macro interval of one goal, as the toolkit computes it (metrics.macro_interval)."""
     rows = []
     layouts = {
         "12 scenarios of 1-4 items": (1, 5, 12),
@@ -137,7 +137,7 @@ def macro_checks(draws: int, seed: int) -> list[dict[str, Any]]:
             cis.append(ci)
             wald.append(adjusted_wald([(1 / len(sm.scenarios), o) for o in sm.outcomes.values()]))
         truth = [float(np.mean(accs))] * draws
-        rows.append(summarise("macro accuracy (Monte Carlo Clopper-Pearson)", MACRO, name, truth, est, cis))
+        rows.append(summarise("macro accuracy (toolkit: pooled within goal)", MACRO, name, truth, est, cis))
         rows.append(summarise("macro accuracy (candidate: adjusted Wald)", MACRO, name, truth, est, wald))
     return rows
 
@@ -162,7 +162,7 @@ def overall_checks(draws: int, seed: int) -> list[dict[str, Any]]:
                     parts += [(1 / (len(layout) * len(members)), sm.outcomes[m]) for m in members]
             wald.append(adjusted_wald(parts))
         truth = [float(np.mean([np.mean(accs) for _, accs in layout.values()]))] * draws
-        rows.append(summarise("rmb_overall (Monte Carlo Clopper-Pearson)", OVERALL, name, truth, est, cis))
+        rows.append(summarise("rmb_overall (toolkit: pooled within goal)", OVERALL, name, truth, est, cis))
         rows.append(summarise("rmb_overall (candidate: adjusted Wald)", OVERALL, name, truth, est, wald))
     return rows
 
