@@ -14,17 +14,19 @@ OUT_MARKS = {"results.json"}
 
 
 def configure(p: argparse.ArgumentParser) -> None:
+    from rmb_build.benchmarks.formats import FORMATS  # each format's module registers it
+
     p.add_argument(
         "--release",
         required=True,
-        help="an RMB release folder, a local Hugging Face folder, a RewardBench / RewardBench 2 / RM-Bench "
-        "file or folder (JSON, JSONL, Parquet), a Hub id, or 'rmb': the official RMB release, "
+        help="an RMB release folder, a local Hugging Face folder, a RewardBench / RewardBench 2 / RM-Bench / "
+        "JudgeBench file or folder (JSON, JSONL, Parquet), a Hub id, or 'rmb': the official RMB release, "
         "downloaded once into ~/.cache/rmb/releases/ (from $RMB_RELEASE_URL when set)",
     )
     p.add_argument(
         "--format",
         default=None,
-        choices=("rmb", "rewardbench", "rewardbench2", "rm-bench"),
+        choices=FORMATS,
         help="the release's format (default: detected from its fields)",
     )
     which = p.add_mutually_exclusive_group(required=True)
