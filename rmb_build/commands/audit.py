@@ -51,6 +51,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the refusal wins) per subset against chance (exact binomial, Holm-corrected, flagged at p < 0.01); "
         "reads any benchmark format",
     )
+    parser.add_argument(
+        "--consensus",
+        nargs="+",
+        metavar="EVAL_DIR",
+        help="three or more 'rmb evaluate' folders of this release: the items whose label most RMs contradict, "
+        "ranked, and each scenario's rate of suspected label errors (audit JSON: consensus)",
+    )
     add_embedding_options(parser)
 
 
@@ -120,12 +127,24 @@ def run(args: argparse.Namespace) -> int:
         from rmb_build.release.audit.shortcuts import format_shortcuts, shortcut_table
 
         report.shortcuts = shortcut_table(release.items())
+    consensus = None
+    if args.consensus:
+        from rmb_build.evaluate.consensus import consensus as label_consensus
+        from rmb_build.evaluate.consensus import read_evaluations
+
+        consensus = label_consensus(read_evaluations(args.consensus))
     print(format_table(report))
     if report.shortcuts is not None:
         print(format_shortcuts(report.shortcuts))
     report_store(store)
+    if consensus is not None:
+        from rmb_build.evaluate.consensus import format_consensus
+
+        print(format_consensus(consensus))
     if args.json:
-        atomic.write_json(args.json, report.to_json())
+        atomic.write_json(
+            args.json, report.to_json() if consensus is None else {**report.to_json(), "consensus": consensus}
+        )
         print(f"audit JSON written to {args.json}")
     if args.fix:
         clean, log = fix_release(release, report)
