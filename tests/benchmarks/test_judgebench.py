@@ -116,10 +116,11 @@ def test_released_files_are_read_without_format(tmp_path, path, n):
     assert item.uid == first["pair_id"] and item.chosen.answer == better
 
 
-def test_default_protocol_and_format_choice():
+def test_default_protocol_and_format_choice(capsys):
     assert default_for(judgebench.FORMAT) == "judgebench"
     with pytest.raises(SystemExit):
         main(["evaluate", "--format", "no-such-format", "--release", "x", "--rm", "baseline:length", "--out", "o"])
+    assert "known: rmb, judgebench, rewardbench, rewardbench2, rm-bench" in capsys.readouterr().err  # the registry
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -128,7 +129,7 @@ def test_reward_model_figures_are_compute_final_metrics(tmp_path, seed):
     when B is the better response."""
     rng = np.random.default_rng(seed)
     data = rows(rng, 60, lambda rng, k, side: ans(float(rng.integers(0, 3)), f"{side}{k}"))
-    res = evaluate(tmp_path, write_jsonl(tmp_path / "jb.jsonl", data))
+    res = evaluate(tmp_path, write_jsonl(tmp_path / "jb.jsonl", data), *(["--format", "judgebench"] if seed else []))
     assert res["protocol"]["name"] == "judgebench"
     bench = res["benchmark"]
     assert bench["format"] == judgebench.FORMAT
