@@ -160,6 +160,10 @@ class BenchmarkFormat:
     name: str  # what --format says
     build: Callable[[Sequence[Row], str], BenchmarkRelease]  # (rows, release name) -> RMB's items
     summary: Callable[[Predictions, Meta, str], dict[str, Any]]  # results.json's ``benchmark`` headline
+    # Fields every record of this format has and no other format's records have: detection by them alone
+    # (``formats.detect_format``); empty for the formats told apart by formats.py's own rule.
+    own_fields: tuple[str, ...] = ()
+    protocol: str | None = None  # the authors' harness protocol (``evaluate.protocols``), the default
 
 
 def mean_or_none(values: Sequence[float]) -> float | None:

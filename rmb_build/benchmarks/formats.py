@@ -1,13 +1,15 @@
 """Open any supported benchmark by path, Hub id or name, detecting its format from its fields.
 
-Formats: ``rmb`` (RMB's folder layout or its Hugging Face form), ``rewardbench``, ``rewardbench2`` and
-``rm-bench`` (JSON / JSON Lines / Parquet files, a folder of them, or a Hub id). ``rmb`` as a source
+Formats: ``rmb`` (RMB's folder layout or its Hugging Face form), ``rewardbench``, ``rewardbench2``,
+``rm-bench`` and ``judgebench`` (JSON / JSON Lines / Parquet files, a folder of them, or a Hub id). ``rmb`` as a source
 (when no such local folder exists) is the official RMB release, downloaded once (``release/fetch.py``).
 
 Detection, used unless a format is given, goes by each format's distinctive fields and never guesses
 (a file none of whose records has any of them is refused as no benchmark):
 1. ``rmb`` when the path is RMB's layout (``Pairwise_set/`` or ``BoN_set/``), or the records carry the
-   Hugging Face form's ``conversation`` and ``scenario`` fields.
+   Hugging Face form's ``conversation`` and ``scenario`` fields; a format whose registry entry names
+   ``own_fields`` (``judgebench``: ``pair_id``, ``response_A``, ``response_B``, ``label``) when the first
+   record has all of them.
 2. Otherwise every record needs ``prompt``, ``chosen`` and ``rejected``; ``chosen`` and ``rejected`` must
    be both strings or both lists, the same in every record.
 3. Strings: ``rewardbench``.
@@ -29,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from rmb_build.benchmarks import BENCHMARK_FORMATS, rewardbench, rewardbench2, rmbench
+from rmb_build.benchmarks import BENCHMARK_FORMATS, judgebench, rewardbench, rewardbench2, rmbench  # noqa: F401
 from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.hub import check_hub_dataset, is_hub_id
@@ -42,7 +44,10 @@ RMB = "rmb"
 FORMATS = (RMB, *BENCHMARK_FORMATS.names())  # the registered formats' modules import here
 HF_FORM_FIELDS = ("conversation", "scenario")
 REQUIRED = ("prompt", "chosen", "rejected")
-KNOWN_FIELDS = (*REQUIRED, *HF_FORM_FIELDS)
+
+# The formats found by fields of their own (their registry entry's ``own_fields``), before the rule below.
+OWN_FIELD_FORMATS = {name: f.own_fields for name, f in BENCHMARK_FORMATS.items() if f.own_fields}
+KNOWN_FIELDS = (*REQUIRED, *HF_FORM_FIELDS, *(k for fields in OWN_FIELD_FORMATS.values() for k in fields))
 
 
 def _kind(row: Row, key: str) -> str:
@@ -142,7 +147,8 @@ def _refuse_strays(rows: Sequence[Row]) -> None:
             raise InputError(
                 file,
                 "not a benchmark: no record has prompt, chosen or rejected (RewardBench, RewardBench 2, "
-                "RM-Bench) nor conversation and scenario (RMB's Hugging Face form)",
+                "RM-Bench), conversation and scenario (RMB's Hugging Face form) nor "
+                + "; ".join(f"{', '.join(f)} ({fmt})" for fmt, f in OWN_FIELD_FORMATS.items()),
             )
 
 
@@ -155,6 +161,9 @@ def detect_format(rows: Sequence[Row], source: str | None = None) -> str:
     _refuse_strays(rows)
     if all(k in rows[0].data for k in HF_FORM_FIELDS):
         return RMB
+    for fmt, fields in OWN_FIELD_FORMATS.items():
+        if all(k in rows[0].data for k in fields):
+            return fmt
     if _answer_kind(rows) == "string":
         return rewardbench.FORMAT
     misfits = {fmt: _first_misfit(rows, misfit) for fmt, misfit in LIST_FORMATS.items()}

@@ -45,6 +45,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="people's labels of the release (labels.jsonl from 'rmb review export'): items they overruled "
         "or flagged are human_disagrees defects (which --fix removes)",
     )
+    parser.add_argument(
+        "--shortcuts",
+        action="store_true",
+        help="also test trivial scorers (longer, shorter, more Markdown, more list items, more prompt overlap, "
+        "the refusal wins) per subset against chance (exact binomial, Holm-corrected, flagged at p < 0.01); "
+        "reads any benchmark format",
+    )
+    parser.add_argument(
+        "--consensus",
+        nargs="+",
+        metavar="EVAL_DIR",
+        help="three or more 'rmb evaluate' folders of this release: the items whose label most RMs contradict, "
+        "ranked, and each scenario's rate of suspected label errors (audit JSON: consensus)",
+    )
     add_embedding_options(parser)
 
 
@@ -97,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.threshold <= 1.0:
         raise RMBError(f"--threshold {args.threshold}: must be in (0, 1]")
-    release = open_release(args.release, RMB, strict=False)
+    release = open_release(args.release, None if args.shortcuts else RMB, strict=False)
     print(release.read_summary())
     if args.fix:
         _check_fix_target(Path(args.fix), release)  # before the slow part: fail early
@@ -117,10 +131,28 @@ def run(args: argparse.Namespace) -> int:
         missing = [f"{s}/{u}" for s, u in review if (s, u) not in known]
         if missing:
             print(f"note: {len(missing)} overruled or flagged items of {args.review} are not in this release")
+    if args.shortcuts:
+        from rmb_build.release.audit.shortcuts import format_shortcuts, shortcut_table
+
+        report.shortcuts = shortcut_table(release.items())
+    consensus = None
+    if args.consensus:
+        from rmb_build.evaluate.consensus import consensus as label_consensus
+        from rmb_build.evaluate.consensus import read_evaluations
+
+        consensus = label_consensus(read_evaluations(args.consensus))
     print(format_table(report))
+    if report.shortcuts is not None:
+        print(format_shortcuts(report.shortcuts))
     report_store(store)
+    if consensus is not None:
+        from rmb_build.evaluate.consensus import format_consensus
+
+        print(format_consensus(consensus))
     if args.json:
-        atomic.write_json(args.json, report.to_json())
+        atomic.write_json(
+            args.json, report.to_json() if consensus is None else {**report.to_json(), "consensus": consensus}
+        )
         print(f"audit JSON written to {args.json}")
     if args.fix:
         clean, log = fix_release(release, report)

@@ -14,19 +14,30 @@ OUT_ENTRIES = {"results.json", "predictions.jsonl", "style_predictions.jsonl", "
 OUT_MARKS = {"results.json"}
 
 
+def release_format(name: str) -> str:
+    """``--format``'s value: rmb or a registered benchmark format (read when given, so that help stays light)."""
+    from rmb_build.benchmarks.formats import FORMATS  # each format's module registers it
+
+    if name not in FORMATS:
+        raise argparse.ArgumentTypeError(f"unknown format {name!r} (known: {', '.join(FORMATS)})")
+    return name
+
+
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--release",
         required=True,
-        help="an RMB release folder, a local Hugging Face folder, a RewardBench / RewardBench 2 / RM-Bench "
-        "file or folder (JSON, JSONL, Parquet), a Hub id, or 'rmb': the official RMB release, "
+        help="an RMB release folder, a local Hugging Face folder, a RewardBench / RewardBench 2 / RM-Bench / "
+        "JudgeBench file or folder (JSON, JSONL, Parquet), a Hub id, or 'rmb': the official RMB release, "
         "downloaded once into ~/.cache/rmb/releases/ (from $RMB_RELEASE_URL when set)",
     )
     p.add_argument(
         "--format",
         default=None,
-        choices=("rmb", "rewardbench", "rewardbench2", "rm-bench"),
-        help="the release's format (default: detected from its fields)",
+        type=release_format,
+        metavar="FORMAT",
+        help="the release's format: rmb or a benchmark format of rmb_build/benchmarks/ (rewardbench, rewardbench2, "
+        "rm-bench, judgebench, ...; an unknown name lists them all) (default: detected from its fields)",
     )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument(

@@ -19,6 +19,7 @@ from rmb_build.core.errors import RMBError
 RMB_SOURCE = "Zhou-Zoey/RMB-Reward-Model-Benchmark@2be3180857f2190b7ffa929d43190835627f1f4d:eval/scripts/my_run_rm.py"
 RB_REPO = "allenai/reward-bench@05a9005efb607249822c193590c8ecab87c77052"
 RMBENCH_SOURCE = "THU-KEG/RM-Bench@73c52d7b27b361621361ec959ac6c0eb9bb7a689:scripts/run_rm.py"
+JUDGEBENCH_SOURCE = "ScalerLab/JudgeBench@e2c52c284e735e139b3daa61c206ee208f36c461:utils/judges.py"
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,23 @@ PROTOCOLS: dict[str, Protocol] = {
             "left",
             **_PIPELINE,
         ),
+        # JudgeBench's reward-model judges differ (GRMReward pads to and cuts at the model's limit, fp16;
+        # InternLM2Reward calls the model's own get_score); this is SkyworkReward, its README's example.
+        Protocol(
+            "judgebench",
+            "JudgeBench's run_judge.py --judge_name reward_model --single_game (utils/judges.py SkyworkReward): "
+            "[user question, assistant response] chat-templated, then tokenized with the tokenizer's own "
+            "special tokens, no cut, bf16",
+            JUDGEBENCH_SOURCE,
+            None,
+            "none",
+            "left",
+            special_tokens=True,
+            double_bos="keep",
+            roles="given",
+            gpu_dtype="bf16",
+            ties="strict",
+        ),
     )
 }
 
@@ -149,8 +167,15 @@ def protocol(name: str) -> Protocol:
 
 
 def default_for(release_format: str | None) -> str:
-    """The authors' protocol of a known release format; ``native`` for anything else."""
-    return FORMAT_DEFAULTS.get(release_format or "", "native")
+    """The authors' protocol of a known release format (its registry entry's, else ``FORMAT_DEFAULTS``');
+    ``native`` for anything else."""
+    from rmb_build.benchmarks import BENCHMARK_FORMATS
+
+    fmt = release_format or ""
+    entry = BENCHMARK_FORMATS.get(fmt) if fmt in BENCHMARK_FORMATS.names() else None
+    if entry is not None and entry.protocol is not None:
+        return entry.protocol
+    return FORMAT_DEFAULTS.get(fmt, "native")
 
 
 def ties_phrase(ties: str, rec: dict[str, Any]) -> str:

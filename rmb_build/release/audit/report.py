@@ -22,6 +22,7 @@ class AuditReport:
     defects: dict[str, list[dict]] = field(default_factory=lambda: {k: [] for k in kind_names()})
     notes: list[str] = field(default_factory=list)
     checks: dict[str, Any] = field(default_factory=dict)
+    shortcuts: dict[str, Any] | None = None  # ``rmb audit --shortcuts``: ``shortcuts.shortcut_table``
 
     @property
     def counts(self) -> dict[str, int]:
@@ -43,18 +44,19 @@ class AuditReport:
 
     def summary(self) -> dict[str, Any]:
         """What a manifest or a dataset card records: counts, total, items flagged, notes."""
-        return {
+        out = {
             "counts": self.counts,
             "total": self.total,
             "items_flagged": len(self.flagged_items()),
             "notes": list(self.notes),
             "checks": dict(self.checks),
         }
+        return out if self.shortcuts is None else {**out, "shortcuts": self.shortcuts}
 
     def to_json(self) -> dict[str, Any]:
         """The audit JSON: ``schema_version``, ``release``, ``counts`` (every kind), ``defects``, plus ``total``,
-        ``items_flagged``, ``checks`` and ``notes``."""
-        return {
+        ``items_flagged``, ``checks`` and ``notes`` (and ``shortcuts`` when that audit ran)."""
+        out = {
             "schema_version": SCHEMA_VERSION,
             "release": self.release,
             "counts": self.counts,
@@ -64,6 +66,7 @@ class AuditReport:
             "notes": self.notes,
             "defects": {k: self.defects.get(k, []) for k in self.counts},
         }
+        return out if self.shortcuts is None else {**out, "shortcuts": self.shortcuts}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "AuditReport":
@@ -74,6 +77,7 @@ class AuditReport:
             defects=defects,
             notes=list(data.get("notes", [])),
             checks=dict(data.get("checks", {})),
+            shortcuts=data.get("shortcuts"),
         )
 
 

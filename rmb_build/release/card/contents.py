@@ -64,7 +64,26 @@ def audit_section(audit: AuditReport | dict | None) -> str:
     text += f"\n\nTotal: {defects_phrase(summary.get('total', sum(counts.values())), summary.get('items_flagged'))}."
     for note in summary.get("notes", []):
         text += f"\n\nNote: {note}"
+    if summary.get("shortcuts"):
+        text += "\n\n" + shortcuts_section(summary["shortcuts"])
     return text
+
+
+def shortcuts_section(shortcuts: dict) -> str:
+    """The card's lines of ``rmb audit --shortcuts``: the subsets a trivial scorer beats chance on."""
+    flagged = [r for r in shortcuts["rows"] if r["flagged"]]
+    head = (
+        f"Shortcuts (`rmb audit --shortcuts`): {len(flagged)} of {shortcuts['tests']} (set, subset, trivial scorer) "
+        f"cells beat chance at p < {shortcuts['alpha']} after {shortcuts['correction'].title()}'s correction"
+    )
+    if not flagged:
+        return head + "."
+    rows = [
+        [r["set"], f"`{r['subset']}`", r["scorer"], f"{100 * r['accuracy']:.1f}", f"{100 * r['chance']:.1f}",
+         r["decided"], f"{r['p_adjusted']:.2g}"]
+        for r in flagged
+    ]  # fmt: skip
+    return head + ":\n\n" + table(["set", "subset", "scorer", "accuracy %", "chance %", "decided", "p (Holm)"], rows)
 
 
 def licence_text(lic: CardLicense) -> str:
