@@ -69,4 +69,6 @@ async def route_by_guard(
         stats["dropped"] or "none",
         stats["unsafe_not_evidence"] or "none",
     )
+    if stats["stopped"]:
+        run.log.warning("%s: %s", route_stage.SPEC.name, stats["stopped"])
     return routed

@@ -4,6 +4,11 @@ The request uses Llama Guard 2's own prompt (``prompts/guard/llama_guard2.md``, 
 ``taxonomy.HAZARD_CATEGORIES``) and its reply format: ``safe``, or ``unsafe`` then a line of
 categories (``S1,S3``). The parser is tolerant, because the demo's guard is a 135M chat model: a
 reply it cannot read becomes an ``unknown`` label plus a Failure, never an exception.
+
+With ``guard.reply: json`` (``auto`` on an embedded endpoint) the prompt asks for the same verdict as one
+JSON object (``prompts/guard/llama_guard2_json.md``) and the request carries its schema
+(:func:`verdict_schema`), which the endpoint's structured output turns into a grammar: a small chat model
+that answers Llama Guard's text prompt with "S1: Violent Crimes." then can only answer a verdict.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ from rmb_build.stages.spec import StageEnv, StageSpec
 
 STAGE = "guard"  # the stage's one name: its SPEC's, its requests' and failures' stage
 PROMPT = "guard/llama_guard2.md"
+JSON_PROMPT = "guard/llama_guard2_json.md"
+TEXT_REPLY, JSON_REPLY = "text", "json"
+JSON_MIN_TOKENS = 40  # {"verdict": "unsafe", "categories": ["S1", "S2", "S3"]} is about 25 tokens
+MAX_JSON_CATEGORIES = 3
 SAFE, UNSAFE, UNKNOWN = "safe", "unsafe", "unknown"
 PROMPT_TARGET, RESPONSE_TARGET = "prompt", "response"
 _ROLES = {"user": "User", "assistant": "Agent"}
@@ -86,6 +95,45 @@ def parse_guard_reply(text: str | None) -> GuardVerdict:
     return GuardVerdict(UNSAFE, tuple(sorted((c for c in codes if c in HAZARD_CATEGORIES), key=_code_order)))
 
 
+def verdict_schema() -> dict[str, Any]:
+    """The JSON form of a Llama Guard verdict: ``safe`` or ``unsafe`` and the S-codes violated.
+
+    ``enum`` and ``maxItems`` constrain llama.cpp's grammar, so a reply stays a short, readable verdict."""
+    return {
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string", "enum": [SAFE, UNSAFE]},
+            "categories": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(HAZARD_CATEGORIES)},
+                "maxItems": MAX_JSON_CATEGORIES,
+            },
+        },
+        "required": ["verdict", "categories"],
+        "additionalProperties": False,
+    }
+
+
+def reply_format(cfg: GuardConfig, endpoint: Any) -> str:
+    """``text`` or ``json``: ``cfg.reply``, where ``auto`` is json on an embedded endpoint with structured
+    output (a small chat model that is no Llama Guard) and text elsewhere (a Llama Guard server's own form)."""
+    if cfg.reply != "auto":
+        return cfg.reply
+    embedded = endpoint is not None and getattr(endpoint, "embedded", None)
+    return JSON_REPLY if embedded and getattr(endpoint, "structured_output", None) != "none" else TEXT_REPLY
+
+
+def read_reply(result: ChatResult) -> GuardVerdict:
+    """The verdict of one guard reply: its parsed JSON verdict where it has one, else the text parser's."""
+    parsed = result.parsed
+    if isinstance(parsed, dict) and parsed.get("verdict") in (SAFE, UNSAFE):
+        if parsed["verdict"] == SAFE:
+            return GuardVerdict(SAFE)
+        codes = {c for c in parsed.get("categories") or () if c in HAZARD_CATEGORIES}
+        return GuardVerdict(UNSAFE, tuple(sorted(codes, key=_code_order)))
+    return parse_guard_reply(result.text)
+
+
 def scenario_for(verdict: GuardVerdict) -> str | None:
     """The harmlessness scenario a prompt's categories imply: one -> ``S<n>``, several -> ``multi``."""
     if verdict.verdict != UNSAFE or not verdict.categories:
@@ -99,19 +147,27 @@ def categories_block() -> str:
 
 
 def guard_messages(
-    conversation: Sequence[Turn], answer: str | None, prompt_format: str, max_input_tokens: int
+    conversation: Sequence[Turn],
+    answer: str | None,
+    prompt_format: str,
+    max_input_tokens: int,
+    reply: str = TEXT_REPLY,
 ) -> tuple[tuple[str, str], ...]:
     """Messages asking about the last user turn (``answer`` None) or about ``answer`` to it."""
-    return _guard_prompt(conversation, answer, prompt_format, max_input_tokens)[0]
+    return _guard_prompt(conversation, answer, prompt_format, max_input_tokens, reply)[0]
 
 
 def _guard_prompt(
-    conversation: Sequence[Turn], answer: str | None, prompt_format: str, max_input_tokens: int
+    conversation: Sequence[Turn],
+    answer: str | None,
+    prompt_format: str,
+    max_input_tokens: int,
+    reply: str = TEXT_REPLY,
 ) -> tuple[tuple[tuple[str, str], ...], int]:
     turns = [(t.role, t.content) for t in conversation if t.role in _ROLES]
     if answer is not None:
         turns.append(("assistant", answer))
-    template = load_prompt(PROMPT)
+    template = load_prompt(JSON_PROMPT if reply == JSON_REPLY else PROMPT)
     budget = max_input_tokens - estimate_tokens(template + categories_block())
     texts, cut = fit_texts([c for _, c in turns], max(budget, 64))
     turns = [(role, c.strip()) for (role, _), c in zip(turns, texts)]
@@ -141,7 +197,10 @@ def prepare(
 
     ``every_prompt`` guards every query's prompt (goal routing, ``route.py``): pass no responses with it."""
     by_id = {qid: q for qid, q in index_queries(queries).items() if every_prompt or is_harmlessness(q)}
-    budget = input_token_budget(endpoint_of(None, cfg.endpoint, endpoints), cfg.max_tokens)
+    endpoint = endpoint_of(None, cfg.endpoint, endpoints)
+    reply = reply_format(cfg, endpoint)
+    max_tokens = max(cfg.max_tokens, JSON_MIN_TOKENS) if reply == JSON_REPLY else cfg.max_tokens
+    budget = input_token_budget(endpoint, max_tokens)
     asked: list[tuple[str, str, str | None, str | None]] = [(qid, PROMPT_TARGET, None, None) for qid in by_id]
     seen: set[tuple[str, str]] = set()
     for r in responses:
@@ -150,7 +209,7 @@ def prepare(
             asked.append((r.query_id, RESPONSE_TARGET, r.generator, r.text))
     out: Planned[Target] = Planned()
     for qid, target, gen, text in asked:
-        messages, cut = _guard_prompt(by_id[qid].conversation, text, cfg.prompt_format, budget)
+        messages, cut = _guard_prompt(by_id[qid].conversation, text, cfg.prompt_format, budget, reply)
         out.targets.append((qid, target, gen, cut))
         out.requests.append(
             ChatRequest(
@@ -159,7 +218,10 @@ def prepare(
                 messages,
                 temperature=cfg.temperature,
                 top_p=cfg.top_p,
-                max_tokens=cfg.max_tokens,
+                max_tokens=max_tokens,
+                response_schema=verdict_schema() if reply == JSON_REPLY else None,
+                schema_name="guard_verdict",
+                max_reasks=0,  # a reply outside the schema is read by the text parser, or counted unreadable
                 stage=STAGE,
                 tag=qid,
             )
@@ -180,14 +242,15 @@ def plan(
 
 
 def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: GuardConfig) -> StageResult[GuardLabel]:
-    """A GuardLabel per result (``unknown`` plus a Failure for a reply it cannot read)."""
+    """A GuardLabel per result (``unknown`` plus a Failure for a reply it cannot read, counted as
+    ``unreadable``); a call that brought no reply is a Failure without a label."""
     guard_name = f"{cfg.endpoint}/{cfg.model}"
     out: StageResult[GuardLabel] = StageResult()
     for (qid, target, gen, _), res in zip(planned.targets, results):
-        if not res.ok:
+        if not res.ok and res.text is None:  # a reply outside the schema is still read below
             out.failures.append(Failure(STAGE, qid, gen, res.error or "no reply"))
             continue
-        v = parse_guard_reply(res.text)
+        v = read_reply(res)
         if v.verdict == UNKNOWN:
             out.failures.append(Failure(STAGE, qid, gen, f"unreadable guard reply {(res.text or '')[:200]!r}"))
         out.records.append(
@@ -206,6 +269,7 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: GuardC
         requests=len(planned.requests),
         labels=len(out.records),
         failures=len(out.failures),
+        unreadable=sum(1 for lb in out.records if lb.verdict == UNKNOWN),
         inputs_cut=sum(1 for *_, cut in planned.targets if cut),
         **{
             f"{t}_{v}": sum(1 for lb in out.records if lb.target == t and lb.verdict == v)

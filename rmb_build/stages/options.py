@@ -65,6 +65,13 @@ class GuardConfig(ModelRef):
     # "prompt": Llama Guard 2's prompt rendered into one user message (any chat model, the demo);
     # "chat": the conversation as messages, for servers whose chat template is Llama Guard's own.
     prompt_format: Literal["prompt", "chat"] = "prompt"
+    reply: Literal["auto", "text", "json"] = Field(
+        default="auto",
+        description="the verdict's form: 'text' is Llama Guard's own (safe / unsafe, then categories); 'json' "
+        "constrains the reply to {verdict, categories} with the endpoint's structured output (at least "
+        "40 max_tokens are asked); 'auto': json on an embedded endpoint (a small chat model, no Llama Guard), "
+        "text elsewhere",
+    )
 
 
 class RouteConfig(StrictModel):

@@ -10,6 +10,9 @@ classifier, decides whether a query is harmlessness:
   likely helpfulness scenario (``safe_harmful: helpfulness``) or drops it (``drop``), counted;
 - a ``safe`` verdict on a helpfulness query confirms it;
 - no readable verdict (a failed call, or a reply the parser cannot read): the classifier's label stands;
+- a guard whose replies are mostly unreadable routes nothing: a verdict from it counts for no query (the
+  classifier's or label set's scenario stands), counted (``unreadable`` of ``guard_replies``) and said in
+  one line (``stopped``);
 - a label people gave (a source's label set, ``Query.labelled_by``) stands whatever the verdict:
   a person's label is the evidence the guard's would be measured against.
 
@@ -68,12 +71,18 @@ class Routing:
     decisions: dict[str, Decision] = field(default_factory=dict)
     dropped: Counter = field(default_factory=Counter)  # reason -> queries
     not_evidence: Counter = field(default_factory=Counter)  # why unsafe verdicts were not taken -> queries
+    replies: int = 0  # prompt guard labels read (a failed call brings none)
+    unreadable: int = 0  # of them, replies the parser could not read (verdict unknown)
+    stopped: str | None = None  # why routing took no verdict (a guard whose replies are mostly unreadable)
 
     def extend(self, other: "Routing") -> None:
         self.kept += other.kept
         self.decisions.update(other.decisions)
         self.dropped.update(other.dropped)
         self.not_evidence.update(other.not_evidence)
+        self.replies += other.replies
+        self.unreadable += other.unreadable
+        self.stopped = self.stopped or other.stopped
 
     def stats(self) -> dict[str, Any]:
         """Counts per verdict, per source of the goal, per change of scenario, and per drop reason."""
@@ -92,7 +101,20 @@ class Routing:
             ),
             "dropped": dict(self.dropped),
             "unsafe_not_evidence": dict(self.not_evidence),
+            "guard_replies": self.replies,
+            "unreadable": self.unreadable,
+            "stopped": self.stopped,
         }
+
+
+def mostly_unreadable(unreadable: int, replies: int) -> str | None:
+    """The one line saying routing stopped, when more than half of the guard's ``replies`` were unreadable."""
+    if not replies or unreadable * 2 <= replies:
+        return None
+    return (
+        f"routing stopped: {unreadable} of {replies} guard replies were unreadable, so no query's goal comes "
+        "from the guard (each keeps its classifier's or label set's scenario)"
+    )
 
 
 def goal_of(scenario_id: str | None) -> str | None:
@@ -177,13 +199,21 @@ def route(
 
     ``alternatives``: query id -> {goal: most likely scenario of that goal}; queries routed away
     from their goal without one are dropped, with the reason counted. ``unsafe_not_evidence``: see
-    :func:`decide`; each unsafe verdict it sets aside is counted under it."""
+    :func:`decide`; each unsafe verdict it sets aside is counted under it. When most of the prompts' guard
+    replies are unreadable (:func:`mostly_unreadable`), no verdict is taken: ``stopped`` says so."""
     by_query = {lb.query_id: lb for lb in labels if lb.target == PROMPT_TARGET}
     out = Routing()
+    replies = [by_query[qid] for qid in dict.fromkeys(q.id for q in queries) if qid in by_query]
+    out.replies = len(replies)
+    out.unreadable = sum(1 for lb in replies if lb.verdict not in (SAFE, UNSAFE))
+    out.stopped = mostly_unreadable(out.unreadable, out.replies)
     for q in queries:
-        d = decide(q, by_query.get(q.id), alternatives.get(q.id, {}), safe_harmful, unsafe_not_evidence)
+        label = by_query.get(q.id)
+        d = decide(q, None if out.stopped else label, alternatives.get(q.id, {}), safe_harmful, unsafe_not_evidence)
+        if out.stopped and label is not None:  # the annotation still shows what the guard said
+            d = dataclasses.replace(d, verdict=label.verdict)
         out.decisions[q.id] = d
-        if d.verdict == UNSAFE and unsafe_not_evidence:
+        if d.verdict == UNSAFE and unsafe_not_evidence and not out.stopped:
             out.not_evidence[unsafe_not_evidence] += 1
         if d.scenario is None:
             out.dropped[d.reason or "dropped by routing"] += 1
@@ -261,6 +291,7 @@ __all__ = [
     "alternatives_from",
     "change",
     "decide",
+    "mostly_unreadable",
     "needs_alternatives",
     "route",
     "routing_fields",
@@ -299,7 +330,9 @@ async def _guard_and_route(
 ) -> tuple[Routing, list[Any]]:
     """The routing of ``queries`` by their prompts' guard verdicts, and the guard's failures."""
     labels = await guard(queries, [], the.guard, env.client, every_prompt=True)
-    unsure = needs_alternatives(queries, labels.records, not_evidence)
+    read = [lb for lb in labels.records if lb.target == PROMPT_TARGET]
+    unreadable = mostly_unreadable(sum(1 for lb in read if lb.verdict not in (SAFE, UNSAFE)), len(read))
+    unsure = [] if unreadable else needs_alternatives(queries, labels.records, not_evidence)
     alts = {}
     if unsure:  # the build's encoder and store: the same vectors classify saw, none encoded twice
         alts = alternatives_from(build_classifier(the.train_release, env.embeddings, env.store), unsure)

@@ -59,3 +59,14 @@ def test_the_card_reads_as_before(case, tmp_path):
         kwargs["audit"] = manifest["audit"]
     card = render_card(release, repo_id="me/labels", **kwargs)
     assert _stable(card) == _stable((GOLDEN / f"{case}.md").read_text(encoding="utf-8"))
+
+
+def test_the_card_says_routing_stopped_on_an_unreadable_guard(tmp_path):
+    root = tmp_path / "release"
+    shutil.copytree(GOLDEN / "release", root)
+    manifest = json.loads((GOLDEN / "built.json").read_text(encoding="utf-8"))
+    line = "routing stopped: 3 of 4 guard replies were unreadable, so no query's goal comes from the guard"
+    manifest["routing"]["queries"]["stopped"] = line
+    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    card = render_card(read_release(root), repo_id="me/labels")
+    assert f"The guard's replies were mostly unreadable: {line}." in card

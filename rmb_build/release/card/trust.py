@@ -169,5 +169,6 @@ def label_checks(manifest: Manifest, review: dict | None = None) -> str:
             + ". Queries dropped by routing: "
             + (describe(queries.get("dropped", {})) if queries.get("dropped") else "none")
             + "."
+            + (f" The guard's replies were mostly unreadable: {queries['stopped']}." if queries.get("stopped") else "")
         )
     return "\n\n".join(parts)
