@@ -147,17 +147,18 @@ def run(args: argparse.Namespace) -> int:
     cfg, label = load_build_config(args.config, args.name)
     args.run_folder = BuildPaths.of(cfg.name, base).run  # for kept(), should the build be stopped
     from rmb_build.core import lock
-
-    # one build per work folder: a second would send every request again and count half of them
-    with lock.hold(args.run_folder / BUILD_LOCK, f"rmb build {cfg.name}: work folder {args.run_folder}"):
-        return _build(args, cfg, label, base)
-
-
-def _build(args: argparse.Namespace, cfg: BuildConfig, label: str, base: Path) -> int:
-    from rmb_build.commands import debugging
     from rmb_build.pipeline.preflight import preflight
 
-    stages = preflight(cfg, label)  # every config error surfaces here, before Prefect or any model starts
+    # every config error surfaces here, before the work folder is made, Prefect or any model starts
+    stages = preflight(cfg, label)
+    # one build per work folder: a second would send every request again and count half of them
+    with lock.hold(args.run_folder / BUILD_LOCK, f"rmb build {cfg.name}: work folder {args.run_folder}"):
+        return _build(args, cfg, label, base, stages)
+
+
+def _build(args: argparse.Namespace, cfg: BuildConfig, label: str, base: Path, stages: list[str]) -> int:
+    from rmb_build.commands import debugging
+
     if not args.no_progress and not args.dry_run:  # the first line at once, not after Prefect's server starts
         import logging
 
