@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
                     )
                     return 1
         except KeyboardInterrupt:
-            pass
+            from rmb_build.core import stop as stops
+
+            stops.ended_by()  # Ctrl-C is how a server is stopped: its normal end, exit 0
     print("stopped")
     return 0

@@ -55,6 +55,13 @@ def caught() -> None:
     _caught.append(True)
 
 
+def ended_by() -> None:
+    """The command took the stop as its own end (``rmb serve`` runs until Ctrl-C): it exits with its own
+    code, not as a stopped command."""
+    _received.clear()
+    _caught.append(True)
+
+
 def check() -> None:
     """Raise KeyboardInterrupt when a stop came (a checkpoint between a command's steps: a stop whose
     exception was swallowed ends the command at its next step)."""

@@ -34,9 +34,12 @@ def check(rm: RewardModel) -> None:
 def machine_cap(devices: list[str]) -> str | None:
     """Why ``devices`` ask more than this machine has (a replica per core at most; GPUs that exist, one
     replica each), or None."""
-    gpus = [d for d in devices if d != "cpu"]
+    cpus = [d for d in devices if d == "cpu"]
+    gpus = [d for d in devices if d == "cuda" or d.startswith("cuda:")]  # another name fails in its replica
+    if cpus and (why := process_cap("CPU replicas", len(cpus))):
+        return why
     if not gpus:
-        return process_cap("CPU replicas", len(devices))
+        return None
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -45,7 +48,7 @@ def machine_cap(devices: list[str]) -> str | None:
     if missing:
         return f"{missing[0]}: this machine has {count} GPU{'s' * (count != 1)}"
     if len(set(indices)) < len(indices):
-        return f"{','.join(devices)}: one replica per GPU (two on one only share it, and its memory)"
+        return f"{','.join(gpus)}: one replica per GPU (two on one only share it, and its memory)"
     return None
 
 

@@ -83,7 +83,8 @@ def detach_temporary_server() -> None:
 
 class _OwnLinesOnly(logging.Filter):
     """Passes our own lines through Prefect's run loggers, and Prefect's warnings, but not a failure's
-    traceback nor its "Finished in state Failed(...)" line (the CLI prints the error once)."""
+    traceback, its "Finished in state Failed(...)" line, nor the "Crash detected!" of a sibling task cancelled
+    because the run failed (the CLI prints the error once)."""
 
     def __init__(self, prefect_dir: str):
         super().__init__()
@@ -95,7 +96,7 @@ class _OwnLinesOnly(logging.Filter):
         return (
             record.levelno >= logging.WARNING
             and not record.exc_info
-            and not str(record.msg).startswith("Finished in state")
+            and not str(record.msg).startswith(("Finished in state", "Crash detected!"))
         )
 
 
