@@ -70,6 +70,8 @@ def check() -> None:
 
 
 def _handler(signum: int, frame: Any) -> None:
+    if _caught:  # the caller has the stop in hand (its line said, or its normal end): nothing to raise
+        return
     first = not _received
     again = bool(_raise_again)
     _raise_again.clear()
@@ -104,8 +106,15 @@ def _redeliver(unraisable: Any) -> None:
             _raise_again.append(True)
             # From another thread, a moment later: tripped here, the handler would run inside this hook,
             # where its exception is lost again.
-            threading.Timer(REDELIVER_S, _thread.interrupt_main, (sig,)).start()
+            threading.Timer(REDELIVER_S, _interrupt_unless_caught, (sig,)).start()
             return
+
+
+def _interrupt_unless_caught(sig: int) -> None:
+    """The redelivery itself, skipped where the caller took the stop meanwhile: raised after its line,
+    the stop's exception would end the process as an unhandled Ctrl-C (exit -2), not with its code."""
+    if not _caught and _raise_again:
+        _thread.interrupt_main(sig)
 
 
 _previous_hook: list[Callable[[Any], Any]] = [sys.unraisablehook]

@@ -88,7 +88,9 @@ def by_cache_key(context: Any, parameters: dict[str, Any]) -> str:
 # --- one key per stage task --------------------------------------------------------------------
 
 
-def _records(items: Any) -> list[Any]:
+def _records(items: Any, reads: Any = None) -> list[Any]:
+    if reads is not None:
+        return [reads(r) for r in items]
     return [r.to_json() if hasattr(r, "to_json") else r for r in items]
 
 
@@ -128,5 +130,5 @@ def stage_key(spec: Any, cfg: Any, *inputs: Any) -> str:
     if spec.prompts:
         parts.append(prompts_digest(*spec.prompts))
     if spec.keyed_inputs:
-        parts.extend(_records(i) for i in inputs)
+        parts.extend(_records(i, spec.key_reads) for i in inputs)
     return fingerprint(*parts)

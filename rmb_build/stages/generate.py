@@ -148,6 +148,12 @@ async def generate(
     return collect(planned, await ask(client, planned.requests, desc=STAGE))
 
 
+def _what_generation_reads(query: Query) -> dict[str, Any]:
+    """A query as its answers depend on it: routing a query to another goal keeps its answers."""
+    record = query.to_json()
+    return {"id": record["id"], "conversation": record["conversation"]}
+
+
 async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Response]:
     return await generate(queries, env.section, env.client)
 
@@ -157,6 +163,7 @@ SPEC = StageSpec(
     generate_batch,
     config="generators",
     endpoints=lambda gens: [g.endpoint for g in gens],
+    key_reads=_what_generation_reads,
     llm=True,
     answers=True,
 )

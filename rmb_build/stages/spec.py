@@ -30,6 +30,8 @@ class StageSpec:
     - ``encoder``: the key reads the build's sentence encoder, and the work gets the embedding store;
     - ``prompts``: the ``prompts/`` folders (or top-level files) the key reads;
     - ``keyed_inputs``: the key reads the batch's inputs (their records);
+    - ``key_reads``: what of each input record the key reads, where the work reads less than the whole
+      record (``generate`` reads a query's id and conversation, not the goal routing may change later);
     - ``cached``: its batches are kept under their key (``embed``'s cache is the embedding store);
     - ``llm``: it calls an LLM (through the build's one client);
     - ``answers``: its requests without a reply schema ask for answers (texts the stages after it read and
@@ -56,6 +58,7 @@ class StageSpec:
     encoder: bool = False
     prompts: tuple[str, ...] = ()
     keyed_inputs: bool = True
+    key_reads: Callable[[Any], Any] | None = None
     cached: bool = True
     llm: bool = False
     answers: bool = False

@@ -144,3 +144,23 @@ def test_a_command_that_returns_after_a_stop_is_reported_stopped(ctrl_c_live, mo
     assert cli.main(["models"]) == 128 + signal.SIGTERM
     err = capsys.readouterr().err
     assert err.startswith("rmb models: stopped by SIGTERM; ") and err.count("\n") == 1, err
+
+
+def test_a_redelivery_due_after_the_caller_took_the_stop_raises_nothing(ctrl_c_live):
+    """A stop swallowed in a finalizer schedules its redelivery; the caller catching the stop meanwhile (the
+    CLI printing its line) must not get it again: raised after the line, it escaped the CLI and the build
+    ended as an unhandled Ctrl-C (exit -2) instead of 143."""
+    import time
+
+    with stop.handlers():
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+        _StoppedInAFinalizer()  # a second stop exception, swallowed: its redelivery is due in REDELIVER_S
+        stop.caught()
+        time.sleep(stop.REDELIVER_S * 20)  # the redelivery's moment passes here: nothing raised
+        os.kill(os.getpid(), signal.SIGINT)  # nor by a late Ctrl-C while the line is said
+        for _ in range(1000):
+            pass
+        assert stop.received() == signal.SIGTERM

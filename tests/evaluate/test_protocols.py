@@ -7,7 +7,8 @@ rmb's: reward-bench's ``prepare_dialogue_from_tokenizer`` (roles by position, ``
 tokenize=False)``), then ``RewardBenchPipeline.__call__`` (``rewardbench/models/pipeline.py``; RMB's
 ``eval/rewardbench/models/pipeline.py`` is the same): the tokenizer's own call with ``truncation``,
 ``max_length`` and ``padding=True`` on the harness's truncation and padding sides, and the first of two
-leading BOS masked. Every text of a harness is one padded batch, as the harness batches them.
+leading BOS masked (JudgeBench's ``SkyworkReward`` keeps both and scores each text alone). Every text of a
+harness is one padded batch, as the harness batches them (a rotary model: one text alone scores the same).
 The authors' own scripts, run as is, are in ``test_protocols_authors.py`` (where they install).
 """
 
@@ -66,11 +67,12 @@ def harness_scores(model_dir: str, texts, name: str, max_length: int | None = No
         ids, mask = enc["input_ids"], enc["attention_mask"]
         full = [len(x) for x in tok(strings)["input_ids"]]
         cut = sum(n > length for n in full) if length else 0
-        rows = torch.arange(ids.shape[0])
-        starts = mask.argmax(dim=1)
-        second = torch.clamp(starts + 1, max=ids.shape[1] - 1)
-        double = (ids[rows, starts] == tok.bos_token_id) & (ids[rows, second] == tok.bos_token_id)
-        mask[rows[double], starts[double]] = 0
+        if p.double_bos == "mask":  # reward-bench's pipeline; JudgeBench's SkyworkReward keeps both BOS
+            rows = torch.arange(ids.shape[0])
+            starts = mask.argmax(dim=1)
+            second = torch.clamp(starts + 1, max=ids.shape[1] - 1)
+            double = (ids[rows, starts] == tok.bos_token_id) & (ids[rows, second] == tok.bos_token_id)
+            mask[rows[double], starts[double]] = 0
     with torch.inference_mode():
         logits = model(input_ids=ids, attention_mask=mask).logits[:, 0]
     return {t.key: float(v) for t, v in zip(texts, logits)}, cut
