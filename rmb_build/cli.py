@@ -207,7 +207,13 @@ def _call(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     program = argv is None  # the process's entry point (not a call from Python code)
-    argv = sys.argv[1:] if argv is None else argv
+    code = _main(sys.argv[1:] if argv is None else argv, program)
+    if program:
+        stop.clear_unhandled_interrupt()
+    return code
+
+
+def _main(argv: list[str], program: bool) -> int:
     args = None
     sys.excepthook = _print_traceback  # an unexpected error's traceback too, redacted
     with stop.handlers():  # from the start: a Ctrl-C while the commands are imported stops in one line too

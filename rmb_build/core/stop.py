@@ -174,3 +174,19 @@ def noting_sigterm() -> Iterator[None]:
     finally:
         if signal.getsignal(signal.SIGTERM) is noted:
             signal.signal(signal.SIGTERM, theirs)
+
+
+def clear_unhandled_interrupt() -> None:
+    """Let the command's exit code stand. CPython ends a process as an unhandled Ctrl-C (killed by SIGINT,
+    or 130) whenever a KeyboardInterrupt once left code run through ``PyRun_String`` (code a C extension
+    runs while it is imported, say), even where the CLI caught that stop afterwards: a SIGTERM landing
+    there turned exit 143 into -2. Running code through ``PyRun_String`` resets the interpreter's flag."""
+    try:
+        import ctypes
+
+        run = ctypes.pythonapi.PyRun_String
+        run.restype = ctypes.py_object
+        run.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.py_object, ctypes.py_object]
+        run(b"None", 258, {}, {})  # 258: Py_eval_input
+    except Exception:  # noqa: BLE001 - no ctypes or not CPython: no such flag to clear
+        pass

@@ -164,3 +164,40 @@ def test_a_redelivery_due_after_the_caller_took_the_stop_raises_nothing(ctrl_c_l
         for _ in range(1000):
             pass
         assert stop.received() == signal.SIGTERM
+
+
+STOPPED_IN_EXTENSION_CODE = '''
+import ctypes, os, sys
+import rmb_build.cli as cli
+
+def lands_in_extension_code(args):
+    """The stop lands in code a C extension runs through PyRun_String (as some do while imported)."""
+    run = ctypes.pythonapi.PyRun_String
+    run.restype = ctypes.py_object
+    run.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.py_object, ctypes.py_object]
+    run(b"import os, signal\\nos.kill(os.getpid(), signal.SIGTERM)\\nfor _ in range(10**6): pass", 257, {}, {})
+    return 0
+
+cli._call = lands_in_extension_code
+sys.argv = ["rmb", "models"]
+sys.exit(cli.main())
+'''
+
+
+def test_a_stop_caught_after_extension_code_exits_with_the_commands_code(tmp_path):
+    """CPython exits as an unhandled Ctrl-C (SIGINT, or 130) when a KeyboardInterrupt once left code run
+    through PyRun_String, even one the CLI then caught: a build stopped by SIGTERM in an import exited -2."""
+    import subprocess
+    import sys
+
+    (tmp_path / "stopped_in_extension.py").write_text(STOPPED_IN_EXTENSION_CODE)
+    done = subprocess.run(
+        [sys.executable, "-m", "stopped_in_extension"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stderr.startswith("rmb models: stopped by SIGTERM; ") and done.stderr.count("\n") == 1, done.stderr
