@@ -10,7 +10,8 @@ A stop is never lost: the exception a handler raises can land where Python canno
 finalizer, a callback: "Exception ignored in ...") and the command ran on, muted, to exit 0. Such a
 swallowed stop is delivered again at once (:func:`_redeliver`, from ``sys.unraisablehook``); a command's
 loop calls :func:`check` between steps; and the CLI treats a command that returns after a stop as
-stopped.
+stopped. A stop that arrives inside an import is raised when the import has finished (a native extension
+interrupted while it initialises can abort the process); a second Ctrl-C is raised at once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []  # the stop signals received inside handlers(), in order
 _callbacks: list[Callable[[], None]] = []
 REDELIVER_S = 0.01
-_raise_again: list[bool] = []  # a stop exception was swallowed: the next signal handled raises
+_raise_again: list[bool] = []  # a stop exception was swallowed (or put off): the next signal handled raises
+_redelivering: list[bool] = []  # the signal being handled is this module's redelivery
 _caught: list[bool] = []  # the command's caller has the stop in hand: nothing is raised again
 
 
@@ -72,15 +74,42 @@ def check() -> None:
 def _handler(signum: int, frame: Any) -> None:
     if _caught:  # the caller has the stop in hand (its line said, or its normal end): nothing to raise
         return
-    first = not _received
-    again = bool(_raise_again)
+    redelivered = bool(_redelivering)  # from this module's timer, not from outside
+    _redelivering.clear()
+    outstanding = bool(_raise_again)
     _raise_again.clear()
-    if not again:
+    first = not _received
+    if not redelivered:
         note(signum)
-    # A repeated SIGTERM is Prefect sending the first on (or a supervisor repeating it): the stop is
-    # under way. A repeated Ctrl-C is a person who wants out of a cleanup that hangs.
-    if first or again or signum == signal.SIGINT:
+    # A repeated Ctrl-C is a person who wants out (of a cleanup that hangs, of an import): raised at once.
+    if signum == signal.SIGINT and not first and not redelivered:
         raise KeyboardInterrupt
+    # A repeated SIGTERM is Prefect sending the first on (or a supervisor repeating it): the stop is
+    # under way, unless its exception was swallowed (outstanding).
+    if first or outstanding or redelivered:
+        if _importing(frame):
+            _raise_later(signum)
+            return
+        raise KeyboardInterrupt
+
+
+IMPORT_RETRY_S = 0.05
+
+
+def _importing(frame: Any) -> bool:
+    """Whether the main thread is inside an import: a stop raised there can leave a native extension half
+    initialised (torch, imported by the audit's encoder, aborted the process: exit -6 after the stop line)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _raise_later(signum: int) -> None:
+    """The stop, raised once the import it arrived in has finished (checked every ``IMPORT_RETRY_S``)."""
+    _raise_again.append(True)
+    threading.Timer(IMPORT_RETRY_S, _interrupt_unless_caught, (signum,)).start()
 
 
 def _is_stop(exc: BaseException | None) -> bool:
@@ -114,6 +143,7 @@ def _interrupt_unless_caught(sig: int) -> None:
     """The redelivery itself, skipped where the caller took the stop meanwhile: raised after its line,
     the stop's exception would end the process as an unhandled Ctrl-C (exit -2), not with its code."""
     if not _caught and _raise_again:
+        _redelivering.append(True)
         _thread.interrupt_main(sig)
 
 
@@ -128,6 +158,7 @@ def handlers() -> Iterator[None]:
     _received.clear()
     _callbacks.clear()
     _raise_again.clear()
+    _redelivering.clear()
     _caught.clear()
     previous = {}
     hook = None
@@ -147,6 +178,7 @@ def handlers() -> Iterator[None]:
         _received.clear()
         _callbacks.clear()
         _raise_again.clear()
+        _redelivering.clear()
         _caught.clear()
 
 
@@ -163,8 +195,9 @@ def noting_sigterm() -> Iterator[None]:
         return
 
     def noted(signum: int, frame: Any) -> None:
-        if not _raise_again:  # a redelivery (_redeliver) is the stop already noted
+        if not _redelivering:  # a redelivery is the stop already noted
             note(signum)
+        _redelivering.clear()
         _raise_again.clear()
         theirs(signum, frame)
 

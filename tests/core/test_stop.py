@@ -201,3 +201,39 @@ def test_a_stop_caught_after_extension_code_exits_with_the_commands_code(tmp_pat
     )
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert done.stderr.startswith("rmb models: stopped by SIGTERM; ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_stop_inside_an_import_is_raised_when_the_import_has_finished(ctrl_c_live, tmp_path, monkeypatch):
+    """Raised inside an import, a stop can leave a native extension half initialised (torch, imported by the
+    audit's encoder, aborted a stopped build: exit -6). The import finishes; the stop follows at once."""
+    import importlib
+    import sys
+    import time
+
+    (tmp_path / "slow_native_import.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(0.3)\nfinished = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with stop.handlers():
+        with pytest.raises(KeyboardInterrupt):
+            importlib.import_module("slow_native_import")
+            time.sleep(2)  # the stop lands here, after the import
+        assert sys.modules["slow_native_import"].finished and stop.received() == signal.SIGTERM
+    sys.modules.pop("slow_native_import", None)
+
+
+def test_a_second_ctrl_c_inside_an_import_is_raised_at_once(ctrl_c_live, tmp_path, monkeypatch):
+    import importlib
+    import sys
+    import time
+
+    (tmp_path / "hanging_import.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.2)\n"
+        "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = time.monotonic()
+    with stop.handlers():
+        with pytest.raises(KeyboardInterrupt):
+            importlib.import_module("hanging_import")
+    assert time.monotonic() - started < 10 and "hanging_import" not in sys.modules
