@@ -20,6 +20,7 @@ import shlex
 import signal
 import sys
 import traceback
+import warnings
 
 from rmb_build import __version__
 from rmb_build.commands import debugging
@@ -179,8 +180,10 @@ def _print_traceback(kind, value, tb) -> None:
 
 def _quiet_teardown() -> None:
     """At a stop, the event loop's reports from its teardown (a task that failed while it was
-    cancelled, e.g. on a server the same Ctrl-C stopped) belong to the stop the CLI reports."""
+    cancelled, e.g. on a server the same Ctrl-C stopped) belong to the stop the CLI reports, as does a
+    coroutine the stop kept from being awaited."""
     logging.getLogger("asyncio").disabled = True
+    warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
 
 
 def stop_line(args: argparse.Namespace | None, argv: list[str], signum: int) -> str:

@@ -19,7 +19,7 @@ overall; every figure is micro, the share of the pairs counted correct (the auth
   response and -1 for each that picks the other; a pair is correct when the sum is positive, so an
   inconsistent pair (one order each way) is neither right nor wrong: it counts in the denominator only.
 
-Intervals: Clopper-Pearson (``core.intervals``), every figure being a share of 0/1 outcomes.
+Intervals: mid-p (``core.intervals.mid_p``), every figure being a share of 0/1 outcomes.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from rmb_build.benchmarks.base import (
     text,
 )
 from rmb_build.benchmarks.tables import Row
-from rmb_build.core.intervals import clopper_pearson
+from rmb_build.core.intervals import mid_p
 from rmb_build.core.items import Answer, PairwiseItem, Turn
 from rmb_build.core.taxonomy import PAIRWISE_SET
 
@@ -105,7 +105,7 @@ def correct(prediction: Mapping[str, Any], chosen_position: str) -> float:
 def _figure(predictions: Sequence[Mapping[str, Any]], meta: Meta) -> dict[str, Any]:
     hits = [correct(p, meta[(p["set"], p["uid"])]["chosen_position"]) for p in predictions]
     k, n = int(sum(hits)), len(hits)
-    return {"accuracy": k / n, "interval": clopper_pearson(k, n), "correct": k, "pairs": n}
+    return {"accuracy": k / n, "interval": mid_p(k, n), "correct": k, "pairs": n}
 
 
 def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:

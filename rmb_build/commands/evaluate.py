@@ -107,7 +107,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_DRAWS,
         metavar="DRAWS",
         help="Monte Carlo draws for the 95%% intervals of means (default %(default)s; a proportion's "
-        "Clopper-Pearson interval is exact)",
+        "mid-p interval needs none)",
     )
     p.add_argument(
         "--min-coverage",

@@ -124,11 +124,13 @@ def _is_stop(exc: BaseException | None) -> bool:
 
 def _redeliver(unraisable: Any) -> None:
     """``sys.unraisablehook``: a stop's exception raised where it could not propagate is raised again,
-    from the next signal check of the main thread; anything else goes to the previous hook."""
+    from the next signal check of the main thread; anything else goes to the previous hook, except once
+    the caller has the stop: then it is the stopped work's teardown (a finalizer of an object the stop cut
+    off while it was being built: an event loop without its self-pipe) and belongs to the stop's line."""
+    if _caught and _received:  # an echo of the stop the caller reports
+        return
     if not _is_stop(unraisable.exc_value) or not _received:
         _previous_hook[0](unraisable)
-        return
-    if _caught:  # an echo of the stop the caller reports
         return
     for sig in (_received[0], *SIGNALS):
         if callable(signal.getsignal(sig)):

@@ -7,7 +7,7 @@ negative. Margins are put on one scale per RM (divided by the standard deviation
 the items), and items are ranked by the mean of their scaled margins, lowest first: the likeliest label
 errors head the list, each with how many RMs contradict it and every RM's margin. An item is a *suspected*
 label error when more than half of the RMs contradict it; a scenario's rate of suspected errors carries a
-Clopper-Pearson interval. Items an RM did not score (no numeric scores) are left out of its count.
+mid-p interval. Items an RM did not score (no numeric scores) are left out of its count.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from statistics import fmean, pstdev
 from typing import Any, Mapping, Sequence
 
 from rmb_build.core.errors import RMBError
-from rmb_build.core.intervals import clopper_pearson
+from rmb_build.core.intervals import mid_p
 from rmb_build.evaluate.compare import read_predictions
 
 MIN_RMS = 3
@@ -77,7 +77,7 @@ def consensus(evaluations: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[st
     for it in items:
         per[it["scenario"]].append(it["suspected"])
     scenarios = {
-        s: {"items": len(v), "suspected": sum(v), "rate": sum(v) / len(v), "interval": clopper_pearson(sum(v), len(v))}
+        s: {"items": len(v), "suspected": sum(v), "rate": sum(v) / len(v), "interval": mid_p(sum(v), len(v))}
         for s, v in sorted(per.items())
     }
     return {"evaluations": list(evaluations), "rule": RULE, "scenarios": scenarios, "items": items}

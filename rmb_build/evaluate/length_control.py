@@ -3,7 +3,7 @@
 The length difference of a pair is ``d = len(chosen) - len(rejected)`` in characters (Unicode code points of the
 answer strings; not the RM's tokens, which differ between RMs and would make two RMs' figures incomparable).
 
-- ``bins``: accuracy in fixed bins of that difference, each with its Clopper-Pearson interval.
+- ``bins``: accuracy in fixed bins of that difference, each with its mid-p interval.
 - ``length_neutral``: **length-balanced accuracy**. Estimand: the RM's expected accuracy on these pairs
   reweighted so that, at every size of length gap, the chosen answer is the longer exactly as often as the
   shorter. The pairs with ``d != 0`` are cut into strata of ``|d|`` (at quantiles of the gaps of the rarer

@@ -1,8 +1,8 @@
 """Aggregate item outcomes into results.json: per scenario, task, goal and overall.
 
 macro = mean of the group's scenario accuracies; micro = mean over the group's items. Harmlessness
-scenarios belong to no task. 95% intervals come from ``rmb_build/core/intervals.py``: Clopper-Pearson for
-a proportion (its Monte Carlo extension for ties counted half), and for macro means and ``rmb_overall``
+scenarios belong to no task. 95% intervals come from ``rmb_build/core/intervals.py``: mid-p for
+a proportion (Clopper-Pearson's Monte Carlo extension for ties counted half), and for macro means and ``rmb_overall``
 Wilson's interval with each scenario's variance pooled within its goal; none has zero width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``.
 
 ``rmb_overall`` is RMB's headline: the four cells (pairwise/BoN x Helpfulness/Harmlessness), each

@@ -97,7 +97,7 @@ def test_no_interval_of_zero_width_even_on_unanimous_groups(ties):
     assert len(found) > 20
     for path, (lo, hi) in found:
         assert 0.0 <= lo < hi <= 1.0, path
-    assert results["bon"]["scenarios"]["Harmlessness/S6"]["ci95"] == pytest.approx([0.025, 1.0])
+    assert results["bon"]["scenarios"]["Harmlessness/S6"]["ci95"] == pytest.approx([0.05, 1.0])  # mid-p of 1/1
     assert results["bon"]["scenarios"]["Harmlessness/S6"]["few_items"] is True
     assert results["rmb_overall"]["few_items"] == [
         "pairwise/Helpfulness",
@@ -107,9 +107,33 @@ def test_no_interval_of_zero_width_even_on_unanimous_groups(ties):
     ]
 
 
-def test_a_proportions_interval_is_clopper_pearson_and_seeded_draws_repeat():
+def _mid_p_by_definition(k: int, n: int) -> list[float]:
+    """The mid-p ends by bisection on the binomial sums written out (no scipy)."""
+    from math import comb
+
+    def pmf(j, p):
+        return comb(n, j) * p**j * (1 - p) ** (n - j)
+
+    def solve(f, rising):  # the p in (0, 1) where f(p) = 0.025
+        lo, hi = 0.0, 1.0
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if (f(mid) < 0.025) == rising else (lo, mid)
+        return lo
+
+    lower = 0.0 if k == 0 else solve(lambda p: sum(pmf(j, p) for j in range(k + 1, n + 1)) + pmf(k, p) / 2, True)
+    upper = 1.0 if k == n else solve(lambda p: sum(pmf(j, p) for j in range(k)) + pmf(k, p) / 2, False)
+    return [lower, upper]
+
+
+def test_a_proportions_interval_is_mid_p_and_seeded_draws_repeat():
     outcomes = np.array([1.0] * 7 + [0.0] * 3)
-    assert mean_interval(outcomes) == pytest.approx([0.3475, 0.9333], abs=1e-4)  # the textbook 7/10 interval
+    assert mean_interval(outcomes) == pytest.approx(_mid_p_by_definition(7, 10), abs=1e-6)
+    assert mean_interval(outcomes) == pytest.approx([0.3801, 0.9174], abs=1e-4)  # OpenEpi's mid-p; CP: [0.348, 0.933]
+    for k, n in ((0, 1), (1, 1), (0, 5), (3, 5), (19, 20), (150, 200)):
+        assert mean_interval(np.array([1.0] * k + [0.0] * (n - k))) == pytest.approx(
+            _mid_p_by_definition(k, n), abs=1e-6
+        )
     halves = np.array([1.0, 0.5, 0.5, 0.0, 1.0, 1.0])
     assert mean_interval(halves, 800, 1, "s") == mean_interval(halves, 800, 1, "s")
     assert mean_interval(halves, 800, 1, "s") != mean_interval(halves, 800, 2, "s")

@@ -237,3 +237,28 @@ def test_a_second_ctrl_c_inside_an_import_is_raised_at_once(ctrl_c_live, tmp_pat
         with pytest.raises(KeyboardInterrupt):
             importlib.import_module("hanging_import")
     assert time.monotonic() - started < 10 and "hanging_import" not in sys.modules
+
+
+class _HalfBuilt:
+    """An object the stop cut off in its constructor: its finalizer fails (asyncio's loop without _ssock)."""
+
+    def __del__(self):
+        raise AttributeError("'_UnixSelectorEventLoop' object has no attribute '_ssock'")
+
+
+def test_the_stopped_works_teardown_says_nothing_after_the_stop_line(ctrl_c_live, monkeypatch):
+    import sys
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)  # what would print "Exception ignored in ..."
+    with stop.handlers():
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass
+        stop.caught()
+        _HalfBuilt()  # collected at once
+    assert reported == []
+    with stop.handlers():  # without a stop, a failing finalizer is reported as ever
+        _HalfBuilt()
+    assert [type(r.exc_value) for r in reported] == [AttributeError]

@@ -69,9 +69,9 @@ def test_aggregation_by_hand():
         assert g["ci95_macro"][0] <= g["macro"] <= g["ci95_macro"][1]
         assert g["ci95_micro"][0] <= g["micro"] <= g["ci95_micro"][1]
     # A constant scenario has a zero-width interval; the bootstrap is seeded.
-    # 3 of 3 keeps the interval that says how little 3 items tell (Clopper-Pearson), not [1, 1]
+    # 3 of 3 keeps the interval that says how little 3 items tell (mid-p: p^3 / 2 = 0.025), not [1, 1]
     assert aggregate_set([_p("bon", disc, 1)] * 3, "bon", 50, 0)["scenarios"][disc]["ci95"] == pytest.approx(
-        [0.025 ** (1 / 3), 1.0]
+        [0.05 ** (1 / 3), 1.0]
     )
     assert aggregate_set(preds, "pairwise", resamples=200, seed=3) == r
     assert aggregate_set(preds, "pairwise", resamples=200, seed=4)["overall"]["ci95_micro"] != overall["ci95_micro"]

@@ -285,7 +285,7 @@ def test_gold_agreement_is_measured_and_recorded(tmp_path):
         assert section["agreement"][goal] | {"unjudged": 0} == {
             "value": 1.0,
             "n": 4,
-            "ci95": [pytest.approx(0.025**0.25), 1.0],
+            "ci95": [pytest.approx(0.05**0.25), 1.0],  # mid-p of 4 of 4
             "ties": 0,
             "asked": 4,
             "unjudged": 0,
@@ -364,9 +364,9 @@ def test_judge_check_prints_the_per_goal_table(tmp_path, capsys):
             == 0
         )
     out = capsys.readouterr().out
-    # 4 of 4 agreements: Clopper-Pearson's [0.398, 1] still holds chance, and n=4 is marked as few
-    assert "| Helpfulness | 1.000 | 4 † | 0.398-1.000 | 0 | 0 |" in out
-    assert "| Harmlessness | 1.000 | 4 † | 0.398-1.000 | 0 | 0 |" in out
+    # 4 of 4 agreements: the mid-p [0.473, 1] still holds chance, and n=4 is marked as few
+    assert "| Helpfulness | 1.000 | 4 † | 0.473-1.000 | 0 | 0 |" in out
+    assert "| Harmlessness | 1.000 | 4 † | 0.473-1.000 | 0 | 0 |" in out
     assert "not distinguishable from a coin flip" in out and "above chance" not in out
     assert json.loads((tmp_path / "gold.json").read_text())["overall"]["n"] == 8
 

@@ -125,8 +125,8 @@ def bootstrap_mean(
 
     Where every draw gives one value (every prompt the same, e.g. an RM that always picks the best grade)
     the bootstrap says nothing; with the grades' ``scale`` known (1-10, 0-1) the interval is then the
-    toolkit's interval of a mean of outcomes in [0, 1] (``core.intervals.mean_interval``: Clopper-Pearson
-    carried through the mean) on the rescaled values, which is never of zero width; else None."""
+    toolkit's interval of a mean of outcomes in [0, 1] (``core.intervals.mean_interval``: mid-p, or
+    Clopper-Pearson carried through the mean) on the rescaled values, which is never of zero width; else None."""
     per_prompt = np.asarray(per_prompt, dtype=float)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(per_prompt), size=(resamples, len(per_prompt)))

@@ -112,7 +112,7 @@ def people(review: dict) -> str:
         f"**People against this release's labels.** {review.get('labels', 0)} labels by people of "
         f"{review.get('items', 0)} items of this release (`rmb review`): agreeing with the release's "
         "chosen or best answer counts 1, the other side 0, a tie 0.5 (both unacceptable, skipped and "
-        "can't-judge labels are left out), with a 95% interval (Clopper-Pearson, never of zero width). "
+        "can't-judge labels are left out), with a 95% interval (mid-p, never of zero width). "
         f"Items where the people's majority overruled the release: {len(review.get('overruled', []))}; "
         f"items two or more people agreed on (the review's gold release): {gold.get('items', 0)}."
     )
@@ -136,7 +136,7 @@ def label_checks(manifest: Manifest, review: dict | None = None) -> str:
             f"{gold.get('items', 0)} pairwise items of `{gold.get('release')}` exactly as it scored this "
             "release's answers; agreement is the share of pairs where the build would prefer the "
             "labelled chosen answer (ties count half, so chance is 0.5), with a 95% interval "
-            "(Clopper-Pearson, never of zero width).\n\n" + gold_table(gold) + "\n\n" + verdict_on_chance(gold)
+            "(mid-p, never of zero width).\n\n" + gold_table(gold) + "\n\n" + verdict_on_chance(gold)
         )
     else:
         parts.append(
