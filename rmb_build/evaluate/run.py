@@ -21,7 +21,7 @@ from rmb_build.evaluate.protocols import protocol, record
 from rmb_build.evaluate.report import write_report
 from rmb_build.evaluate.scoring import score_items
 from rmb_build.evaluate.style import STYLE_PREDICTIONS, check_records, score_style, style_results, style_sha256
-from rmb_build.release.provenance import release_record
+from rmb_build.release.provenance import release_record, release_sha256
 from rmb_build.release.read import Release
 
 
@@ -46,7 +46,8 @@ def evaluate(
     defective items out of scoring (``skipped_defective``: how many, per kind). Scores from a file that
     cover fewer than ``min_coverage`` of the items are refused (``coverage``).
     """
-    defects = audit_defects(release) if audit or skip_defective else None
+    content_sha256 = release_sha256(release)
+    defects = audit_defects(release, cache_dir, content_sha256) if audit or skip_defective else None
     items, skipped = split_items(release, defects if skip_defective else None)
     extra: dict[str, Any] = {}
     if defects is not None:
@@ -102,7 +103,7 @@ def evaluate(
         **extra,
     )
     results.update(benchmark_fields(release, predictions, ties))
-    results["release_info"] = release_record(release)
+    results["release_info"] = release_record(release, content_sha256)
     local = Path(release_label) if release_label is not None and Path(release_label).exists() else release.root
     if local is not None:
         # Where a later reader (rmb downstream's hold-out) finds the release from the results folder.

@@ -50,15 +50,15 @@ def release_sha256(release: Release) -> str:
     return h.hexdigest()
 
 
-def release_record(release: Release) -> dict[str, Any]:
-    """The release's name (its manifest's, else its folder's), form, item counts, content hash, and the
-    audit summary its manifest holds (or None)."""
+def release_record(release: Release, sha256: str | None = None) -> dict[str, Any]:
+    """The release's name (its manifest's, else its folder's), form, item counts, content hash (``sha256``
+    where the caller computed it already), and the audit summary its manifest holds (or None)."""
     manifest = release.manifest or {}
     return {
         "name": manifest.get("name") or release.name,
         "format": release.source_format,
         "items": {s: sum(1 for _ in release.items(s)) for s in SETS},
-        "sha256": release_sha256(release),
+        "sha256": sha256 or release_sha256(release),
         "audit": manifest.get("audit") or None,
     }
 
