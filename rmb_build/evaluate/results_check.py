@@ -65,6 +65,11 @@ class _Checker:
             raise self.fail(field, "expected an object", value)
         return value
 
+    def keys(self, value: Mapping[str, Any], field: str, check: Check, names: tuple[str, ...]) -> None:
+        """``check`` each of ``names`` in ``value`` (absent: None), named ``field.name``."""
+        for name in names:
+            check(value.get(name), f"{field}.{name}")
+
     def each(self, value: Any, field: str, check: Callable[[Any, str], None]) -> None:
         for key, v in self.mapping(value, field).items():
             check(v, f"{field}.{key}")
@@ -73,12 +78,9 @@ class _Checker:
 def _group(c: _Checker, value: Any, field: str) -> None:
     """A task, goal or overall figure: macro, micro, n, their intervals."""
     g = c.mapping(value, field)
-    for key in ("macro", "micro"):
-        c.fraction(g.get(key), f"{field}.{key}")
-    for key in ("n", "n_scenarios"):
-        c.count(g.get(key), f"{field}.{key}")
-    for key in ("ci95_macro", "ci95_micro"):
-        c.interval(g.get(key), f"{field}.{key}")
+    c.keys(g, field, c.fraction, ("macro", "micro"))
+    c.keys(g, field, c.count, ("n", "n_scenarios"))
+    c.keys(g, field, c.interval, ("ci95_macro", "ci95_micro"))
 
 
 def _scenario(c: _Checker, value: Any, field: str) -> None:
@@ -142,16 +144,13 @@ def _bias(c: _Checker, value: Any, field: str) -> None:
         c.fraction(row.get("accuracy"), f"{field}.length.{side}.accuracy")
         c.count(row.get("n"), f"{field}.length.{side}.n")
     pos = c.mapping(b.get("position"), f"{field}.position")
-    for key in ("position_following_rate", "first_position_rate"):
-        c.fraction(pos.get(key), f"{field}.position.{key}")
-    for key in ("n_order_pairs", "n_verdicts"):
-        c.count(pos.get(key), f"{field}.position.{key}")
+    c.keys(pos, f"{field}.position", c.fraction, ("position_following_rate", "first_position_rate"))
+    c.keys(pos, f"{field}.position", c.count, ("n_order_pairs", "n_verdicts"))
 
 
 def _release(c: _Checker, value: Any, field: str) -> None:
     r = c.mapping(value, field)
-    for key in ("name", "sha256", "format"):
-        c.text(r.get(key), f"{field}.{key}")
+    c.keys(r, field, c.text, ("name", "sha256", "format"))
     c.each(r.get("items"), f"{field}.items", c.count)
     audit = c.mapping(r.get("audit"), f"{field}.audit")
     c.each(audit.get("counts"), f"{field}.audit.counts", c.count)
@@ -159,8 +158,7 @@ def _release(c: _Checker, value: Any, field: str) -> None:
 
 def _coverage(c: _Checker, value: Any, field: str) -> None:
     cov = c.mapping(value, field)
-    for key in ("items", "scored"):
-        c.count(cov.get(key), f"{field}.{key}")
+    c.keys(cov, field, c.count, ("items", "scored"))
     c.fraction(cov.get("fraction"), f"{field}.fraction")
     if cov.get("partial") is not None and not isinstance(cov.get("partial"), bool):
         raise c.fail(f"{field}.partial", "expected true or false", cov.get("partial"))
@@ -181,9 +179,7 @@ def check_figures(results: Mapping[str, Any], where: str) -> None:
     _bias(c, results.get("bias"), "bias")
     _release(c, results.get("release_info"), "release_info")
     _coverage(c, results.get("coverage"), "coverage")
-    scoring = c.mapping(results.get("scoring"), "scoring")
-    for key in SCORING_COUNTS:
-        c.count(scoring.get(key), f"scoring.{key}")
+    c.keys(c.mapping(results.get("scoring"), "scoring"), "scoring", c.count, tuple(SCORING_COUNTS))
     c.count(c.mapping(results.get("skipped_defective"), "skipped_defective").get("n"), "skipped_defective.n")
     c.each(
         c.mapping(results.get("release_defects"), "release_defects").get("counts"), "release_defects.counts", c.count
