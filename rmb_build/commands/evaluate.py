@@ -26,10 +26,20 @@ def release_format(name: str) -> str:
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--release",
-        required=True,
-        help="an RMB release folder, a local Hugging Face folder, a RewardBench / RewardBench 2 / RM-Bench / "
+        default=None,
+        help="(this or --suite) an RMB release folder, a local Hugging Face folder, a RewardBench / RewardBench 2 / RM-Bench / "
         "JudgeBench file or folder (JSON, JSONL, Parquet), a Hub id, or 'rmb': the official RMB release, "
         "downloaded once into ~/.cache/rmb/releases/ (from $RMB_RELEASE_URL when set)",
+    )
+    p.add_argument(
+        "--suite",
+        default=None,
+        metavar="NAME|FILE",
+        help="instead of --release: several benchmarks in one run, each under its authors' protocol (unless "
+        "--protocol), one score cache, one results folder each under --out and the row across them "
+        "(suite.md, suite.json): a suite file (YAML or JSON: benchmarks: [{release, name, format, protocol}]) "
+        "or 'field' (RMB, RewardBench, RewardBench 2, RM-Bench, JudgeBench; those not found here are listed "
+        "as missing)",
     )
     p.add_argument(
         "--format",
@@ -136,27 +146,43 @@ def _fraction(text: str) -> float:
     return value
 
 
+SUITE_FILES = {"suite.json", "suite.md"}
+
+
 @locks_out()
 def run(args: argparse.Namespace) -> int:
-    import sys
     from pathlib import Path
 
-    from rmb_build.benchmarks.formats import open_release
-    from rmb_build.core.atomic import atomic_dir, check_out_dir, write_json
+    from rmb_build.core.atomic import check_out_dir
     from rmb_build.core.errors import RMBError
     from rmb_build.core.paths import workdir
-    from rmb_build.evaluate.adapters import RMOptions, check_rm, load_rm
+    from rmb_build.evaluate.adapters import check_rm
     from rmb_build.evaluate.rm_options import from_args
-    from rmb_build.evaluate.run import evaluate
-    from rmb_build.release.provenance import command_line
 
+    if (args.release is None) == (args.suite is None):
+        raise RMBError(
+            "the following arguments are required: --release (or --suite NAME|FILE for several benchmarks)"
+            if args.release is None
+            else "--release and --suite: give one (a suite names its releases)"
+        )
+    if args.suite is not None and (args.format is not None or args.scores is not None):
+        raise RMBError(
+            f"{'--format' if args.format is not None else '--scores'} applies to --release; a suite's benchmarks "
+            "are scored by --rm, each in the format its suite file gives or its own"
+        )
+    suite = None
+    if args.suite is not None:
+        from rmb_build.evaluate.suite import read_suite
+
+        suite = read_suite(args.suite)
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
         raise RMBError(
             f"--out {out}: {'exists and is not empty' if out.is_dir() else 'is a file'}; "
             "add --overwrite to replace its results, or choose another folder"
         )
-    check_out_dir(out, OUT_ENTRIES, OUT_MARKS)  # --overwrite replaces an earlier evaluation, nothing else
+    owned, marks = _owned(suite[0] if suite else None)
+    check_out_dir(out, owned, marks)  # --overwrite replaces an earlier evaluation, nothing else
 
     given = from_args(args)  # every RM option checked before any work
     spec = f"scores:{args.scores}" if args.scores else args.rm
@@ -177,40 +203,112 @@ def run(args: argparse.Namespace) -> int:
         if args.workdir
         else default_cache_dir()
     )
+    one = _Evaluation(args, spec, given, config, cache_dir)
+    if suite is not None:
+        return _run_suite(one, suite[0], suite[1], out, owned, marks)
+    from rmb_build.benchmarks.formats import open_release
+    from rmb_build.core.atomic import atomic_dir
+
     release = open_release(args.release, args.format)
     print(release.read_summary())
-    from rmb_build.evaluate.protocols import default_for, label, protocol, ties_phrase
+    with atomic_dir(out, owned, marks) as tmp:  # whole or absent; an earlier one replaced as a whole
+        results = one(release, str(args.release), tmp)
+    _print_summary(results, args, out)
+    return 0
 
-    fmt = getattr(release, "benchmark_format", None) or "rmb"
-    chosen = protocol(default_for(fmt) if args.protocol is None else args.protocol)
-    ties = args.ties or chosen.ties
-    options = RMOptions(
-        **{**given, "protocol": chosen.name},
-        seed=args.seed,
-        config=config,
-        llm_cache_dir=str(cache_dir / "llm"),
-    )
-    rm = load_rm(spec, options)
-    with atomic_dir(out, OUT_ENTRIES, OUT_MARKS) as tmp:  # whole or absent; an earlier one replaced as a whole
+
+def _owned(entries) -> tuple[set[str], set[str]]:
+    """What an evaluation (or a suite's, its benchmarks' folders) writes into --out, and what marks it as one."""
+    if entries is None:
+        return OUT_ENTRIES, OUT_MARKS
+    return SUITE_FILES | {e.folder for e in entries}, {"suite.json"}
+
+
+class _Evaluation:
+    """One release evaluated with the command's RM and options, into a folder (results.json and the rest)."""
+
+    def __init__(self, args: argparse.Namespace, spec: str, given: dict, config, cache_dir) -> None:
+        self.args, self.spec, self.given, self.config, self.cache_dir = args, spec, given, config, cache_dir
+
+    def __call__(self, release, label: str, folder, protocol_name: str | None = None) -> dict:
+        from rmb_build.core.atomic import write_json
+        from rmb_build.evaluate.adapters import RMOptions, load_rm
+        from rmb_build.evaluate.protocols import default_for, protocol
+        from rmb_build.evaluate.run import evaluate
+        from rmb_build.release.provenance import command_line
+
+        args = self.args
+        fmt = getattr(release, "benchmark_format", None) or "rmb"
+        chosen = protocol(args.protocol or protocol_name or default_for(fmt))
+        options = RMOptions(
+            **{**self.given, "protocol": chosen.name},
+            seed=args.seed,
+            config=self.config,
+            llm_cache_dir=str(self.cache_dir / "llm"),
+        )
+        rm = load_rm(self.spec, options)
         results = evaluate(
             release,
             rm,
-            tmp,
-            cache_dir,
-            ties=ties,
+            folder,
+            self.cache_dir,
+            ties=args.ties or chosen.ties,
             resamples=args.bootstrap,
             seed=args.seed,
-            release_label=str(args.release),
+            release_label=label,
             progress=not args.no_progress,
             skip_defective=args.skip_defective,
             min_coverage=0.0 if args.allow_partial else args.min_coverage,
         )
         # What produced these results, for `rmb leaderboard`: added after the fact, secrets redacted.
         results.update(command=command_line("evaluate", args, configure))
-        write_json(tmp / "results.json", results)
-    s = results["scoring"]
-    from rmb_build.evaluate.coverage import partial_note
+        write_json(folder / "results.json", results)
+        return results
 
+
+def _run_suite(one: _Evaluation, entries, builtin: bool, out, owned: set[str], marks: set[str]) -> int:
+    """Each benchmark of the suite into its folder under --out, then suite.json and suite.md: all or nothing."""
+    from rmb_build.benchmarks.formats import open_release
+    from rmb_build.core.atomic import atomic_dir, write_text
+    from rmb_build.core.errors import RMBError
+    from rmb_build.evaluate import suite as S
+
+    rows, missing = [], []
+    with atomic_dir(out, owned, marks) as tmp:
+        for entry in entries:
+            try:
+                release = open_release(entry.release, entry.format)
+            except (RMBError, OSError) as exc:
+                if not builtin:
+                    raise RMBError(f"--suite {one.args.suite}: benchmark {entry.name!r}: {exc}") from None
+                missing.append({"benchmark": entry.name, "release": entry.release, "reason": str(exc)})
+                print(f"{entry.name}: missing here ({exc})")
+                continue
+            print(f"{entry.name}: {release.read_summary()}")
+            folder = tmp / entry.folder
+            folder.mkdir()
+            rows.append(S.row(entry, one(release, entry.release, folder, entry.protocol)))
+        if not rows:
+            raise RMBError(
+                f"--suite {one.args.suite}: none of its benchmarks is here: "
+                + "; ".join(f"{m['benchmark']}: {m['reason']}" for m in missing)
+            )
+        table = S.table(one.spec, rows, missing)
+        write_text(tmp / "suite.json", S.dumps(table))
+        write_text(tmp / "suite.md", S.markdown(table))
+    print(S.markdown(table), end="")
+    scored = sum(r["scored"] or 0 for r in rows)
+    print(f"scored {scored} texts over {len(rows)} benchmarks; wrote {out / 'suite.md'} and {out / 'suite.json'}")
+    return 0
+
+
+def _print_summary(results: dict, args: argparse.Namespace, out) -> None:
+    import sys
+
+    from rmb_build.evaluate.coverage import partial_note
+    from rmb_build.evaluate.protocols import label, ties_phrase
+
+    s = results["scoring"]
     # every headline says how it was measured, and over how much of the release
     said = [partial_note(results), label(results["protocol"]), ties_phrase(results["ties"], results["protocol"])]
     under = f"[{', '.join(w for w in said if w)}]"
@@ -235,12 +333,10 @@ def run(args: argparse.Namespace) -> int:
 
         print(summary_line(results["scores_file"]), file=sys.stderr)
         print(
-            f"read {s['from_file']} scores of {results['scores_file']['matched']} items; "
-            f"wrote {Path(args.out) / 'results.json'}"
+            f"read {s['from_file']} scores of {results['scores_file']['matched']} items; wrote {out / 'results.json'}"
         )
-        return 0
+        return
     print(
         f"scored {s['scored']} texts, {s['cached']} from the cache ({s['unique']} unique of {s['naive']}); "
-        f"wrote {Path(args.out) / 'results.json'}"
+        f"wrote {out / 'results.json'}"
     )
-    return 0
