@@ -37,7 +37,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="NAME|FILE",
         help="instead of --release: several benchmarks in one run, each under its authors' protocol (unless "
         "--protocol), one score cache, one results folder each under --out and the row across them "
-        "(suite.md, suite.json): a suite file (YAML or JSON: benchmarks: [{release, name, format, protocol}]) "
+        "(suite.md, suite.json, suite.html): a suite file (YAML or JSON: benchmarks: [{release, name, format, protocol}]) "
         "or 'field' (RMB, RewardBench, RewardBench 2, RM-Bench, JudgeBench; those not found here are listed "
         "as missing)",
     )
@@ -146,7 +146,7 @@ def _fraction(text: str) -> float:
     return value
 
 
-SUITE_FILES = {"suite.json", "suite.md"}
+SUITE_FILES = {"suite.json", "suite.md", "suite.html"}
 
 
 @locks_out()
@@ -296,9 +296,12 @@ def _run_suite(one: _Evaluation, entries, builtin: bool, out, owned: set[str], m
         table = S.table(one.spec, rows, missing)
         write_text(tmp / "suite.json", S.dumps(table))
         write_text(tmp / "suite.md", S.markdown(table))
+        from rmb_build.leaderboard.site import suite_page
+
+        write_text(tmp / "suite.html", suite_page(table))
     print(S.markdown(table), end="")
     scored = sum(r["scored"] or 0 for r in rows)
-    print(f"scored {scored} texts over {len(rows)} benchmarks; wrote {out / 'suite.md'} and {out / 'suite.json'}")
+    print(f"scored {scored} texts over {len(rows)} benchmarks; wrote {out / 'suite.md'}, suite.json and suite.html")
     return 0
 
 

@@ -238,3 +238,8 @@ def attach_downstream(entries: Sequence[Entry], folder: str | Path) -> dict[str,
         "headlines": [headline(c) for c in result.get("correlations", [])],
         "matched": sum(e.downstream is not None for e in entries),
     }
+
+
+def suite_page(suite: dict[str, Any]) -> str:
+    """``rmb evaluate --suite``'s page: its row across the benchmarks and how each was measured (suite.json)."""
+    return environment().get_template("suite.html").render(suite=suite)

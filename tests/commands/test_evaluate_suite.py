@@ -105,6 +105,8 @@ def test_a_suite_equals_each_benchmarks_own_run_and_a_second_run_scores_nothing(
     assert all(r["scored"] > 0 for r in table["benchmarks"]) and table["missing"] == []
     md = (tmp_path / "out" / "suite.md").read_text()
     assert "| RM | RMB | RM-Bench | JudgeBench |" in md and "RMB overall" in md
+    page = (tmp_path / "out" / "suite.html").read_text()
+    assert "<th>JudgeBench</th>" in page and 'href="JudgeBench/results.json"' in page and "http" not in page
     for row, release in zip(table["benchmarks"], ("rmb", "total_dataset.json", "judgebench.jsonl")):
         own = tmp_path / f"own-{row['benchmark']}"
         assert run("--release", str(tmp_path / release), "--out", str(own), "--cache", str(tmp_path / "own-cache")) == 0
