@@ -154,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
             args.json, report.to_json() if consensus is None else {**report.to_json(), "consensus": consensus}
         )
         print(f"audit JSON written to {args.json}")
+        if consensus is not None:
+            print(
+                f"to check the likeliest label errors first: rmb review serve RELEASE --db REVIEW.db --queue {args.json}"
+            )
     if args.fix:
         clean, log = fix_release(release, report)
         removed = [line for line in log if line["action"] == "removed"]

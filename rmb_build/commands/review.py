@@ -46,6 +46,14 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument("--seed", type=int, default=None, help="sampling and order seed (default 0)")
     s.add_argument(
+        "--queue",
+        default=None,
+        metavar="AUDIT_JSON",
+        help="review in the order of an audit's consensus ranking (rmb audit RELEASE --consensus DIR... --json "
+        "AUDIT_JSON): the items whose label most reward models contradict first, for every annotator; --sample N "
+        "takes the first N",
+    )
+    s.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs tokens)"
     )
     s.add_argument("--port", type=int, default=8765, help="port (default 8765)")
@@ -123,7 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
         args.db,
         release,
         source,
-        Settings(args.annotator, args.sample, args.overlap, args.seed),
+        Settings(args.annotator, args.sample, args.overlap, args.seed, args.queue),
         require_token=not loopback,
         new_tokens=args.new_tokens,
     )

@@ -8,7 +8,9 @@ the draw order, so any prefix of it is spread as evenly as the whole.
 ``assign``: the first ``round(overlap * n)`` items of the sample go to every annotator (so agreement
 between people can be measured); each of the rest goes to the annotator who has fewest items in all,
 then of its goal, then of its cell, so shares differ by one item at most and each is spread over goals
-and cells as the sample is. Each annotator sees their items in their own seeded random order.
+and cells as the sample is. Each annotator sees their items in their own seeded random order, except
+under a queue (``queued_sample``: an audit's consensus ranking, likeliest label errors first), whose order
+every annotator keeps so that people check the likeliest errors first.
 """
 
 from __future__ import annotations
@@ -69,10 +71,18 @@ def stratified_sample(items: Iterable[ItemKey], n: int | None, seed: int) -> lis
     return out
 
 
+def queued_sample(items: Iterable[ItemKey], queue: Sequence[tuple[str, str]], n: int | None) -> list[ItemKey]:
+    """The first ``n`` (all when None) of the release's items named by ``queue`` ((set, uid) pairs), in its order."""
+    by_key = {(it.set, it.uid): it for it in items}
+    out = [by_key[key] for key in dict.fromkeys(queue) if key in by_key]
+    return out if n is None else out[:n]
+
+
 def assign(
-    sample: Sequence[ItemKey], annotators: Sequence[str], overlap: float, seed: int
+    sample: Sequence[ItemKey], annotators: Sequence[str], overlap: float, seed: int, keep_order: bool = False
 ) -> dict[str, list[tuple[ItemKey, bool]]]:
-    """Each annotator's items in the order they will see them, each with whether it is shared."""
+    """Each annotator's items in the order they will see them (``keep_order``: the sample's), each with whether
+    it is shared."""
     shared_n = 0 if len(annotators) == 1 else round(overlap * len(sample))
     shared, rest = sample[:shared_n], sample[shared_n:]
     dealt: dict[str, list[ItemKey]] = {name: [] for name in annotators}
@@ -89,7 +99,11 @@ def assign(
     out: dict[str, list[tuple[ItemKey, bool]]] = {}
     for name in annotators:
         mine = [(it, True) for it in shared] + [(it, False) for it in dealt[name]]
-        random.Random(f"{seed}:order:{name}").shuffle(mine)
+        if keep_order:
+            place = {it: i for i, it in enumerate(sample)}
+            mine.sort(key=lambda pair: place[pair[0]])
+        else:
+            random.Random(f"{seed}:order:{name}").shuffle(mine)
         out[name] = mine
     return out
 
@@ -101,4 +115,4 @@ def answer_order(n_answers: int, seed: int, annotator: str, item: ItemKey) -> li
     return order
 
 
-__all__ = ["ItemKey", "answer_order", "assign", "stratified_sample"]
+__all__ = ["ItemKey", "answer_order", "assign", "queued_sample", "stratified_sample"]

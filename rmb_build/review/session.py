@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Item, set_file
 from rmb_build.release.read import Release
 from rmb_build.review.app import ReviewPage, is_loopback, token_hash
-from rmb_build.review.sample import ItemKey, answer_order, assign, stratified_sample
+from rmb_build.review.sample import ItemKey, answer_order, assign, queued_sample, stratified_sample
 from rmb_build.review.store import ReviewStore, now_iso
 
 DEFAULT_OVERLAP = 0.2
@@ -39,6 +40,38 @@ class Settings:
     sample: int | None
     overlap: float | None
     seed: int | None
+    queue: str | None = None  # an audit JSON whose consensus ranking orders the review (``read_queue``)
+
+
+def read_queue(path: str, items: dict[tuple[str, str], Item]) -> list[tuple[str, str]]:
+    """The (set, uid) order of ``rmb audit --consensus ... --json PATH``'s ranking, likeliest label errors first;
+    an item the release lacks stops it in one line (the audit was of another release)."""
+    import json
+
+    from rmb_build.core.errors import InputError
+
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(path, f"cannot be read as the audit JSON ({exc})") from None
+    ranked = raw.get("consensus", {}).get("items") if isinstance(raw, dict) else None
+    if not isinstance(ranked, list) or not ranked:
+        raise InputError(
+            path,
+            "holds no consensus ranking: write one with rmb audit RELEASE --consensus DIR... --json",
+            field="consensus.items",
+        )
+    out = []
+    for i, it in enumerate(ranked):
+        key = (str(it.get("set")), str(it.get("uid"))) if isinstance(it, dict) else None
+        if key is None or key not in items:
+            raise InputError(
+                path,
+                f"item {key[1] if key else '?'} of set {key[0] if key else '?'} is not in this release (an audit of another release?)",
+                field=f"consensus.items[{i}]",
+            )
+        out.append(key)
+    return out
 
 
 def _check_names(annotators: Sequence[str]) -> None:
@@ -52,7 +85,7 @@ def _check_names(annotators: Sequence[str]) -> None:
 
 
 def _check_same(meta: dict[str, str], db: str, settings: Settings, stored_people: list[str]) -> None:
-    given = {"sample": settings.sample, "overlap": settings.overlap, "seed": settings.seed}
+    given = {"sample": settings.sample, "overlap": settings.overlap, "seed": settings.seed, "queue": settings.queue}
     for key, value in given.items():
         if value is not None and str(value) != meta.get(key):
             raise RMBError(
@@ -88,10 +121,14 @@ def open_session(
         seed = DEFAULT_SEED if settings.seed is None else settings.seed
         overlap = DEFAULT_OVERLAP if settings.overlap is None else settings.overlap
         keys = [ItemKey(s, u, item.scenario_id) for (s, u), item in items.items()]
-        sample = stratified_sample(keys, settings.sample, seed)
+        if settings.queue is not None:
+            sample = queued_sample(keys, read_queue(settings.queue, items), settings.sample)
+        else:
+            sample = stratified_sample(keys, settings.sample, seed)
+        dealt = assign(sample, list(settings.annotators), overlap, seed, keep_order=settings.queue is not None)
         queues = {
             name: [(k, shared, answer_order(len(items[(k.set, k.uid)].answers()), seed, name, k)) for k, shared in q]
-            for name, q in assign(sample, list(settings.annotators), overlap, seed).items()
+            for name, q in dealt.items()
         }
         store.plan(
             {
@@ -101,6 +138,7 @@ def open_session(
                 "sample": str(settings.sample) if settings.sample is not None else "all",
                 "overlap": str(overlap),
                 "seed": str(seed),
+                **({"queue": settings.queue} if settings.queue is not None else {}),
                 "csrf_secret": secrets.token_hex(32),
                 "created": now_iso(),
             },
