@@ -26,6 +26,7 @@ from rmb_build.core.paths import check_relative_id
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.manifest import Accounting, ReleaseFigures, build_manifest
 from rmb_build.release.audit import StreamingAudit
+from rmb_build.release.audit.shortcuts import ShortcutTally
 from rmb_build.release.read import ANNOTATIONS_FILE, AUDIT_FILE, MANIFEST_FILE, Release, iter_rmb_items
 from rmb_build.release.write import write_set_file
 
@@ -169,10 +170,13 @@ def _write_audited(
         more_files(building)
     log(f"release: {written['pairwise']} pairwise and {written['bon']} BoN items written; auditing")
     audit = StreamingAudit(cfg.name, near_duplicates=near_duplicates, embed=embed)
+    shortcuts = ShortcutTally()  # a built release is audited for trivial-scorer shortcuts before it is published
     for item, file, index in iter_rmb_items(building):  # strict, as `rmb evaluate` reads it
         audit.add(item, file, index)
+        shortcuts.add(item)
         trim()
     report = audit.report()
+    report.shortcuts = shortcuts.table()
     atomic.write_json(building / AUDIT_FILE, report.to_json())
     manifest = build_manifest(
         cfg,

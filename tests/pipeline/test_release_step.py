@@ -148,6 +148,9 @@ def test_release_written_aside_read_back_audited(tmp_path, monkeypatch):
     assert manifest["failures"] == {"total": 1, "per_stage": {"generate": 1}}
     assert manifest["usage"]["judge"]["judge-x"]["cost_usd"] == 0.01
     assert manifest["audit"]["counts"] == audit["counts"]
+    # audited for trivial-scorer shortcuts before it is published: the table the card's section reads
+    assert audit["shortcuts"]["tests"] == len(audit["shortcuts"]["rows"]) > 0
+    assert manifest["audit"]["shortcuts"] == audit["shortcuts"]
     assert "judge/pointwise.md" in manifest["prompts"] and "guard/llama_guard2.md" in manifest["prompts"]
     assert manifest["models"]["judge"]["server"] == {"base_url": "https://api.example.com/v1"}
     assert "not a Llama Guard model" in manifest["models"]["guard"]["note"]

@@ -102,19 +102,39 @@ def holm(ps: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def shortcut_table(items: Iterable[Item]) -> dict[str, Any]:
-    """The audit JSON's ``shortcuts``: ``rows`` (one per set, subset and scorer), the method and the
-    flagged count (see the module docstring)."""
-    cells: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: {"items": 0, "wins": 0, "chances": []})
-    for item in items:
+class ShortcutTally:
+    """The trivial scorers' wins per (set, subset, scorer), one item at a time (a built release is audited as
+    its files are read back, without holding its items): ``table()`` is ``shortcut_table``'s result."""
+
+    def __init__(self) -> None:
+        self.cells: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(
+            lambda: {"items": 0, "wins": 0, "chances": []}
+        )
+
+    def add(self, item: Item) -> None:
         prompt, texts = _prompt(item), [a.answer for a in item.answers()]
         for name, (_, score) in SCORERS.items():
-            cell = cells[(item.set_name, item.scenario_id, name)]
+            cell = self.cells[(item.set_name, item.scenario_id, name)]
             cell["items"] += 1
             won = _decision([score(prompt, t) for t in texts])
             if won is not None:
                 cell["chances"].append(1 / len(texts))
                 cell["wins"] += int(won)
+
+    def table(self) -> dict[str, Any]:
+        return _table(self.cells)
+
+
+def shortcut_table(items: Iterable[Item]) -> dict[str, Any]:
+    """The audit JSON's ``shortcuts``: ``rows`` (one per set, subset and scorer), the method and the
+    flagged count (see the module docstring)."""
+    tally = ShortcutTally()
+    for item in items:
+        tally.add(item)
+    return tally.table()
+
+
+def _table(cells: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for (set_name, subset, scorer), cell in sorted(cells.items()):
         decided, chances = len(cell["chances"]), cell["chances"]
@@ -170,4 +190,4 @@ def format_shortcuts(table: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ALPHA", "CORRECTION", "SCORERS", "at_least", "format_shortcuts", "holm", "shortcut_table"]
+__all__ = ["ALPHA", "CORRECTION", "SCORERS", "ShortcutTally", "at_least", "format_shortcuts", "holm", "shortcut_table"]
