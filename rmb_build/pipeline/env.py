@@ -109,6 +109,17 @@ def silence_prefect() -> None:
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if (name == "prefect" or name.startswith("prefect.")) and isinstance(logger, logging.Logger):
             logger.disabled = True
+    # A Prefect logger made or configured after this (a stop that arrived while Prefect's engine was being
+    # imported is raised when the import ends, and the engine logs its crash) still reaches the CLI's own
+    # handlers: those drop every Prefect record from now on.
+    for handler in logging.root.handlers:
+        if not any(isinstance(f, _NoPrefect) for f in handler.filters):
+            handler.addFilter(_NoPrefect())
+
+
+class _NoPrefect(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "prefect" or record.name.startswith("prefect."))
 
 
 def quiet_prefect(verbose: bool) -> None:
