@@ -160,3 +160,59 @@ def test_release_and_suite_are_one_or_the_other(tmp_path, capsys):
     assert "--release and --suite: give one" in capsys.readouterr().err
     assert run("--suite", "nosuch", "--out", str(tmp_path / "o")) == 2
     assert "neither a built-in suite (field) nor a suite file" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a tiny model scores about 200 texts, twice (the tier's rule: docs/testing.md)
+def test_a_suite_on_a_tiny_model_scores_each_benchmark_under_its_protocol_and_once(tmp_path, capsys):
+    """A randomly initialised two-layer model (built here: loader and protocol plumbing, not a real RM): each
+    benchmark's texts are prepared by its authors' protocol, so the suite's figures equal the per-benchmark runs
+    bit for bit, and a rerun into the same cache scores nothing."""
+    pytest.importorskip("torch")
+    from protocol_helpers import build_model
+
+    model = build_model(tmp_path / "tiny-rm")
+    suite = suite_file(tmp_path)
+    common = ["--rm", f"hf:{model}", "--no-progress", "--bootstrap", "50", "--device", "cpu"]
+    assert (
+        main(
+            ["evaluate", "--suite", str(suite), "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "c"), *common]
+        )
+        == 0
+    )
+    table = json.loads((tmp_path / "out" / "suite.json").read_text())
+    assert [r["protocol"] for r in table["benchmarks"]] == ["rmb", "rm-bench", "judgebench"]
+    for row, release in zip(table["benchmarks"], ("rmb", "total_dataset.json", "judgebench.jsonl")):
+        own = tmp_path / f"own-{row['benchmark']}"
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--release",
+                    str(tmp_path / release),
+                    "--out",
+                    str(own),
+                    "--cache",
+                    str(tmp_path / "own"),
+                    *common,
+                ]
+            )
+            == 0
+        )
+        alone = json.loads((own / "results.json").read_text())
+        assert S.headline(alone)["value"] == row["value"] and alone["protocol"]["name"] == row["protocol"]
+    assert (
+        main(
+            [
+                "evaluate",
+                "--suite",
+                str(suite),
+                "--out",
+                str(tmp_path / "again"),
+                "--cache",
+                str(tmp_path / "c"),
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert [r["scored"] for r in json.loads((tmp_path / "again" / "suite.json").read_text())["benchmarks"]] == [0, 0, 0]
