@@ -1,8 +1,11 @@
 """The build pipeline over the stage functions of ``rmb_build.stages``.
 
 - ``build``: the build's logic (``run_pipeline``): batching, chains, routing, planning, resume;
-- ``batches``: each stage over one batch, timed (what a runner executes);
-- ``runner``: the runners (``LocalRunner`` in this process, ``PrefectRunner``); ``run.run_build`` picks one;
+- ``context``: the run context (``BuildRun``) and its one step, ``run.call(SPEC, *inputs)``: a batch's key, its
+  runner, its record;
+- ``executor``: each stage over one batch, timed (what a runner executes);
+- ``runner``: the runners (``LocalRunner`` in this process; ``PrefectRunner`` in ``prefect_flow``);
+  ``run.run_build`` picks one;
 - ``prefect_flow``, ``tasks``, ``runners``, ``env``, ``watchdog``: Prefect's side (the flow, one cached
   task per batch function, the task runner of ``run.task_runner``, its settings, its child processes);
 - ``keys``: the batches' explicit cache keys (inputs, stage code, prompts, models);
