@@ -271,6 +271,7 @@ def _run_suite(one: _Evaluation, entries, builtin: bool, out, owned: set[str], m
     from rmb_build.benchmarks.formats import open_release
     from rmb_build.core.atomic import atomic_dir, write_text
     from rmb_build.core.errors import RMBError
+    from rmb_build.core.redact import redact
     from rmb_build.evaluate import suite as S
 
     rows, missing = [], []
@@ -282,7 +283,7 @@ def _run_suite(one: _Evaluation, entries, builtin: bool, out, owned: set[str], m
                 if not builtin:
                     raise RMBError(f"--suite {one.args.suite}: benchmark {entry.name!r}: {exc}") from None
                 missing.append({"benchmark": entry.name, "release": entry.release, "reason": str(exc)})
-                print(f"{entry.name}: missing here ({exc})")
+                print(redact(f"{entry.name}: missing here ({exc})"))
                 continue
             print(f"{entry.name}: {release.read_summary()}")
             folder = tmp / entry.folder

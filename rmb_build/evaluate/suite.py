@@ -147,8 +147,11 @@ def row(entry: SuiteEntry, results: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def table(rm: str, rows: Sequence[Mapping[str, Any]], missing: Sequence[Mapping[str, str]]) -> dict[str, Any]:
-    """suite.json: the RM, one row per benchmark evaluated, and the benchmarks missing here (with why)."""
-    return {"rm": rm, "benchmarks": list(rows), "missing": list(missing)}
+    """suite.json: the RM, one row per benchmark evaluated, and the benchmarks missing here (with why); any
+    credentials a release's name or a reason quotes (a URL's user and password, a token) redacted."""
+    from rmb_build.core.redact import redact_json
+
+    return redact_json({"rm": rm, "benchmarks": list(rows), "missing": list(missing)})
 
 
 def _pct(value: float | None) -> str:

@@ -216,3 +216,14 @@ def test_a_suite_on_a_tiny_model_scores_each_benchmark_under_its_protocol_and_on
         == 0
     )
     assert [r["scored"] for r in json.loads((tmp_path / "again" / "suite.json").read_text())["benchmarks"]] == [0, 0, 0]
+
+
+def test_credentials_in_a_suites_release_are_written_nowhere(tmp_path, capsys, monkeypatch):
+    rmb_release(tmp_path / "rmb")
+    secret = "https://ann:s3cr3t-canary@example.invalid/bench.json"
+    here = (S.SuiteEntry("RMB", str(tmp_path / "rmb"), "rmb"), S.SuiteEntry("Remote", secret))
+    monkeypatch.setitem(S.BUILTIN, "field", here)
+    assert run("--suite", "field", "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "c")) == 0
+    said = capsys.readouterr()
+    written = "".join(p.read_text(errors="replace") for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert "s3cr3t-canary" not in said.out + said.err + written
