@@ -38,20 +38,39 @@ def audit_key(release: Release, content_sha256: str) -> str:
     """What the audit of ``release`` depends on: its items' content (``content_sha256``, the release's
     ``release_sha256``), the order of each file's items (a defect names its file and index), its Style_set
     and the code the audit runs."""
+    from rmb_build.core.prompting import load_prompt
     from rmb_build.evaluate.style import style_sha256
     from rmb_build.pipeline.keys import code_version
+    from rmb_build.release.audit.kinds.leaked_instruction import LEAK_PATTERNS_FILE
 
+    # Each file's items in order, with the category path as stored (the content hash reads items through
+    # to_rmb(), which fills in a missing one; category_mismatch flags it).
     order = [
-        [set_name, scenario, [str(it.uid) for it in items]] for (set_name, scenario), items in release.files.items()
+        [set_name, scenario, [[str(it.uid), getattr(it, "category_path", None)] for it in items]]
+        for (set_name, scenario), items in release.files.items()
     ]
     parts = [
+        _audit_code(),
         code_version("rmb_build.release.audit.stream"),
         code_version(__name__),
+        load_prompt(LEAK_PATTERNS_FILE),
         content_sha256,
         order,
         style_sha256(release.style) if release.style else None,
     ]
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
+
+
+def _audit_code() -> str:
+    """A hash of every module of the audit's package: its defect kinds are found by name at run time, so no
+    import scan reaches them all."""
+    import rmb_build.release.audit as package
+
+    h = hashlib.sha256()
+    root = Path(package.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def _read_cached(path: Path) -> ReleaseDefects | None:

@@ -68,3 +68,30 @@ def test_a_broken_cached_audit_is_audited_again_and_a_read_only_cache_costs_noth
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache folder would be")
     assert _audit(release, blocked).kinds == first.kinds
+
+
+def test_a_kinds_code_and_a_stored_category_path_are_in_the_key(tmp_path, monkeypatch):
+    """The defect kinds are found by name at run time (no import scan reaches them), and the content hash reads
+    items with a missing category_path filled in, which category_mismatch flags: both were outside the key."""
+    import dataclasses
+
+    from rmb_build.core.items import default_category_path
+
+    release = _release(tmp_path / "rel")
+    items = release.files[("pairwise", SCENARIO)]
+    items[0] = dataclasses.replace(items[0], category_path="")  # missing: category_mismatch flags it
+    content = release_sha256(release)
+    missing = defects.audit_key(release, content)
+    items[0] = dataclasses.replace(items[0], category_path=default_category_path("pairwise", SCENARIO))
+    assert release_sha256(release) == content  # the content hash cannot tell the two apart...
+    filled = defects.audit_key(release, content)
+    assert filled != missing  # ...the key can
+    kind = Path(defects.__file__).parents[1] / "release" / "audit" / "kinds" / "contradiction.py"
+    real = Path.read_bytes
+
+    def edited(path):
+        data = real(path)
+        return data + b"\n# an edit\n" if path == kind else data
+
+    monkeypatch.setattr(Path, "read_bytes", edited)
+    assert defects.audit_key(release, content) != filled  # a kind's edit makes the audit run again
