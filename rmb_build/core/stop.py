@@ -87,13 +87,24 @@ def _handler(signum: int, frame: Any) -> None:
     # A repeated SIGTERM is Prefect sending the first on (or a supervisor repeating it): the stop is
     # under way, unless its exception was swallowed (outstanding).
     if first or outstanding or redelivered:
-        if _importing(frame):
+        if _importing(frame) and _may_wait():
             _raise_later(signum)
             return
         raise KeyboardInterrupt
 
 
 IMPORT_RETRY_S = 0.05
+IMPORT_WAIT_S = 10.0  # an import the stop waits on longer than this (one that hangs) is stopped anyway
+_waiting_since: list[float] = []
+
+
+def _may_wait() -> bool:
+    """Whether a stop may still wait for the import it arrived in (``IMPORT_WAIT_S`` from its first wait)."""
+    import time
+
+    if not _waiting_since:
+        _waiting_since.append(time.monotonic())
+    return time.monotonic() - _waiting_since[0] < IMPORT_WAIT_S
 
 
 def _importing(frame: Any) -> bool:
@@ -144,9 +155,21 @@ def _redeliver(unraisable: Any) -> None:
 def _interrupt_unless_caught(sig: int) -> None:
     """The redelivery itself, skipped where the caller took the stop meanwhile: raised after its line,
     the stop's exception would end the process as an unhandled Ctrl-C (exit -2), not with its code."""
-    if not _caught and _raise_again:
-        _redelivering.append(True)
+    if _caught or not _raise_again:
+        return
+    handler = signal.getsignal(sig)
+    if handler is not _handler and handler not in _wrappers:
+        return  # the command's handlers are gone: so is the stop
+    _redelivering.append(True)
+    try:
+        # A real signal to the main thread wakes a wait it is blocked in (a sleep, a select, a join):
+        # interrupt_main only sets the flag a running main thread checks.
+        signal.pthread_kill(threading.main_thread().ident or 0, sig)
+    except (AttributeError, OSError, ValueError):  # no pthread_kill here, or the thread is gone
         _thread.interrupt_main(sig)
+
+
+_wrappers: list[Callable[[int, Any], None]] = []  # this module's wrappers of a library's handler (noting_sigterm)
 
 
 _previous_hook: list[Callable[[Any], Any]] = [sys.unraisablehook]
@@ -161,6 +184,7 @@ def handlers() -> Iterator[None]:
     _callbacks.clear()
     _raise_again.clear()
     _redelivering.clear()
+    _waiting_since.clear()
     _caught.clear()
     previous = {}
     hook = None
@@ -181,6 +205,7 @@ def handlers() -> Iterator[None]:
         _callbacks.clear()
         _raise_again.clear()
         _redelivering.clear()
+        _waiting_since.clear()
         _caught.clear()
 
 
@@ -197,16 +222,23 @@ def noting_sigterm() -> Iterator[None]:
         return
 
     def noted(signum: int, frame: Any) -> None:
+        if _caught:
+            return
         if not _redelivering:  # a redelivery is the stop already noted
             note(signum)
         _redelivering.clear()
         _raise_again.clear()
+        if _importing(frame) and _may_wait():  # as _handler: the library's exception waits for the import
+            _raise_later(signum)
+            return
         theirs(signum, frame)
 
     signal.signal(signal.SIGTERM, noted)
+    _wrappers.append(noted)
     try:
         yield
     finally:
+        _wrappers.remove(noted)
         if signal.getsignal(signal.SIGTERM) is noted:
             signal.signal(signal.SIGTERM, theirs)
 

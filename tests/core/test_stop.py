@@ -262,3 +262,22 @@ def test_the_stopped_works_teardown_says_nothing_after_the_stop_line(ctrl_c_live
     with stop.handlers():  # without a stop, a failing finalizer is reported as ever
         _HalfBuilt()
     assert [type(r.exc_value) for r in reported] == [AttributeError]
+
+
+def test_an_import_that_hangs_is_stopped_anyway(ctrl_c_live, tmp_path, monkeypatch):
+    """A stop waits for the import it arrived in for IMPORT_WAIT_S at most; the wait is woken from a blocking
+    sleep (a redelivery that only set the flag waited out the sleep)."""
+    import importlib
+    import sys
+    import time
+
+    monkeypatch.setattr(stop, "IMPORT_WAIT_S", 0.5)
+    (tmp_path / "hangs_on_import.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = time.monotonic()
+    with stop.handlers():
+        with pytest.raises(KeyboardInterrupt):
+            importlib.import_module("hangs_on_import")
+    assert time.monotonic() - started < 10 and "hangs_on_import" not in sys.modules
