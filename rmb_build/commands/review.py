@@ -131,7 +131,14 @@ def _serve(args: argparse.Namespace) -> int:
         args.db,
         release,
         source,
-        Settings(args.annotator, args.sample, args.overlap, args.seed, args.queue),
+        # the queue's file by its full path: a resume that names it from another folder is the same review
+        Settings(
+            args.annotator,
+            args.sample,
+            args.overlap,
+            args.seed,
+            str(Path(args.queue).resolve()) if args.queue else None,
+        ),
         require_token=not loopback,
         new_tokens=args.new_tokens,
     )

@@ -99,12 +99,35 @@ def _entries(raw: Any, where: str) -> tuple[SuiteEntry, ...]:
         entry = SuiteEntry(
             item.get("name") or Path(item["release"]).name, str(release), item.get("format"), item.get("protocol")
         )
-        if any(e.folder == entry.folder for e in out):
+        if entry.folder.lower() in RESERVED:
+            raise InputError(
+                where, f"{entry.name!r} names a file of the suite's own: give another 'name'", field=f"{field}.name"
+            )
+        _check_names(entry, where, field)
+        if any(e.folder.lower() == entry.folder.lower() for e in out):
             raise InputError(
                 where, f"a second benchmark named {entry.name!r}: give each a distinct 'name'", field=f"{field}.name"
             )
         out.append(entry)
     return tuple(out)
+
+
+RESERVED = {"suite.json", "suite.md", "suite.html"}  # what --suite writes beside the benchmarks' folders
+
+
+def _check_names(entry: SuiteEntry, where: str, field: str) -> None:
+    """A format or protocol the suite names exists (checked before any benchmark is scored)."""
+    from rmb_build.benchmarks.formats import FORMATS
+    from rmb_build.evaluate.protocols import PROTOCOLS
+
+    if entry.format is not None and entry.format not in FORMATS:
+        raise InputError(
+            where, f"unknown format {entry.format!r} (known: {', '.join(FORMATS)})", field=f"{field}.format"
+        )
+    if entry.protocol is not None and entry.protocol not in PROTOCOLS:
+        raise InputError(
+            where, f"unknown protocol {entry.protocol!r} (known: {', '.join(PROTOCOLS)})", field=f"{field}.protocol"
+        )
 
 
 def headline(results: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,7 +148,9 @@ def headline(results: Mapping[str, Any]) -> dict[str, Any]:
         "figure": "RMB overall",
         "value": top.get("mean"),
         "ci95": (top.get("ci95") or {}).get("mean"),
-        "reason": None if top.get("mean") is not None else f"cells missing: {', '.join(top.get('missing') or [])}",
+        "reason": f"the release lacks {', '.join(top['missing'])}: the mean of the cells it has"
+        if top.get("missing")
+        else None,
     }
 
 
@@ -175,8 +200,9 @@ def markdown(suite: Mapping[str, Any]) -> str:
             ci = r["ci95"]
             interval = f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "none computed for this figure"
             value = _pct(r["value"]) if r["value"] is not None else f"none ({r['reason']})"
+            figure = r["figure"] + (f" ({r['reason']})" if r["value"] is not None and r["reason"] else "")
             lines.append(
-                f"| {r['benchmark']} | {r['figure']} | {value} | {interval} | {r['protocol']} | {r['ties']} | "
+                f"| {r['benchmark']} | {figure} | {value} | {interval} | {r['protocol']} | {r['ties']} | "
                 f"{r['items']} | {r['scored']} ({r['cached']}) | [{r['results']}]({r['results']}) |"
             )
     if suite["missing"]:

@@ -54,7 +54,8 @@ def read_queue(path: str, items: dict[tuple[str, str], Item]) -> list[tuple[str,
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InputError(path, f"cannot be read as the audit JSON ({exc})") from None
-    ranked = raw.get("consensus", {}).get("items") if isinstance(raw, dict) else None
+    found = raw.get("consensus") if isinstance(raw, dict) else None
+    ranked = found.get("items") if isinstance(found, dict) else None
     if not isinstance(ranked, list) or not ranked:
         raise InputError(
             path,

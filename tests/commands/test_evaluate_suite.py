@@ -144,6 +144,9 @@ def test_a_built_in_suite_lists_what_is_missing_here(tmp_path, capsys, monkeypat
             "field 'benchmarks[1].name': a second benchmark",
         ),
         ("benchmarks:\n  - {release: nowhere.json}\n", "benchmark 'nowhere.json': "),
+        ("benchmarks:\n  - {release: a, name: Suite.md}\n", "field 'benchmarks[0].name': 'Suite.md' names a file"),
+        ("benchmarks:\n  - {release: a}\n  - {release: b, protocol: rmb2}\n", "benchmarks[1].protocol': unknown"),
+        ("benchmarks:\n  - {release: a, format: rmbench}\n", "field 'benchmarks[0].format': unknown format"),
     ],
 )
 def test_a_bad_suite_file_is_one_line_and_writes_nothing(tmp_path, capsys, body, said):

@@ -57,6 +57,15 @@ def test_an_audit_of_another_release_or_without_a_ranking_is_one_line(tmp_path):
         open_session(
             str(tmp_path / "a.db"), rel, "rel", Settings(["ann"], None, None, None, other), require_token=False
         )
+    (tmp_path / "null.json").write_text(json.dumps({"consensus": None}))
+    with pytest.raises(RMBError, match="holds no consensus ranking"):
+        open_session(
+            str(tmp_path / "n.db"),
+            rel,
+            "rel",
+            Settings(["ann"], None, None, None, str(tmp_path / "null.json")),
+            require_token=False,
+        )
     (tmp_path / "bare.json").write_text(json.dumps({"defects": {}}))
     with pytest.raises(RMBError, match="holds no consensus ranking"):
         open_session(
