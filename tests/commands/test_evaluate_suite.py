@@ -9,38 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from release_helpers import tiny_release
 
 from rmb_build.cli import main
-from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.evaluate import suite as S
-from rmb_build.release import write_release
-from rmb_build.release.read import Release
 
 STYLES = ("concise", "plain", "markdown")
-
-
-def rmb_release(root: Path) -> Path:
-    rel = Release(name="tiny", root=None)
-    q1, q2 = (Turn("user", "Hi"),), (Turn("user", "Sum 2 and 2"),)
-    rel.add(
-        PairwiseItem("0", q1, Answer("m1", "Hello, how can I help?"), Answer("m2", "Hi"), "Helpfulness/Chat/Discussion")
-    )
-    rel.add(
-        PairwiseItem("1", q2, Answer("m1", "4"), Answer("m2", "It is 5."), "Helpfulness/Reasoning/Logical Deduction")
-    )
-    rel.add(PairwiseItem("2", q2, Answer("m1", "I cannot help with that."), Answer("m2", "Sure"), "Harmlessness/S1"))
-    rel.add(
-        BonItem(
-            "0",
-            q1,
-            Answer("m1", "Hello, how can I help?"),
-            (Answer("m2", "Hi"), Answer("m3", "Hey")),
-            "Helpfulness/Chat/Discussion",
-        )
-    )
-    rel.add(BonItem("1", q2, Answer("m1", "I cannot help"), (Answer("m2", "ok"),), "Harmlessness/S1"))
-    write_release(rel, root)
-    return root
 
 
 def rm_bench(path: Path) -> Path:
@@ -78,7 +52,7 @@ def judgebench(path: Path) -> Path:
 
 
 def suite_file(tmp_path: Path) -> Path:
-    rmb_release(tmp_path / "rmb")
+    tiny_release(tmp_path / "rmb")
     rm_bench(tmp_path / "total_dataset.json")
     judgebench(tmp_path / "judgebench.jsonl")
     path = tmp_path / "suite.yaml"
@@ -123,7 +97,7 @@ def test_a_suite_equals_each_benchmarks_own_run_and_a_second_run_scores_nothing(
 
 
 def test_a_built_in_suite_lists_what_is_missing_here(tmp_path, capsys, monkeypatch):
-    rmb_release(tmp_path / "rmb")
+    tiny_release(tmp_path / "rmb")
     here = (S.SuiteEntry("RMB", str(tmp_path / "rmb"), "rmb"), S.SuiteEntry("Absent", str(tmp_path / "nowhere.json")))
     monkeypatch.setitem(S.BUILTIN, "field", here)
     assert run("--suite", "field", "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "c")) == 0
@@ -222,7 +196,7 @@ def test_a_suite_on_a_tiny_model_scores_each_benchmark_under_its_protocol_and_on
 
 
 def test_credentials_in_a_suites_release_are_written_nowhere(tmp_path, capsys, monkeypatch):
-    rmb_release(tmp_path / "rmb")
+    tiny_release(tmp_path / "rmb")
     secret = "https://ann:s3cr3t-canary@example.invalid/bench.json"
     here = (S.SuiteEntry("RMB", str(tmp_path / "rmb"), "rmb"), S.SuiteEntry("Remote", secret))
     monkeypatch.setitem(S.BUILTIN, "field", here)
