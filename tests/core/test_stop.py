@@ -222,21 +222,28 @@ def test_a_stop_inside_an_import_is_raised_when_the_import_has_finished(ctrl_c_l
     sys.modules.pop("slow_native_import", None)
 
 
-def test_a_second_ctrl_c_inside_an_import_is_raised_at_once(ctrl_c_live, tmp_path, monkeypatch):
+def _stopped_while_importing(tmp_path, monkeypatch, name: str, body: str) -> None:
+    """Import module ``name`` (``body``, which signals this process and then blocks) under the command's handlers:
+    the stop is raised within 10 s, and the module is not left imported."""
     import importlib
     import sys
     import time
 
-    (tmp_path / "hanging_import.py").write_text(
-        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.2)\n"
-        "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n"
-    )
+    (tmp_path / f"{name}.py").write_text(body)
     monkeypatch.syspath_prepend(str(tmp_path))
     started = time.monotonic()
     with stop.handlers():
         with pytest.raises(KeyboardInterrupt):
-            importlib.import_module("hanging_import")
-    assert time.monotonic() - started < 10 and "hanging_import" not in sys.modules
+            importlib.import_module(name)
+    assert time.monotonic() - started < 10 and name not in sys.modules
+
+
+def test_a_second_ctrl_c_inside_an_import_is_raised_at_once(ctrl_c_live, tmp_path, monkeypatch):
+    body = (
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.2)\n"
+        "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n"
+    )
+    _stopped_while_importing(tmp_path, monkeypatch, "hanging_import", body)
 
 
 class _HalfBuilt:
@@ -267,17 +274,6 @@ def test_the_stopped_works_teardown_says_nothing_after_the_stop_line(ctrl_c_live
 def test_an_import_that_hangs_is_stopped_anyway(ctrl_c_live, tmp_path, monkeypatch):
     """A stop waits for the import it arrived in for IMPORT_WAIT_S at most; the wait is woken from a blocking
     sleep (a redelivery that only set the flag waited out the sleep)."""
-    import importlib
-    import sys
-    import time
-
     monkeypatch.setattr(stop, "IMPORT_WAIT_S", 0.5)
-    (tmp_path / "hangs_on_import.py").write_text(
-        "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    started = time.monotonic()
-    with stop.handlers():
-        with pytest.raises(KeyboardInterrupt):
-            importlib.import_module("hangs_on_import")
-    assert time.monotonic() - started < 10 and "hangs_on_import" not in sys.modules
+    body = "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
+    _stopped_while_importing(tmp_path, monkeypatch, "hangs_on_import", body)
