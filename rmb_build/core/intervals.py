@@ -5,7 +5,8 @@
   n-k)]`` (``clopper_pearson``, kept where a guarantee at every accuracy is the point: a judge's precision),
   over-covers by 2-5 points below 50 items; mid-p holds 95-97.5% on average from 5 items up.
 - A mean of several scenarios' accuracies (a macro, RMB's mean of four cells) gets ``pooled_interval``:
-  Wilson's interval at an effective size from each scenario's variance pooled within its goal. A scenario
+  Wilson's interval at an effective size from each scenario's variance shrunk toward its goal's pooled one,
+  widened by Student's t where that variance rests on few items. A scenario
   of one to four items says next to nothing of its own variance; an item bootstrap gives a one-item
   scenario none, and the Monte Carlo interval below was twice as wide as the truth there
   (``bench/calibration_uncertainty.py`` measures both; docs/calibration-uncertainty.md has the table).
@@ -38,7 +39,8 @@ METHOD = (
     "mid-p (Clopper-Pearson with the observed count's probability halved) for proportions; for ties counted "
     "half, Clopper-Pearson carried through the mean by seeded Monte Carlo; "
     "for means of several scenario accuracies, Wilson's interval at the Korn-Graubard effective size, each "
-    "scenario's variance pooled within its goal (see rmb_build/core/intervals.py)"
+    "scenario's variance shrunk toward its goal's pooled variance, with Student's t on the variance's "
+    "Satterthwaite degrees of freedom (see rmb_build/core/intervals.py)"
 )
 
 
@@ -162,7 +164,7 @@ def adjusted_wald(parts: Sequence[tuple[float, np.ndarray]], alpha: float = ALPH
 
 def macro_interval(members: Mapping[str, Draws], outcomes: Mapping[str, np.ndarray]) -> list[float]:
     """The interval of the plain mean of the members' accuracies: one scenario's own interval (mid-p for 0/1
-    outcomes); over several, ``pooled_interval`` with each scenario's variance pooled within its goal."""
+    outcomes); over several, ``pooled_interval`` with each scenario's variance shrunk toward its goal's."""
     if len(members) == 1:
         (name,) = members
         if is_proportion(outcomes[name]):
@@ -179,47 +181,68 @@ def goal_of(scenario: str) -> str:
     return parse_scenario_id(scenario).goal
 
 
+# How many items' worth of the pool's variance each scenario's own variance is shrunk toward (see
+# pooled_interval): 4 held the calibration suite's layouts in 93-97% (docs/calibration.md), 1-2 over-covered
+# the macro of small scenarios, the pool alone (no scenario's own) under-covered layouts whose small
+# scenarios are the less accurate.
+POOL_PRIOR_ITEMS = 4.0
+
+
 def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float = ALPHA) -> list[float]:
     """The 95% interval of ``F = sum_s w_s theta_s`` from (w_s, scenario s's outcomes, its pool).
 
     Estimand: the weighted sum of the scenarios' accuracies over each scenario's population of items (the
     scenarios fixed, each one's items a sample of it), ``theta_s`` the expected outcome of an item of s.
 
-    ``Var(F^) = sum_s w_s^2 sigma_s^2 / n_s`` with ``sigma_s^2`` the pool's within-scenario variance (the
-    residuals around each scenario's own mean over its degrees of freedom, sum (n_s - 1); a one-item scenario
-    adds none, so it borrows its pool's). One pseudo-degree of freedom at the pool's largest possible variance
-    ``m (1 - m)`` (m its mean outcome) keeps the estimate off 0; a pool of one-item scenarios only uses the
-    residuals around the pool's mean (between-scenario spread included: wider). The interval is Wilson's score
-    interval at the effective size ``n* = F^(1 - F^) / Var^`` (Korn and Graubard; the weights' own effective
-    size where the variance is 0), so it stays inside [0, W] and never has zero width.
+    ``Var(F^) = sum_s w_s^2 sigma_s^2 / n_s``. ``sigma_s^2`` is scenario s's own within-scenario variance shrunk
+    toward its pool's: ``(SS_s + k sigma_pool^2) / (n_s - 1 + k)``, ``k = POOL_PRIOR_ITEMS``, so a scenario of
+    one to four items rests on its pool and one of 200 on itself. The pool's variance is the residuals around
+    each scenario's own mean over their degrees of freedom, with one pseudo-degree of freedom at the pool's
+    largest possible variance ``m (1 - m)`` (m its mean outcome) to keep it off 0; a pool of one-item
+    scenarios uses the residuals around the pool's mean (between-scenario spread included: wider). The
+    interval is Wilson's score interval at the Korn and Graubard effective size: ``n* = F^(1 - F^) / Var^``
+    (the weights' own effective size where the variance is 0), times ``(z / t_df)^2`` with ``df`` the
+    variance's Satterthwaite degrees of freedom (``n_s - 1 + k`` a scenario), so a variance estimated from
+    few items widens the interval. It stays inside [0, W] and never has zero width.
     """
     from statistics import NormalDist
+
+    from scipy.special import stdtrit
 
     weights = np.array([w for w, _, _ in parts], dtype=float)
     total = float(weights.sum())
     w = weights / total
-    means = np.array([float(np.mean(o)) for _, o, _ in parts])
-    sizes = np.array([len(o) for _, o, _ in parts], dtype=float)
+    outcomes = [np.asarray(o, dtype=float) for _, o, _ in parts]
+    sizes = np.array([len(o) for o in outcomes], dtype=float)
     if np.any(sizes == 0):
         raise ValueError("an interval needs at least one item per scenario")
+    means = np.array([float(o.mean()) for o in outcomes])
+    squares = np.array([float(np.sum((o - m) ** 2)) for o, m in zip(outcomes, means)])
     pools: dict[str, list[int]] = {}
     for i, (_, _, pool) in enumerate(parts):
         pools.setdefault(pool, []).append(i)
-    variance = np.zeros(len(parts))
+    pool_variance = np.zeros(len(parts))
     for members in pools.values():
-        values = np.concatenate([parts[i][1] for i in members]).astype(float)
+        values = np.concatenate([outcomes[i] for i in members])
         m = float(values.mean())
-        within = sum(float(np.sum((parts[i][1] - means[i]) ** 2)) for i in members)
-        df = sum(len(parts[i][1]) - 1 for i in members)
+        within, df = float(squares[members].sum()), int(sizes[members].sum()) - len(members)
         if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
             within, df = float(np.sum((values - m) ** 2)), len(values) - 1
-        variance[members] = (within + m * (1 - m)) / (df + 1)
+        pool_variance[members] = (within + m * (1 - m)) / (df + 1)
+    k = POOL_PRIOR_ITEMS
+    scenario_df = sizes - 1 + k
+    variance = (squares + k * pool_variance) / scenario_df
     estimate = float(np.sum(w * means))
-    var = float(np.sum(w**2 * variance / sizes))
+    terms = w**2 * variance / sizes
+    var = float(terms.sum())
     kish = 1.0 / float(np.sum(w**2 / sizes))
     spread = estimate * (1 - estimate)
-    n = spread / var if var > 0 and spread > 0 else kish
     z = NormalDist().inv_cdf(1 - alpha / 2)
+    if var > 0 and spread > 0:
+        dof = var * var / float(np.sum(terms**2 / scenario_df))
+        n = spread / var * (z / float(stdtrit(dof, 1 - alpha / 2))) ** 2
+    else:
+        n = kish
     centre = (estimate + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * np.sqrt(spread / n + z * z / (4 * n * n))
     return [total * max(0.0, float(centre - half)), total * min(1.0, float(centre + half))]
@@ -234,11 +257,12 @@ def pooled_difference(
     Estimand: the weighted sum of the scenarios' expected differences ``delta_s`` between two RMs, each over its
     scenario's population of items (the scenarios fixed, the items a sample both RMs scored).
 
-    ``Var(D^) = sum_s w_s^2 sigma_s^2 / n_s``, ``sigma_s^2`` its pool's within-scenario variance of the
-    differences (a one-item scenario has none of its own), with one pseudo-degree of freedom at the variance the
+    ``Var(D^) = sum_s w_s^2 sigma_s^2 / n_s``, ``sigma_s^2`` scenario s's own variance of the differences shrunk
+    toward its pool's as in ``pooled_interval``; the pool's has one pseudo-degree of freedom at the variance the
     pool's differences have once a pseudo pair (+1, -1) joins them, so two RMs that agree on every item still get
-    a non-zero width. The interval is ``D^ +- t SE`` (Student's t on the pools' degrees of freedom), clipped to
-    [-W, W]; the two-sided p-value is the same t's, so the interval excludes 0 exactly when p < ``alpha``.
+    a non-zero width. The interval is ``D^ +- t SE`` (Student's t on the variance's Satterthwaite degrees of
+    freedom), clipped to [-W, W]; the two-sided p-value is the same t's, so the interval excludes 0 exactly when
+    p < ``alpha``.
     """
     from scipy.special import stdtr, stdtrit
 
@@ -250,19 +274,20 @@ def pooled_difference(
     pools: dict[str, list[int]] = {}
     for i, (_, _, pool) in enumerate(parts):
         pools.setdefault(pool, []).append(i)
-    variance = np.zeros(len(parts))
-    dof = 0
+    squares = np.array([float(np.sum((np.asarray(d, dtype=float) - m) ** 2)) for (_, d, _), m in zip(parts, means)])
+    pool_variance = np.zeros(len(parts))
     for members in pools.values():
         values = np.concatenate([np.asarray(parts[i][1], dtype=float) for i in members])
         prior = float(np.var(np.concatenate([values, [1.0, -1.0]])))
-        within = sum(float(np.sum((np.asarray(parts[i][1], dtype=float) - means[i]) ** 2)) for i in members)
-        df = int(sum(sizes[members] - 1))
+        within, df = float(squares[members].sum()), int(sum(sizes[members] - 1))
         if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
             within, df = float(np.sum((values - values.mean()) ** 2)), len(values) - 1
-        variance[members] = (within + prior) / (df + 1)
-        dof += df + 1
+        pool_variance[members] = (within + prior) / (df + 1)
+    scenario_df = sizes - 1 + POOL_PRIOR_ITEMS
+    terms = weights**2 * (squares + POOL_PRIOR_ITEMS * pool_variance) / scenario_df / sizes
     diff = float(np.sum(weights * means))
-    se = float(np.sqrt(np.sum(weights**2 * variance / sizes)))
+    se = float(np.sqrt(terms.sum()))
+    dof = float(terms.sum() ** 2 / np.sum(terms**2 / scenario_df))
     bound = float(weights.sum())
     q = float(stdtrit(dof, 1 - alpha / 2))
     p = float(2 * stdtr(dof, -abs(diff) / se))

@@ -8,8 +8,8 @@ predictions.jsonl: the set, the turns' role and content, the answers), scenarios
 ``matching`` says how many items each side had and how many were matched.
 
 Method. A figure over several scenarios and at least ``POOLED_FROM`` (100) items (``rmb_overall``, its cells, a
-goal) gets ``core.intervals.pooled_difference``: a t interval and p from the items' differences, their variance
-pooled within each goal, so that a scenario of one item counts with its goal's spread. The construction below,
+goal) gets ``core.intervals.pooled_difference``: a t interval and p from the items' differences, each scenario's
+variance shrunk toward its goal's pooled one, so that a scenario of one item counts with its goal's spread. The construction below,
 conservative by design, kept a scenario of one item at a pseudo-item's full weight: on every RMB scenario with 1
 to 4 items, two RMs of equal accuracy got a mean p of 0.70 and no rejection (docs/calibration-uncertainty.md).
 Below that size, and for one scenario, the construction stays (exact McNemar for one scenario of 0/1 outcomes).
@@ -65,7 +65,7 @@ SMALL_SCENARIO = 5  # fewer shared items than this: the intervals stay valid but
 RMB_CELLS = tuple(f"{s}/{g}" for s in (PAIRWISE_SET, BON_SET) for g in GOALS)
 METHOD = (
     "paired: over several scenarios and at least 100 items, a t interval and p from the item differences A-B, "
-    "their variance pooled within each goal; otherwise per scenario, gamma (Poisson) posterior draws of the "
+    "each scenario's variance shrunk toward its goal's pooled one; otherwise per scenario, gamma (Poisson) posterior draws of the "
     "counts of items by their difference A-B, "
     "plus one pseudo-item of the figure's largest item weight at the far end on each side (Fay-Feuer); "
     "95% interval = [2.5% quantile of the low draws, 97.5% quantile of the high draws], "

@@ -3,7 +3,7 @@
 macro = mean of the group's scenario accuracies; micro = mean over the group's items. Harmlessness
 scenarios belong to no task. 95% intervals come from ``rmb_build/core/intervals.py``: mid-p for
 a proportion (Clopper-Pearson's Monte Carlo extension for ties counted half), and for macro means and ``rmb_overall``
-Wilson's interval with each scenario's variance pooled within its goal; none has zero width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``.
+Wilson's interval with each scenario's variance shrunk toward its goal's pooled one; none has zero width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``.
 
 ``rmb_overall`` is RMB's headline: the four cells (pairwise/BoN x Helpfulness/Harmlessness), each
 that set's goal ``macro``, and their plain mean; ``few_items`` lists the cells resting on few items.
@@ -163,8 +163,8 @@ def rmb_overall(samples: Mapping[str, SetDraws]) -> dict[str, Any]:
 
     Estimand: the mean over the cells present of each cell's mean scenario accuracy, a scenario's accuracy
     being over its population of items (scenarios fixed, items a sample of each). Its interval:
-    ``core.intervals.pooled_interval``, each scenario's variance pooled within its cell, so that a scenario of
-    one item counts with its cell's spread (an item bootstrap gives it none). A cell the release lacks is
+    ``core.intervals.pooled_interval``, each scenario's variance shrunk toward its goal's pooled one, so that a
+    scenario of one item counts with its goal's spread (an item bootstrap gives it none). A cell the release lacks is
     null, listed in ``missing``; the mean is over the cells present.
     """
     cells: dict[str, tuple[float, list[float], int, list[str], SetDraws]] = {}
