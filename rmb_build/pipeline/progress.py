@@ -243,6 +243,12 @@ class BuildProgress:
             text += f", {rate * 60:.1f}/min, ETA {_clock((asked - resolved) / rate)} for those"
         return text
 
+    def bar_postfix(self, stage: str) -> str:
+        """What a bar shows after its counts: the whole build's time left first, then ``stage``'s LLM calls. A
+        terminal cuts a bar at its width, and the stage's calls run past 150 columns; a log line keeps the
+        whole build's ETA at its end."""
+        return (self.whole_build() + self._calls(stage)).removeprefix("; ")
+
     def _show(self, st: _Stage) -> None:
         if st.bar is not None:
             st.bar.total, st.bar.n = st.total, st.done
@@ -264,8 +270,7 @@ class BuildProgress:
                     if self.mode == "log":
                         self.log.info("progress: %s", text)
                     elif st.bar is not None:
-                        postfix = self._calls(st.name) + self.whole_build()
-                        st.bar.set_postfix_str(postfix.removeprefix("; "), refresh=True)
+                        st.bar.set_postfix_str(self.bar_postfix(st.name), refresh=True)
 
     def close(self) -> None:
         self._stop.set()

@@ -278,6 +278,44 @@ def test_the_whole_builds_time_left_comes_from_the_planned_batches_and_the_rate_
     assert re.fullmatch(r"; whole build: ETA \d+m\d\ds", line), line
 
 
+def test_a_bar_cut_at_the_terminals_width_still_shows_the_whole_builds_time_left(tmp_path):
+    """tqdm cuts a bar at the terminal's width; the demo's generate bar ran past 150 columns with the whole
+    build's ETA last, so a 150-column tmux never showed it. It now comes first after the bar's counts."""
+    import io
+
+    from tqdm import tqdm
+
+    from rmb_build.llm import LLMClient
+    from rmb_build.llm.config import EndpointConfig
+    from rmb_build.llm.types import ChatRequest
+
+    with StubEndpoint() as stub:
+        client = LLMClient({"stub": EndpointConfig(base_url=stub.base_url)}, tmp_path / "cache", progress=False)
+        progress = BuildProgress(logging.getLogger("test.progress.bar"), "off", lambda: client)
+        try:
+            progress.expect("generate", 30)
+            progress.begin("generate")
+            client.run(
+                [
+                    ChatRequest(
+                        endpoint="stub", model="g", messages=[("user", f"q{i}")], stage="generate", max_tokens=8
+                    )
+                    for i in range(3)
+                ]
+            )
+            postfix = progress.bar_postfix("generate")
+        finally:
+            progress.close()
+            client.close()
+    out = io.StringIO()
+    bar = tqdm(total=30, desc="generate", unit="batch", file=out, ncols=100, mininterval=0)
+    bar.set_postfix_str(postfix, refresh=True)
+    bar.close()
+    shown = out.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    assert "LLM calls: 3 sent" in postfix and "requests 3/3" not in shown, (postfix, shown)  # cut at 100 columns
+    assert re.search(r"whole build: ETA \d+m\d\ds", shown), shown
+
+
 def test_while_a_check_runs_before_the_chains_the_time_left_names_the_stages_not_planned_yet(tmp_path):
     """The gold check's requests are answered before the chains are planned: its figure alone would promise
     the whole build in the check's minutes."""
