@@ -131,9 +131,19 @@ def macro_checks(draws: int, seed: int) -> list[dict[str, Any]]:
         "12 scenarios of 20-200 items": (20, 201, 12),
         "37 scenarios of 1-200 items": (1, 201, 37),
     }
-    for name, (lo, hi, k) in layouts.items():
-        rng = np.random.default_rng([seed, lo, hi, k])
-        sizes, accs = rng.integers(lo, hi, k), rng.uniform(0.55, 0.9, k)
+    uneven = {  # one large sure scenario beside small unsure ones: the goal's pooled variance is the large one's
+        "uneven: 200 items at 0.99, 4 at 0.5": ((200, 4), (0.99, 0.5)),
+        "uneven: 200 items at 0.95, 3 at 0.5, 3 at 0.6": ((200, 3, 3), (0.95, 0.5, 0.6)),
+        "uneven: 100 items at 0.9, 10 at 0.5": ((100, 10), (0.9, 0.5)),
+    }
+    for name, spec in [*layouts.items(), *uneven.items()]:
+        if name in uneven:
+            rng = np.random.default_rng([seed, *spec[0]])
+            sizes, accs = np.array(spec[0]), np.array(spec[1])
+        else:
+            lo, hi, k = spec
+            rng = np.random.default_rng([seed, lo, hi, k])
+            sizes, accs = rng.integers(lo, hi, k), rng.uniform(0.55, 0.9, k)
         est, cis, wald = [], [], []
         for d in range(draws):
             sm = set_draws(_predictions("pairwise", "Helpfulness", sizes, accs, rng), "pairwise", MC_DRAWS, seed + d)
@@ -142,7 +152,7 @@ def macro_checks(draws: int, seed: int) -> list[dict[str, Any]]:
             cis.append(ci)
             wald.append(adjusted_wald([(1 / len(sm.scenarios), o) for o in sm.outcomes.values()]))
         truth = [float(np.mean(accs))] * draws
-        rows.append(summarise("macro accuracy (toolkit: pooled within goal)", MACRO, name, truth, est, cis))
+        rows.append(summarise("macro accuracy (toolkit: shrunk toward the goal's pool)", MACRO, name, truth, est, cis))
         rows.append(summarise("macro accuracy (candidate: adjusted Wald)", MACRO, name, truth, est, wald))
     return rows
 
@@ -167,7 +177,7 @@ def overall_checks(draws: int, seed: int) -> list[dict[str, Any]]:
                     parts += [(1 / (len(layout) * len(members)), sm.outcomes[m]) for m in members]
             wald.append(adjusted_wald(parts))
         truth = [float(np.mean([np.mean(accs) for _, accs in layout.values()]))] * draws
-        rows.append(summarise("rmb_overall (toolkit: pooled within goal)", OVERALL, name, truth, est, cis))
+        rows.append(summarise("rmb_overall (toolkit: shrunk toward the goal's pool)", OVERALL, name, truth, est, cis))
         rows.append(summarise("rmb_overall (candidate: adjusted Wald)", OVERALL, name, truth, est, wald))
     return rows
 
