@@ -60,7 +60,7 @@ class Registry(Generic[T]):
         if self._discovered:
             return
         # Done only once all are imported: a module that lists the entries while it is being imported
-        # (benchmarks/formats.py's FORMATS) imports the rest itself instead of seeing a part of them.
+        # imports the rest itself instead of seeing a part of them.
         for name in self.module_names():
             importlib.import_module(f"{self.package}.{name}")
         self._discovered = True

@@ -9,7 +9,7 @@ from typing import Literal
 import pytest
 
 from rmb_build.benchmarks import BENCHMARK_FORMATS, judgebench, rewardbench, rewardbench2, rmbench
-from rmb_build.benchmarks.formats import FORMATS
+from rmb_build.benchmarks.formats import format_names
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, available_kinds
 from rmb_build.evaluate.families import FAMILIES, families
@@ -66,8 +66,8 @@ def test_source_registration_keeps_its_checks():
 
 
 def test_each_format_module_registers_its_build_and_summary():
-    assert FORMATS == ("rmb", "judgebench", "rewardbench", "rewardbench2", "rm-bench")
-    assert BENCHMARK_FORMATS.names() == list(FORMATS[1:])
+    assert format_names() == ("rmb", "judgebench", "rewardbench", "rewardbench2", "rm-bench")
+    assert BENCHMARK_FORMATS.names() == list(format_names()[1:])
     for module in (judgebench, rewardbench, rewardbench2, rmbench):
         entry = BENCHMARK_FORMATS.get(module.FORMAT)
         assert (entry.name, entry.build, entry.summary) == (module.FORMAT, module.build, module.summary)
