@@ -179,6 +179,7 @@ class BenchmarkFormat:
     order: int = 0
     protocol: str | None = None  # the authors' harness protocol (``evaluate.protocols``), the default
 
+
 def mean_or_none(values: Sequence[float]) -> float | None:
     return fmean(values) if values else None
 

@@ -40,6 +40,10 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def remove(self, name: str) -> T:
+        """Forget ``name`` (a test's toy extension, registered for that test only); returns its entry."""
+        return self._entries.pop(name)
+
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator form of ``add``: ``@REGISTRY.register("name")``."""
 

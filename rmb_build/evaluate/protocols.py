@@ -151,6 +151,7 @@ PROTOCOLS: dict[str, Protocol] = {
     )
 }
 
+
 def protocol(name: str) -> Protocol:
     if name not in PROTOCOLS:
         raise RMBError(f"--protocol {name!r}: unknown protocol (known: {', '.join(PROTOCOLS)})")

@@ -73,6 +73,22 @@ def test_each_format_module_registers_its_build_and_summary():
         assert (entry.name, entry.build, entry.summary) == (module.FORMAT, module.build, module.summary)
 
 
+def test_each_format_names_a_known_protocol_and_a_way_to_be_detected():
+    from rmb_build.evaluate.protocols import PROTOCOLS, default_for
+
+    assert {name: default_for(name) for name in format_names()} == {
+        "rmb": "rmb",
+        "judgebench": "judgebench",
+        "rewardbench": "rewardbench-run_rm",
+        "rewardbench2": "rewardbench-v2",
+        "rm-bench": "rm-bench",
+    }
+    assert default_for("label-studio") == default_for(None) == "native"
+    for name, entry in BENCHMARK_FORMATS.items():
+        assert entry.protocol in PROTOCOLS, name
+        assert bool(entry.own_fields) != (entry.answers is not None), name
+
+
 def test_embedded_models_are_one_registry_in_the_order_added():
     assert EMBEDDED.names() == ["smollm2", "gemma3"]
     assert all(isinstance(m, EmbeddedModel) and m.name == name for name, m in EMBEDDED.items())
