@@ -179,6 +179,12 @@ class BenchmarkFormat:
     order: int = 0
     protocol: str | None = None  # the authors' harness protocol (``evaluate.protocols``), the default
 
+    def __post_init__(self) -> None:
+        if self.own_fields and self.answers is not None:
+            raise ValueError(f"benchmark format {self.name!r}: detected by own_fields or by answers, not both")
+        if self.answers not in (None, "string", "list"):
+            raise ValueError(f"benchmark format {self.name!r}: answers is 'string' or 'list', not {self.answers!r}")
+
 
 def mean_or_none(values: Sequence[float]) -> float | None:
     return fmean(values) if values else None

@@ -54,10 +54,10 @@ def format_names() -> tuple[str, ...]:
     return (RMB, *BENCHMARK_FORMATS.names())
 
 
-def check_format(name: str, field: str = "") -> str:
+def check_format(name: str) -> str:
     """``name`` when it is a format ``format_names`` lists; else RMBError, one line naming them all."""
     if name not in format_names():
-        raise RMBError(f"{field + ' ' if field else ''}unknown format {name!r} (known: {', '.join(format_names())})")
+        raise RMBError(f"unknown format {name!r} (known: {', '.join(format_names())})")
     return name
 
 

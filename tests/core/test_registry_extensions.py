@@ -9,6 +9,7 @@ from typing import Literal
 import pytest
 
 from rmb_build.benchmarks import BENCHMARK_FORMATS, judgebench, rewardbench, rewardbench2, rmbench
+from rmb_build.benchmarks.base import BenchmarkFormat
 from rmb_build.benchmarks.formats import format_names
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, available_kinds
@@ -86,7 +87,9 @@ def test_each_format_names_a_known_protocol_and_a_way_to_be_detected():
     assert default_for("label-studio") == default_for(None) == "native"
     for name, entry in BENCHMARK_FORMATS.items():
         assert entry.protocol in PROTOCOLS, name
-        assert bool(entry.own_fields) != (entry.answers is not None), name
+        assert bool(entry.own_fields) != (entry.answers is not None), name  # each is detected, one way
+    with pytest.raises(ValueError, match="not both"):
+        BenchmarkFormat("both", rewardbench.build, rewardbench.summary, own_fields=("x",), answers="string")
 
 
 def test_embedded_models_are_one_registry_in_the_order_added():
