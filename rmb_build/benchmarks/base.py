@@ -8,7 +8,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 from rmb_build.benchmarks.tables import Row
 from rmb_build.core.items import Answer, Turn
@@ -137,6 +137,7 @@ def with_uids(rows: Sequence[Row], scope: Callable[[Row], str] | None = None) ->
 __all__ = [
     "BenchmarkFormat",
     "BenchmarkRelease",
+    "Misfit",
     "answer",
     "conversation",
     "decode_label",
@@ -151,19 +152,38 @@ __all__ = [
 # A format's headline is computed from results' item predictions and the release's item_meta.
 Predictions = Sequence[Mapping[str, Any]]
 Meta = Mapping[tuple[str, str], Mapping[str, Any]]
+Misfit = tuple[str | None, str]  # why a record is not of a format: (its field, if one names it; the reason)
 
 
 @dataclass(frozen=True)
 class BenchmarkFormat:
-    """One of the field's formats, as its module registers it in ``benchmarks.BENCHMARK_FORMATS``."""
+    """One of the field's formats, as its module registers it in ``benchmarks.BENCHMARK_FORMATS``: how its
+    records are read and scored, how ``formats.detect_format`` tells them from the others', and the
+    protocol its authors' harness uses. A format that sets neither ``own_fields`` nor ``answers`` is never
+    detected: only ``--format`` names it."""
 
     name: str  # what --format says
     build: Callable[[Sequence[Row], str], BenchmarkRelease]  # (rows, release name) -> RMB's items
     summary: Callable[[Predictions, Meta, str], dict[str, Any]]  # results.json's ``benchmark`` headline
-    # Fields every record of this format has and no other format's records have: detection by them alone
-    # (``formats.detect_format``); empty for the formats told apart by formats.py's own rule.
+    title: str = ""  # the benchmark's name in prose (``RM-Bench``); the name when empty
+    # Fields every record of this format has and no other format's records have: the first record having
+    # them all is enough (judgebench).
     own_fields: tuple[str, ...] = ()
+    # Else records of ``prompt``, ``chosen`` and ``rejected`` whose answers are of this kind ("string" or
+    # "list"); ``misfit`` says why a record of that kind is not of this format (None: every record is),
+    # ``fits_as`` what a record that fits has, for the error naming several formats that fit, and
+    # ``order`` the order the formats of one kind are tried and named in (lower first, then by name).
+    answers: Literal["string", "list"] | None = None
+    misfit: Callable[[Row], Misfit | None] | None = None
+    fits_as: str = ""
+    order: int = 0
     protocol: str | None = None  # the authors' harness protocol (``evaluate.protocols``), the default
+
+    def __post_init__(self) -> None:
+        if self.own_fields and self.answers is not None:
+            raise ValueError(f"benchmark format {self.name!r}: detected by own_fields or by answers, not both")
+        if self.answers not in (None, "string", "list"):
+            raise ValueError(f"benchmark format {self.name!r}: answers is 'string' or 'list', not {self.answers!r}")
 
 
 def mean_or_none(values: Sequence[float]) -> float | None:

@@ -1,23 +1,26 @@
 """Open any supported benchmark by path, Hub id or name, detecting its format from its fields.
 
-Formats: ``rmb`` (RMB's folder layout or its Hugging Face form), ``rewardbench``, ``rewardbench2``,
-``rm-bench`` and ``judgebench`` (JSON / JSON Lines / Parquet files, a folder of them, or a Hub id). ``rmb`` as a source
+Formats: ``rmb`` (RMB's folder layout or its Hugging Face form) and the formats registered in
+``benchmarks.BENCHMARK_FORMATS``, one module each (``rewardbench``, ``rewardbench2``, ``rm-bench``,
+``judgebench``: JSON / JSON Lines / Parquet files, a folder of them, or a Hub id). ``rmb`` as a source
 (when no such local folder exists) is the official RMB release, downloaded once (``release/fetch.py``).
 
-Detection, used unless a format is given, goes by each format's distinctive fields and never guesses
-(a file none of whose records has any of them is refused as no benchmark):
+Detection, used unless a format is given, goes by each format's distinctive fields, as its registry entry
+(``base.BenchmarkFormat``) declares them, and never guesses (a file none of whose records has any of them
+is refused as no benchmark):
 1. ``rmb`` when the path is RMB's layout (``Pairwise_set/`` or ``BoN_set/``), or the records carry the
-   Hugging Face form's ``conversation`` and ``scenario`` fields; a format whose registry entry names
-   ``own_fields`` (``judgebench``: ``pair_id``, ``response_A``, ``response_B``, ``label``) when the first
-   record has all of them.
+   Hugging Face form's ``conversation`` and ``scenario`` fields; a format whose entry names ``own_fields``
+   (``judgebench``: ``pair_id``, ``response_A``, ``response_B``, ``label``) when the first record has all
+   of them.
 2. Otherwise every record needs ``prompt``, ``chosen`` and ``rejected``; ``chosen`` and ``rejected`` must
-   be both strings or both lists, the same in every record.
-3. Strings: ``rewardbench``.
-4. Lists: ``rewardbench2`` fits when every record has one of RewardBench 2's own fields
-   (``num_correct``, ``num_incorrect``, ``total_completions``, ``models``); ``rm-bench`` fits when every
-   record has exactly three chosen and three rejected strings (RM-Bench's styles). ``subset`` and
-   ``domain`` decide nothing (RM-Bench's own files have a ``subset``). When exactly one fits, that is
-   the format; when both or neither fit, reading stops with one line asking for ``--format``.
+   be both strings or both lists, the same in every record: the answer kind.
+3. The formats whose entry's ``answers`` is that kind are tried in their ``order``, each asking its
+   ``misfit`` of every record: strings are ``rewardbench`` (every record fits); of lists, ``rm-bench``
+   fits when every record has exactly three chosen and three rejected strings (RM-Bench's styles) and
+   ``rewardbench2`` when every record has one of RewardBench 2's own fields (``num_correct``,
+   ``num_incorrect``, ``total_completions``, ``models``). ``subset`` and ``domain`` decide nothing
+   (RM-Bench's own files have a ``subset``). When exactly one fits, that is the format; when several
+   or none fit, reading stops with one line asking for ``--format``.
 
 Names from the data (subsets such as ``bigcode/humanevalpack``, domains) are kept verbatim as labels
 (item_meta, results' ``benchmark`` summaries). Where such a name becomes part of a scenario id, a uid
@@ -29,9 +32,10 @@ or a file name it is percent-encoded, ``%`` as ``%25`` and ``/`` as ``%2F`` and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-from rmb_build.benchmarks import BENCHMARK_FORMATS, judgebench, rewardbench, rewardbench2, rmbench  # noqa: F401
+from rmb_build.benchmarks import BENCHMARK_FORMATS
+from rmb_build.benchmarks.base import BenchmarkFormat
 from rmb_build.benchmarks.tables import Row, hub_rows, local_rows
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.hub import check_hub_dataset, is_hub_id
@@ -41,13 +45,25 @@ from rmb_build.release.load import read_release
 from rmb_build.release.read import Release, find_rmb_root, refuse_a_set_folder
 
 RMB = "rmb"
-FORMATS = (RMB, *BENCHMARK_FORMATS.names())  # the registered formats' modules import here
 HF_FORM_FIELDS = ("conversation", "scenario")
 REQUIRED = ("prompt", "chosen", "rejected")
 
-# The formats found by fields of their own (their registry entry's ``own_fields``), before the rule below.
-OWN_FIELD_FORMATS = {name: f.own_fields for name, f in BENCHMARK_FORMATS.items() if f.own_fields}
-KNOWN_FIELDS = (*REQUIRED, *HF_FORM_FIELDS, *(k for fields in OWN_FIELD_FORMATS.values() for k in fields))
+
+def format_names() -> tuple[str, ...]:
+    """``rmb`` and every registered benchmark format, by name: what ``--format`` takes."""
+    return (RMB, *BENCHMARK_FORMATS.names())
+
+
+def check_format(name: str) -> str:
+    """``name`` when it is a format ``format_names`` lists; else RMBError, one line naming them all."""
+    if name not in format_names():
+        raise RMBError(f"unknown format {name!r} (known: {', '.join(format_names())})")
+    return name
+
+
+def _own_field_formats() -> dict[str, tuple[str, ...]]:
+    """The formats found by fields of their own (their entry's ``own_fields``), before the answer kind."""
+    return {name: f.own_fields for name, f in BENCHMARK_FORMATS.items() if f.own_fields}
 
 
 def _kind(row: Row, key: str) -> str:
@@ -79,36 +95,12 @@ def _answer_kind(rows: Sequence[Row]) -> str:
     return kind
 
 
-Misfit = tuple[str | None, str]  # why a record does not fit a format: (its field, if one, and the reason)
-
-
-def _rewardbench2_misfit(row: Row) -> Misfit | None:
-    if any(key in row.data for key in rewardbench2.OWN_FIELDS):
+def _first_misfit(rows: Sequence[Row], fmt: BenchmarkFormat) -> tuple[Row, str | None, str] | None:
+    """The first record that is not of ``fmt`` (a record of its answer kind), with its field and why."""
+    if fmt.misfit is None:
         return None
-    return None, f"has none of RewardBench 2's fields ({', '.join(rewardbench2.OWN_FIELDS)})"
-
-
-def _rmbench_misfit(row: Row) -> Misfit | None:
-    styles = len(rmbench.STYLES)
-    for key in ("chosen", "rejected"):
-        n = len(row.data[key])
-        if n != styles:
-            return key, f"has {n} answer{'' if n == 1 else 's'} where RM-Bench has {styles} (one per style)"
-        if not all(isinstance(a, str) for a in row.data[key]):
-            return key, "holds an answer that is not a string"
-    return None
-
-
-# The formats whose answers are lists, each with why a record does not fit it (None when it fits).
-LIST_FORMATS: dict[str, Callable[[Row], Misfit | None]] = {
-    rmbench.FORMAT: _rmbench_misfit,
-    rewardbench2.FORMAT: _rewardbench2_misfit,
-}
-
-
-def _first_misfit(rows: Sequence[Row], misfit: Callable[[Row], Misfit | None]) -> tuple[Row, str | None, str] | None:
     for row in rows:
-        found = misfit(row)
+        found = fmt.misfit(row)
         if found is not None:
             return row, *found
     return None
@@ -121,34 +113,39 @@ def _where(row: Row, other: Row) -> str:
     return f"item {other.index}{'' if other.file == row.file else ' of ' + other.file}"
 
 
-def _ask_for_format(source: str, misfits: dict[str, tuple[Row, str | None, str] | None]) -> InputError:
-    """The one-line error of a release that fits several list formats (no misfit) or none."""
-    options = " or ".join(f"--format {f}" for f in misfits)
+def _ask_for_format(
+    source: str, kind: str, misfits: dict[BenchmarkFormat, tuple[Row, str | None, str] | None]
+) -> InputError:
+    """The one-line error of a release of answer kind ``kind`` that several formats fit (no misfit) or none."""
+    if not misfits:
+        return InputError(source, f"'chosen' and 'rejected' are {kind}s, which no format reads")
+    fits = [fmt for fmt, m in misfits.items() if m is None]
+    if fits:
+        names = f"{'both' if len(fits) == 2 else 'each of'} {' and '.join(f.name for f in fits)}"
+        options = " or ".join(f"--format {f.name}" for f in fits)
+        return InputError(source, f"fits {names} ({' and '.join(f.fits_as for f in fits)}): pass {options}")
+    options = " or ".join(f"--format {f.name}" for f in misfits)
     named = [m for m in misfits.values() if m is not None]
-    if not named:
-        return InputError(
-            source,
-            f"fits both {' and '.join(misfits)} (RM-Bench's three answers per side and "
-            f"RewardBench 2's fields in every record): pass {options}",
-        )
     row, field, why = named[0]
     reasons = [why] + [f"{_where(row, other)}{'' if f is None else f' field {f!r}'} {w}" for other, f, w in named[1:]]
     return row.fail(field, f"{'; '.join(reasons)}: fits no format; pass {options}")
 
 
-def _refuse_strays(rows: Sequence[Row]) -> None:
+def _refuse_strays(rows: Sequence[Row], own_fields: dict[str, tuple[str, ...]]) -> None:
     """A file none of whose records has a field of any format is no benchmark: refused as such, not
     read as the format whose first field it lacks."""
+    known_fields = {*REQUIRED, *HF_FORM_FIELDS, *(k for fields in own_fields.values() for k in fields)}
     files: dict[str, bool] = {}
     for row in rows:
-        files[row.file] = files.get(row.file, False) or any(k in row.data for k in KNOWN_FIELDS)
+        files[row.file] = files.get(row.file, False) or any(k in row.data for k in known_fields)
+    by_answers = [f.title or f.name for _, f in BENCHMARK_FORMATS.items() if f.answers is not None]
     for file, known in files.items():
         if not known:
             raise InputError(
                 file,
-                "not a benchmark: no record has prompt, chosen or rejected (RewardBench, RewardBench 2, "
-                "RM-Bench), conversation and scenario (RMB's Hugging Face form) nor "
-                + "; ".join(f"{', '.join(f)} ({fmt})" for fmt, f in OWN_FIELD_FORMATS.items()),
+                f"not a benchmark: no record has prompt, chosen or rejected ({', '.join(by_answers)}), "
+                "conversation and scenario (RMB's Hugging Face form) nor "
+                + "; ".join(f"{', '.join(f)} ({fmt})" for fmt, f in own_fields.items()),
             )
 
 
@@ -158,19 +155,20 @@ def detect_format(rows: Sequence[Row], source: str | None = None) -> str:
     source = source if source is not None else (rows[0].file if rows else "input")
     if not rows:
         raise InputError(source, "holds no records")
-    _refuse_strays(rows)
+    own_fields = _own_field_formats()
+    _refuse_strays(rows, own_fields)
     if all(k in rows[0].data for k in HF_FORM_FIELDS):
         return RMB
-    for fmt, fields in OWN_FIELD_FORMATS.items():
+    for fmt, fields in own_fields.items():
         if all(k in rows[0].data for k in fields):
             return fmt
-    if _answer_kind(rows) == "string":
-        return rewardbench.FORMAT
-    misfits = {fmt: _first_misfit(rows, misfit) for fmt, misfit in LIST_FORMATS.items()}
+    kind = _answer_kind(rows)
+    tried = sorted((f for _, f in BENCHMARK_FORMATS.items() if f.answers == kind), key=lambda f: (f.order, f.name))
+    misfits = {fmt: _first_misfit(rows, fmt) for fmt in tried}
     fits = [fmt for fmt, m in misfits.items() if m is None]
     if len(fits) == 1:
-        return fits[0]
-    raise _ask_for_format(source, misfits)
+        return fits[0].name
+    raise _ask_for_format(source, kind, misfits)
 
 
 def _name(source: str) -> str:
@@ -185,8 +183,8 @@ def open_release(source: str | Path, fmt: str | None = None, strict: bool = True
     RMB's own layout only, in its folder or its Hugging Face form (a folder or a Hub id): what every
     command that works on that layout opens (audit, publish, review, contamination, the classifier's
     training release, the build's gold check)."""
-    if fmt is not None and fmt not in FORMATS:
-        raise RMBError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+    if fmt is not None:
+        check_format(fmt)
     source = str(source)
     path = Path(source)
     if source == RMB and not path.exists():
@@ -235,4 +233,4 @@ def _hub_has_rmb_configs(repo_id: str) -> bool:
     return any(c in names for c in CONFIGS)
 
 
-__all__ = ["FORMATS", "RMB", "detect_format", "open_release"]
+__all__ = ["RMB", "check_format", "detect_format", "format_names", "open_release"]

@@ -125,7 +125,9 @@ def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
     }
 
 
-BENCHMARK_FORMATS.add(FORMAT, BenchmarkFormat(FORMAT, build, summary, own_fields=OWN_FIELDS, protocol=FORMAT))
+BENCHMARK_FORMATS.add(
+    FORMAT, BenchmarkFormat(FORMAT, build, summary, title="JudgeBench", own_fields=OWN_FIELDS, protocol=FORMAT)
+)
 
 
 __all__ = ["CATEGORIES", "FORMAT", "OWN_FIELDS", "build", "category", "correct", "summary"]

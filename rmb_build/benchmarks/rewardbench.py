@@ -150,7 +150,10 @@ def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
     return {"headline": sum(sections[s] * w for s, w in weights.items()) / sum(weights.values()), **out}
 
 
-BENCHMARK_FORMATS.add(FORMAT, BenchmarkFormat(FORMAT, build, summary))
+BENCHMARK_FORMATS.add(
+    FORMAT,
+    BenchmarkFormat(FORMAT, build, summary, title="RewardBench", answers="string", protocol="rewardbench-run_rm"),
+)
 
 
 __all__ = [

@@ -31,6 +31,7 @@ from rmb_build.benchmarks.base import (
     BenchmarkFormat,
     BenchmarkRelease,
     Meta,
+    Misfit,
     Predictions,
     conversation,
     encode_label,
@@ -203,7 +204,38 @@ def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
     return {"headline": fmean(scored[s] for s in SUBSETS), **out}
 
 
-BENCHMARK_FORMATS.add(FORMAT, BenchmarkFormat(FORMAT, build, summary))
+def misfit(row: Row) -> Misfit | None:
+    """Why a record of list answers is not RewardBench 2's: it has none of its own fields."""
+    if any(key in row.data for key in OWN_FIELDS):
+        return None
+    return None, f"has none of RewardBench 2's fields ({', '.join(OWN_FIELDS)})"
 
 
-__all__ = ["FORMAT", "OWN_FIELDS", "SUBSETS", "TIES", "best_of_n_credit", "build", "is_ties", "summary", "ties_score"]
+BENCHMARK_FORMATS.add(
+    FORMAT,
+    BenchmarkFormat(
+        FORMAT,
+        build,
+        summary,
+        title="RewardBench 2",
+        answers="list",
+        misfit=misfit,
+        fits_as="RewardBench 2's fields in every record",
+        order=1,  # after RM-Bench: its misfit names the field a record breaks
+        protocol="rewardbench-v2",
+    ),
+)
+
+
+__all__ = [
+    "FORMAT",
+    "OWN_FIELDS",
+    "SUBSETS",
+    "TIES",
+    "best_of_n_credit",
+    "build",
+    "is_ties",
+    "misfit",
+    "summary",
+    "ties_score",
+]

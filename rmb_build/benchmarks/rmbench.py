@@ -36,6 +36,7 @@ from rmb_build.benchmarks.base import (
     BenchmarkFormat,
     BenchmarkRelease,
     Meta,
+    Misfit,
     Predictions,
     answer,
     conversation,
@@ -127,7 +128,30 @@ def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
     return {"headline": None, "headline_reason": reason, **{lv: None for lv in LEVELS}, **out}
 
 
-BENCHMARK_FORMATS.add(FORMAT, BenchmarkFormat(FORMAT, build, summary))
+def misfit(row: Row) -> Misfit | None:
+    """Why a record of list answers is not RM-Bench's: a side without exactly one string per style."""
+    for key in ("chosen", "rejected"):
+        n = len(row.data[key])
+        if n != len(STYLES):
+            return key, f"has {n} answer{'' if n == 1 else 's'} where RM-Bench has {len(STYLES)} (one per style)"
+        if not all(isinstance(a, str) for a in row.data[key]):
+            return key, "holds an answer that is not a string"
+    return None
+
+
+BENCHMARK_FORMATS.add(
+    FORMAT,
+    BenchmarkFormat(
+        FORMAT,
+        build,
+        summary,
+        title="RM-Bench",
+        answers="list",
+        misfit=misfit,
+        fits_as="RM-Bench's three answers per side",
+        protocol="rm-bench",
+    ),
+)
 
 
 __all__ = [
@@ -138,6 +162,7 @@ __all__ = [
     "build",
     "difficulty",
     "domain_of",
+    "misfit",
     "scored_domain",
     "source_domain",
     "summary",

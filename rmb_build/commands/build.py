@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rmb_build.commands._dry_run_plan import print_plan
+
 if TYPE_CHECKING:
     from rmb_build.pipeline.config import BuildConfig
 
@@ -73,27 +75,9 @@ def load_build_config(path: str | None, name: str | None = None):
     return cfg, label
 
 
-def _print_plan(summary: dict) -> None:
-    """The dry run's plan: totals, then per phase and per endpoint, then what is exact and what is not."""
-    est = summary["estimate"]
-    print(
-        f"dry run: {summary['selected']} queries selected; the build would send {est['calls']} calls "
-        f"({est['cached']} more already cached): about {est['prompt_tokens']} prompt tokens, "
-        f"{est['completion_tokens_estimate']} completion tokens (at most {est['completion_tokens']}), "
-        f"at most ${est['cost_usd']:.4f}"
-    )
-    for title, rows in (("phase", est.get("by_phase", {})), ("endpoint", est.get("by_endpoint", {}))):
-        for name, row in rows.items():
-            print(f"  {title} {name}: {row['calls']} calls ({row['cached']} cached), ${row['cost_usd']:.4f}")
-    for name, value in est.get("estimates", {}).items():
-        print(f"  estimate: {name.replace('_', ' ')}: {value}")
-    for figure, what in est.get("exact", {}).items():
-        print(f"  {figure}: {what}")
-
-
 def _print_summary(summary: dict) -> None:
     if summary.get("dry_run"):
-        _print_plan(summary)
+        print_plan(f"{summary['selected']} queries selected", summary["estimate"])
         return
     if "release" not in summary:
         print(f"stopped after the last stage listed in 'stages'; working state in {summary['run']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from rmb_build.commands._dry_run_plan import print_plan
 from rmb_build.core.lock import locks_out
 
 # What a check writes into --out; a folder holding anything else is not replaced.
@@ -43,15 +44,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _print_plan(plan: dict) -> None:
-    est = plan["estimate"]
-    print(
-        f"dry run: {plan['n_prompts']} prompts x {plan['n_samples']} samples; would send {est['calls']} calls "
-        f"({est['cached']} more already cached): about {est['prompt_tokens']} prompt tokens, at most "
-        f"{est['completion_tokens']} completion tokens, at most ${est['cost_usd']:.4f}"
-    )
-    for phase, row in est.get("by_phase", {}).items():
-        print(f"  {phase}: {row['calls']} calls ({row['cached']} cached), {row['prompt_tokens']} prompt tokens, "
-              f"${row['cost_usd']:.4f}")  # fmt: skip
+    print_plan(f"{plan['n_prompts']} prompts x {plan['n_samples']} samples", plan["estimate"])
     for key, t in plan["texts_to_score"].items():
         print(f"  score {key}: {t['to_score']} texts to score ({t['cached']} cached)")
 

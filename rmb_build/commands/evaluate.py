@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Iterator
 
 from rmb_build.core.intervals import DEFAULT_DRAWS
 from rmb_build.core.lock import locks_out
@@ -16,11 +17,26 @@ OUT_MARKS = {"results.json"}
 
 def release_format(name: str) -> str:
     """``--format``'s value: rmb or a registered benchmark format (read when given, so that help stays light)."""
-    from rmb_build.benchmarks.formats import FORMATS  # each format's module registers it
+    from rmb_build.benchmarks.formats import check_format
+    from rmb_build.core.errors import RMBError
 
-    if name not in FORMATS:
-        raise argparse.ArgumentTypeError(f"unknown format {name!r} (known: {', '.join(FORMATS)})")
-    return name
+    try:
+        return check_format(name)
+    except RMBError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class FormatChoices:
+    """``--format``'s choices, the registry's formats: listed when help or a check reads them, so that
+    building the parser imports no format module."""
+
+    def __iter__(self) -> Iterator[str]:
+        from rmb_build.benchmarks.formats import format_names
+
+        return iter(format_names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in list(self)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -45,9 +61,10 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--format",
         default=None,
         type=release_format,
+        choices=FormatChoices(),
         metavar="FORMAT",
-        help="the release's format: rmb or a benchmark format of rmb_build/benchmarks/ (rewardbench, rewardbench2, "
-        "rm-bench, judgebench, ...; an unknown name lists them all) (default: detected from its fields)",
+        help="the release's format: %(choices)s (rmb, or a benchmark format of rmb_build/benchmarks/; default: "
+        "detected from its fields)",
     )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument(

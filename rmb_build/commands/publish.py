@@ -7,12 +7,11 @@ The Hugging Face token comes from ``HF_TOKEN`` or the Hugging Face login and is 
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
+from rmb_build.commands._hub_push import add_push_options, check_push_options
 from rmb_build.core.lock import locks_out
 
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # What an earlier publish of ours leaves in --out; anything else there is someone else's and is kept safe.
 OWN_ENTRIES = {"README.md", "manifest.json", "pairwise", "bon", "style"}
 MARKS = {"README.md"}  # written by every publish
@@ -23,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "release",
         help="an RMB release: its folder, its Hugging Face form (a folder or Hub id), or rmb (the official release)",
     )
-    parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset to create or update")
+    add_push_options(parser, "the Hugging Face form")
     parser.add_argument(
         "--license",
         metavar="ID",
@@ -31,9 +30,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "from the build config); required when the release's manifest.json names none. "
         "Without it, a licence the Hub does not list goes on the card as 'other'",
     )
-    parser.add_argument("--private", action="store_true", help="create the Hub dataset as private")
-    parser.add_argument("--dry-run", action="store_true", help="write what would be pushed to --out, push nothing")
-    parser.add_argument("--out", metavar="DIR", help="where to write the Hugging Face form (required with --dry-run)")
     parser.add_argument(
         "--review",
         metavar="AGREEMENT",
@@ -67,18 +63,12 @@ def _review(path: str, release) -> dict:
 def run(args: argparse.Namespace) -> int:
     from rmb_build.benchmarks.formats import RMB, open_release
     from rmb_build.core import atomic
-    from rmb_build.core.errors import RMBError
     from rmb_build.core.redact import redact_json
     from rmb_build.release.audit import audit_release
     from rmb_build.release.card import card_license, check_card_license, render_card
     from rmb_build.release.hf import push_release, write_hf_release
 
-    if not REPO_ID.match(args.repo_id):
-        raise RMBError(f"--repo-id {args.repo_id!r}: expected ORG/NAME")
-    if args.dry_run and not args.out:
-        raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
-    if args.out:
-        atomic.check_out_dir(args.out, OWN_ENTRIES, MARKS)  # before the slow part: fail early
+    check_push_options(args, OWN_ENTRIES, MARKS)  # before the slow part: fail early
     release = open_release(args.release, RMB)
     if release.manifest is not None:  # a manifest made by hand or by an older build may hold a credential
         release.manifest = redact_json(release.manifest)

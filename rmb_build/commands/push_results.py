@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from rmb_build.commands._hub_push import add_push_options, check_push_options
 from rmb_build.core.lock import locks_out
 
 MARKS = {"README.md"}  # written by every push-results
@@ -16,10 +17,7 @@ MARKS = {"README.md"}  # written by every push-results
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("eval_dir", metavar="EVAL_DIR", help="an 'rmb evaluate --out' folder")
-    parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset to create or update")
-    parser.add_argument("--private", action="store_true", help="create the Hub dataset as private")
-    parser.add_argument("--dry-run", action="store_true", help="write what would be pushed to --out, push nothing")
-    parser.add_argument("--out", metavar="DIR", help="where to write the dataset (required with --dry-run)")
+    add_push_options(parser, "the dataset")
 
 
 @locks_out()
@@ -27,15 +25,9 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from rmb_build.core import atomic
-    from rmb_build.core.errors import RMBError
-    from rmb_build.evaluate.published import ENTRIES, REPO_ID, check_can_push, push_form, read_evaluation, write_form
+    from rmb_build.evaluate.published import ENTRIES, check_can_push, push_form, read_evaluation, write_form
 
-    if not REPO_ID.match(args.repo_id):
-        raise RMBError(f"--repo-id {args.repo_id!r}: expected ORG/NAME")
-    if args.dry_run and not args.out:
-        raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
-    if args.out:
-        atomic.check_out_dir(args.out, ENTRIES, MARKS)
+    check_push_options(args, ENTRIES, MARKS)
     if not args.dry_run:
         check_can_push()  # before any work: offline or without a token nothing could be pushed
     results, rows = read_evaluation(args.eval_dir)

@@ -40,6 +40,10 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def remove(self, name: str) -> T:
+        """Forget ``name`` (a test's toy extension, registered for that test only); returns its entry."""
+        return self._entries.pop(name)
+
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator form of ``add``: ``@REGISTRY.register("name")``."""
 
@@ -60,7 +64,7 @@ class Registry(Generic[T]):
         if self._discovered:
             return
         # Done only once all are imported: a module that lists the entries while it is being imported
-        # (benchmarks/formats.py's FORMATS) imports the rest itself instead of seeing a part of them.
+        # imports the rest itself instead of seeing a part of them.
         for name in self.module_names():
             importlib.import_module(f"{self.package}.{name}")
         self._discovered = True

@@ -151,14 +151,6 @@ PROTOCOLS: dict[str, Protocol] = {
     )
 }
 
-# The protocol of each known benchmark's own published table, by release format.
-FORMAT_DEFAULTS = {
-    "rmb": "rmb",
-    "rewardbench": "rewardbench-run_rm",
-    "rewardbench2": "rewardbench-v2",
-    "rm-bench": "rm-bench",
-}
-
 
 def protocol(name: str) -> Protocol:
     if name not in PROTOCOLS:
@@ -167,15 +159,15 @@ def protocol(name: str) -> Protocol:
 
 
 def default_for(release_format: str | None) -> str:
-    """The authors' protocol of a known release format (its registry entry's, else ``FORMAT_DEFAULTS``');
-    ``native`` for anything else."""
+    """The authors' protocol of a release format: ``rmb``'s own for RMB's layout, a benchmark format's
+    registry entry's ``protocol``; ``native`` for anything else."""
     from rmb_build.benchmarks import BENCHMARK_FORMATS
+    from rmb_build.benchmarks.formats import RMB
 
-    fmt = release_format or ""
-    entry = BENCHMARK_FORMATS.get(fmt) if fmt in BENCHMARK_FORMATS.names() else None
-    if entry is not None and entry.protocol is not None:
-        return entry.protocol
-    return FORMAT_DEFAULTS.get(fmt, "native")
+    if release_format == RMB:
+        return "rmb"
+    entry = BENCHMARK_FORMATS.get(release_format) if release_format in BENCHMARK_FORMATS else None
+    return entry.protocol if entry is not None and entry.protocol is not None else "native"
 
 
 def ties_phrase(ties: str, rec: dict[str, Any]) -> str:

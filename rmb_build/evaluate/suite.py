@@ -117,13 +117,12 @@ RESERVED = {"suite.json", "suite.md", "suite.html"}  # what --suite writes besid
 
 def _check_names(entry: SuiteEntry, where: str, field: str) -> None:
     """A format or protocol the suite names exists (checked before any benchmark is scored)."""
-    from rmb_build.benchmarks.formats import FORMATS
+    from rmb_build.benchmarks.formats import format_names
     from rmb_build.evaluate.protocols import PROTOCOLS
 
-    if entry.format is not None and entry.format not in FORMATS:
-        raise InputError(
-            where, f"unknown format {entry.format!r} (known: {', '.join(FORMATS)})", field=f"{field}.format"
-        )
+    if entry.format is not None and entry.format not in format_names():
+        known = ", ".join(format_names())
+        raise InputError(where, f"unknown format {entry.format!r} (known: {known})", field=f"{field}.format")
     if entry.protocol is not None and entry.protocol not in PROTOCOLS:
         raise InputError(
             where, f"unknown protocol {entry.protocol!r} (known: {', '.join(PROTOCOLS)})", field=f"{field}.protocol"

@@ -145,47 +145,33 @@ def decide(
     cls = q.scenario_id
     verdict = label.verdict if label is not None else "none"
     if q.labelled_by and cls:  # no classifier decided it: its annotation's classifier_scenario is None
-        return Decision(None, cls, verdict, LABEL_SET, LABEL_SET)
+        return Decision(None, cls, verdict, goal_from=LABEL_SET, category_from=LABEL_SET)
     if verdict not in (SAFE, UNSAFE) or (verdict == UNSAFE and unsafe_not_evidence):
-        return Decision(cls, cls, verdict, CLASSIFIER, CLASSIFIER)
+        return Decision(cls, cls, verdict, goal_from=CLASSIFIER, category_from=CLASSIFIER)
+
+    # From here the guard's verdict decides the goal; the category is the guard's only where it names one.
+    def put(scenario: str | None, category_from: str = CLASSIFIER) -> Decision:
+        return Decision(cls, scenario, verdict, goal_from=GUARD, category_from=category_from)
+
+    def drop(reason: str) -> Decision:
+        return Decision(cls, None, verdict, goal_from=GUARD, category_from=CLASSIFIER, reason=reason)
+
     if verdict == UNSAFE:
+        assert label is not None  # a verdict comes with its label
         if label.scenario_id:
-            return Decision(cls, label.scenario_id, verdict, GUARD, GUARD)
-        if goal_of(cls) == HARMLESSNESS:
-            return Decision(cls, cls, verdict, GUARD, CLASSIFIER)
-        alt = alternatives.get(HARMLESSNESS)
-        if alt:
-            return Decision(cls, alt, verdict, GUARD, CLASSIFIER)
-        return Decision(
-            cls,
-            None,
-            verdict,
-            GUARD,
-            CLASSIFIER,
-            "guard: unsafe prompt without a readable category, and no harmlessness scenario to put it in",
-        )
+            return put(label.scenario_id, category_from=GUARD)
+        harmful = cls if goal_of(cls) == HARMLESSNESS else alternatives.get(HARMLESSNESS)
+        if harmful:
+            return put(harmful)
+        return drop("guard: unsafe prompt without a readable category, and no harmlessness scenario to put it in")
     if goal_of(cls) != HARMLESSNESS:
-        return Decision(cls, cls, verdict, GUARD, CLASSIFIER)
+        return put(cls)
     if safe_harmful == "drop":
-        return Decision(
-            cls,
-            None,
-            verdict,
-            GUARD,
-            CLASSIFIER,
-            "guard: 'safe' prompt the classifier called harmful (dropped: route.safe_harmful)",
-        )
-    alt = alternatives.get(HELPFULNESS)
-    if alt:
-        return Decision(cls, alt, verdict, GUARD, CLASSIFIER)
-    return Decision(
-        cls,
-        None,
-        verdict,
-        GUARD,
-        CLASSIFIER,
-        "guard: 'safe' prompt the classifier called harmful, and no helpfulness scenario to put it in",
-    )
+        return drop("guard: 'safe' prompt the classifier called harmful (dropped: route.safe_harmful)")
+    helpful = alternatives.get(HELPFULNESS)
+    if helpful:
+        return put(helpful)
+    return drop("guard: 'safe' prompt the classifier called harmful, and no helpfulness scenario to put it in")
 
 
 def route(

@@ -9,7 +9,8 @@ from typing import Literal
 import pytest
 
 from rmb_build.benchmarks import BENCHMARK_FORMATS, judgebench, rewardbench, rewardbench2, rmbench
-from rmb_build.benchmarks.formats import FORMATS
+from rmb_build.benchmarks.base import BenchmarkFormat
+from rmb_build.benchmarks.formats import format_names
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, available_kinds
 from rmb_build.evaluate.families import FAMILIES, families
@@ -66,11 +67,29 @@ def test_source_registration_keeps_its_checks():
 
 
 def test_each_format_module_registers_its_build_and_summary():
-    assert FORMATS == ("rmb", "judgebench", "rewardbench", "rewardbench2", "rm-bench")
-    assert BENCHMARK_FORMATS.names() == list(FORMATS[1:])
+    assert format_names() == ("rmb", "judgebench", "rewardbench", "rewardbench2", "rm-bench")
+    assert BENCHMARK_FORMATS.names() == list(format_names()[1:])
     for module in (judgebench, rewardbench, rewardbench2, rmbench):
         entry = BENCHMARK_FORMATS.get(module.FORMAT)
         assert (entry.name, entry.build, entry.summary) == (module.FORMAT, module.build, module.summary)
+
+
+def test_each_format_names_a_known_protocol_and_a_way_to_be_detected():
+    from rmb_build.evaluate.protocols import PROTOCOLS, default_for
+
+    assert {name: default_for(name) for name in format_names()} == {
+        "rmb": "rmb",
+        "judgebench": "judgebench",
+        "rewardbench": "rewardbench-run_rm",
+        "rewardbench2": "rewardbench-v2",
+        "rm-bench": "rm-bench",
+    }
+    assert default_for("label-studio") == default_for(None) == "native"
+    for name, entry in BENCHMARK_FORMATS.items():
+        assert entry.protocol in PROTOCOLS, name
+        assert bool(entry.own_fields) != (entry.answers is not None), name  # each is detected, one way
+    with pytest.raises(ValueError, match="not both"):
+        BenchmarkFormat("both", rewardbench.build, rewardbench.summary, own_fields=("x",), answers="string")
 
 
 def test_embedded_models_are_one_registry_in_the_order_added():

@@ -34,7 +34,7 @@ def _candidates(folder: str, spec: str, info: dict[str, Any]) -> list[str]:
 
 def scored_releases(benchmarks: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, Any]]:
     """(where it was found, the opened release) of each distinct release the benchmarks scored."""
-    from rmb_build.benchmarks.formats import FORMATS, RMB, open_release
+    from rmb_build.benchmarks.formats import RMB, format_names, open_release
 
     opened: dict[str, tuple[Any, str]] = {}  # resolved path or spec -> (release, its sha256)
     out: dict[str, tuple[str, Any]] = {}  # identity -> (where, release)
@@ -44,7 +44,7 @@ def scored_releases(benchmarks: Sequence[tuple[str, dict[str, Any]]]) -> list[tu
             raise RMBError(f"benchmarks: {folder}: results.json names no release; {FIX}")
         info = results.get("release_info") if isinstance(results.get("release_info"), dict) else {}
         want = info.get("sha256")
-        fmt = info.get("format") if info.get("format") in FORMATS else None
+        fmt = info.get("format") if info.get("format") in format_names() else None
         problems, found = [], None
         for where in _candidates(folder, spec, info):
             local = Path(where).exists()

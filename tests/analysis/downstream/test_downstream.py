@@ -287,7 +287,7 @@ def test_the_embedded_demo_scores_its_rms_on_its_benchmark_and_draws_the_scatter
     assert main([*args[:-1], "--dry-run"]) == 0  # the plan first: the benchmark's texts and the check's calls
     plan = capsys.readouterr().out
     planned = dict(re.findall(r"dry run: benchmark (.+): (\d+) texts to score", plan))
-    phases = {name: int(n) for name, n in re.findall(r"^  ([a-z_ ]+): (\d+) calls", plan, re.M)}
+    phases = {name: int(n) for name, n in re.findall(r"^  phase ([a-z_ ]+): (\d+) calls", plan, re.M)}
     assert set(planned) == {r.key for r in full.reward_models} and phases["grader"] > 0
     assert main([*args, str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out

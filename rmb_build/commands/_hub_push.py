@@ -1,0 +1,30 @@
+"""Not a subcommand: what ``rmb publish`` and ``rmb push-results`` share, their ``--repo-id``, ``--private``,
+``--dry-run`` and ``--out`` options and the checks of them made before any slow work."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Collection
+
+
+def add_push_options(parser: argparse.ArgumentParser, written: str) -> None:
+    """The push options; ``written`` says what ``--out`` receives ("the Hugging Face form")."""
+    parser.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub dataset to create or update")
+    parser.add_argument("--private", action="store_true", help="create the Hub dataset as private")
+    parser.add_argument("--dry-run", action="store_true", help="write what would be pushed to --out, push nothing")
+    parser.add_argument("--out", metavar="DIR", help=f"where to write {written} (required with --dry-run)")
+
+
+def check_push_options(args: argparse.Namespace, own_entries: Collection[str], marks: Collection[str]) -> None:
+    """One line (RMBError) for a --repo-id not of the form ORG/NAME or a --dry-run without --out; an --out
+    folder holding what the command did not write there is refused (``core.atomic.check_out_dir``)."""
+    from rmb_build.core.atomic import check_out_dir
+    from rmb_build.core.errors import RMBError
+    from rmb_build.evaluate.published import REPO_ID
+
+    if not REPO_ID.match(args.repo_id):
+        raise RMBError(f"--repo-id {args.repo_id!r}: expected ORG/NAME")
+    if args.dry_run and not args.out:
+        raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
+    if args.out:
+        check_out_dir(args.out, own_entries, marks)
