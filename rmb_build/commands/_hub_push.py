@@ -16,10 +16,12 @@ def add_push_options(parser: argparse.ArgumentParser, written: str) -> None:
 
 
 def check_push_options(args: argparse.Namespace, own_entries: Collection[str], marks: Collection[str]) -> None:
-    """One line (RMBError) for a --repo-id not of the form ORG/NAME or a --dry-run without --out; an --out
-    folder holding what the command did not write there is refused (``core.atomic.check_out_dir``)."""
+    """One line (RMBError) for a --repo-id not of the form ORG/NAME, a --dry-run without --out, or a push that
+    could not start (offline, no token: ``core.hub.check_can_push``); an --out folder holding what the command
+    did not write there is refused (``core.atomic.check_out_dir``)."""
     from rmb_build.core.atomic import check_out_dir
     from rmb_build.core.errors import RMBError
+    from rmb_build.core.hub import check_can_push
     from rmb_build.evaluate.published import REPO_ID
 
     if not REPO_ID.match(args.repo_id):
@@ -28,3 +30,5 @@ def check_push_options(args: argparse.Namespace, own_entries: Collection[str], m
         raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")
     if args.out:
         check_out_dir(args.out, own_entries, marks)
+    if not args.dry_run:
+        check_can_push()  # before any work: offline or without a token nothing could be pushed

@@ -29,6 +29,18 @@ def hub_offline() -> bool:
     return any(os.environ.get(v, "").upper() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
+def check_can_push() -> None:
+    """RMBError (one line) where a push cannot even start: offline, or no token. Checked before any work
+    (``rmb publish`` and ``rmb push-results``) and again by each push."""
+    from huggingface_hub import get_token
+    from huggingface_hub.constants import HF_HUB_OFFLINE
+
+    if HF_HUB_OFFLINE:
+        raise RMBError("cannot push: HF_HUB_OFFLINE is set (use --dry-run --out DIR to write the files)")
+    if not get_token():
+        raise RMBError("cannot push: no Hugging Face token (set HF_TOKEN or run 'hf auth login')")
+
+
 def hub_reachable(timeout: float = REACH_TIMEOUT_S) -> bool:
     """Whether a TCP connection to the Hub's host opens within ``timeout`` (name lookup included)."""
     from urllib.parse import urlparse

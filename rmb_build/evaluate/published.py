@@ -223,21 +223,12 @@ def write_form(results: dict[str, Any], rows: Sequence[dict[str, Any]], out: str
 # --- pushing ---------------------------------------------------------------------------------------------------
 
 
-def check_can_push() -> None:
-    """RMBError (one line) where a push cannot even start: offline, or no token."""
-    from huggingface_hub import get_token
-    from huggingface_hub.constants import HF_HUB_OFFLINE
-
-    if HF_HUB_OFFLINE:
-        raise RMBError("cannot push: HF_HUB_OFFLINE is set (use --dry-run --out DIR to write the files)")
-    if not get_token():
-        raise RMBError("cannot push: no Hugging Face token (set HF_TOKEN or run 'hf auth login')")
-
-
 def push_form(folder: str | Path, repo_id: str, *, private: bool = False) -> str:
     """Upload the form in ``folder`` as one commit (earlier prediction shards replaced); returns the URL.
     The token comes from ``HF_TOKEN`` or the login and is never written or printed."""
     from huggingface_hub import HfApi
+
+    from rmb_build.core.hub import check_can_push
 
     check_can_push()
     api = HfApi()
@@ -329,7 +320,6 @@ def open_evaluation(source: str | Path) -> Evaluation:
 
 __all__ = [
     "Evaluation",
-    "check_can_push",
     "open_evaluation",
     "push_form",
     "read_evaluation",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rmb_build.core import atomic
-from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.errors import InputError
 from rmb_build.core.items import Item, PairwiseItem
 from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
@@ -241,13 +241,11 @@ def push_release(
     """Push the Hugging Face form to the Hub with ``push_to_hub`` (one call per configuration), then the
     card and manifest. The token comes from ``HF_TOKEN`` or the Hugging Face login; it is never written
     or logged. Returns the dataset's URL."""
-    from huggingface_hub import HfApi, get_token
-    from huggingface_hub.constants import HF_HUB_OFFLINE
+    from huggingface_hub import HfApi
 
-    if HF_HUB_OFFLINE:
-        raise RMBError("cannot push: HF_HUB_OFFLINE is set (use --dry-run --out DIR to write the files)")
-    if not get_token():
-        raise RMBError("cannot push: no Hugging Face token (set HF_TOKEN or run 'hf auth login')")
+    from rmb_build.core.hub import check_can_push
+
+    check_can_push()
     dicts = release_to_dataset_dict(release, annotations)
     for config, dd in dicts.items():
         dd.push_to_hub(

@@ -27,3 +27,17 @@ def test_push_options_are_checked_alike_before_any_work(tmp_path, capsys, comman
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and line in err and "no-such-input" not in err, err
     assert (used / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("command", ["publish", "push-results"])
+def test_a_push_that_cannot_start_is_refused_before_the_input_is_read(tmp_path, capsys, monkeypatch, command):
+    """Without a token (or offline) nothing could be pushed: publish found it only after its audit."""
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    assert main([command, str(tmp_path / "no-such-input"), "--repo-id", "me/demo"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot push: " in err and "no-such-input" not in err, err
+    out = tmp_path / "out"
+    assert main([command, str(tmp_path / "no-such-input"), "--repo-id", "me/demo", "--dry-run", "--out", str(out)]) == 2
+    assert "no-such-input" in capsys.readouterr().err  # a dry run needs no token: the input is read
