@@ -3,9 +3,10 @@ values, validation and help text. ``rmb evaluate``'s flags (``add_flags``, read 
 downstream config's per-RM keys (``config_fields``) and the Python API (``RMOptions(...)``, which validates
 itself) are all made from this one definition.
 
-Run-level fields stay out of the per-RM config (``per_rm=False``): ``config`` (the build or downstream config
-whose endpoints ``openai:<model>@<name>`` names: the run's own), ``llm_cache_dir`` (the run's cache), ``shard``
-(set on each replica by ``evaluate.devices``, never by a user) and ``extra`` (the API's free-form channel).
+Run-level fields stay out of the per-RM config (``per_rm=False``): ``endpoints`` (the named endpoints
+``openai:<model>@<name>`` may name: the run's own, from its build or downstream config; ``config``, a config
+whose ``endpoints`` are read into it, is kept for callers that hand one), ``llm_cache_dir`` (the run's cache),
+``shard`` (set on each replica by ``evaluate.devices``, never by a user) and ``extra`` (the API's free-form channel).
 ``seed`` is per RM, but ``rmb evaluate --seed`` also seeds the intervals, so that command defines its flag.
 """
 
@@ -16,10 +17,14 @@ import dataclasses
 import functools
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from rmb_build.core.errors import RMBError
+
+if TYPE_CHECKING:
+    from rmb_build.llm.config import EndpointConfig
 
 _FIELD_DEFAULT = object()  # a flag's default is the field's
 
@@ -109,6 +114,14 @@ def _known_protocol(name: str) -> str | None:
     return None if name in PROTOCOLS else f"{name!r}: unknown protocol (known: {', '.join(PROTOCOLS)})"
 
 
+@runtime_checkable
+class HasEndpoints(Protocol):
+    """A config that names endpoints (a build or downstream config): what ``RMOptions.config`` is read for."""
+
+    @property
+    def endpoints(self) -> Mapping[str, EndpointConfig]: ...
+
+
 @dataclass
 class RMOptions:
     """Everything a run tells an adapter; each adapter reads what it needs. Built with a wrong value (a type, a
@@ -188,7 +201,12 @@ class RMOptions:
     )
     seed: int = _option(0, "baseline:random seed", flag=False)
     # run-level (see the module docstring)
-    config: Any = _option(None, "a BuildConfig (for openai:<model>@<endpoint name>)", flag=False, per_rm=False)
+    endpoints: dict[str, EndpointConfig] | None = _option(
+        None, "the run's named endpoints (for openai:<model>@<endpoint name>)", flag=False, per_rm=False
+    )
+    config: HasEndpoints | None = _option(
+        None, "a config whose endpoints become ``endpoints`` (then None)", flag=False, per_rm=False
+    )
     llm_cache_dir: str | None = _option(None, "the LLM response cache of openai: RMs", flag=False, per_rm=False)
     shard: tuple[int, int] | None = _option(
         None, "hf: (k, n): score only the k-th of n replicas' share of the batches", flag=False, per_rm=False
@@ -202,6 +220,12 @@ class RMOptions:
             problem = _type_problem(value, hints[f.name]) or OPTIONS[f.name].problem(value)
             if problem:
                 raise RMBError(f"RMOptions {f.name} {problem}")
+        if self.config is not None:  # the evaluator keeps the endpoints it needs, not a whole config
+            if self.endpoints is not None:
+                raise RMBError(
+                    "RMOptions config and endpoints: give one (a config's endpoints are read into endpoints)"
+                )
+            self.endpoints, self.config = dict(self.config.endpoints), None
         if self.devices and self.device is None:
             self.device = self.devices[0]
         elif self.devices and self.device != self.devices[0]:
@@ -215,7 +239,16 @@ OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in dataclasses.
 
 @functools.cache
 def _hints() -> dict[str, Any]:
-    return typing.get_type_hints(RMOptions)
+    from rmb_build.llm.config import EndpointConfig  # a name of the hints, imported only when they are read
+
+    return typing.get_type_hints(RMOptions, localns={"EndpointConfig": EndpointConfig})
+
+
+@functools.cache
+def _flag_hint(name: str) -> Any:
+    """A flag's type alone: ``rmb evaluate --help`` imports none of the run-level fields' types (pydantic)."""
+    annotation = {f.name: f.type for f in dataclasses.fields(RMOptions)}[name]
+    return eval(annotation, globals()) if isinstance(annotation, str) else annotation
 
 
 def _type_problem(value: Any, hint: Any) -> str | None:
@@ -255,13 +288,14 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_flags(p: argparse.ArgumentParser | Any, *names: str) -> None:
+def add_flags(p: argparse._ActionsContainer, *names: str) -> None:
     """The flags of the named options, in that order (a command interleaves them with its own)."""
     defaults = {f.name: f.default for f in dataclasses.fields(RMOptions)}
     for name in names:
         opt = OPTIONS[name]
         default = defaults[name] if opt.cli_default is _FIELD_DEFAULT else opt.cli_default
-        if _hints()[name] is bool:
+        hint = _flag_hint(name)
+        if hint is bool:
             p.add_argument(flag_name(name), action="store_true", help=opt.help)
             continue
         kw: dict[str, Any] = {"default": default, "help": opt.help}
@@ -269,7 +303,7 @@ def add_flags(p: argparse.ArgumentParser | Any, *names: str) -> None:
             kw["choices"] = opt.choices
         if opt.metavar:
             kw["metavar"] = opt.metavar
-        if int in (_hints()[name], *typing.get_args(_hints()[name])):
+        if int in (hint, *typing.get_args(hint)):
             kw["type"] = int
         p.add_argument(flag_name(name), **kw)
 

@@ -236,7 +236,7 @@ def bon_items(queries: Sequence[Query], samples: dict[str, list[Response]]) -> l
 def load_reward_model(r: RewardModelConfig, cfg: DownstreamConfig, llm_cache: Path) -> RewardModel:
     from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-    options = RMOptions(**r.options(), config=cfg, llm_cache_dir=str(llm_cache))
+    options = RMOptions(**r.options(), endpoints=cfg.endpoints, llm_cache_dir=str(llm_cache))
     rm = load_rm(r.rm, options)
     if rm.compares_pairs:
         raise RMBError(f"reward_models: {rm.spec}: compares pairs; a best-of-n pick needs a score per answer")

@@ -10,18 +10,25 @@ Both heads are built here from their files (the widths from the tensors), so no 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family, gather_last, rowwise
 from rmb_build.evaluate.families import _backbone_head as B
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PreTrainedModel
+
+    from rmb_build.evaluate.rm_options import RMOptions
+
 BINS = 10
 HEADS = {"regression": "regression_layer.pt", "gating": "gating_layer.pt"}
 
 
-def head_from_state(state: dict, where: str) -> Any:
+def head_from_state(state: dict[str, torch.Tensor], where: str) -> nn.Module:
     """``network`` = Linear layers at the state's indices, LeakyReLU after each but the last (other slots: identity)."""
     from torch import nn
 
@@ -30,7 +37,7 @@ def head_from_state(state: dict, where: str) -> Any:
         raise RMBError(
             f"{where}: expected only network.<i>.weight/bias Linear layers, found {', '.join(sorted(state)[:6])}"
         )
-    slots: list[Any] = [nn.Identity() for _ in range(indices[-1] + 1)]
+    slots: list[nn.Module] = [nn.Identity() for _ in range(indices[-1] + 1)]
     for n, i in enumerate(indices):
         out_f, in_f = state[f"network.{i}.weight"].shape
         slots[i] = nn.Linear(in_f, out_f)
@@ -42,13 +49,13 @@ def head_from_state(state: dict, where: str) -> Any:
     return head.float().eval()
 
 
-def linears(head: Any) -> list[Any]:
+def linears(head: nn.Module) -> list[nn.Linear]:
     from torch import nn
 
     return [m for m in head.network if isinstance(m, nn.Linear)]
 
 
-def _load_head(ref: T.ModelRef, options: Any, name: str) -> Any:
+def _load_head(ref: T.ModelRef, options: RMOptions, name: str) -> nn.Module:
     import torch
 
     path = B.checkpoint_file(ref, options, HEADS[name])
@@ -65,7 +72,7 @@ def _load_head(ref: T.ModelRef, options: Any, name: str) -> Any:
     return head_from_state(state, f"model {ref.name!r}: {HEADS[name]}")
 
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModel
 
     model = T.load_checked(AutoModel, ref, options, "an LDL-Reward backbone", dtype=dtype)
@@ -90,7 +97,7 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     return model
 
 
-def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     import torch
 
     hidden = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
