@@ -19,7 +19,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast, runtime_checkable
 
 from rmb_build.core.errors import RMBError
 
@@ -37,11 +37,11 @@ class Option:
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
     metavar: str | None = None
-    parse: Callable[[str], Any] | None = None  # a flag's text (or a YAML string) to the value; ValueError: problem
+    parse: Callable[[str], object] | None = None  # a flag's text (or a YAML string) to the value; ValueError: problem
     check: Callable[[Any], str | None] | None = None  # the problem with a value, or None
     flag: bool = True  # an ``rmb evaluate`` flag
     per_rm: bool = True  # a key of a downstream config's reward_models entry
-    cli_default: Any = _FIELD_DEFAULT  # the flag's default, where the command resolves a None itself
+    cli_default: object = _FIELD_DEFAULT  # the flag's default, where the command resolves a None itself
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with a (typed) value, phrased to follow the option's name; None when nothing is."""
@@ -245,18 +245,18 @@ def _hints() -> dict[str, Any]:
 
 
 @functools.cache
-def _flag_hint(name: str) -> Any:
+def _flag_hint(name: str) -> object:
     """A flag's type alone: ``rmb evaluate --help`` imports none of the run-level fields' types (pydantic)."""
     annotation = {f.name: f.type for f in dataclasses.fields(RMOptions)}[name]
     return eval(annotation, globals()) if isinstance(annotation, str) else annotation
 
 
-def _type_problem(value: Any, hint: Any) -> str | None:
+def _type_problem(value: object, hint: object) -> str | None:
     """Why ``value`` is not of type ``hint`` (None, int, str, bool, list/tuple/dict of those, their unions)."""
     return None if _conforms(value, hint) else f"{value!r}: expected {_type_name(hint)}"
 
 
-def _conforms(value: Any, hint: Any) -> bool:
+def _conforms(value: object, hint: object) -> bool:
     if hint is Any:
         return True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -274,10 +274,10 @@ def _conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, dict) and all(
             _conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items()
         )
-    return isinstance(value, hint)
+    return isinstance(value, cast(type, hint))  # a class: what is left of the forms above
 
 
-def _type_name(hint: Any) -> str:
+def _type_name(hint: object) -> str:
     return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
@@ -346,8 +346,9 @@ def config_fields(**defaults: Any) -> dict[str, Any]:
         opt = OPTIONS[f.name]
         if not opt.per_rm:
             continue
-        default = defaults.get(f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory())
-        validators = [AfterValidator(functools.partial(_checked, opt))]
+        factory = f.default_factory
+        default = defaults.get(f.name, f.default if factory is dataclasses.MISSING else factory())
+        validators: list[AfterValidator | BeforeValidator] = [AfterValidator(functools.partial(_checked, opt))]
         if opt.parse:
             validators.insert(0, BeforeValidator(functools.partial(_parsed, opt)))
         # strict, as RMOptions: ``batch_size: yes`` is refused, not read as 1
@@ -356,11 +357,11 @@ def config_fields(**defaults: Any) -> dict[str, Any]:
     return out
 
 
-def _parsed(opt: Option, value: Any) -> Any:
+def _parsed(opt: Option, value: object) -> object:
     return opt.parse(value) if isinstance(value, str) and opt.parse else value
 
 
-def _checked(opt: Option, value: Any) -> Any:
+def _checked(opt: Option, value: object) -> object:
     problem = opt.problem(value)
     if problem:
         raise ValueError(problem)

@@ -39,17 +39,19 @@ def resolve_endpoint(
     where: str | None, endpoints: Mapping[str, EndpointConfig] | None, structured_output: str = "json_schema"
 ) -> tuple[str, dict[str, EndpointConfig]]:
     """(endpoint name, {name: EndpointConfig}) for ``@<where>``: a base URL or one of ``endpoints`` (``--config``'s)."""
+    from pydantic import ValidationError
+
     from rmb_build.llm.config import EndpointConfig
 
     if where is None or where.startswith(("http://", "https://")):
         url = where or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         try:
             return ENDPOINT, {
-                ENDPOINT: EndpointConfig(
-                    base_url=url, api_key_env="OPENAI_API_KEY", structured_output=structured_output
+                ENDPOINT: EndpointConfig.model_validate(
+                    {"base_url": url, "api_key_env": "OPENAI_API_KEY", "structured_output": structured_output}
                 )
             }
-        except ValueError as exc:
+        except ValidationError as exc:
             # Not the URL itself: one that does not parse may not show where its password ends.
             raise RMBError(f"--rm openai:…@<URL>: not a usable endpoint URL ({exc.errors()[0]['msg']})") from None
     if endpoints is None:

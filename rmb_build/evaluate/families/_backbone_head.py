@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
@@ -91,11 +91,11 @@ def head_model_class(
     from transformers import PreTrainedModel
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
-    backbone = MODEL_MAPPING[type(config)]
+    backbone = cast("type[PreTrainedModel]", MODEL_MAPPING[type(config)])
     # The backbone's own PreTrainedModel base gives weight init, _no_split_modules and attention support.
     base = next(c for c in backbone.__mro__[1:] if issubclass(c, PreTrainedModel))
 
-    class HeadRewardModel(base):
+    class HeadRewardModel(base):  # type: ignore[valid-type, misc]  # a base found at run time
         base_model_prefix = backbone_attr
 
         def __init__(self, config):

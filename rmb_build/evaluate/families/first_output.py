@@ -5,8 +5,8 @@ is run alone here too, so the model's own way of finding the end is never given 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
@@ -35,11 +35,12 @@ def first_value(output: object) -> torch.Tensor:
     if isinstance(output, Mapping):
         output = next(iter(output.values()), None)
     elif isinstance(output, (tuple, list)) or hasattr(output, "to_tuple"):
-        output = output[0] if len(output) else None
+        items = cast("Sequence[object]", output)
+        output = items[0] if len(items) else None
     if output is None or not hasattr(output, "numel") or output.numel() != 1:
         shape = None if output is None else tuple(getattr(output, "shape", ()))
         raise RMBError(f"first-output: the model's first output is {shape}, not one reward for the text")
-    return output.float().reshape(1)
+    return cast("torch.Tensor", output).float().reshape(1)
 
 
 def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

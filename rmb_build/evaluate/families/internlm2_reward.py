@@ -43,7 +43,7 @@ def finish_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, ids: 
 def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     # The backbone and head directly: the same numbers as the model's forward, without its output conventions.
     hidden = model.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
-    return rowwise(model.v_head, gather_last(hidden, attention_mask)).squeeze(-1).float()
+    return rowwise(model.get_submodule("v_head"), gather_last(hidden, attention_mask)).squeeze(-1).float()
 
 
 FAMILY = Family(

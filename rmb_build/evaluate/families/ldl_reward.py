@@ -52,7 +52,7 @@ def head_from_state(state: dict[str, torch.Tensor], where: str) -> nn.Module:
 def linears(head: nn.Module) -> list[nn.Linear]:
     from torch import nn
 
-    return [m for m in head.network if isinstance(m, nn.Linear)]
+    return [m for m in head.get_submodule("network").children() if isinstance(m, nn.Linear)]
 
 
 def _load_head(ref: T.ModelRef, options: RMOptions, name: str) -> nn.Module:
@@ -91,9 +91,13 @@ def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -
     model = T.place(model, options, device)
     model.ldl_regression, model.ldl_gating = regression.to(model.device), gating.to(model.device)
     # Read from config.json itself: transformers moves `temperature` off a model config (a generation setting).
-    with open(B.checkpoint_file(ref, options, "config.json"), encoding="utf-8") as fh:
+    config_path = B.checkpoint_file(ref, options, "config.json")
+    if config_path is None:
+        raise RMBError(f"model {ref.name!r}: has no config.json")
+    with open(config_path, encoding="utf-8") as fh:
         raw = json.load(fh)
-    model.ldl_softmax, model.ldl_temperature = bool(raw.get("softmax", False)), float(raw.get("temperature", 1.0))
+    # plain values: nn.Module keeps them in __dict__ (its __setattr__ is typed for tensors and modules)
+    model.ldl_softmax, model.ldl_temperature = bool(raw.get("softmax", False)), float(raw.get("temperature", 1.0))  # type: ignore[assignment]
     return model
 
 
@@ -101,11 +105,13 @@ def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch
     import torch
 
     hidden = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
-    h = gather_last(hidden, attention_mask).float().to(model.ldl_regression.network[0].weight.device)
-    rewards = torch.softmax(rowwise(model.ldl_regression.network, h).view(h.shape[0], -1, BINS), dim=-1)
-    weights = rowwise(model.ldl_gating.network, h)
+    h = gather_last(hidden, attention_mask).float().to(model.get_parameter("ldl_regression.network.0.weight").device)
+    regression, gating = model.get_submodule("ldl_regression.network"), model.get_submodule("ldl_gating.network")
+    rewards = torch.softmax(rowwise(regression, h).view(h.shape[0], -1, BINS), dim=-1)
+    weights = rowwise(gating, h)
     if model.ldl_softmax:
-        weights = torch.softmax(weights / model.ldl_temperature, dim=1)
+        # ldl_softmax and ldl_temperature: plain values ``load`` set on the model
+        weights = torch.softmax(weights / model.ldl_temperature, dim=1)  # type: ignore[operator]
     dist = (weights.unsqueeze(-1) * rewards).sum(1)  # the weighted mix, row by row (no batched kernel)
     return (dist * torch.linspace(0, 1, BINS, device=dist.device)).sum(-1)
 

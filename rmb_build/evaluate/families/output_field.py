@@ -8,7 +8,7 @@ QRM put their preference score (the gated sum of the objectives) in ``score``, a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
@@ -16,6 +16,7 @@ from rmb_build.evaluate.families import FAMILIES, Family, last_token_index
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
     from transformers import PreTrainedModel
 
     from rmb_build.evaluate.rm_options import RMOptions
@@ -41,9 +42,9 @@ def free_pad_id(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask:
     import torch
 
     try:
-        vocab = model.get_input_embeddings().num_embeddings
+        vocab = cast("nn.Embedding", model.get_input_embeddings()).num_embeddings
     except (AttributeError, NotImplementedError):
-        vocab = model.config.vocab_size
+        vocab = int(model.config.vocab_size)
     free = torch.ones(vocab, dtype=torch.bool, device=input_ids.device)
     free[input_ids[attention_mask.bool()]] = False
     pad = model.config.pad_token_id

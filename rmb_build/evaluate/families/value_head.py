@@ -94,7 +94,7 @@ def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -
         head_attr,
         make_head,
     )
-    model.rmb_variant = name
+    model.rmb_variant = name  # type: ignore[assignment]  # a plain attribute: nn.Module keeps it in __dict__
     return model
 
 
