@@ -149,7 +149,7 @@ def _table(rows: Sequence[dict[str, Any]]):
     )
 
 
-def _pct(x: Any) -> str:
+def _pct(x: object) -> str:
     return f"{100 * x:.1f}" if isinstance(x, (int, float)) else "–"
 
 

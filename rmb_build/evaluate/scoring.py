@@ -108,7 +108,7 @@ def _item_of(key: str, items: Sequence[Item], keys: Sequence[Sequence[str]], pai
     return f"unit {key[:12]}"
 
 
-def _refused(rm: RewardModel, value: Any) -> str | None:
+def _refused(rm: RewardModel, value: object) -> str | None:
     """What makes ``value`` no unit's value, or None: a text RM's score is a finite number, a judge's votes are
     0, 1 or None (a failed sample); None is an unscored unit."""
     if value is None:

@@ -95,7 +95,7 @@ class RewardModel:
         """What this RM does with a conversation's leading system turn (results.json's ``system_first_handling``)."""
         return "passed to the RM as it is, a system turn first"
 
-    def cacheable(self, value: Any) -> bool:
+    def cacheable(self, value: object) -> bool:
         """Whether a value may go to the score cache (None: this run could not score the unit)."""
         return value is not None
 

@@ -158,7 +158,7 @@ class GenerativeRM(PairJudge):
                 pos += len(reqs)
             yield idx, grouped
 
-    def cacheable(self, value: Any) -> bool:
+    def cacheable(self, value: object) -> bool:
         """Judgements with a failed sample are used in this run but asked again by the next one."""
         if isinstance(value, dict):
             return all(v is not None for votes in value.values() for v in votes)
