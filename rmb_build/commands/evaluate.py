@@ -260,7 +260,7 @@ class _Evaluation:
         options = RMOptions(
             **{**self.given, "protocol": chosen.name},
             seed=args.seed,
-            config=self.config,
+            endpoints=self.config.endpoints if self.config else None,
             llm_cache_dir=str(self.cache_dir / "llm"),
         )
         rm = load_rm(self.spec, options)

@@ -65,5 +65,5 @@ def environment_error(exc: BaseException) -> str | None:
     """One line for an OSError of the machine (disk full, read-only, ...): ``PATH: reason``; None for any other."""
     if not isinstance(exc, OSError) or exc.errno not in ENVIRONMENT_ERRNOS:
         return None
-    reason = exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
+    reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc.errno))
     return f"{exc.filename}: {reason}" if exc.filename else reason

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from typing import Any
 
 
-def finite_float(value: Any) -> float | None:
+def finite_float(value: object) -> float | None:
     """``value`` as a float when it is a finite real number (not a bool); None otherwise."""
     if type(value) is float:  # the common case, without the ABC check below (a scores file's millions of rows)
         return value if math.isfinite(value) else None
@@ -26,7 +25,7 @@ def finite_float(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     """How an error line names a value that is not a finite number."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         try:
@@ -46,7 +45,7 @@ def describe(value: Any) -> str:
     return text[:40]
 
 
-def first_non_finite(value: Any, where: str = "") -> str | None:
+def first_non_finite(value: object, where: str = "") -> str | None:
     """The path (``pairwise.overall.macro``, ``scores.chosen``, ``[3]``) of the first NaN or infinite float
     in a JSON-like value, or None when there is none."""
     if isinstance(value, float):

@@ -58,7 +58,7 @@ class Owner:
         return f"pid {self.pid} on {self.host}" + (f", since {self.since}" if self.since else "")
 
     @classmethod
-    def from_json(cls, raw: Any) -> Owner | None:
+    def from_json(cls, raw: object) -> Owner | None:
         """The owner a marker or lock file records; None where it is not one this module wrote."""
         if not isinstance(raw, dict):
             return None

@@ -5,9 +5,12 @@ nested braces with a RecursionError) and ``text.usetex`` would hand them to LaTe
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+PLAIN_TEXT: dict[RcKeyType, bool] = {"text.parse_math": False, "text.usetex": False}
 
 
 @contextmanager

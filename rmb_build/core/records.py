@@ -74,7 +74,7 @@ def _record_json(rec: Any) -> dict[str, Any]:
     return {f: (list(v) if isinstance(v, tuple) else v) for f in rec.__dataclass_fields__ for v in (getattr(rec, f),)}
 
 
-def _record_from_json(cls: type, d: dict[str, Any]) -> Any:
+def _record_from_json(cls: type[Any], d: dict[str, Any]) -> Any:
     kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items() if k in cls.__dataclass_fields__}
     return cls(**kw)
 

@@ -21,6 +21,7 @@ import contextlib
 import signal
 import sys
 import threading
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -71,7 +72,7 @@ def check() -> None:
         raise KeyboardInterrupt
 
 
-def _handler(signum: int, frame: Any) -> None:
+def _handler(signum: int, frame: FrameType | None) -> None:
     if _caught:  # the caller has the stop in hand (its line said, or its normal end): nothing to raise
         return
     redelivered = bool(_redelivering)  # from this module's timer, not from outside
@@ -107,7 +108,7 @@ def _may_wait() -> bool:
     return time.monotonic() - _waiting_since[0] < IMPORT_WAIT_S
 
 
-def _importing(frame: Any) -> bool:
+def _importing(frame: FrameType | None) -> bool:
     """Whether the main thread is inside an import: a stop raised there can leave a native extension half
     initialised (torch, imported by the audit's encoder, aborted the process: exit -6 after the stop line)."""
     while frame is not None:
@@ -133,7 +134,7 @@ def _is_stop(exc: BaseException | None) -> bool:
     )
 
 
-def _redeliver(unraisable: Any) -> None:
+def _redeliver(unraisable: sys.UnraisableHookArgs) -> None:
     """``sys.unraisablehook``: a stop's exception raised where it could not propagate is raised again,
     from the next signal check of the main thread; anything else goes to the previous hook, except once
     the caller has the stop: then it is the stopped work's teardown (a finalizer of an object the stop cut
@@ -166,7 +167,7 @@ def _interrupt_unless_caught(sig: int) -> None:
         # interrupt_main only sets the flag a running main thread checks.
         signal.pthread_kill(threading.main_thread().ident or 0, sig)
     except (AttributeError, OSError, ValueError):  # no pthread_kill here, or the thread is gone
-        _thread.interrupt_main(sig)
+        _thread.interrupt_main(signal.Signals(sig))
 
 
 _wrappers: list[Callable[[int, Any], None]] = []  # this module's wrappers of a library's handler (noting_sigterm)
@@ -221,7 +222,7 @@ def noting_sigterm() -> Iterator[None]:
         yield
         return
 
-    def noted(signum: int, frame: Any) -> None:
+    def noted(signum: int, frame: FrameType | None) -> None:
         if _caught:
             return
         if not _redelivering:  # a redelivery is the stop already noted

@@ -18,7 +18,7 @@ def benchmark_fields(release: Any, predictions: Predictions, ties: str) -> dict[
     (``benchmark``) or downloaded by name (``release_source``); empty for a plain RMB release."""
     out: dict[str, Any] = {}
     fmt = getattr(release, "benchmark_format", None)
-    if fmt in BENCHMARK_FORMATS:
+    if fmt is not None and fmt in BENCHMARK_FORMATS:
         out["benchmark"] = {"format": fmt, **BENCHMARK_FORMATS.get(fmt).summary(predictions, release.item_meta, ties)}
     if getattr(release, "origin", None):
         out["release_source"] = release.origin

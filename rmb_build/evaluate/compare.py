@@ -252,12 +252,12 @@ class Paired:
     def of(
         cls, a: Sequence[float], b: Sequence[float], draws: int, rng: np.random.Generator, pool: str = ""
     ) -> "Paired":
-        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-        values, counts = np.unique(a - b, return_counts=True)
+        xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        values, counts = np.unique(xa - xb, return_counts=True)
         keep = values != 0
         values, counts = values[keep], counts[keep]
         sums = rng.gamma(counts, size=(draws, len(counts))) @ values if len(values) else np.zeros(draws)
-        return cls(a, b, sums, pool)
+        return cls(xa, xb, sums, pool)
 
 
 def figure(members: Sequence[Paired], weights: Sequence[float], pseudo: np.ndarray) -> dict[str, Any]:
@@ -353,7 +353,7 @@ def _match(dir_a: str | Path, dir_b: str | Path, shared_texts: bool) -> tuple[li
     }
     if shared_texts:
         matching["scenario_differs"] = sum(ra["scenario"] != rb["scenario"] for ra, rb in matches)
-    releases = {side: {"name": r.name, "sha256": r.sha256} for side, r in ids.items()}
+    releases: dict[str, Any] = {side: {"name": r.name, "sha256": r.sha256} for side, r in ids.items()}
     releases["same"] = ids["a"].sha256 is not None and ids["a"].sha256 == ids["b"].sha256
     return pairs, releases, matching
 

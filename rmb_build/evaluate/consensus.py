@@ -55,7 +55,7 @@ def consensus(evaluations: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[st
             scenario.setdefault(key, scen)
             if m is not None:
                 margins[key][name] = m
-    items = []
+    items: list[dict[str, Any]] = []
     for key, by_rm in margins.items():
         against = sum(m < 0 for m in by_rm.values())
         items.append(

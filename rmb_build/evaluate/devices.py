@@ -10,12 +10,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import queue as queue_mod
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.lifeline import die_with_parent, started_by_main_thread
 from rmb_build.core.machine import process_cap
 from rmb_build.evaluate.adapters import RewardModel, ScoreText, load_rm
+
+if TYPE_CHECKING:
+    import multiprocessing.queues
+
+    from rmb_build.evaluate.rm_options import RMOptions
 
 POLL_S = 1.0  # how often the parent checks that no replica died without a word
 
@@ -63,10 +68,10 @@ def _quiet() -> bool:
 def _worker(
     kind: str,
     target: str,
-    options: Any,
+    options: RMOptions,
     texts: list[ScoreText],
     k: int,
-    out: Any,
+    out: multiprocessing.queues.Queue[tuple[object, ...]],
     quiet: bool,
     parent: tuple[int, bool],
 ) -> None:

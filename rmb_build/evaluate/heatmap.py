@@ -75,7 +75,7 @@ def _draw(results: Mapping[str, Any], path: str | Path) -> Path | None:
                 colour[i, j] = relative_to_chance(results[s]["scenarios"][sc]["accuracy"], _chance(results, s, sc))
 
     fig, ax = plt.subplots(figsize=(COL_IN * len(sets), ROW_IN * len(rows)))
-    ax.set_position([0, 0, 1, 1])  # labels and the colour bar sit outside; savefig crops to them
+    ax.set_position((0, 0, 1, 1))  # labels and the colour bar sit outside; savefig crops to them
     cmap = ListedColormap(plt.get_cmap("RdBu")(np.linspace(0.08, 0.92, 256)))
     im = ax.imshow(np.ma.masked_invalid(colour), cmap=cmap, vmin=-1, vmax=1, aspect="auto")
     ax.set_facecolor("#e6e6e6")  # a scenario the set lacks
@@ -109,7 +109,7 @@ def _draw(results: Mapping[str, Any], path: str | Path) -> Path | None:
         ax.axvline(j - 0.5, color="white", linewidth=2)
     ax.set_title(f"{results['rm']}: accuracy per scenario", fontsize=9, pad=28)
     height = ROW_IN * len(rows)
-    cax = fig.add_axes([0.1, -0.32 / height, 0.8, 0.1 / height])  # 0.22 in below the grid, 0.1 in tall
+    cax = fig.add_axes((0.1, -0.32 / height, 0.8, 0.1 / height))  # 0.22 in below the grid, 0.1 in tall
     bar = fig.colorbar(im, cax=cax, orientation="horizontal", ticks=[-1, 0, 1])
     bar.ax.set_xticklabels(["0%", "chance", "100%"], fontsize=7)
     bar.set_label(

@@ -12,13 +12,16 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.extras import install_line
 from rmb_build.core.hub import hub_offline, hub_reachable, is_hub_id
 from rmb_build.core.items import Conversation
 from rmb_build.evaluate.rm_options import RMOptions
+
+if TYPE_CHECKING:
+    from transformers import BitsAndBytesConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
@@ -109,7 +112,7 @@ def _spread(options: RMOptions) -> dict[str, Any]:
     return kw
 
 
-def _quantization(bits: str) -> Any:
+def _quantization(bits: str) -> BitsAndBytesConfig:
     """bitsandbytes' 8- or 4-bit loading, which runs on CUDA only."""
     import torch
 
@@ -126,15 +129,15 @@ def _quantization(bits: str) -> Any:
     return BitsAndBytesConfig(load_in_8bit=bits == "8bit", load_in_4bit=bits == "4bit")
 
 
-def place(model: Any, options: RMOptions, device: str) -> Any:
+def place(model: PreTrainedModel, options: RMOptions, device: str) -> PreTrainedModel:
     """``model`` on ``device`` in eval mode; a model accelerate spread or bitsandbytes quantized stays where
     it was put."""
     if options.device_map or options.load_in:
         return model.eval()
-    return model.to(device).eval()
+    return model.to(device).eval()  # type: ignore[arg-type]  # transformers' wrapper of ``to`` is typed as taking the model
 
 
-def input_device(model: Any, options: RMOptions, device: str) -> str:
+def input_device(model: PreTrainedModel, options: RMOptions, device: str) -> str:
     """Where a batch goes: the device of the model's first layers when it is spread, else ``device``."""
     if options.device_map or options.load_in:
         return str(getattr(model, "device", device))
@@ -295,10 +298,10 @@ def render(tok, conversation: Conversation, answer: str) -> str:
     return tok.apply_chat_template(messages(conversation, answer), tokenize=False)
 
 
-def max_positions(config: Any, tok) -> int | None:
+def max_positions(config: PretrainedConfig, tok: PreTrainedTokenizerBase) -> int | None:
     limits = [getattr(config, "max_position_embeddings", None), getattr(tok, "model_max_length", None)]
-    limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
-    return min(limits) if limits else None
+    known = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
+    return min(known) if known else None
 
 
 def truncate_left(ids: list[int], max_length: int | None) -> tuple[list[int], bool]:

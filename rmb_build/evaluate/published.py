@@ -114,7 +114,8 @@ def _scores(row: dict[str, Any]) -> list[float | None] | None:
     got = row.get("scores")
     if first is None or not isinstance(got, dict):
         return None
-    values = [got.get(first), *(got.get(rest) if isinstance(got.get(rest), list) else [got.get(rest)])]
+    later = got.get(rest)
+    values = [got.get(first), *(later if isinstance(later, list) else [later])]
     ok = all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
     return [None if v is None else float(v) for v in values] if ok else None
 
@@ -148,7 +149,7 @@ def _table(rows: Sequence[dict[str, Any]]):
     )
 
 
-def _pct(x: Any) -> str:
+def _pct(x: object) -> str:
     return f"{100 * x:.1f}" if isinstance(x, (int, float)) else "–"
 
 

@@ -10,7 +10,7 @@ what its figures say is checked against its predictions by the leaderboard (``le
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.finite import describe, finite_float
@@ -18,30 +18,30 @@ from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 
 SLACK = 1e-9  # rounding of a bound computed at 0 or 1
 
-Check = Callable[[Any, str], None]
+Check = Callable[[object, str], None]  # (a figure as read, its field)
 
 
 class _Checker:
     def __init__(self, where: str):
         self.where = where
 
-    def fail(self, field: str, message: str, value: Any) -> InputError:
+    def fail(self, field: str, message: str, value: object) -> InputError:
         return InputError(self.where, f"{message}, got {describe(value)}", field=field)
 
-    def fraction(self, value: Any, field: str, nullable: bool = True) -> None:
+    def fraction(self, value: object, field: str, nullable: bool = True) -> None:
         if value is None and nullable:
             return
         x = finite_float(value)
         if x is None or not -SLACK <= x <= 1 + SLACK:
             raise self.fail(field, "expected a number from 0 to 1", value)
 
-    def count(self, value: Any, field: str, nullable: bool = True) -> None:
+    def count(self, value: object, field: str, nullable: bool = True) -> None:
         if value is None and nullable:
             return
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise self.fail(field, "expected a whole number of at least 0", value)
 
-    def interval(self, value: Any, field: str) -> None:
+    def interval(self, value: object, field: str) -> None:
         if value is None:
             return
         if not isinstance(value, list) or len(value) != 2:
@@ -51,13 +51,13 @@ class _Checker:
         if value[0] > value[1] + SLACK:
             raise self.fail(field, "expected low <= high", value)
 
-    def text(self, value: Any, field: str, nullable: bool = True) -> None:
+    def text(self, value: object, field: str, nullable: bool = True) -> None:
         if value is None and nullable:
             return
         if not isinstance(value, str):
             raise self.fail(field, "expected a string", value)
 
-    def mapping(self, value: Any, field: str) -> Mapping[str, Any]:
+    def mapping(self, value: object, field: str) -> Mapping[str, object]:
         """``value`` when it is an object; {} when absent (None)."""
         if value is None:
             return {}
@@ -65,17 +65,17 @@ class _Checker:
             raise self.fail(field, "expected an object", value)
         return value
 
-    def keys(self, value: Mapping[str, Any], field: str, check: Check, names: tuple[str, ...]) -> None:
+    def keys(self, value: Mapping[str, object], field: str, check: Check, names: tuple[str, ...]) -> None:
         """``check`` each of ``names`` in ``value`` (absent: None), named ``field.name``."""
         for name in names:
             check(value.get(name), f"{field}.{name}")
 
-    def each(self, value: Any, field: str, check: Callable[[Any, str], None]) -> None:
+    def each(self, value: object, field: str, check: Check) -> None:
         for key, v in self.mapping(value, field).items():
             check(v, f"{field}.{key}")
 
 
-def _group(c: _Checker, value: Any, field: str) -> None:
+def _group(c: _Checker, value: object, field: str) -> None:
     """A task, goal or overall figure: macro, micro, n, their intervals."""
     g = c.mapping(value, field)
     c.keys(g, field, c.fraction, ("macro", "micro"))
@@ -83,7 +83,7 @@ def _group(c: _Checker, value: Any, field: str) -> None:
     c.keys(g, field, c.interval, ("ci95_macro", "ci95_micro"))
 
 
-def _scenario(c: _Checker, value: Any, field: str) -> None:
+def _scenario(c: _Checker, value: object, field: str) -> None:
     s = c.mapping(value, field)
     c.fraction(s.get("accuracy"), f"{field}.accuracy", nullable=False)  # the heatmap and the page draw it
     c.count(s.get("n"), f"{field}.n", nullable=False)
@@ -91,7 +91,7 @@ def _scenario(c: _Checker, value: Any, field: str) -> None:
     c.fraction(s.get("chance"), f"{field}.chance")
 
 
-def _set(c: _Checker, value: Any, field: str) -> None:
+def _set(c: _Checker, value: object, field: str) -> None:
     s = c.mapping(value, field)
     c.each(s.get("scenarios"), f"{field}.scenarios", lambda v, f: _scenario(c, v, f))
     for part in ("tasks", "goals"):
@@ -99,7 +99,7 @@ def _set(c: _Checker, value: Any, field: str) -> None:
     _group(c, s.get("overall"), f"{field}.overall")
 
 
-def _overall(c: _Checker, value: Any, field: str) -> None:
+def _overall(c: _Checker, value: object, field: str) -> None:
     o = c.mapping(value, field)
     c.each(o.get("cells"), f"{field}.cells", c.fraction)
     c.fraction(o.get("mean"), f"{field}.mean")
@@ -107,7 +107,7 @@ def _overall(c: _Checker, value: Any, field: str) -> None:
     c.each(o.get("n"), f"{field}.n", c.count)
 
 
-def _figures(c: _Checker, value: Any, field: str, figures: tuple[str, ...]) -> None:
+def _figures(c: _Checker, value: object, field: str, figures: tuple[str, ...]) -> None:
     """A style group: each figure a fraction, ``ci95`` an interval per figure, ``n`` a count."""
     g = c.mapping(value, field)
     for fig in figures:
@@ -120,7 +120,7 @@ SCORING_COUNTS = ("naive", "unique", "cached", "scored", "failed", "from_file")
 STYLE_FIGURES = ("hard", "normal", "easy", "average", "prefers_detailed", "prefers_markdown")
 
 
-def _style(c: _Checker, value: Any, field: str) -> None:
+def _style(c: _Checker, value: object, field: str) -> None:
     s = c.mapping(value, field)
     _figures(c, s.get("overall"), f"{field}.overall", STYLE_FIGURES)
     for part in ("scenarios", "tasks", "goals"):
@@ -129,7 +129,7 @@ def _style(c: _Checker, value: Any, field: str) -> None:
         _style(c, s.get("bon"), f"{field}.bon")
 
 
-def _length_control(c: _Checker, value: Any, field: str) -> None:
+def _length_control(c: _Checker, value: object, field: str) -> None:
     """The length-neutral figure a leaderboard column shows (``overall``)."""
     lc = c.mapping(value, field)
     g = c.mapping(lc.get("overall"), f"{field}.overall")
@@ -137,7 +137,7 @@ def _length_control(c: _Checker, value: Any, field: str) -> None:
     c.interval(g.get("length_neutral_ci95"), f"{field}.overall.length_neutral_ci95")
 
 
-def _bias(c: _Checker, value: Any, field: str) -> None:
+def _bias(c: _Checker, value: object, field: str) -> None:
     b = c.mapping(value, field)
     for side, v in c.mapping(b.get("length"), f"{field}.length").items():
         row = c.mapping(v, f"{field}.length.{side}")
@@ -148,7 +148,7 @@ def _bias(c: _Checker, value: Any, field: str) -> None:
     c.keys(pos, f"{field}.position", c.count, ("n_order_pairs", "n_verdicts"))
 
 
-def _release(c: _Checker, value: Any, field: str) -> None:
+def _release(c: _Checker, value: object, field: str) -> None:
     r = c.mapping(value, field)
     c.keys(r, field, c.text, ("name", "sha256", "format"))
     c.each(r.get("items"), f"{field}.items", c.count)
@@ -156,7 +156,7 @@ def _release(c: _Checker, value: Any, field: str) -> None:
     c.each(audit.get("counts"), f"{field}.audit.counts", c.count)
 
 
-def _coverage(c: _Checker, value: Any, field: str) -> None:
+def _coverage(c: _Checker, value: object, field: str) -> None:
     cov = c.mapping(value, field)
     c.keys(cov, field, c.count, ("items", "scored"))
     c.fraction(cov.get("fraction"), f"{field}.fraction")
@@ -164,7 +164,7 @@ def _coverage(c: _Checker, value: Any, field: str) -> None:
         raise c.fail(f"{field}.partial", "expected true or false", cov.get("partial"))
 
 
-def check_figures(results: Mapping[str, Any], where: str) -> None:
+def check_figures(results: Mapping[str, object], where: str) -> None:
     """InputError naming ``where`` and the field of the first figure of ``results`` a page or plot reads that is
     not of its type and range."""
     c = _Checker(where)

@@ -3,9 +3,10 @@ values, validation and help text. ``rmb evaluate``'s flags (``add_flags``, read 
 downstream config's per-RM keys (``config_fields``) and the Python API (``RMOptions(...)``, which validates
 itself) are all made from this one definition.
 
-Run-level fields stay out of the per-RM config (``per_rm=False``): ``config`` (the build or downstream config
-whose endpoints ``openai:<model>@<name>`` names: the run's own), ``llm_cache_dir`` (the run's cache), ``shard``
-(set on each replica by ``evaluate.devices``, never by a user) and ``extra`` (the API's free-form channel).
+Run-level fields stay out of the per-RM config (``per_rm=False``): ``endpoints`` (the named endpoints
+``openai:<model>@<name>`` may name: the run's own, from its build or downstream config; ``config``, a config
+whose ``endpoints`` are read into it, is kept for callers that hand one), ``llm_cache_dir`` (the run's cache),
+``shard`` (set on each replica by ``evaluate.devices``, never by a user) and ``extra`` (the API's free-form channel).
 ``seed`` is per RM, but ``rmb evaluate --seed`` also seeds the intervals, so that command defines its flag.
 """
 
@@ -16,10 +17,14 @@ import dataclasses
 import functools
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast, runtime_checkable
 
 from rmb_build.core.errors import RMBError
+
+if TYPE_CHECKING:
+    from rmb_build.llm.config import EndpointConfig
 
 _FIELD_DEFAULT = object()  # a flag's default is the field's
 
@@ -32,11 +37,11 @@ class Option:
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
     metavar: str | None = None
-    parse: Callable[[str], Any] | None = None  # a flag's text (or a YAML string) to the value; ValueError: problem
+    parse: Callable[[str], object] | None = None  # a flag's text (or a YAML string) to the value; ValueError: problem
     check: Callable[[Any], str | None] | None = None  # the problem with a value, or None
     flag: bool = True  # an ``rmb evaluate`` flag
     per_rm: bool = True  # a key of a downstream config's reward_models entry
-    cli_default: Any = _FIELD_DEFAULT  # the flag's default, where the command resolves a None itself
+    cli_default: object = _FIELD_DEFAULT  # the flag's default, where the command resolves a None itself
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with a (typed) value, phrased to follow the option's name; None when nothing is."""
@@ -107,6 +112,14 @@ def _known_protocol(name: str) -> str | None:
     from rmb_build.evaluate.protocols import PROTOCOLS
 
     return None if name in PROTOCOLS else f"{name!r}: unknown protocol (known: {', '.join(PROTOCOLS)})"
+
+
+@runtime_checkable
+class HasEndpoints(Protocol):
+    """A config that names endpoints (a build or downstream config): what ``RMOptions.config`` is read for."""
+
+    @property
+    def endpoints(self) -> Mapping[str, EndpointConfig]: ...
 
 
 @dataclass
@@ -188,7 +201,12 @@ class RMOptions:
     )
     seed: int = _option(0, "baseline:random seed", flag=False)
     # run-level (see the module docstring)
-    config: Any = _option(None, "a BuildConfig (for openai:<model>@<endpoint name>)", flag=False, per_rm=False)
+    endpoints: dict[str, EndpointConfig] | None = _option(
+        None, "the run's named endpoints (for openai:<model>@<endpoint name>)", flag=False, per_rm=False
+    )
+    config: HasEndpoints | None = _option(
+        None, "a config whose endpoints become ``endpoints`` (then None)", flag=False, per_rm=False
+    )
     llm_cache_dir: str | None = _option(None, "the LLM response cache of openai: RMs", flag=False, per_rm=False)
     shard: tuple[int, int] | None = _option(
         None, "hf: (k, n): score only the k-th of n replicas' share of the batches", flag=False, per_rm=False
@@ -202,6 +220,12 @@ class RMOptions:
             problem = _type_problem(value, hints[f.name]) or OPTIONS[f.name].problem(value)
             if problem:
                 raise RMBError(f"RMOptions {f.name} {problem}")
+        if self.config is not None:  # the evaluator keeps the endpoints it needs, not a whole config
+            if self.endpoints is not None:
+                raise RMBError(
+                    "RMOptions config and endpoints: give one (a config's endpoints are read into endpoints)"
+                )
+            self.endpoints, self.config = dict(self.config.endpoints), None
         if self.devices and self.device is None:
             self.device = self.devices[0]
         elif self.devices and self.device != self.devices[0]:
@@ -215,15 +239,24 @@ OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in dataclasses.
 
 @functools.cache
 def _hints() -> dict[str, Any]:
-    return typing.get_type_hints(RMOptions)
+    from rmb_build.llm.config import EndpointConfig  # a name of the hints, imported only when they are read
+
+    return typing.get_type_hints(RMOptions, localns={"EndpointConfig": EndpointConfig})
 
 
-def _type_problem(value: Any, hint: Any) -> str | None:
+@functools.cache
+def _flag_hint(name: str) -> object:
+    """A flag's type alone: ``rmb evaluate --help`` imports none of the run-level fields' types (pydantic)."""
+    annotation = {f.name: f.type for f in dataclasses.fields(RMOptions)}[name]
+    return eval(annotation, globals()) if isinstance(annotation, str) else annotation
+
+
+def _type_problem(value: object, hint: object) -> str | None:
     """Why ``value`` is not of type ``hint`` (None, int, str, bool, list/tuple/dict of those, their unions)."""
     return None if _conforms(value, hint) else f"{value!r}: expected {_type_name(hint)}"
 
 
-def _conforms(value: Any, hint: Any) -> bool:
+def _conforms(value: object, hint: object) -> bool:
     if hint is Any:
         return True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -241,10 +274,10 @@ def _conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, dict) and all(
             _conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items()
         )
-    return isinstance(value, hint)
+    return isinstance(value, cast(type, hint))  # a class: what is left of the forms above
 
 
-def _type_name(hint: Any) -> str:
+def _type_name(hint: object) -> str:
     return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
@@ -255,13 +288,14 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_flags(p: argparse.ArgumentParser | Any, *names: str) -> None:
+def add_flags(p: argparse._ActionsContainer, *names: str) -> None:
     """The flags of the named options, in that order (a command interleaves them with its own)."""
     defaults = {f.name: f.default for f in dataclasses.fields(RMOptions)}
     for name in names:
         opt = OPTIONS[name]
         default = defaults[name] if opt.cli_default is _FIELD_DEFAULT else opt.cli_default
-        if _hints()[name] is bool:
+        hint = _flag_hint(name)
+        if hint is bool:
             p.add_argument(flag_name(name), action="store_true", help=opt.help)
             continue
         kw: dict[str, Any] = {"default": default, "help": opt.help}
@@ -269,7 +303,7 @@ def add_flags(p: argparse.ArgumentParser | Any, *names: str) -> None:
             kw["choices"] = opt.choices
         if opt.metavar:
             kw["metavar"] = opt.metavar
-        if int in (_hints()[name], *typing.get_args(_hints()[name])):
+        if int in (hint, *typing.get_args(hint)):
             kw["type"] = int
         p.add_argument(flag_name(name), **kw)
 
@@ -312,8 +346,9 @@ def config_fields(**defaults: Any) -> dict[str, Any]:
         opt = OPTIONS[f.name]
         if not opt.per_rm:
             continue
-        default = defaults.get(f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory())
-        validators = [AfterValidator(functools.partial(_checked, opt))]
+        factory = f.default_factory
+        default = defaults.get(f.name, f.default if factory is dataclasses.MISSING else factory())
+        validators: list[AfterValidator | BeforeValidator] = [AfterValidator(functools.partial(_checked, opt))]
         if opt.parse:
             validators.insert(0, BeforeValidator(functools.partial(_parsed, opt)))
         # strict, as RMOptions: ``batch_size: yes`` is refused, not read as 1
@@ -322,11 +357,11 @@ def config_fields(**defaults: Any) -> dict[str, Any]:
     return out
 
 
-def _parsed(opt: Option, value: Any) -> Any:
+def _parsed(opt: Option, value: object) -> object:
     return opt.parse(value) if isinstance(value, str) and opt.parse else value
 
 
-def _checked(opt: Option, value: Any) -> Any:
+def _checked(opt: Option, value: object) -> object:
     problem = opt.problem(value)
     if problem:
         raise ValueError(problem)

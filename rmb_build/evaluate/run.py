@@ -61,7 +61,8 @@ def evaluate(
         else record(protocol(rm.options.protocol), max_length=None, truncation_side=None, overridden=[], applies=False)
     )
     if getattr(rm, "precomputed", False):  # scores from a file (adapters/scores.py): per item, no cache
-        predictions, scoring, extra["scores_file"] = rm.predict_items(items, list(release.items()), ties)
+        # a precomputed RM (adapters/scores.py) predicts items instead of scoring texts
+        predictions, scoring, extra["scores_file"] = rm.predict_items(items, list(release.items()), ties)  # type: ignore[attr-defined]
         source = f"--scores {extra['scores_file']['path']}"
         extra["coverage"] = coverage_record(len(items), len(predictions), min_coverage, source)
         if release.style:
@@ -111,7 +112,7 @@ def evaluate(
     if release.account is not None:  # the files read and skipped, with why
         results["release_read"] = release.account.to_json()
     if getattr(rm, "known_model", None) is not None:  # the known-models row whose settings it loaded with
-        results["known_model"] = rm.known_model.to_json()  # what compare and leaderboard check before pairing
+        results["known_model"] = rm.known_model.to_json()  # type: ignore[attr-defined]  # what compare and leaderboard check before pairing
     results = redact_json(results)  # the spec is redacted already; so is whatever a label or origin carried
     out_dir = Path(out_dir)
     write_jsonl(out_dir / "predictions.jsonl", predictions)

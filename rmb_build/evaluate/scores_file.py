@@ -64,7 +64,7 @@ class ScoreRow:
 
     @property
     def outcome(self) -> float | None:
-        return float(self.is_correct) if None in self.scores else None
+        return float(self.is_correct) if None in self.scores and self.is_correct is not None else None
 
     def ref(self) -> dict[str, Any]:
         return {"set": self.set_name, "uid": self.uid, "file": self.file, "line": self.line}
@@ -208,7 +208,9 @@ class _Stream:
     def skip_ws(self) -> str:
         """The next character that is not white space ("" at the end of the file)."""
         while True:
-            end = _WS.match(self.buf, self.pos).end()
+            blank = _WS.match(self.buf, self.pos)
+            assert blank is not None  # white space matches anywhere, if only the empty string
+            end = blank.end()
             self.line += self.buf.count("\n", self.pos, end)
             self.pos = end
             if self.pos < len(self.buf):
@@ -223,7 +225,7 @@ class _Stream:
         column = at - newline if newline >= 0 else self.column0 + at + 1
         return InputError(str(self.file), f"invalid JSON: {message} (column {column})", line=line)
 
-    def value(self, decoder: json.JSONDecoder) -> Any:
+    def value(self, decoder: json.JSONDecoder) -> object:
         """The JSON value at ``pos``, reading more of the file where it may run past what is read."""
         while True:
             try:
@@ -244,7 +246,7 @@ class _Stream:
             return value
 
 
-def _json_list(file: Path) -> Iterator[tuple[int, Any]]:
+def _json_list(file: Path) -> Iterator[tuple[int, object]]:
     """(line, element) of a JSON list, each element with the line it starts on, read piece by piece."""
     s, decoder = _Stream(file), json.JSONDecoder()
     s.skip_ws()
@@ -268,7 +270,9 @@ def _json_list(file: Path) -> Iterator[tuple[int, Any]]:
         raise s.fail("Extra data")
 
 
-def _number(file: Path, line: int, item: Any, field: str, value: Any, nullable: bool = False) -> float | None:
+def _number(
+    file: Path, line: int, item: str | int | None, field: str, value: object, nullable: bool = False
+) -> float | None:
     if value is None and nullable:
         return None
     number = finite_float(value)
@@ -279,13 +283,13 @@ def _number(file: Path, line: int, item: Any, field: str, value: Any, nullable: 
     return number
 
 
-def _uid(file: Path, line: int, item: Any, field: str, value: Any) -> str:
+def _uid(file: Path, line: int, item: str | int | None, field: str, value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
         raise InputError(str(file), "expected a non-empty string or integer uid", line=line, item=item, field=field)
     return str(value)
 
 
-def _category(file: Path, line: int, item: Any, obj: dict, required: bool) -> str | None:
+def _category(file: Path, line: int, item: str | int | None, obj: dict[str, object], required: bool) -> str | None:
     value = obj.get("category_path")
     if value is None and not required:
         return None
@@ -300,7 +304,7 @@ def _category(file: Path, line: int, item: Any, obj: dict, required: bool) -> st
     return value
 
 
-def _numbers(file: Path, line: int, item: Any, field: str, value: Any) -> list[float]:
+def _numbers(file: Path, line: int, item: str | int | None, field: str, value: object) -> list[float]:
     if not isinstance(value, list) or not value:
         raise InputError(str(file), "expected a non-empty list of numbers", line=line, item=item, field=field)
     return [_number(file, line, item, f"{field}[{k}]", v) for k, v in enumerate(value)]  # type: ignore[misc]
@@ -312,7 +316,7 @@ def _missing(field: str, obj: dict) -> str:
     return "missing" + (f" (the row has {near!r}: misspelt?)" if near else "")
 
 
-def _rmb_row(file: Path, line: int, index: int, obj: Any) -> ScoreRow:
+def _rmb_row(file: Path, line: int, index: int, obj: object) -> ScoreRow:
     """A row of RMB's result file (``pair_uid`` ...; BoN rows ``bon_uid`` ...)."""
     if not isinstance(obj, dict):
         raise InputError(str(file), f"expected an object, got {type(obj).__name__}", line=line, item=index)
@@ -477,7 +481,7 @@ def match(scores: ScoresFile, release_items: Sequence[Item], scored: Sequence[It
     disagree = [
         r.ref()
         for r in rows.values()
-        if r.is_correct is not None and r.outcome is None and r.is_correct != int(r.scores[0] > r.scores[1])
+        if r.is_correct is not None and r.outcome is None and r.is_correct != int(r.scores[0] > r.scores[1])  # type: ignore[operator]  # no outcome: both rewards are numbers
     ]
     listing = {
         "path": scores.path,

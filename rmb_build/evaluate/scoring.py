@@ -11,14 +11,14 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence, cast
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.finite import describe, finite_float
 from rmb_build.core.items import Item, text_key
 from rmb_build.core.taxonomy import PAIRWISE_SET
 from rmb_build.evaluate import devices
-from rmb_build.evaluate.adapters import JudgePair, RewardModel, ScoreText
+from rmb_build.evaluate.adapters import JudgePair, PairJudge, RewardModel, ScoreText
 from rmb_build.evaluate.cache import ScoreCache
 
 COMMIT_EVERY_S = 5.0  # an interrupted run loses at most this much scoring work
@@ -108,7 +108,7 @@ def _item_of(key: str, items: Sequence[Item], keys: Sequence[Sequence[str]], pai
     return f"unit {key[:12]}"
 
 
-def _refused(rm: RewardModel, value: Any) -> str | None:
+def _refused(rm: RewardModel, value: object) -> str | None:
     """What makes ``value`` no unit's value, or None: a text RM's score is a finite number, a judge's votes are
     0, 1 or None (a failed sample); None is an unscored unit."""
     if value is None:
@@ -195,10 +195,11 @@ def score_items(
     cache.register(fp, rm.spec, rm.describe())
     stats = ScoringStats()
     keys = item_keys(items, rm.per_scenario)
+    stream: Callable[[Sequence[Any]], Iterator[tuple[list[int], Sequence[Any]]]]  # (indices, each unit's value)
     if rm.compares_pairs:
         units: Sequence[Any] = collect_pairs(items, keys, rm.per_scenario)
         keys = [pair_keys(k) for k in keys]
-        desc, stream = f"judging with {rm.spec}", rm.judge_stream
+        desc, stream = f"judging with {rm.spec}", cast(PairJudge, rm).judge_stream  # compares_pairs: a PairJudge
     else:
         units = collect_texts(items, keys, rm.per_scenario)
         desc, stream = f"scoring with {rm.spec}", rm.score_stream

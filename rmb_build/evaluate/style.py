@@ -109,8 +109,14 @@ def record_rows(records: Sequence[StyleRecord], predictions: Sequence[dict[str, 
 def style_sha256(records: Sequence[StyleRecord]) -> str:
     """sha256 over the records' ids, scenarios, conversations and variants: which Style_set was scored."""
     payload = [
-        [r.scenario_id, r.id, [[t.role, t.content] for t in r.conversation], list(r.chosen), list(r.rejected)]
-        + ([r.set_name, r.loser] if r.set_name != PAIRWISE_SET else [])
+        [
+            r.scenario_id,
+            r.id,
+            [[t.role, t.content] for t in r.conversation],
+            list(r.chosen),
+            list(r.rejected),
+            *([r.set_name, r.loser] if r.set_name != PAIRWISE_SET else []),
+        ]
         for r in records
     ]
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()

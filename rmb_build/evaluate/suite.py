@@ -76,7 +76,7 @@ def read_suite(spec: str) -> tuple[tuple[SuiteEntry, ...], bool]:
     return _entries(raw, str(path)), False
 
 
-def _entries(raw: Any, where: str) -> tuple[SuiteEntry, ...]:
+def _entries(raw: object, where: str) -> tuple[SuiteEntry, ...]:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("benchmarks"), list) or not raw["benchmarks"]:
         raise InputError(where, "expected a mapping with a non-empty list 'benchmarks'", field="benchmarks")
     out: list[SuiteEntry] = []

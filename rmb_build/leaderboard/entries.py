@@ -162,7 +162,7 @@ def _point_figures(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return abs(float(a) - float(b)) <= TOLERANCE

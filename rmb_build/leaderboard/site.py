@@ -69,7 +69,7 @@ def _short_sha(sha: str | None) -> str:
     return sha[:SHORT_SHA] if sha else "not recorded"
 
 
-def _or_missing(x: Any):
+def _or_missing(x: object) -> object:
     from markupsafe import Markup
 
     return Markup('<span class="missing">not recorded</span>') if x in (None, "") else x

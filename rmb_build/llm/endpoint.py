@@ -7,8 +7,11 @@ and tokens hide), and an embedded endpoint is named by its model (its port chang
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from rmb_build.llm.config import EndpointConfig
 
 
 def package_version(name: str) -> str | None:
@@ -28,12 +31,12 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
-def endpoint_identity(endpoint: Any) -> str:
+def endpoint_identity(endpoint: EndpointConfig) -> str:
     """The endpoint in a cache key: ``embedded:<model>``, or its base URL without credentials."""
     return f"embedded:{endpoint.embedded}" if endpoint.embedded else public_url(str(endpoint.base_url or ""))
 
 
-def endpoint_description(endpoint: Any) -> dict[str, Any]:
+def endpoint_description(endpoint: EndpointConfig) -> dict[str, Any]:
     """The endpoint for a manifest or a stage key: its identity, and for an embedded model the
     package (and version) that ships its weights and the context size it runs with."""
     if endpoint.embedded:

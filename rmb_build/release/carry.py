@@ -76,7 +76,7 @@ def _is_set_file(rel: str) -> bool:
     return top in FOLDER_SETS and bool(rest) and rel.endswith(".json")
 
 
-def _key(raw: Any) -> tuple[str, str] | None:
+def _key(raw: object) -> tuple[str, str] | None:
     if not isinstance(raw, dict) or isinstance(raw.get("id"), (bool, type(None))):
         return None
     return str(raw.get("set", PAIRWISE_SET)), str(raw["id"])

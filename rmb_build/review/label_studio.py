@@ -98,7 +98,7 @@ def _by_text(table: dict[str, str]) -> dict[str, str]:
     return {**{k: k for k in table}, **{text: k for k, text in table.items()}}
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rmb_build.core.atomic import write_json, write_text
 from rmb_build.core.plot_text import plain_text
 from rmb_build.core.redact import redact_json
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SMALL_GRADER_NOTE = (
     "The grader here is the embedded SmolLM2-135M: far too small to grade answers (it scores '2+2=4' as 2/10), "
@@ -19,11 +22,11 @@ SMALL_GRADER_NOTE = (
 )
 
 
-def _fmt(v: Any, digits: int = 3) -> str:
+def _fmt(v: float | None, digits: int = 3) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
 
-def _ci(ci: Any) -> str:
+def _ci(ci: Sequence[float] | None) -> str:
     return "no interval" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
@@ -128,7 +131,7 @@ def write_report(
 PLOT_TITLES = {"scatter.png": "benchmark figure vs downstream score", "best_of_k.png": "best-of-k curves"}
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     tmp = path.with_suffix(".tmp.png")

@@ -16,7 +16,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -31,6 +31,12 @@ from rmb_build.evaluate.adapters import RewardModel
 from rmb_build.evaluate.cache import ScoreCache
 from rmb_build.llm.types import ChatRequest, ChatResult
 from rmb_build.stages.options import GeneratorConfig, JudgeConfig
+
+if TYPE_CHECKING:
+    from rmb_build.evaluate.scoring import ScoringStats
+    from rmb_build.llm.client import LLMClient
+    from rmb_build.llm.config import EndpointConfig
+    from rmb_build.llm.planning import PlanningClient
 
 PAIRWISE_PROMPT, JUDGE_SYSTEM = "rm_judge/pairwise.md", "rm_judge/system.md"
 GRADE_SCALES = {"pointwise": (1.0, 10.0), "reference": (0.0, 1.0)}  # a python grader's is unknown
@@ -131,7 +137,9 @@ def policy_generators(cfg: DownstreamConfig) -> list[GeneratorConfig]:
     ]
 
 
-async def sample(cfg: DownstreamConfig, queries: Sequence[Query], client: Any) -> dict[str, list[Response]]:
+async def sample(
+    cfg: DownstreamConfig, queries: Sequence[Query], client: LLMClient | PlanningClient
+) -> dict[str, list[Response]]:
     """Each prompt's samples that came back non-empty, in sample order."""
     from rmb_build.stages.generate import generate
 
@@ -181,7 +189,10 @@ def _pair_requests(g: GraderConfig, q: Query, first: str, second: str, tag: str)
 
 
 async def grade_llm(
-    cfg: DownstreamConfig, queries: Sequence[Query], samples: dict[str, list[Response]], client: Any
+    cfg: DownstreamConfig,
+    queries: Sequence[Query],
+    samples: dict[str, list[Response]],
+    client: LLMClient | PlanningClient,
 ) -> dict[tuple[str, str], float]:
     """(query id, sample name) -> grade: the pointwise judge's mean 1-10 score, or the reference grade
     (1 a win in both orders, 0.5 a split, 0 a loss in both; a failed verdict leaves the sample ungraded)."""
@@ -236,7 +247,7 @@ def bon_items(queries: Sequence[Query], samples: dict[str, list[Response]]) -> l
 def load_reward_model(r: RewardModelConfig, cfg: DownstreamConfig, llm_cache: Path) -> RewardModel:
     from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-    options = RMOptions(**r.options(), config=cfg, llm_cache_dir=str(llm_cache))
+    options = RMOptions(**r.options(), endpoints=cfg.endpoints, llm_cache_dir=str(llm_cache))
     rm = load_rm(r.rm, options)
     if rm.compares_pairs:
         raise RMBError(f"reward_models: {rm.spec}: compares pairs; a best-of-n pick needs a score per answer")
@@ -259,7 +270,9 @@ def run_endpoints(cfg: DownstreamConfig, rms: dict[str, RewardModel]) -> dict[st
     return endpoints
 
 
-def score_with(rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, client: Any, progress: bool):
+def score_with(
+    rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, client: LLMClient | None, progress: bool
+) -> tuple[dict[str, Any], ScoringStats]:
     """(text key -> score, scoring stats) through the score cache; a generative RM asks through ``client``
     (the run's: one budget, one accounting)."""
     from rmb_build.evaluate.scoring import score_items
@@ -275,7 +288,9 @@ def score_with(rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, cli
     return values, stats
 
 
-def plan_scoring(rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, planner: Any) -> dict[str, int]:
+def plan_scoring(
+    rm: RewardModel, items: Sequence[BonItem], cache: ScoreCache, planner: PlanningClient
+) -> dict[str, int]:
     """What scoring ``items`` would do: texts not in the score cache, and a generative RM's requests."""
     from rmb_build.evaluate.scoring import collect_texts
 
@@ -322,12 +337,13 @@ def shares_grader_model(rm: RewardModel, grader: GraderConfig, cfg: DownstreamCo
 def figure_value(results: dict[str, Any], figure: str, where: str = "results.json") -> float | None:
     """``rmb_overall`` (its mean), ``rmb_overall/<set>/<goal>`` (a cell), or a dotted path to a number; None where
     there is none, RMBError naming ``where`` for NaN or an infinity (an older rmb wrote them)."""
+    value: object
     if figure == "rmb_overall":
         value = (results.get("rmb_overall") or {}).get("mean")
     elif figure.startswith("rmb_overall/"):
         value = ((results.get("rmb_overall") or {}).get("cells") or {}).get(figure.removeprefix("rmb_overall/"))
     else:
-        value: Any = results
+        value = results
         for part in figure.split("."):
             value = value.get(part) if isinstance(value, dict) else None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -376,7 +392,7 @@ STAGE_NAMES = {
 }
 
 
-def _usage_calls(client: Any) -> dict[str, dict[str, int]]:
+def _usage_calls(client: LLMClient) -> dict[str, dict[str, int]]:
     """Requests sent (re-asks included), answered from the cache, and failed, per step of the check."""
     out: dict[str, dict[str, int]] = {}
     for stage, models in client.usage().items():
@@ -432,7 +448,9 @@ def run_downstream(
         ScoreCache(score_dir) as cache,
     ):
 
-        def score(rm: RewardModel, items: Sequence[BonItem], via: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        def score(
+            rm: RewardModel, items: Sequence[BonItem], via: LLMClient | None
+        ) -> tuple[dict[str, Any], dict[str, Any]]:
             values, stats = score_with(rm, items, cache, via, progress)
             return values, stats.to_json()
 
@@ -441,7 +459,7 @@ def run_downstream(
     return _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks, calls, scoring)
 
 
-def _steps(cfg, prompts: Prompts, rms, grader_rm, client: Any, score):
+def _steps(cfg, prompts: Prompts, rms, grader_rm, client: LLMClient | PlanningClient, score):
     """The check's steps in their one order, for the run (``client`` an ``LLMClient``, ``score`` scoring through
     the score cache) and the dry run (a ``PlanningClient``, ``score`` counting what would be scored, no values):
     policy samples, the LLM grades, the ``python:`` grader's, every RM's scores. Returns the BoN items, the
@@ -470,7 +488,7 @@ def _steps(cfg, prompts: Prompts, rms, grader_rm, client: Any, score):
 
 
 @contextlib.contextmanager
-def planning_client(endpoints: Any, llm_cache: Path) -> Iterator[Any]:
+def planning_client(endpoints: Mapping[str, EndpointConfig], llm_cache: Path) -> Iterator[PlanningClient]:
     """A ``PlanningClient`` that answers from the run's LLM cache, read only (none yet: nothing cached)."""
     from rmb_build.llm.cache import ResponseCache
     from rmb_build.llm.planning import PlanningClient
@@ -489,7 +507,9 @@ def _plan(cfg, prompts: Prompts, rms, grader_rm, llm_cache: Path, score_dir: Pat
     on the stand-in samples (one distinct text each), so they are exact when every real sample is distinct."""
     with planning_client(run_endpoints(cfg, rms), llm_cache) as planner, ScoreCache(score_dir) as cache:
 
-        def count(rm: RewardModel, items: Sequence[BonItem], _via: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        def count(
+            rm: RewardModel, items: Sequence[BonItem], _via: PlanningClient | None
+        ) -> tuple[dict[str, Any], dict[str, Any]]:
             try:
                 return {}, plan_scoring(rm, items, cache, planner)
             finally:

@@ -83,8 +83,9 @@ class RewardModel:
     def score_batch(self, texts: Sequence[ScoreText]) -> list[float]:
         raise NotImplementedError
 
-    def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], list[float]]]:
-        """Scores as they are ready: ``(indices into texts, scores)`` per batch, in any order."""
+    def score_stream(self, texts: Sequence[ScoreText]) -> Iterator[tuple[list[int], Sequence[float | None]]]:
+        """Scores as they are ready: ``(indices into texts, scores)`` per batch, in any order (None: a text this
+        run could not score, as ``cacheable`` says)."""
         bs = max(1, self.options.batch_size)
         for start in range(0, len(texts), bs):
             idx = list(range(start, min(start + bs, len(texts))))
@@ -94,7 +95,7 @@ class RewardModel:
         """What this RM does with a conversation's leading system turn (results.json's ``system_first_handling``)."""
         return "passed to the RM as it is, a system turn first"
 
-    def cacheable(self, value: Any) -> bool:
+    def cacheable(self, value: object) -> bool:
         """Whether a value may go to the score cache (None: this run could not score the unit)."""
         return value is not None
 

@@ -11,13 +11,17 @@ Without ``@``, the endpoint is $OPENAI_BASE_URL (else OpenAI's API); keys come f
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Sequence
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.prompting import criteria_for, load_prompt, prompt_hash
 from rmb_build.core.text import fill, render_conversation
 from rmb_build.evaluate.adapters import ADAPTERS, JudgePair, PairJudge, RewardModel, ScoreText
 from rmb_build.llm.structured import score_reply_schema
+
+if TYPE_CHECKING:
+    from rmb_build.llm.config import EndpointConfig
 
 ENDPOINT = "rm"  # the name this adapter gives a URL-only endpoint
 PROMPTS = {"pairwise": "rm_judge/pairwise.md", "pointwise": "rm_judge/pointwise.md"}
@@ -31,29 +35,32 @@ POINTWISE_SCHEMA = score_reply_schema()  # the build's judge's reply: llama.cpp'
 CHUNK = 32  # units per client call: progress and cache commits happen at least this often
 
 
-def resolve_endpoint(where: str | None, config: Any, structured_output: str = "json_schema"):
-    """(endpoint name, {name: EndpointConfig}) for ``@<where>``: a base URL or an endpoint of ``--config``."""
+def resolve_endpoint(
+    where: str | None, endpoints: Mapping[str, EndpointConfig] | None, structured_output: str = "json_schema"
+) -> tuple[str, dict[str, EndpointConfig]]:
+    """(endpoint name, {name: EndpointConfig}) for ``@<where>``: a base URL or one of ``endpoints`` (``--config``'s)."""
+    from pydantic import ValidationError
+
     from rmb_build.llm.config import EndpointConfig
 
     if where is None or where.startswith(("http://", "https://")):
         url = where or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         try:
             return ENDPOINT, {
-                ENDPOINT: EndpointConfig(
-                    base_url=url, api_key_env="OPENAI_API_KEY", structured_output=structured_output
+                ENDPOINT: EndpointConfig.model_validate(
+                    {"base_url": url, "api_key_env": "OPENAI_API_KEY", "structured_output": structured_output}
                 )
             }
-        except ValueError as exc:
+        except ValidationError as exc:
             # Not the URL itself: one that does not parse may not show where its password ends.
             raise RMBError(f"--rm openai:…@<URL>: not a usable endpoint URL ({exc.errors()[0]['msg']})") from None
-    if config is None:
+    if endpoints is None:
         raise RMBError(f"--rm openai:…@{where}: {where!r} is not a URL; to name an endpoint, give --config")
-    if where not in config.endpoints:
+    if where not in endpoints:
         raise RMBError(
-            f"--rm openai:…@{where}: no endpoint {where!r} in --config "
-            f"(defined: {', '.join(config.endpoints) or 'none'})"
+            f"--rm openai:…@{where}: no endpoint {where!r} in --config (defined: {', '.join(endpoints) or 'none'})"
         )
-    return where, dict(config.endpoints)
+    return where, dict(endpoints)
 
 
 class GenerativeRM(PairJudge):
@@ -69,7 +76,7 @@ class GenerativeRM(PairJudge):
         if options.judge_mode not in PROMPTS:
             raise RMBError(f"--judge-mode {options.judge_mode!r}: expected pairwise or pointwise")
         self.model = model
-        self.endpoint, self.endpoints = resolve_endpoint(where or None, options.config, options.structured_output)
+        self.endpoint, self.endpoints = resolve_endpoint(where or None, options.endpoints, options.structured_output)
         self.compares_pairs = options.judge_mode == "pairwise"
         self.per_scenario = options.with_criteria
         self.votes = max(1, options.votes)
@@ -151,7 +158,7 @@ class GenerativeRM(PairJudge):
                 pos += len(reqs)
             yield idx, grouped
 
-    def cacheable(self, value: Any) -> bool:
+    def cacheable(self, value: object) -> bool:
         """Judgements with a failed sample are used in this run but asked again by the next one."""
         if isinstance(value, dict):
             return all(v is not None for votes in value.values() for v in votes)

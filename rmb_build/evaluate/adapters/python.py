@@ -13,7 +13,7 @@ import inspect
 import numbers
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, cast
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, ScoreText
@@ -26,6 +26,8 @@ def _load_module(name: str):
             raise RMBError(f"--rm python:{name}: no such file")
         mod_name = f"rmb_user_scorer_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
         spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise RMBError(f"--rm python:{name}: not a Python file (a .py file or an importable module)")
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
         spec.loader.exec_module(module)
@@ -76,7 +78,7 @@ class PythonScorer(RewardModel):
                 raise RMBError(
                     f"--rm python:{self.target}: returned {type(value).__name__}, not a number (text {t.key[:12]})"
                 ) from None
-            out.append(value)
+            out.append(cast(float, value))  # a Real as it is: the scoring loop checks it
         return out
 
 

@@ -6,7 +6,7 @@ its name; adding one is adding a file.
 Every family loads through ``loading.load_checked`` (or checks its own head the same way), so a
 parameter the checkpoint lacks stops the run instead of being scored at random.
 
-A family gives:
+A family gives (typed as ``LoadModel``, ``ScoreBatch`` and ``FinishIds``):
 - ``load(ref, options, device, dtype)``: the model, in eval mode on ``device``;
 - ``score(model, input_ids, attention_mask)``: one float reward per row (a 1-D tensor), right-padded
   batches as ``loading.pad`` makes them; in fp32 a row's reward is the same at any batch size (a head read at
@@ -18,20 +18,47 @@ A family gives:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from rmb_build.core.registry import Registry
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from rmb_build.evaluate.loading import ModelRef
+    from rmb_build.evaluate.rm_options import RMOptions
+
 DEFAULT = "sequence-classifier"
+
+
+class LoadModel(Protocol):
+    """A family's ``load``: the checkpoint at ``ref`` as the family's model, in eval mode on ``device``."""
+
+    def __call__(self, ref: ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel: ...
+
+
+class ScoreBatch(Protocol):
+    """A family's ``score``: one float reward per row of a right-padded batch (a 1-D tensor)."""
+
+    def __call__(
+        self, model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor: ...
+
+
+class FinishIds(Protocol):
+    """A family's ``finish_ids``: a text's token ids as the family reads them (e.g. a reward token appended)."""
+
+    def __call__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[int]: ...
 
 
 @dataclass(frozen=True)
 class Family:
     name: str
     summary: str  # one line for `rmb models` and the docs
-    load: Callable[..., Any]  # (ref, options, device, dtype) -> model
-    score: Callable[..., Any]  # (model, input_ids, attention_mask) -> 1-D tensor of rewards
-    finish_ids: Callable[[Any, Any, list[int]], list[int]] | None = None
+    load: LoadModel
+    score: ScoreBatch
+    finish_ids: FinishIds | None = None
     needs_remote_code: bool = False  # the real checkpoints ship their own modelling code
     alone: bool = False  # ``score`` runs each text alone (no padding), whatever the batch
 
@@ -48,7 +75,7 @@ def family(name: str) -> Family:
     return FAMILIES.get(name, field="--family")
 
 
-def last_token_index(attention_mask: Any) -> Any:
+def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
     """The index of each row's last real token in a right-padded batch (a masked leading BOS, as a harness
     protocol may mask one, does not move it)."""
     import torch
@@ -57,7 +84,7 @@ def last_token_index(attention_mask: Any) -> Any:
     return (positions * attention_mask).argmax(dim=1)
 
 
-def gather_last(values: Any, attention_mask: Any) -> Any:
+def gather_last(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """``values`` (batch, length[, ...]) at each row's last real token."""
     import torch
 
@@ -65,7 +92,7 @@ def gather_last(values: Any, attention_mask: Any) -> Any:
     return values[rows, last_token_index(attention_mask)]
 
 
-def rowwise(head: Callable[[Any], Any], rows: Any) -> Any:
+def rowwise(head: Callable[[torch.Tensor], torch.Tensor], rows: torch.Tensor) -> torch.Tensor:
     """``head`` on each row of ``rows`` (batch, hidden) alone, concatenated: a head read at one token per text.
 
     A matrix product's kernel is chosen by its shape: on one output column (a reward head) or on one to three
@@ -77,4 +104,16 @@ def rowwise(head: Callable[[Any], Any], rows: Any) -> Any:
     return torch.cat([head(rows[i : i + 1]) for i in range(rows.shape[0])])
 
 
-__all__ = ["DEFAULT", "FAMILIES", "Family", "families", "family", "gather_last", "last_token_index", "rowwise"]
+__all__ = [
+    "DEFAULT",
+    "FAMILIES",
+    "Family",
+    "FinishIds",
+    "LoadModel",
+    "ScoreBatch",
+    "families",
+    "family",
+    "gather_last",
+    "last_token_index",
+    "rowwise",
+]

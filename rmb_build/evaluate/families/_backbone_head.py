@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import gather_last, rowwise
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    from rmb_build.evaluate.rm_options import RMOptions
+
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
-def checkpoint_file(ref: T.ModelRef, options: Any, name: str) -> str | None:
+def checkpoint_file(ref: T.ModelRef, options: RMOptions, name: str) -> str | None:
     """The path of one file of the checkpoint (downloaded when the model is read from the Hub), or None."""
     from pathlib import Path
 
@@ -35,7 +42,7 @@ def checkpoint_file(ref: T.ModelRef, options: Any, name: str) -> str | None:
         return None
 
 
-def checkpoint_keys(ref: T.ModelRef, options: Any) -> set[str]:
+def checkpoint_keys(ref: T.ModelRef, options: RMOptions) -> set[str]:
     """The parameter names the checkpoint holds, read from its index or file headers (no weights loaded)."""
     for name in INDEXES:
         path = checkpoint_file(ref, options, name)
@@ -59,7 +66,7 @@ def checkpoint_keys(ref: T.ModelRef, options: Any) -> set[str]:
     raise RMBError(f"model {ref.name!r}: no weights found (model.safetensors, pytorch_model.bin or their index)")
 
 
-def load_config(ref: T.ModelRef, options: Any) -> Any:
+def load_config(ref: T.ModelRef, options: RMOptions) -> PretrainedConfig:
     """The config as transformers' own class for its ``model_type`` (a shipped config class is not run)."""
     from transformers import CONFIG_MAPPING
 
@@ -76,17 +83,19 @@ def load_config(ref: T.ModelRef, options: Any) -> Any:
     return CONFIG_MAPPING[model_type].from_pretrained(path)
 
 
-def head_model_class(config: Any, backbone_attr: str, head_attr: str, make_head: Callable[[Any], Any]) -> type:
+def head_model_class(
+    config: PretrainedConfig, backbone_attr: str, head_attr: str, make_head: Callable[[PretrainedConfig], nn.Module]
+) -> type[PreTrainedModel]:
     """A ``PreTrainedModel`` class: the config's backbone as ``backbone_attr``, ``make_head(config)`` as
     ``head_attr``; its forward returns the head's output at each row's last real token, one value per row."""
     from transformers import PreTrainedModel
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
-    backbone = MODEL_MAPPING[type(config)]
+    backbone = cast("type[PreTrainedModel]", MODEL_MAPPING[type(config)])
     # The backbone's own PreTrainedModel base gives weight init, _no_split_modules and attention support.
     base = next(c for c in backbone.__mro__[1:] if issubclass(c, PreTrainedModel))
 
-    class HeadRewardModel(base):
+    class HeadRewardModel(base):  # type: ignore[valid-type, misc]  # a base found at run time
         base_model_prefix = backbone_attr
 
         def __init__(self, config):
@@ -108,19 +117,19 @@ def head_model_class(config: Any, backbone_attr: str, head_attr: str, make_head:
 
 def load_head_model(
     ref: T.ModelRef,
-    options: Any,
+    options: RMOptions,
     device: str,
-    dtype: Any,
+    dtype: torch.dtype,
     what: str,
-    config: Any,
+    config: PretrainedConfig,
     backbone_attr: str,
     head_attr: str,
-    make_head: Callable[[Any], Any],
-) -> Any:
+    make_head: Callable[[PretrainedConfig], nn.Module],
+) -> PreTrainedModel:
     cls = head_model_class(config, backbone_attr, head_attr, make_head)
     model = T.load_checked(cls, ref, options, what, config=config, dtype=dtype)
     return T.place(model, options, device)
 
 
-def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     return model(input_ids=input_ids, attention_mask=attention_mask).float()

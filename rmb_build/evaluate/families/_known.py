@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.paths import safe_name, user_cache_dir
+
+if TYPE_CHECKING:
+    from rmb_build.evaluate.rm_options import RMOptions
 
 TABLE = "known_models.yaml"
 ENV = "RMB_KNOWN_MODELS"
@@ -100,7 +103,7 @@ class KnownModel:
         return out
 
 
-def _row(raw: Any, where: str, index: int) -> KnownModel:
+def _row(raw: object, where: str, index: int) -> KnownModel:
     """One table row, checked: an unknown key, a wrong type or a claim without a source names the row."""
 
     def bad(name: str | None, message: str) -> InputError:
@@ -228,7 +231,7 @@ def _extra(path: str, mtime_ns: int, size: int) -> tuple[KnownModel, ...]:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"cannot read it (${ENV}): {exc.strerror or exc}") from None
+        raise InputError(path, f"cannot read it (${ENV}): {getattr(exc, 'strerror', None) or exc}") from None
     return tuple(_read(text, path))
 
 
@@ -287,7 +290,7 @@ def check_status(row: KnownModel, commit: str | None) -> dict[str, Any]:
     }
 
 
-def apply(row: KnownModel | None, options: Any) -> Any:
+def apply(row: KnownModel | None, options: RMOptions) -> RMOptions:
     """``options`` with the row's settings where the command line left the default; a model that ships
     its own code without ``--trust-remote-code`` stops with one line."""
     if row is None:

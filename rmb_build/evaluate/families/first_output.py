@@ -5,15 +5,21 @@ is run alone here too, so the model's own way of finding the end is never given 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+    from rmb_build.evaluate.rm_options import RMOptions
+
+
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModel
 
     if not options.trust_remote_code:
@@ -24,19 +30,20 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     return T.place(model, options, device)
 
 
-def first_value(output: Any) -> Any:
+def first_value(output: object) -> torch.Tensor:
     """The output's first element (a tuple's, a ModelOutput's or a mapping's first value), as one float."""
     if isinstance(output, Mapping):
         output = next(iter(output.values()), None)
     elif isinstance(output, (tuple, list)) or hasattr(output, "to_tuple"):
-        output = output[0] if len(output) else None
+        items = cast("Sequence[object]", output)
+        output = items[0] if len(items) else None
     if output is None or not hasattr(output, "numel") or output.numel() != 1:
         shape = None if output is None else tuple(getattr(output, "shape", ()))
         raise RMBError(f"first-output: the model's first output is {shape}, not one reward for the text")
-    return output.float().reshape(1)
+    return cast("torch.Tensor", output).float().reshape(1)
 
 
-def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     import torch
 
     rows = []

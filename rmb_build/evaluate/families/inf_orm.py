@@ -3,20 +3,27 @@ Linear(hidden, hidden) (``score.0``), ReLU, Linear(hidden, 1) (``score.2``), rea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family
 from rmb_build.evaluate.families import _backbone_head as B
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PretrainedConfig, PreTrainedModel
 
-def _score_head(config: Any) -> Any:
+    from rmb_build.evaluate.rm_options import RMOptions
+
+
+def _score_head(config: PretrainedConfig) -> nn.Module:
     from torch import nn
 
     return nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(), nn.Linear(config.hidden_size, 1))
 
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     return B.load_head_model(
         ref,
         options,

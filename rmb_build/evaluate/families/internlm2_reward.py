@@ -5,14 +5,20 @@ backbone's (``model``) last hidden state at that token, as the model's own forwa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family, gather_last, rowwise
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+    from rmb_build.evaluate.rm_options import RMOptions
+
+
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModel
 
     if not options.trust_remote_code:
@@ -29,15 +35,15 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     return T.place(model, options, device)
 
 
-def finish_ids(model: Any, tokenizer: Any, ids: list[int]) -> list[int]:
+def finish_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[int]:
     token = model.config.reward_token_id
     return list(ids) if ids and ids[-1] == token else [*ids, token]
 
 
-def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     # The backbone and head directly: the same numbers as the model's forward, without its output conventions.
     hidden = model.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
-    return rowwise(model.v_head, gather_last(hidden, attention_mask)).squeeze(-1).float()
+    return rowwise(model.get_submodule("v_head"), gather_last(hidden, attention_mask)).squeeze(-1).float()
 
 
 FAMILY = Family(

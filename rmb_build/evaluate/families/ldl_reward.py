@@ -10,18 +10,25 @@ Both heads are built here from their files (the widths from the tensors), so no 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family, gather_last, rowwise
 from rmb_build.evaluate.families import _backbone_head as B
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PreTrainedModel
+
+    from rmb_build.evaluate.rm_options import RMOptions
+
 BINS = 10
 HEADS = {"regression": "regression_layer.pt", "gating": "gating_layer.pt"}
 
 
-def head_from_state(state: dict, where: str) -> Any:
+def head_from_state(state: dict[str, torch.Tensor], where: str) -> nn.Module:
     """``network`` = Linear layers at the state's indices, LeakyReLU after each but the last (other slots: identity)."""
     from torch import nn
 
@@ -30,7 +37,7 @@ def head_from_state(state: dict, where: str) -> Any:
         raise RMBError(
             f"{where}: expected only network.<i>.weight/bias Linear layers, found {', '.join(sorted(state)[:6])}"
         )
-    slots: list[Any] = [nn.Identity() for _ in range(indices[-1] + 1)]
+    slots: list[nn.Module] = [nn.Identity() for _ in range(indices[-1] + 1)]
     for n, i in enumerate(indices):
         out_f, in_f = state[f"network.{i}.weight"].shape
         slots[i] = nn.Linear(in_f, out_f)
@@ -42,13 +49,13 @@ def head_from_state(state: dict, where: str) -> Any:
     return head.float().eval()
 
 
-def linears(head: Any) -> list[Any]:
+def linears(head: nn.Module) -> list[nn.Linear]:
     from torch import nn
 
-    return [m for m in head.network if isinstance(m, nn.Linear)]
+    return [m for m in head.get_submodule("network").children() if isinstance(m, nn.Linear)]
 
 
-def _load_head(ref: T.ModelRef, options: Any, name: str) -> Any:
+def _load_head(ref: T.ModelRef, options: RMOptions, name: str) -> nn.Module:
     import torch
 
     path = B.checkpoint_file(ref, options, HEADS[name])
@@ -65,7 +72,7 @@ def _load_head(ref: T.ModelRef, options: Any, name: str) -> Any:
     return head_from_state(state, f"model {ref.name!r}: {HEADS[name]}")
 
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModel
 
     model = T.load_checked(AutoModel, ref, options, "an LDL-Reward backbone", dtype=dtype)
@@ -84,21 +91,27 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     model = T.place(model, options, device)
     model.ldl_regression, model.ldl_gating = regression.to(model.device), gating.to(model.device)
     # Read from config.json itself: transformers moves `temperature` off a model config (a generation setting).
-    with open(B.checkpoint_file(ref, options, "config.json"), encoding="utf-8") as fh:
+    config_path = B.checkpoint_file(ref, options, "config.json")
+    if config_path is None:
+        raise RMBError(f"model {ref.name!r}: has no config.json")
+    with open(config_path, encoding="utf-8") as fh:
         raw = json.load(fh)
-    model.ldl_softmax, model.ldl_temperature = bool(raw.get("softmax", False)), float(raw.get("temperature", 1.0))
+    # plain values: nn.Module keeps them in __dict__ (its __setattr__ is typed for tensors and modules)
+    model.ldl_softmax, model.ldl_temperature = bool(raw.get("softmax", False)), float(raw.get("temperature", 1.0))  # type: ignore[assignment]
     return model
 
 
-def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     import torch
 
     hidden = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
-    h = gather_last(hidden, attention_mask).float().to(model.ldl_regression.network[0].weight.device)
-    rewards = torch.softmax(rowwise(model.ldl_regression.network, h).view(h.shape[0], -1, BINS), dim=-1)
-    weights = rowwise(model.ldl_gating.network, h)
+    h = gather_last(hidden, attention_mask).float().to(model.get_parameter("ldl_regression.network.0.weight").device)
+    regression, gating = model.get_submodule("ldl_regression.network"), model.get_submodule("ldl_gating.network")
+    rewards = torch.softmax(rowwise(regression, h).view(h.shape[0], -1, BINS), dim=-1)
+    weights = rowwise(gating, h)
     if model.ldl_softmax:
-        weights = torch.softmax(weights / model.ldl_temperature, dim=1)
+        # ldl_softmax and ldl_temperature: plain values ``load`` set on the model
+        weights = torch.softmax(weights / model.ldl_temperature, dim=1)  # type: ignore[operator]
     dist = (weights.unsqueeze(-1) * rewards).sum(1)  # the weighted mix, row by row (no batched kernel)
     return (dist * torch.linspace(0, 1, BINS, device=dist.device)).sum(-1)
 

@@ -5,22 +5,28 @@ output at each row's last real token (raw, with no sampling temperature applied)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family, gather_last, rowwise
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+    from rmb_build.evaluate.rm_options import RMOptions
+
 REWARD_ID = 0
 
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModelForCausalLM
 
     model = T.load_checked(AutoModelForCausalLM, ref, options, "a causal LM (Nemotron reward)", dtype=dtype)
     return T.place(model, options, device)
 
 
-def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     # The LM head on the last real positions only: full logits would be batch x length x 128k values.
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
     return rowwise(model.get_output_embeddings(), gather_last(hidden, attention_mask))[:, REWARD_ID].float()

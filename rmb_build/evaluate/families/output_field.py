@@ -8,16 +8,23 @@ QRM put their preference score (the gated sum of the objectives) in ``score``, a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family, last_token_index
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PreTrainedModel
+
+    from rmb_build.evaluate.rm_options import RMOptions
+
 FIELDS = ("score", "rewards", "logits")
 
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModelForSequenceClassification
 
     if not options.trust_remote_code:  # else transformers' own class for the model_type loads, without the head
@@ -30,14 +37,14 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     return T.place(model, options, device)
 
 
-def free_pad_id(model: Any, input_ids: Any, attention_mask: Any) -> int:
+def free_pad_id(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
     """A token id no row's real tokens use: the config's pad id when it is free, else the smallest free id."""
     import torch
 
     try:
-        vocab = model.get_input_embeddings().num_embeddings
+        vocab = cast("nn.Embedding", model.get_input_embeddings()).num_embeddings
     except (AttributeError, NotImplementedError):
-        vocab = model.config.vocab_size
+        vocab = int(model.config.vocab_size)
     free = torch.ones(vocab, dtype=torch.bool, device=input_ids.device)
     free[input_ids[attention_mask.bool()]] = False
     pad = model.config.pad_token_id
@@ -50,7 +57,7 @@ def free_pad_id(model: Any, input_ids: Any, attention_mask: Any) -> int:
     return int(free.nonzero()[0])
 
 
-def reward_field(output: Any, rows: int) -> Any:
+def reward_field(output: object, rows: int) -> torch.Tensor:
     """The first of FIELDS present in ``output``, as one float per row."""
     for name in FIELDS:
         value = output.get(name) if isinstance(output, Mapping) else getattr(output, name, None)
@@ -68,7 +75,7 @@ def reward_field(output: Any, rows: int) -> Any:
     )
 
 
-def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     import torch
 
     if input_ids.shape[0] > 1 and next(model.parameters()).dtype == torch.float32:
@@ -81,7 +88,7 @@ def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     return _score(model, input_ids, attention_mask)
 
 
-def _score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def _score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     # ArmoRM's and QRM's forwards find each row's end as the token before the first config.pad_token_id. The
     # tokenizer's pad is often a token every text holds (eos, <|im_end|>), which would read the reward mid-text,
     # so pads become an id the batch does not use, for this call.

@@ -3,14 +3,21 @@ second label's log-odds): Skywork-Reward, tulu-2.5 RMs, most of RewardBench's cl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family, rowwise
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PreTrainedModel
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+    from rmb_build.evaluate.rm_options import RMOptions
+
+
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModelForSequenceClassification
 
     model = T.load_checked(AutoModelForSequenceClassification, ref, options, "a sequence classifier", dtype=dtype)
@@ -22,7 +29,7 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
     return T.place(model, options, device)
 
 
-def _linear_head(model: Any) -> Any:
+def _linear_head(model: PreTrainedModel) -> nn.Linear | None:
     """The ``score`` Linear of transformers' own decoder classifiers (Llama, Qwen, Gemma, GPT-2, ...), which they
     apply at every position and read at the last token that is not the pad id; None for any other layout (an
     encoder's pooler and classifier, a model's own code), which runs its own forward."""
@@ -33,7 +40,7 @@ def _linear_head(model: Any) -> Any:
     return head if own and isinstance(head, nn.Linear) and model.base_model is not model else None
 
 
-def score(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+def score(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     import torch
 
     head = _linear_head(model)

@@ -15,21 +15,28 @@ The head is built here, so a checkpoint's shipped modelling code (Eurus, GRM) is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.families import FAMILIES, Family
 from rmb_build.evaluate.families import _backbone_head as B
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PretrainedConfig, PreTrainedModel
 
-def _linear(config: Any) -> Any:
+    from rmb_build.evaluate.rm_options import RMOptions
+
+
+def _linear(config: PretrainedConfig) -> nn.Module:
     from torch import nn
 
     return nn.Linear(config.hidden_size, 1, bias=False)
 
 
-def _grm_head(config: Any) -> Any:
+def _grm_head(config: PretrainedConfig) -> nn.Module:
     from torch import nn
 
     class GRMValueHead(nn.Module):  # dropout before `summary` in training; nothing at evaluation
@@ -66,7 +73,7 @@ def variant(keys: set[str]) -> tuple[str, str] | None:
     return (name, backbone) if name and backbone else None
 
 
-def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
+def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     found = variant(B.checkpoint_keys(ref, options))
     if found is None:
         raise RMBError(
@@ -87,7 +94,7 @@ def load(ref: T.ModelRef, options: Any, device: str, dtype: Any) -> Any:
         head_attr,
         make_head,
     )
-    model.rmb_variant = name
+    model.rmb_variant = name  # type: ignore[assignment]  # a plain attribute: nn.Module keeps it in __dict__
     return model
 
 

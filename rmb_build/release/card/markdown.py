@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 
 def table(header: list[str], rows: Iterable[list[Any]]) -> str:
-    def cell(v: Any) -> str:
+    def cell(v: object) -> str:
         return str(v).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
@@ -14,7 +14,7 @@ def table(header: list[str], rows: Iterable[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {describe(v)}" for k, v in value.items())
     if isinstance(value, list):

@@ -182,7 +182,21 @@ def test_endpoint_name_needs_config():
     with pytest.raises(RMBError, match="give --config"):
         load_rm("openai:gpt@myendpoint", RMOptions())
     with pytest.raises(RMBError, match="no endpoint 'other'"):
-        load_rm("openai:gpt@other", RMOptions(config=_embedded_config()))
+        load_rm("openai:gpt@other", RMOptions(endpoints=_embedded_config().endpoints))
+
+
+def test_the_evaluator_keeps_a_configs_endpoints_not_the_config():
+    """``RMOptions`` holds the endpoints an ``openai:<model>@<name>`` RM needs; a config handed to it (the older
+    keyword) is read into them and not kept, and a mapping of anything but endpoints is refused naming the field."""
+    cfg = _embedded_config()
+    from_config = RMOptions(config=cfg)
+    assert from_config.config is None and from_config.endpoints == cfg.endpoints
+    rm = load_rm("openai:smollm2@local", RMOptions(endpoints=cfg.endpoints))
+    assert rm.endpoint == "local" and rm.endpoints["local"] is cfg.endpoints["local"]
+    with pytest.raises(RMBError, match="RMOptions endpoints"):
+        RMOptions(endpoints={"local": {"embedded": "smollm2"}})
+    with pytest.raises(RMBError, match="give one"):
+        RMOptions(config=cfg, endpoints=cfg.endpoints)
 
 
 def _embedded_config():
@@ -205,7 +219,7 @@ def test_smollm2_judges_on_the_embedded_server(tmp_path):
             "Helpfulness/Reasoning/Logical Deduction",
         )
     )
-    opts = RMOptions(config=_embedded_config(), llm_cache_dir=str(tmp_path / "llm"))
+    opts = RMOptions(endpoints=_embedded_config().endpoints, llm_cache_dir=str(tmp_path / "llm"))
     res = evaluate(rel, load_rm("openai:smollm2@local", opts), tmp_path / "out", tmp_path / "cache", progress=False)
     pos = res["bias"]["position"]
     assert pos["n_verdicts"] == 2 and res["scoring"]["failed"] == 0

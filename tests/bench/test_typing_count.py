@@ -1,0 +1,66 @@
+"""The bare-``Any`` count (``bench/typing_count.py``): on a source whose answer is known it counts exactly the
+annotations that are ``Any`` alone; on the package it prints the figure issue 51 bounds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SOURCE = """
+from typing import Any
+import typing
+
+x: Any = 1                                   # 1
+y: dict[str, Any] = {}                       # not bare
+z: "Any"                                     # 2
+
+
+def f(a: Any, /, b: Any | None, *args: Any, c: typing.Any, **kw: Any) -> Any:   # 3 4 5 6 7
+    inner: list[Any] = []                    # not bare
+    return a
+
+
+class C:
+    field: Any                               # 8
+    other: int
+
+    async def g(self, v: "typing.Any") -> "dict[str, Any]":   # 9
+        ...
+
+lam = lambda q: q
+"""
+
+
+@pytest.fixture(scope="module")
+def counter():
+    spec = importlib.util.spec_from_file_location("typing_count", ROOT / "bench" / "typing_count.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_count_is_exact_on_a_source_of_known_answer(counter, tmp_path, capsys):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "sub" / "mod.py").write_text(textwrap.dedent(SOURCE))
+    (package / "clean.py").write_text("def h(n: int) -> int:\n    return n\n")
+
+    assert counter.count_file(package / "sub" / "mod.py") == (9, 14)
+    summary = counter.main([str(package)])
+    assert summary == {"bare_any": 9, "files": 2, "annotations": 16}
+    out = capsys.readouterr().out
+    assert "9  pkg/sub/mod.py" in out and "clean.py" not in out.split("total")[0]
+    assert json.loads(out.strip().splitlines()[-1]) == summary
+
+
+def test_the_package_count_prints(counter, capsys):
+    summary = counter.main([str(ROOT / "rmb_build"), "--top", "5"])
+    with capsys.disabled():
+        print(f"\nbare Any in rmb_build/: {summary['bare_any']} of {summary['annotations']} annotations")
+    assert summary["files"] > 100 and 0 <= summary["bare_any"] <= summary["annotations"]
