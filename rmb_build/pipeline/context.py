@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from rmb_build.core import stop
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import FAILURES_FILE, BuildPaths
+from rmb_build.pipeline import stages as build_stages
 from rmb_build.pipeline import steps
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.executor import Timed
@@ -23,8 +24,7 @@ from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runner import Runner
-from rmb_build.pipeline.stages import STAGES
-from rmb_build.stages.spec import StageEnv, StageSpec, open_store
+from rmb_build.stages.spec import Position, StageEnv, StageSpec, open_store
 
 
 class _Collected:
@@ -70,9 +70,9 @@ class BuildRun:
     def __post_init__(self) -> None:
         mode = ("bars" if bars_wanted() else "log") if self.options.progress else "off"
         sends: dict[str, tuple[str, ...]] = {}  # a stage's LLM requests: none for a CPU stage
-        for spec in STAGES:
+        for spec in build_stages.STAGES:
             sends[spec.stage] = sends.get(spec.stage, ()) + (spec.requests_of if spec.llm else ())
-        llm_stages = [name for name in self.stages if any(s.llm and s.stage == name for s in STAGES)]
+        llm_stages = [name for name in self.stages if any(s.llm and s.stage == name for s in build_stages.STAGES)]
         self.progress = BuildProgress(
             self.log, mode, lambda: self.client, sends=lambda stage: sends.get(stage, (stage,)), llm_stages=llm_stages
         )
@@ -95,6 +95,19 @@ class BuildRun:
         """Whether this build runs ``spec``'s stage."""
         return spec.stage in self.stages
 
+    def section(self, spec: StageSpec) -> Any:
+        """``spec``'s section of the config (``spec.config``; None for none, or a section the config leaves out)."""
+        return getattr(self.cfg, spec.config) if spec.config else None
+
+    def at(self, position: Position) -> list[StageSpec]:
+        """The stages this build runs at ``position``, in the list's order: those listed whose config
+        section is there (a stage whose section the config leaves out is off)."""
+        return [
+            s
+            for s in build_stages.STAGES
+            if s.at is position and self.runs(s) and (s.config is None or self.section(s) is not None)
+        ]
+
     def store(self) -> Any:
         """A new object on the build's embedding store (its figures are its own)."""
         return open_store(self.cfg.embeddings, self.paths.embeddings)
@@ -103,7 +116,7 @@ class BuildRun:
         """What of the run ``spec``'s work gets: its config section, the client (LLM stages), the
         store's settings (stages that embed)."""
         return StageEnv(
-            section=getattr(self.cfg, spec.config) if spec.config else None,
+            section=self.section(spec),
             client=self.client_for(spec) if spec.llm else None,
             embeddings=self.cfg.embeddings if spec.encoder else None,
             store_dir=str(self.paths.embeddings) if spec.encoder else None,

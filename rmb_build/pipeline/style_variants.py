@@ -10,10 +10,10 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from rmb_build.core import atomic
 from rmb_build.core.errors import RMBError
-from rmb_build.core.items import BonItem
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.release.style_set import style_file, style_record
-from rmb_build.stages.style import DROP_REASONS, Pair
+from rmb_build.stages.style import DROP_REASONS, bon_loser, rewritten_answers
+from rmb_build.stages.style import STAGE as STAGE  # the stage whose variants this module writes
 
 
 def accounting(stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,32 +38,6 @@ def accounting(stats: Mapping[str, Any]) -> dict[str, Any]:
 
 def _key(set_name: str, query_id: str, chosen: str, rejected: str) -> tuple[str, str, str, str]:
     return (set_name, query_id, chosen, rejected)
-
-
-def bon_loser(item: BonItem) -> int:
-    """The loser a BoN item's variants are made of: its last, the lowest-scored (losers are ordered by score),
-    so that the item's preference is its clearest."""
-    return len(item.losers) - 1
-
-
-def rewritten_answers(item: Any) -> tuple[str, str]:
-    """The two answers of a release item that the style stage rewrites: a pairwise item's chosen and rejected,
-    a BoN item's winner and :func:`bon_loser`."""
-    if item.set_name == PAIRWISE_SET:
-        return item.chosen.answer, item.rejected.answer
-    return item.best.answer, item.losers[bon_loser(item)].answer
-
-
-def pairs_of(built: Any, bon: bool) -> list[Pair]:
-    """The style stage's input from one batch's sets (``stages/sets.py``'s result): every pairwise item's
-    :func:`rewritten_answers`, then with ``bon`` every BoN item's."""
-    notes = {(n["set"], n["uid"]): n for n in built.annotations}
-    items = [*built.pairwise, *(built.bon if bon else ())]
-    return [
-        Pair(query_id=notes[(it.set_name, it.uid)]["query_id"], chosen=c, rejected=r, set_name=it.set_name)
-        for it in items
-        for c, r in [rewritten_answers(it)]
-    ]
 
 
 class StyleWriter:

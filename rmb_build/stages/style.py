@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from pydantic import Field
 
+from rmb_build.core.items import BonItem
 from rmb_build.core.options import StrictModel
 from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Query, Response
@@ -27,7 +28,7 @@ from rmb_build.llm.types import ChatRequest
 from rmb_build.stages import judge
 from rmb_build.stages.common import StageResult, ask, index_queries
 from rmb_build.stages.options import JudgeConfig, StyleConfig
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
 
 STAGE = "style"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")  # RM-Bench's order (release/style_set.py's)
@@ -193,6 +194,32 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
     return out
 
 
+def bon_loser(item: BonItem) -> int:
+    """The loser a BoN item's variants are made of: its last, the lowest-scored (losers are ordered by score),
+    so that the item's preference is its clearest."""
+    return len(item.losers) - 1
+
+
+def rewritten_answers(item: Any) -> tuple[str, str]:
+    """The two answers of a release item that the style stage rewrites: a pairwise item's chosen and rejected,
+    a BoN item's winner and :func:`bon_loser`."""
+    if item.set_name == PAIRWISE_SET:
+        return item.chosen.answer, item.rejected.answer
+    return item.best.answer, item.losers[bon_loser(item)].answer
+
+
+def pairs_of(section: StyleSection, built: Any) -> list[Pair]:
+    """The stage's input from one batch's sets (``stages/sets.py``'s result): every pairwise item's
+    :func:`rewritten_answers`, then with ``style.bon`` every BoN item's."""
+    notes = {(n["set"], n["uid"]): n for n in built.annotations}
+    items = [*built.pairwise, *(built.bon if section.style.bon else ())]
+    return [
+        Pair(query_id=notes[(it.set_name, it.uid)]["query_id"], chosen=c, rejected=r, set_name=it.set_name)
+        for it in items
+        for c, r in [rewritten_answers(it)]
+    ]
+
+
 def calls_at_most(queries: int, cfg: Any) -> int:
     """The most LLM calls the stage sends for ``queries`` selected queries (build config ``cfg``): per pairwise
     item, six rewrites and the judge's samples of each (the originals' judge requests are the judge stage's,
@@ -213,5 +240,7 @@ SPEC = StageSpec(
     answers=True,
     counts="items",
     optional=True,
-    over="items",
+    at=Position.ITEMS,
+    takes=pairs_of,
+    bound=calls_at_most,
 )
