@@ -181,18 +181,20 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
             selected, acc.not_selected, acc.short_goals = chosen.selected, chosen.not_selected, chosen.short_goals
             acc.selected = len(selected)
         # --- end of label checks ---
-        for spec in run.at(Position.RUN):  # once over the whole run's selected queries, before their batches
-            selected = _same_queries(spec, selected, run.record(spec, [await _step(run, spec, selected)])[0])
+        on_items = [stage for stage in stages.at(Position.ITEMS) if run.runs(stage)]
+        for spec in stages.at(Position.RUN):  # once over the whole run's selected queries, before their batches
+            if run.runs(spec):
+                once = run.record(spec, [await _step(run, spec, selected)])[0]
+                selected = _same_queries(spec, selected, once)
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)
-        per_batch = (*run.at(Position.QUERIES), generate.SPEC, *run.at(Position.ANSWERS), judge.SPEC, guard.SPEC)
+        per_batch = (*stages.at(Position.QUERIES), generate.SPEC, *stages.at(Position.ANSWERS), judge.SPEC, guard.SPEC)
         for spec in (*per_batch, sets.SPEC):
             if run.runs(spec) and not (run.planning and spec is sets.SPEC):  # a plan builds sets only for style
                 run.progress.expect(spec.stage, len(batches))
         if not run.planning:
             set_parts.clear(sets_dir, keep=range(len(batches)))
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
-        on_items = run.at(Position.ITEMS)
         bounds: dict[str, list[int]] = {}  # a dry run's: the calls of item stages on batches whose sets it cannot know
 
         async def chain(index: int, batch: list[Any]) -> dict[str, Timed]:
@@ -221,11 +223,13 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         state.flush()
     if run.planning:
         return _planned(run, len(selected), routed, {k: sum(v) for k, v in bounds.items()})
-    for spec in run.at(Position.QUERIES):
-        run.record(spec, [c[spec.name] for c in chains])
+    for spec in stages.at(Position.QUERIES):
+        if run.runs(spec):
+            run.record(spec, [c[spec.name] for c in chains])
     responses = sum(part.count for part in run.record(generate.SPEC, [c[generate.SPEC.name] for c in chains]))
-    for spec in run.at(Position.ANSWERS):
-        run.record(spec, [c[spec.name] for c in chains])
+    for spec in stages.at(Position.ANSWERS):
+        if run.runs(spec):
+            run.record(spec, [c[spec.name] for c in chains])
     if not run.runs(judge.SPEC):
         _final_flush(run)
         return {"selected": len(selected), "responses": responses, "run": str(paths.run)}
@@ -274,7 +278,7 @@ def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], 
 
 def _styles(run: BuildRun) -> bool:
     """Whether this build writes style variants (``Style_set/``): the style stage runs on items."""
-    return any(s.name == style_variants.STAGE for s in run.at(Position.ITEMS))
+    return any(s.name == style_variants.STAGE and run.runs(s) for s in stages.at(Position.ITEMS))
 
 
 async def _on_items(
@@ -295,7 +299,7 @@ def _answered_by(run: BuildRun) -> contextlib.AbstractContextManager[Any]:
 
 def _last_answers(outcomes: dict[str, Timed]) -> str:
     """The stage whose answers the later stages see: generate's, or the last answer stage's."""
-    return [generate.SPEC.name, *(s.name for s in stages.STAGES if s.at is Position.ANSWERS and s.name in outcomes)][-1]
+    return [generate.SPEC.name, *(s.name for s in stages.at(Position.ANSWERS) if s.name in outcomes)][-1]
 
 
 @dataclass(frozen=True)
@@ -430,7 +434,7 @@ def _planned(
     estimates.update(style_estimates or {})
     report = planner.report()
     stand_ins = Counter(c.phase for c in planner.calls.values() if c.cached is None and planner.is_answer(c.request))
-    on_items = sum(stand_ins[s.stage] for s in run.at(Position.ITEMS))  # rewrites of items the plan stood in for
+    on_items = sum(stand_ins[s.stage] for s in stages.at(Position.ITEMS))  # rewrites of items the plan stood in for
     estimate = {
         **report,
         "estimates": estimates,
@@ -468,16 +472,18 @@ async def _llm_chain(run: BuildRun, batch: list[Any]) -> tuple[list[Any], dict[s
     cfg, log = run.cfg, run.log
     step = run.acall
     out: dict[str, Timed] = {}
-    for spec in run.at(Position.QUERIES):
-        out[spec.name] = await _step(run, spec, batch)
-        batch = _same_queries(spec, batch, out[spec.name].value)
+    for spec in stages.at(Position.QUERIES):
+        if run.runs(spec):
+            out[spec.name] = await _step(run, spec, batch)
+            batch = _same_queries(spec, batch, out[spec.name].value)
     log.info("%s: batch of %d queries x %d generators started", generate.SPEC.name, len(batch), len(cfg.generators))
     out[generate.SPEC.name] = await step(generate.SPEC, batch)
     answers = out[generate.SPEC.name].value.records
     log.info("%s: batch of %d queries -> %d answers", generate.SPEC.name, len(batch), len(answers))
-    for spec in run.at(Position.ANSWERS):
-        out[spec.name] = await _step(run, spec, batch, answers)
-        answers = out[spec.name].value.records
+    for spec in stages.at(Position.ANSWERS):
+        if run.runs(spec):
+            out[spec.name] = await _step(run, spec, batch, answers)
+            answers = out[spec.name].value.records
     if not run.runs(judge.SPEC):
         return batch, out
     answers = finished(answers)  # an answer cut at max_tokens never reaches a release: not judged

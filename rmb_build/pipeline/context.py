@@ -24,7 +24,7 @@ from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runner import Runner
-from rmb_build.stages.spec import Position, StageEnv, StageSpec, open_store
+from rmb_build.stages.spec import StageEnv, StageSpec, open_store
 
 
 class _Collected:
@@ -92,21 +92,13 @@ class BuildRun:
         return self.client.for_phase(spec.stage) if self.planning else self.client
 
     def runs(self, spec: StageSpec) -> bool:
-        """Whether this build runs ``spec``'s stage."""
-        return spec.stage in self.stages
+        """Whether this build runs ``spec``'s stage: listed, and its config section there (a stage whose
+        section the config leaves out, ``style`` without ``style:``, is off)."""
+        return spec.stage in self.stages and (spec.config is None or self.section(spec) is not None)
 
     def section(self, spec: StageSpec) -> Any:
         """``spec``'s section of the config (``spec.config``; None for none, or a section the config leaves out)."""
         return getattr(self.cfg, spec.config) if spec.config else None
-
-    def at(self, position: Position) -> list[StageSpec]:
-        """The stages this build runs at ``position``, in the list's order: those listed whose config
-        section is there (a stage whose section the config leaves out is off)."""
-        return [
-            s
-            for s in build_stages.STAGES
-            if s.at is position and self.runs(s) and (s.config is None or self.section(s) is not None)
-        ]
 
     def store(self) -> Any:
         """A new object on the build's embedding store (its figures are its own)."""

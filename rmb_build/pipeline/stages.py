@@ -20,7 +20,7 @@ from rmb_build.stages import (
     sets,
     style,
 )
-from rmb_build.stages.spec import StageSpec
+from rmb_build.stages.spec import Position, StageSpec
 
 STAGES: tuple[StageSpec, ...] = (
     gather.SPEC,
@@ -67,3 +67,8 @@ SEQUENCED: frozenset[str] = frozenset(
 def listed() -> tuple[str, ...]:
     """The names the config's ``stages:`` accepts, in build order."""
     return tuple(s.name for s in STAGES if s.listed)
+
+
+def at(position: Position) -> tuple[StageSpec, ...]:
+    """The stages that run at ``position``, in build order."""
+    return tuple(s for s in STAGES if s.at is position)
