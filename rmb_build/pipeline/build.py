@@ -35,7 +35,7 @@ from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
 from rmb_build.llm import LLMClient
 from rmb_build.llm.planning import PlanningClient
-from rmb_build.pipeline import label_checks, set_parts, stages, steps, style_variants
+from rmb_build.pipeline import label_checks, set_parts, stages, steps
 from rmb_build.pipeline.context import BuildRun, RunOptions
 from rmb_build.pipeline.executor import Timed, is_async
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, sources_section
@@ -235,8 +235,9 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         return {"selected": len(selected), "responses": responses, "run": str(paths.run)}
     for spec in (judge.SPEC, guard.SPEC, sets.SPEC, *on_items):
         run.record(spec, [c[spec.name] for c in chains])
-    if _styles(run):
-        checks["style"] = style_variants.accounting(state.stage(style_variants.STAGE).stats)
+    for spec in on_items:
+        if spec.checks is not None:
+            checks[spec.name] = spec.checks(state.stage(spec.name).stats)
     counts = state.stage(sets.SPEC.name).stats
     acc.finish(len(selected) * len(cfg.generators), state.failure_counts().get(generate.SPEC.name, 0))
     _final_flush(run)
@@ -256,11 +257,14 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
     del selected, batches, chains
     entries = set_parts.merged(sets_dir, range(n_batches))
     with run.progress.step(release.SPEC.name):
-        if not _styles(run):
-            return _release(run, checks, routing, entries)
-        variants = set_parts.stage_parts(sets_dir, style_variants.STAGE, range(n_batches))
-        written = style_variants.StyleWriter(variants, checks["style"])
-        return _release(run, checks, routing, written.watch(entries), written.write)
+        writers = [  # what the stages on items add to the release (``style``: Style_set/)
+            spec.writes(set_parts.stage_parts(sets_dir, spec.name, range(n_batches)), checks.setdefault(spec.name, {}))
+            for spec in on_items
+            if spec.writes is not None
+        ]
+        for writer in writers:
+            entries = writer.watch(entries)
+        return _release(run, checks, routing, entries, _written_by(writers) if writers else None)
 
 
 def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]) -> Timed:
@@ -276,9 +280,14 @@ def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], 
     return built
 
 
-def _styles(run: BuildRun) -> bool:
-    """Whether this build writes style variants (``Style_set/``): the style stage runs on items."""
-    return any(s.name == style_variants.STAGE and run.runs(s) for s in stages.at(Position.ITEMS))
+def _written_by(writers: list[Any]) -> Callable[[Path], None]:
+    """The release's files that the stages on items write (``StageSpec.writes``), into its folder."""
+
+    def write(folder: Path) -> None:
+        for writer in writers:
+            writer.write(folder)
+
+    return write
 
 
 async def _on_items(
@@ -454,7 +463,7 @@ def _planned(
                     if "route_top_up_calls_at_most" in estimates
                     else ""
                 )
-                + style_variants.plan_note(estimates, rewrites_to_make=on_items)
+                + "".join(s.plan_note(estimates, stand_ins[s.stage]) for s in stages.at(Position.ITEMS) if s.plan_note)
             ),
             "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
             "completion_tokens": "upper bound: each call's max_tokens",

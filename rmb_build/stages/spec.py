@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from rmb_build.embed.encoder import store_for
 
@@ -66,6 +66,13 @@ class StageSpec:
     - ``takes``: ``takes(section, sets) -> input``, what of a batch's sets an ``ITEMS`` stage's work gets;
     - ``bound``: ``bound(queries, config) -> calls``, the most LLM calls its batch of ``queries`` sends, for
       a dry run that cannot know the batch's inputs (an ``ITEMS`` stage's, where its sets are not known);
+    - ``checks``: ``checks(stats) -> section``, the manifest's ``checks.<name>`` from its merged stats (it may refuse
+      figures that do not balance);
+    - ``writes``: ``writes(records, section)`` for an ``ITEMS`` stage whose kept records go into the release: a
+      writer whose ``watch(entries)`` sees the release's items stream by and whose ``write(folder)`` writes its
+      files into the release folder (``section``: its ``checks``, which the writer may add to);
+    - ``plan_note``: ``plan_note(estimates, stand_ins) -> text``, what its figures in a dry run are, for the plan's
+      ``exact.calls`` (``stand_ins``: its answers the plan stood in for);
     - ``of``: the stage this one is a form of (the LLM classifier's batches are ``classify``'s);
     - ``sends``: the stages whose LLM requests its work sends, where not its own (the gold check asks
       the judge and the guard): what its progress line counts;
@@ -91,6 +98,9 @@ class StageSpec:
     at: Position | None = None
     takes: Callable[[Any, Any], Any] | None = None
     bound: Callable[[int, Any], int] | None = None
+    checks: Callable[[Any], dict[str, Any]] | None = None
+    writes: Callable[[Iterable[dict[str, Any]], dict[str, Any]], Any] | None = None
+    plan_note: Callable[[Any, int], str] | None = None
     of: str | None = None
     sends: tuple[str, ...] = ()
     embeds: Callable[[Any, Sequence[Any]], list[str]] | None = None
