@@ -35,7 +35,7 @@ from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
 from rmb_build.llm import LLMClient
 from rmb_build.llm.planning import PlanningClient
-from rmb_build.pipeline import label_checks, set_parts, stages, steps
+from rmb_build.pipeline import label_checks, set_parts, stage_stats, stages
 from rmb_build.pipeline.context import BuildRun, RunOptions
 from rmb_build.pipeline.executor import Timed, is_async
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, sources_section
@@ -135,7 +135,7 @@ def _gather_and_dedup(run: BuildRun) -> list[Any]:
     del gathered  # on disk now: the encoder's pass, the build's peak of memory, runs without the queries
     queries = _embedded_first(run, dedup.SPEC, pool, raw, written=True)
     deduped = run.record(dedup.SPEC, [run.submit(dedup.SPEC, queries).result()])[0]
-    run.acc.dedup_removed = steps.count_by(deduped.removed, "kind")
+    run.acc.dedup_removed = stage_stats.count_by(deduped.removed, "kind")
     return deduped.kept
 
 
@@ -162,7 +162,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
     chosen = run.call(select.SPEC, queries, cfg.scenarios, str(paths.run / P.SELECTED_QUERIES)).value
     selected, acc.not_selected, acc.short_goals = chosen.selected, chosen.not_selected, chosen.short_goals
     acc.selected = len(selected)
-    log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
+    log.info("selected %d of %d queries: %s", len(selected), len(queries), stage_stats.goal_counts(selected))
     if not run.runs(generate.SPEC):
         if run.planning:
             return _planned(run, len(selected))
@@ -325,7 +325,7 @@ def _slim(t: Timed) -> Timed:
     return dataclasses.replace(
         t,
         value=_Done(
-            steps.stats_of(v), tuple(getattr(v, "failures", None) or ()), len(getattr(v, "records", None) or ())
+            stage_stats.stats_of(v), tuple(getattr(v, "failures", None) or ()), len(getattr(v, "records", None) or ())
         ),
     )
 

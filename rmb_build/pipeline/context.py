@@ -15,8 +15,8 @@ from typing import Any, Sequence
 from rmb_build.core import stop
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import FAILURES_FILE, BuildPaths
+from rmb_build.pipeline import stage_stats
 from rmb_build.pipeline import stages as build_stages
-from rmb_build.pipeline import steps
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.executor import Timed
 from rmb_build.pipeline.keys import stage_key
@@ -165,18 +165,18 @@ class BuildRun:
                 self.state.add_work(stage, t.started, t.seconds)
                 embedded.append(getattr(t, "embeddings", None) or {})
             self.state.add_failures(getattr(t.value, "failures", None) or ())
-        rec.stats = merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
+        rec.stats = merge_stats([rec.stats, *(stage_stats.stats_of(t.value) for t in outcomes)])
         if any(embedded):  # the embedding store's figures, for batches computed in this run
             rec.stats["embeddings"] = merge_stats([rec.stats.get("embeddings") or {}, *embedded])
         cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
-        self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, steps.brief(rec.stats))
+        self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, stage_stats.brief(rec.stats))
         failed = [f for t in outcomes for f in getattr(t.value, "failures", None) or ()]
         if failed:
             self.log.info(
                 "%s: %d failed: %s (each listed in %s)",
                 stage,
                 len(failed),
-                steps.failure_reasons(failed),
+                stage_stats.failure_reasons(failed),
                 self.paths.run / FAILURES_FILE,
             )
         self.state.flush()

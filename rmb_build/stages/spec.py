@@ -3,7 +3,7 @@
 The pipeline reads the ordered specs (``rmb_build.pipeline.stages.STAGES``) and does the rest the same
 way for every stage: the cache key from what the spec says it reads (``pipeline/keys.stage_key``),
 the cache, the timing and the run's stamp (``pipeline/executor.py``), the Prefect task
-(``pipeline/tasks.py``), the run summary under the spec's name. A stage's work function only does the
+(``pipeline/prefect_tasks.py``), the run summary under the spec's name. A stage's work function only does the
 stage's work: ``work(env, *inputs)``, sync (CPU, on the task runner's pool) or async (LLM calls in the
 flow's event loop), with :class:`StageEnv` holding what the run hands it.
 """
