@@ -79,7 +79,7 @@ class BuildPaths:
 
     @property
     def results(self) -> Path:
-        """Where Prefect persists each batch's result (``pipeline/tasks.py``)."""
+        """Where Prefect persists each batch's result (``pipeline/prefect_tasks.py``)."""
         return self.run / "prefect-results"
 
     @property

@@ -6,10 +6,10 @@
 - ``executor``: each stage over one batch, timed (what a runner executes);
 - ``runner``: the runners (``LocalRunner`` in this process; ``PrefectRunner`` in ``prefect_flow``);
   ``run.run_build`` picks one;
-- ``prefect_flow``, ``tasks``, ``runners``, ``env``, ``watchdog``: Prefect's side (the flow, one cached
-  task per batch function, the task runner of ``run.task_runner``, its settings, its child processes);
+- ``prefect_flow``, ``prefect_tasks``, ``prefect_task_runner``, ``env``, ``watchdog``: Prefect's side (the flow,
+  one cached task per batch function, the task runner of ``run.task_runner``, its settings, its child processes);
 - ``keys``: the batches' explicit cache keys (inputs, stage code, prompts, models);
-- ``label_checks``, ``steps``: what the run keeps of the gold check and goal routing (stages run by the
+- ``label_checks``, ``stage_stats``: what the run keeps of the gold check and goal routing (stages run by the
   runner step); stats and log lines;
 - ``config``, ``preflight``, ``manifest``, ``run_state``, ``set_parts``, ``release_step``: the build config,
   its checks, and what a run writes;

@@ -35,9 +35,9 @@ from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
 from rmb_build.llm import LLMClient
 from rmb_build.llm.planning import PlanningClient
-from rmb_build.pipeline import label_checks, set_parts, stages, steps, style_variants
+from rmb_build.pipeline import label_checks, set_parts, stage_stats, stages
 from rmb_build.pipeline.context import BuildRun, RunOptions
-from rmb_build.pipeline.executor import Timed
+from rmb_build.pipeline.executor import Timed, is_async
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, sources_section
 from rmb_build.pipeline.preflight import preflight
 from rmb_build.pipeline.release_step import write_built_release
@@ -56,11 +56,10 @@ from rmb_build.stages import (
     route,
     select,
     sets,
-    style,
 )
 from rmb_build.stages.gather import read_queries, write_queries
 from rmb_build.stages.sets import finished
-from rmb_build.stages.spec import StageSpec
+from rmb_build.stages.spec import Position, StageSpec
 
 
 def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -75,9 +74,17 @@ def _uses_llm(run: BuildRun) -> bool:
     return run.runs(generate.SPEC) or (run.runs(classify.SPEC) and run.cfg.classifier.method == "llm")
 
 
-def _answer_stages() -> list[Any]:
-    """Stages added to the list that run over each batch's answers, after generate (in list order)."""
-    return [s for s in stages.STAGES if s.over == "answers"]
+async def _step(run: BuildRun, spec: StageSpec, *inputs: Any) -> Timed:
+    """``spec`` over one batch through the run's step: awaited (an async work), or here and now (a CPU work)."""
+    return await run.acall(spec, *inputs) if is_async(spec) else run.call(spec, *inputs)
+
+
+def _same_queries(spec: StageSpec, queries: list[Any], result: Any) -> list[Any]:
+    """The queries a ``QUERIES`` or ``RUN`` stage's result holds: as many as it got (the accounting counts them)."""
+    out = list(result.records)
+    if len(out) != len(queries):
+        raise RMBError(f"stage {spec.name!r} at {spec.at.value}: got {len(queries)} queries, returned {len(out)}")
+    return out
 
 
 async def run_pipeline(
@@ -128,7 +135,7 @@ def _gather_and_dedup(run: BuildRun) -> list[Any]:
     del gathered  # on disk now: the encoder's pass, the build's peak of memory, runs without the queries
     queries = _embedded_first(run, dedup.SPEC, pool, raw, written=True)
     deduped = run.record(dedup.SPEC, [run.submit(dedup.SPEC, queries).result()])[0]
-    run.acc.dedup_removed = steps.count_by(deduped.removed, "kind")
+    run.acc.dedup_removed = stage_stats.count_by(deduped.removed, "kind")
     return deduped.kept
 
 
@@ -155,7 +162,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
     chosen = run.call(select.SPEC, queries, cfg.scenarios, str(paths.run / P.SELECTED_QUERIES)).value
     selected, acc.not_selected, acc.short_goals = chosen.selected, chosen.not_selected, chosen.short_goals
     acc.selected = len(selected)
-    log.info("selected %d of %d queries: %s", len(selected), len(queries), steps.goal_counts(selected))
+    log.info("selected %d of %d queries: %s", len(selected), len(queries), stage_stats.goal_counts(selected))
     if not run.runs(generate.SPEC):
         if run.planning:
             return _planned(run, len(selected))
@@ -174,31 +181,37 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
             selected, acc.not_selected, acc.short_goals = chosen.selected, chosen.not_selected, chosen.short_goals
             acc.selected = len(selected)
         # --- end of label checks ---
+        on_items = [stage for stage in stages.at(Position.ITEMS) if run.runs(stage)]
+        for spec in stages.at(Position.RUN):  # once over the whole run's selected queries, before their batches
+            if run.runs(spec):
+                once = run.record(spec, [await _step(run, spec, selected)])[0]
+                selected = _same_queries(spec, selected, once)
         del queries  # every query not selected is accounted for: from here on only the selected ones are held
         batches = batched(selected, cfg.run.batch_size)
-        for spec in (generate.SPEC, *_answer_stages(), judge.SPEC, guard.SPEC, sets.SPEC):
+        per_batch = (*stages.at(Position.QUERIES), generate.SPEC, *stages.at(Position.ANSWERS), judge.SPEC, guard.SPEC)
+        for spec in (*per_batch, sets.SPEC):
             if run.runs(spec) and not (run.planning and spec is sets.SPEC):  # a plan builds sets only for style
                 run.progress.expect(spec.stage, len(batches))
         if not run.planning:
             set_parts.clear(sets_dir, keep=range(len(batches)))
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
-        style_bounds: list[int] = []  # a dry run's: the style calls of batches whose sets it cannot know
+        bounds: dict[str, list[int]] = {}  # a dry run's: the calls of item stages on batches whose sets it cannot know
 
         async def chain(index: int, batch: list[Any]) -> dict[str, Timed]:
             async with at_once:
                 with _answered_by(run) as seen:
-                    outcomes = await _llm_chain(run, batch)
-                # A plan builds a batch's sets (kept nowhere) only for the style stage, and only where every
-                # reply they read is the build's own (no stand-in): then the stage asks what the build will.
+                    batch, outcomes = await _llm_chain(run, batch)
+                # A plan builds a batch's sets (kept nowhere) only for the stages on items, and only where every
+                # reply they read is the build's own (no stand-in): then those stages ask what the build will.
                 known = seen is None or (seen.asked > 0 and not seen.stand_ins)  # nothing seen: not known
-                if judge.SPEC.name in outcomes and (not run.planning or (known and _styles(run))):
+                if judge.SPEC.name in outcomes and (not run.planning or (known and on_items)):
                     outcomes[sets.SPEC.name] = _sets_of_batch(run, sets_dir, index, batch, outcomes)
-                    if _styles(run):
-                        outcomes[style.SPEC.name] = await _style_of_batch(
-                            run, sets_dir, index, batch, outcomes[sets.SPEC.name].value
-                        )
-                elif judge.SPEC.name in outcomes and _styles(run):
-                    style_bounds.append(style.calls_at_most(len(batch), cfg))
+                    for spec in on_items:
+                        outcomes[spec.name] = await _on_items(run, spec, sets_dir, index, batch, outcomes)
+                elif judge.SPEC.name in outcomes:
+                    for spec in on_items:
+                        if spec.bound is not None:
+                            bounds.setdefault(f"{spec.name}_calls_at_most", []).append(spec.bound(len(batch), cfg))
                 kept = {k: _slim(t) for k, t in outcomes.items()}  # the batch's records are on disk: drop them here
                 del outcomes
                 give_back()
@@ -209,19 +222,22 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         state.usage_run = jsonable(run.client.usage())
         state.flush()
     if run.planning:
-        return _planned(run, len(selected), routed, {"style_calls_at_most": sum(style_bounds)} if style_bounds else {})
+        return _planned(run, len(selected), routed, {k: sum(v) for k, v in bounds.items()})
+    for spec in stages.at(Position.QUERIES):
+        if run.runs(spec):
+            run.record(spec, [c[spec.name] for c in chains])
     responses = sum(part.count for part in run.record(generate.SPEC, [c[generate.SPEC.name] for c in chains]))
-    for spec in _answer_stages():
+    for spec in stages.at(Position.ANSWERS):
         if run.runs(spec):
             run.record(spec, [c[spec.name] for c in chains])
     if not run.runs(judge.SPEC):
         _final_flush(run)
         return {"selected": len(selected), "responses": responses, "run": str(paths.run)}
-    for spec in (judge.SPEC, guard.SPEC, sets.SPEC):
+    for spec in (judge.SPEC, guard.SPEC, sets.SPEC, *on_items):
         run.record(spec, [c[spec.name] for c in chains])
-    if _styles(run):
-        run.record(style.SPEC, [c[style.SPEC.name] for c in chains])
-        checks["style"] = style_variants.accounting(state.stage(style.SPEC.name).stats)
+    for spec in on_items:
+        if spec.checks is not None:
+            checks[spec.name] = spec.checks(state.stage(spec.name).stats)
     counts = state.stage(sets.SPEC.name).stats
     acc.finish(len(selected) * len(cfg.generators), state.failure_counts().get(generate.SPEC.name, 0))
     _final_flush(run)
@@ -241,10 +257,14 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
     del selected, batches, chains
     entries = set_parts.merged(sets_dir, range(n_batches))
     with run.progress.step(release.SPEC.name):
-        if not _styles(run):
-            return _release(run, checks, routing, entries)
-        written = style_variants.StyleWriter(set_parts.style_parts(sets_dir, range(n_batches)), checks["style"])
-        return _release(run, checks, routing, written.watch(entries), written.write)
+        writers = [  # what the stages on items add to the release (``style``: Style_set/)
+            spec.writes(set_parts.stage_parts(sets_dir, spec.name, range(n_batches)), checks.setdefault(spec.name, {}))
+            for spec in on_items
+            if spec.writes is not None
+        ]
+        for writer in writers:
+            entries = writer.watch(entries)
+        return _release(run, checks, routing, entries, _written_by(writers) if writers else None)
 
 
 def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]) -> Timed:
@@ -260,17 +280,24 @@ def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], 
     return built
 
 
-def _styles(run: BuildRun) -> bool:
-    """Whether this build writes style variants: the stage listed and a ``style:`` section."""
-    return run.runs(style.SPEC) and run.cfg.style is not None
+def _written_by(writers: list[Any]) -> Callable[[Path], None]:
+    """The release's files that the stages on items write (``StageSpec.writes``), into its folder."""
+
+    def write(folder: Path) -> None:
+        for writer in writers:
+            writer.write(folder)
+
+    return write
 
 
-async def _style_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], built: Any) -> Timed:
-    """One batch's pairwise (and with ``style.bon`` BoN) items rewritten and checked (``stages/style.py``),
-    kept in ``sets_dir``."""
-    done = await run.acall(style.SPEC, batch, style_variants.pairs_of(built, run.cfg.style.bon))
+async def _on_items(
+    run: BuildRun, spec: StageSpec, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]
+) -> Timed:
+    """A stage on items over one batch's sets (what of them its spec ``takes``), its records kept in ``sets_dir``."""
+    built = outcomes[sets.SPEC.name].value
+    done = await _step(run, spec, batch, spec.takes(run.section(spec), built) if spec.takes else built)
     if not run.planning:
-        set_parts.write_style_part(sets_dir, index, done.value.records)
+        set_parts.write_stage_part(sets_dir, spec.name, index, done.value.records)
     return done
 
 
@@ -281,7 +308,7 @@ def _answered_by(run: BuildRun) -> contextlib.AbstractContextManager[Any]:
 
 def _last_answers(outcomes: dict[str, Timed]) -> str:
     """The stage whose answers the later stages see: generate's, or the last answer stage's."""
-    return [generate.SPEC.name, *(s.name for s in _answer_stages() if s.name in outcomes)][-1]
+    return [generate.SPEC.name, *(s.name for s in stages.at(Position.ANSWERS) if s.name in outcomes)][-1]
 
 
 @dataclass(frozen=True)
@@ -298,7 +325,7 @@ def _slim(t: Timed) -> Timed:
     return dataclasses.replace(
         t,
         value=_Done(
-            steps.stats_of(v), tuple(getattr(v, "failures", None) or ()), len(getattr(v, "records", None) or ())
+            stage_stats.stats_of(v), tuple(getattr(v, "failures", None) or ()), len(getattr(v, "records", None) or ())
         ),
     )
 
@@ -416,6 +443,7 @@ def _planned(
     estimates.update(style_estimates or {})
     report = planner.report()
     stand_ins = Counter(c.phase for c in planner.calls.values() if c.cached is None and planner.is_answer(c.request))
+    on_items = sum(stand_ins[s.stage] for s in stages.at(Position.ITEMS))  # rewrites of items the plan stood in for
     estimate = {
         **report,
         "estimates": estimates,
@@ -427,7 +455,7 @@ def _planned(
                 + (
                     "; judge and guard calls on answers not yet generated are an upper bound (an answer cut at "
                     "max_tokens is not judged)"
-                    if sum(stand_ins.values()) > stand_ins[style.SPEC.stage]
+                    if sum(stand_ins.values()) > on_items
                     else ""
                 )
                 + (
@@ -435,7 +463,7 @@ def _planned(
                     if "route_top_up_calls_at_most" in estimates
                     else ""
                 )
-                + style_variants.plan_note(estimates, rewrites_to_make=stand_ins[style.SPEC.stage])
+                + "".join(s.plan_note(estimates, stand_ins[s.stage]) for s in stages.at(Position.ITEMS) if s.plan_note)
             ),
             "prompt_tokens": "; ".join(f"{name}: {how}" for name, how in report["prompt_tokens_method"].items()),
             "completion_tokens": "upper bound: each call's max_tokens",
@@ -447,20 +475,26 @@ def _planned(
     return {"dry_run": True, "selected": selected, "estimate": estimate, "run": str(run.paths.run)}
 
 
-async def _llm_chain(run: BuildRun, batch: list[Any]) -> dict[str, Timed]:
-    """One batch through generate (and any answer stage), then judge and guard side by side."""
+async def _llm_chain(run: BuildRun, batch: list[Any]) -> tuple[list[Any], dict[str, Timed]]:
+    """One batch through the stages on queries, generate and the stages on answers, then judge and guard
+    side by side: the batch's queries (as the stages on queries left them) and each stage's outcome."""
     cfg, log = run.cfg, run.log
     step = run.acall
+    out: dict[str, Timed] = {}
+    for spec in stages.at(Position.QUERIES):
+        if run.runs(spec):
+            out[spec.name] = await _step(run, spec, batch)
+            batch = _same_queries(spec, batch, out[spec.name].value)
     log.info("%s: batch of %d queries x %d generators started", generate.SPEC.name, len(batch), len(cfg.generators))
-    out = {generate.SPEC.name: await step(generate.SPEC, batch)}
+    out[generate.SPEC.name] = await step(generate.SPEC, batch)
     answers = out[generate.SPEC.name].value.records
     log.info("%s: batch of %d queries -> %d answers", generate.SPEC.name, len(batch), len(answers))
-    for spec in _answer_stages():
+    for spec in stages.at(Position.ANSWERS):
         if run.runs(spec):
-            out[spec.name] = await step(spec, batch, answers)
+            out[spec.name] = await _step(run, spec, batch, answers)
             answers = out[spec.name].value.records
     if not run.runs(judge.SPEC):
-        return out
+        return batch, out
     answers = finished(answers)  # an answer cut at max_tokens never reaches a release: not judged
     log.info("%s + %s: %d answers to %d queries started", judge.SPEC.name, guard.SPEC.name, len(answers), len(batch))
     judge_run = step(judge.SPEC, batch, answers)
@@ -481,7 +515,7 @@ async def _llm_chain(run: BuildRun, batch: list[Any]) -> dict[str, Timed]:
         len(judged.value.records),
         len(guarded.value.records),
     )
-    return {**out, judge.SPEC.name: judged, guard.SPEC.name: guarded}
+    return batch, {**out, judge.SPEC.name: judged, guard.SPEC.name: guarded}
 
 
 def _chains_at_once(cfg: Any) -> int:

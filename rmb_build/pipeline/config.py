@@ -27,7 +27,7 @@ from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.pipeline import stages as build_stages
-from rmb_build.stages import release, style
+from rmb_build.stages import release
 from rmb_build.stages.options import (
     ClassifierConfig,
     DedupConfig,
@@ -160,15 +160,18 @@ class BuildConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _style_listed_needs_its_section(self) -> "BuildConfig":
-        """A ``stages:`` that names ``style`` asks for variants: without a ``style:`` section none would be made.
+    def _listed_stages_have_their_sections(self) -> "BuildConfig":
+        """A ``stages:`` that names a stage whose config section is left out (``style`` without ``style:``) asks
+        for what would never be made: refused, naming the section (a stage's optional section bears its name).
         The whole default list is no such request: it is what a config dumped and parsed again (``rmb build
         --name``, ``rmb judge-check``) holds."""
-        chosen = "stages" in self.model_fields_set and self.stages != list(build_stages.listed())
-        if chosen and style.SPEC.name in self.stages and self.style is None:
-            raise ValueError(
-                f"stages lists {style.SPEC.name!r} but the config has no 'style:' section (its endpoint and model)"
-            )
+        if "stages" not in self.model_fields_set or self.stages == list(build_stages.listed()):
+            return self
+        for spec in build_stages.STAGES:
+            if spec.name in self.stages and spec.config and getattr(self, spec.config) is None:
+                raise ValueError(
+                    f"stages lists {spec.name!r} but the config has no '{spec.name}:' section (the stage's settings)"
+                )
         return self
 
     @model_validator(mode="after")

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from rmb_build.core import stop
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import FAILURES_FILE, BuildPaths
-from rmb_build.pipeline import steps
+from rmb_build.pipeline import stage_stats
+from rmb_build.pipeline import stages as build_stages
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.executor import Timed
 from rmb_build.pipeline.keys import stage_key
@@ -23,7 +24,6 @@ from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runner import Runner
-from rmb_build.pipeline.stages import STAGES
 from rmb_build.stages.spec import StageEnv, StageSpec, open_store
 
 
@@ -70,9 +70,9 @@ class BuildRun:
     def __post_init__(self) -> None:
         mode = ("bars" if bars_wanted() else "log") if self.options.progress else "off"
         sends: dict[str, tuple[str, ...]] = {}  # a stage's LLM requests: none for a CPU stage
-        for spec in STAGES:
+        for spec in build_stages.STAGES:
             sends[spec.stage] = sends.get(spec.stage, ()) + (spec.requests_of if spec.llm else ())
-        llm_stages = [name for name in self.stages if any(s.llm and s.stage == name for s in STAGES)]
+        llm_stages = [name for name in self.stages if any(s.llm and s.stage == name for s in build_stages.STAGES)]
         self.progress = BuildProgress(
             self.log, mode, lambda: self.client, sends=lambda stage: sends.get(stage, (stage,)), llm_stages=llm_stages
         )
@@ -92,8 +92,13 @@ class BuildRun:
         return self.client.for_phase(spec.stage) if self.planning else self.client
 
     def runs(self, spec: StageSpec) -> bool:
-        """Whether this build runs ``spec``'s stage."""
-        return spec.stage in self.stages
+        """Whether this build runs ``spec``'s stage: listed, and its config section there (a stage whose
+        section the config leaves out, ``style`` without ``style:``, is off)."""
+        return spec.stage in self.stages and (spec.config is None or self.section(spec) is not None)
+
+    def section(self, spec: StageSpec) -> Any:
+        """``spec``'s section of the config (``spec.config``; None for none, or a section the config leaves out)."""
+        return getattr(self.cfg, spec.config) if spec.config else None
 
     def store(self) -> Any:
         """A new object on the build's embedding store (its figures are its own)."""
@@ -103,7 +108,7 @@ class BuildRun:
         """What of the run ``spec``'s work gets: its config section, the client (LLM stages), the
         store's settings (stages that embed)."""
         return StageEnv(
-            section=getattr(self.cfg, spec.config) if spec.config else None,
+            section=self.section(spec),
             client=self.client_for(spec) if spec.llm else None,
             embeddings=self.cfg.embeddings if spec.encoder else None,
             store_dir=str(self.paths.embeddings) if spec.encoder else None,
@@ -160,18 +165,18 @@ class BuildRun:
                 self.state.add_work(stage, t.started, t.seconds)
                 embedded.append(getattr(t, "embeddings", None) or {})
             self.state.add_failures(getattr(t.value, "failures", None) or ())
-        rec.stats = merge_stats([rec.stats, *(steps.stats_of(t.value) for t in outcomes)])
+        rec.stats = merge_stats([rec.stats, *(stage_stats.stats_of(t.value) for t in outcomes)])
         if any(embedded):  # the embedding store's figures, for batches computed in this run
             rec.stats["embeddings"] = merge_stats([rec.stats.get("embeddings") or {}, *embedded])
         cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
-        self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, steps.brief(rec.stats))
+        self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, stage_stats.brief(rec.stats))
         failed = [f for t in outcomes for f in getattr(t.value, "failures", None) or ()]
         if failed:
             self.log.info(
                 "%s: %d failed: %s (each listed in %s)",
                 stage,
                 len(failed),
-                steps.failure_reasons(failed),
+                stage_stats.failure_reasons(failed),
                 self.paths.run / FAILURES_FILE,
             )
         self.state.flush()

@@ -20,8 +20,8 @@ from rmb_build.pipeline.config import BuildConfig, parse_config
 from rmb_build.pipeline.context import RunOptions
 from rmb_build.pipeline.executor import Timed
 from rmb_build.pipeline.manifest import public_config
-from rmb_build.pipeline.runners import make_task_runner
-from rmb_build.pipeline.tasks import bind_storage
+from rmb_build.pipeline.prefect_task_runner import make_task_runner
+from rmb_build.pipeline.prefect_tasks import bind_storage
 from rmb_build.stages.spec import StageEnv, StageSpec
 
 

@@ -16,6 +16,7 @@ from rmb_build.pipeline import stages as build_stages
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.stages import generate, judge
 from rmb_build.stages.generate import check_generators
+from rmb_build.stages.spec import Position
 
 # Stages that may be left out of ``stages``: the pipeline passes their input through.
 
@@ -87,6 +88,13 @@ def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     skippable = [s.name for s in order if s.optional]
     run = []
     for spec in order[: last + 1]:
+        if spec.name in listed and spec.at is None and spec.name not in build_stages.SEQUENCED:
+            raise ConfigError(
+                file,
+                "stages",
+                f"{spec.name!r} has no position to run at: its StageSpec sets no 'at' "
+                f"({', '.join(p.value for p in Position)})",
+            )
         if spec.name in listed:
             run.append(spec.name)
         elif not spec.optional:

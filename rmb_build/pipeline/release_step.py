@@ -9,6 +9,7 @@ flow through one at a time, and what outlives an item is a few small fields and 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import json
@@ -87,26 +88,49 @@ def write_built_release(
     else the release holds (``Style_set/``) once the sets are written, before the audit."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Two builds of one name (sharing a run folder) would otherwise write into, or delete, each
-    # other's .building folder: releases are assembled one at a time, under a lock on their parent
-    # folder (no lock file left behind; the kernel releases it when a killed build's process dies).
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return _write_audited(
+    with _one_at_a_time(target.parent):
+        building = target.with_name(f".{target.name}.building")
+        shutil.rmtree(building, ignore_errors=True)
+        figures = ReleaseFigures()
+        trim = HeapTrimmer(RELEASE_HEADROOM_MB, every=TRIM_CHECK_ITEMS)
+        written = _write_files(entries, building, figures, trim)
+        if more_files is not None:
+            more_files(building)
+        log(f"release: {written['pairwise']} pairwise and {written['bon']} BoN items written; auditing")
+        audit = StreamingAudit(cfg.name, near_duplicates=near_duplicates, embed=embed)
+        shortcuts = ShortcutTally()  # a built release is audited for trivial-scorer shortcuts before it is published
+        for item, file, index in iter_rmb_items(building):  # strict, as `rmb evaluate` reads it
+            audit.add(item, file, index)
+            shortcuts.add(item)
+            trim()
+        report = audit.report()
+        report.shortcuts = shortcuts.table()
+        atomic.write_json(building / AUDIT_FILE, report.to_json())
+        manifest = build_manifest(
             cfg,
-            entries,
-            target,
+            figures,
             accounting=accounting,
             stages=stages,
             failures=failures,
             usage=usage,
-            near_duplicates=near_duplicates,
+            audit=report.summary(),
             checks=checks,
-            log=log,
-            embed=embed,
-            more_files=more_files,
+            embeddings=embed,
         )
+        atomic.write_json(building / MANIFEST_FILE, manifest)
+        _swap_in(building, target)
+        return manifest
+
+
+@contextlib.contextmanager
+def _one_at_a_time(folder: Path) -> Iterator[None]:
+    """Two builds of one name (sharing a run folder) would otherwise write into, or delete, each other's
+    .building folder: releases are assembled one at a time, under a lock on their parent ``folder`` (no lock
+    file left behind; the kernel releases it when a killed build's process dies)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)
 
@@ -144,51 +168,3 @@ def _write_files(
             check_relative_id(scenario_id)
             written[set_name] += write_set_file(building / set_file(set_name, scenario_id), items(group, notes))
     return written
-
-
-def _write_audited(
-    cfg: BuildConfig,
-    entries: Iterable[Entry],
-    target: Path,
-    *,
-    accounting: Accounting,
-    stages: Iterable[Mapping[str, Any]],
-    failures: Mapping[str, int],
-    usage: Any,
-    near_duplicates: bool,
-    checks: Mapping[str, Any] | None,
-    log: Callable[[str], None],
-    embed: Any = None,
-    more_files: Callable[[Path], None] | None = None,
-) -> dict[str, Any]:
-    building = target.with_name(f".{target.name}.building")
-    shutil.rmtree(building, ignore_errors=True)
-    figures = ReleaseFigures()
-    trim = HeapTrimmer(RELEASE_HEADROOM_MB, every=TRIM_CHECK_ITEMS)
-    written = _write_files(entries, building, figures, trim)
-    if more_files is not None:
-        more_files(building)
-    log(f"release: {written['pairwise']} pairwise and {written['bon']} BoN items written; auditing")
-    audit = StreamingAudit(cfg.name, near_duplicates=near_duplicates, embed=embed)
-    shortcuts = ShortcutTally()  # a built release is audited for trivial-scorer shortcuts before it is published
-    for item, file, index in iter_rmb_items(building):  # strict, as `rmb evaluate` reads it
-        audit.add(item, file, index)
-        shortcuts.add(item)
-        trim()
-    report = audit.report()
-    report.shortcuts = shortcuts.table()
-    atomic.write_json(building / AUDIT_FILE, report.to_json())
-    manifest = build_manifest(
-        cfg,
-        figures,
-        accounting=accounting,
-        stages=stages,
-        failures=failures,
-        usage=usage,
-        audit=report.summary(),
-        checks=checks,
-        embeddings=embed,
-    )
-    atomic.write_json(building / MANIFEST_FILE, manifest)
-    _swap_in(building, target)
-    return manifest

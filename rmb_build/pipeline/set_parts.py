@@ -24,7 +24,6 @@ from rmb_build.release.rmb_format import parse_item
 from rmb_build.stages.sets import SCENARIO_ORDER, SetsResult
 
 SETS = (PAIRWISE_SET, BON_SET)
-STYLE_PART = "style"
 
 
 def part_path(folder: str | os.PathLike, batch: int, set_name: str) -> Path:
@@ -61,15 +60,15 @@ def merged(
             yield item, {**note, "uid": str(uid)}
 
 
-def write_style_part(folder: str | os.PathLike, batch: int, variants: Iterable[Any]) -> None:
-    """Keep one batch's style variants (``stages/style.py``'s records), atomically."""
-    atomic.write_jsonl(part_path(folder, batch, STYLE_PART), (v.to_json() for v in variants))
+def write_stage_part(folder: str | os.PathLike, stage: str, batch: int, records: Iterable[Any]) -> None:
+    """Keep one batch's records of a stage on items (e.g. ``stages/style.py``'s variants), atomically."""
+    atomic.write_jsonl(part_path(folder, batch, stage), (r.to_json() if hasattr(r, "to_json") else r for r in records))
 
 
-def style_parts(folder: str | os.PathLike, batches: Sequence[int]) -> Iterator[dict[str, Any]]:
-    """Every batch's kept style variants, batch by batch."""
+def stage_parts(folder: str | os.PathLike, stage: str, batches: Sequence[int]) -> Iterator[dict[str, Any]]:
+    """Every batch's kept records of a stage on items, batch by batch."""
     for b in batches:
-        path = part_path(folder, b, STYLE_PART)
+        path = part_path(folder, b, stage)
         if path.exists():
             yield from (rec for _, rec in iter_jsonl(path))
 
@@ -83,4 +82,4 @@ def clear(folder: str | os.PathLike, keep: Iterable[int] = ()) -> None:
             path.unlink()
 
 
-__all__ = ["clear", "merged", "part_path", "style_parts", "write_part", "write_style_part"]
+__all__ = ["clear", "merged", "part_path", "stage_parts", "write_part", "write_stage_part"]

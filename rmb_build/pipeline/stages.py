@@ -1,6 +1,6 @@
 """The build's stages, in the order they run: the one list the build, the dry run, the config's
 ``stages:``, preflight and the Prefect tasks read. Adding a stage: its module in ``rmb_build/stages/``
-ending with ``SPEC = StageSpec(...)``, and one line here."""
+ending with ``SPEC = StageSpec(...)`` that says where it runs (``at``: a ``Position``), and one line here."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from rmb_build.stages import (
     sets,
     style,
 )
-from rmb_build.stages.spec import StageSpec
+from rmb_build.stages.spec import Position, StageSpec
 
 STAGES: tuple[StageSpec, ...] = (
     gather.SPEC,
@@ -41,6 +41,34 @@ STAGES: tuple[StageSpec, ...] = (
 )
 
 
+# The stages ``pipeline/build.py`` runs itself, each at its place in the build; every other stage in ``STAGES``
+# declares where it runs (``StageSpec.at``), and preflight refuses one listed that declares no position.
+SEQUENCED: frozenset[str] = frozenset(
+    s.name
+    for s in (
+        gather.SPEC,
+        embed.SPEC,
+        dedup.SPEC,
+        classify.SPEC,
+        classify.LLM_SPEC,
+        harm_evidence.SPEC,
+        select.SPEC,
+        gold.SPEC,
+        route.SPEC,
+        generate.SPEC,
+        judge.SPEC,
+        guard.SPEC,
+        sets.SPEC,
+        release.SPEC,
+    )
+)
+
+
 def listed() -> tuple[str, ...]:
     """The names the config's ``stages:`` accepts, in build order."""
     return tuple(s.name for s in STAGES if s.listed)
+
+
+def at(position: Position) -> tuple[StageSpec, ...]:
+    """The stages that run at ``position``, in build order."""
+    return tuple(s for s in STAGES if s.at is position)

@@ -3,7 +3,7 @@
 The pipeline reads the ordered specs (``rmb_build.pipeline.stages.STAGES``) and does the rest the same
 way for every stage: the cache key from what the spec says it reads (``pipeline/keys.stage_key``),
 the cache, the timing and the run's stamp (``pipeline/executor.py``), the Prefect task
-(``pipeline/tasks.py``), the run summary under the spec's name. A stage's work function only does the
+(``pipeline/prefect_tasks.py``), the run summary under the spec's name. A stage's work function only does the
 stage's work: ``work(env, *inputs)``, sync (CPU, on the task runner's pool) or async (LLM calls in the
 flow's event loop), with :class:`StageEnv` holding what the run hands it.
 """
@@ -11,9 +11,31 @@ flow's event loop), with :class:`StageEnv` holding what the run hands it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from enum import Enum
+from typing import Any, Callable, Iterable, Sequence
 
 from rmb_build.embed.encoder import store_for
+
+
+class Position(Enum):
+    """Where a stage added to the list runs; ``pipeline/build.py`` runs every stage listed at a position through
+    the same step (key, runner, progress, record). Its work's inputs and what its result's ``records`` are:
+
+    - ``QUERIES``: in each batch's chain before ``generate``: ``work(env, queries)``; its records are the
+      batch's queries from then on (as many as it got: a stage rewrites queries, it drops none);
+    - ``ANSWERS``: in each batch's chain after ``generate``: ``work(env, queries, answers)``; its records
+      are the answers the later stages see;
+    - ``ITEMS``: in each batch's chain after ``build_sets``: ``work(env, queries, spec.takes(section,
+      sets))`` (the batch's sets, ``stages/sets.py``'s result, unless ``takes`` says what of them); its
+      records are kept beside the batch's sets (``pipeline/set_parts.py``) for the release;
+    - ``RUN``: once over the whole run's selected queries, before their batches: ``work(env, queries)``;
+      its records are the selected queries from then on (as many as it got).
+    """
+
+    QUERIES = "queries"
+    ANSWERS = "answers"
+    ITEMS = "items"
+    RUN = "run"
 
 
 @dataclass(frozen=True)
@@ -39,10 +61,18 @@ class StageSpec:
     - ``counts``: what one unit of its work is, for the log and a progress reporter;
     - ``listed``: a name the config's ``stages:`` accepts; ``optional``: one it may leave out before
       the last stage it lists;
-    - ``over``: where a stage added to the list runs: ``"answers"``, in each batch's chain after
-      ``generate`` (``work(env, queries, answers)`` returns a result whose ``records`` are the answers
-      the later stages see); ``"items"``, after ``build_sets`` in each batch's chain, over its pairwise
-      items (``style``; wired in ``pipeline/build.py``, which writes what it makes into the release);
+    - ``at``: where a stage added to the list runs (:class:`Position`); None for the stages the build
+      sequences itself (``pipeline/stages.py``'s ``SEQUENCED``): preflight refuses any other listed without one;
+    - ``takes``: ``takes(section, sets) -> input``, what of a batch's sets an ``ITEMS`` stage's work gets;
+    - ``bound``: ``bound(queries, config) -> calls``, the most LLM calls its batch of ``queries`` sends, for
+      a dry run that cannot know the batch's inputs (an ``ITEMS`` stage's, where its sets are not known);
+    - ``checks``: ``checks(stats) -> section``, the manifest's ``checks.<name>`` from its merged stats (it may refuse
+      figures that do not balance);
+    - ``writes``: ``writes(records, section)`` for an ``ITEMS`` stage whose kept records go into the release: a
+      writer whose ``watch(entries)`` sees the release's items stream by and whose ``write(folder)`` writes its
+      files into the release folder (``section``: its ``checks``, which the writer may add to);
+    - ``plan_note``: ``plan_note(estimates, stand_ins) -> text``, what its figures in a dry run are, for the plan's
+      ``exact.calls`` (``stand_ins``: its answers the plan stood in for);
     - ``of``: the stage this one is a form of (the LLM classifier's batches are ``classify``'s);
     - ``sends``: the stages whose LLM requests its work sends, where not its own (the gold check asks
       the judge and the guard): what its progress line counts;
@@ -65,7 +95,12 @@ class StageSpec:
     counts: str = "queries"
     listed: bool = True
     optional: bool = False
-    over: str | None = None
+    at: Position | None = None
+    takes: Callable[[Any, Any], Any] | None = None
+    bound: Callable[[int, Any], int] | None = None
+    checks: Callable[[Any], dict[str, Any]] | None = None
+    writes: Callable[[Iterable[dict[str, Any]], dict[str, Any]], Any] | None = None
+    plan_note: Callable[[Any, int], str] | None = None
     of: str | None = None
     sends: tuple[str, ...] = ()
     embeds: Callable[[Any, Sequence[Any]], list[str]] | None = None

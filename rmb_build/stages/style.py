@@ -13,21 +13,27 @@ loser (``Pair.set_name`` "bon") are rewritten and checked as a pair's chosen and
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from pydantic import Field
 
+from rmb_build.core import atomic
+from rmb_build.core.errors import RMBError
+from rmb_build.core.items import BonItem
 from rmb_build.core.options import StrictModel
 from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Query, Response
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.core.text import fill, last_user_turn, render_conversation
 from rmb_build.llm.types import ChatRequest
+from rmb_build.release.style_set import style_file, style_record
 from rmb_build.stages import judge
 from rmb_build.stages.common import StageResult, ask, index_queries
 from rmb_build.stages.options import JudgeConfig, StyleConfig
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
 
 STAGE = "style"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")  # RM-Bench's order (release/style_set.py's)
@@ -193,6 +199,107 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
     return out
 
 
+def bon_loser(item: BonItem) -> int:
+    """The loser a BoN item's variants are made of: its last, the lowest-scored (losers are ordered by score),
+    so that the item's preference is its clearest."""
+    return len(item.losers) - 1
+
+
+def rewritten_answers(item: Any) -> tuple[str, str]:
+    """The two answers of a release item that the style stage rewrites: a pairwise item's chosen and rejected,
+    a BoN item's winner and :func:`bon_loser`."""
+    if item.set_name == PAIRWISE_SET:
+        return item.chosen.answer, item.rejected.answer
+    return item.best.answer, item.losers[bon_loser(item)].answer
+
+
+def pairs_of(section: StyleSection, built: Any) -> list[Pair]:
+    """The stage's input from one batch's sets (``stages/sets.py``'s result): every pairwise item's
+    :func:`rewritten_answers`, then with ``style.bon`` every BoN item's."""
+    notes = {(n["set"], n["uid"]): n for n in built.annotations}
+    items = [*built.pairwise, *(built.bon if section.style.bon else ())]
+    return [
+        Pair(query_id=notes[(it.set_name, it.uid)]["query_id"], chosen=c, rejected=r, set_name=it.set_name)
+        for it in items
+        for c, r in [rewritten_answers(it)]
+    ]
+
+
+def accounting(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest's ``checks.style``: items and rewrites kept and dropped (by why); both balance."""
+    dropped = {k: int(stats.get(f"rewrites_dropped_{k}", 0)) for k in DROP_REASONS}
+    out = {
+        "items": int(stats.get("items", 0)),
+        "items_kept": int(stats.get("kept", 0)),
+        "items_dropped": int(stats.get("dropped_items", 0)),
+        "rewrites": int(stats.get("rewrites", 0)),
+        "rewrites_kept": int(stats.get("rewrites_kept", 0)),
+        "rewrites_dropped": dropped,
+    }
+    if "bon_items" in stats:  # style.bon on: how many of the items were BoN items, and kept
+        out["bon_items"], out["bon_items_kept"] = int(stats["bon_items"]), int(stats.get("bon_kept", 0))
+    if out["items"] != out["items_kept"] + out["items_dropped"] or out["rewrites"] != out["rewrites_kept"] + sum(
+        dropped.values()
+    ):
+        raise RMBError(f"style stage: its accounting does not balance: {out}")
+    return out
+
+
+def _key(set_name: str, query_id: str, chosen: str, rejected: str) -> tuple[str, str, str, str]:
+    return (set_name, query_id, chosen, rejected)
+
+
+class StyleWriter:
+    """Collects, as the release's entries stream by, the uid of each pairwise (or BoN) item with kept variants,
+    then writes ``Style_set/`` into the release folder; ``section`` (the manifest's ``checks.style``) gets
+    ``written``. A BoN item's record carries ``set: "bon"`` and the index of its ``loser`` (fields added to
+    INTERFACES.md's record; a pairwise record is written as before)."""
+
+    def __init__(self, variants: Iterable[Mapping[str, Any]], section: dict[str, Any]) -> None:
+        self.variants = {
+            _key(v.get("set", PAIRWISE_SET), v["query_id"], v["chosen_text"], v["rejected_text"]): v for v in variants
+        }
+        self.section = section
+        self.found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+
+    def watch(self, entries: Iterable[tuple[Any, dict]]) -> Iterator[tuple[Any, dict]]:
+        for item, note in entries:
+            extra = {} if item.set_name == PAIRWISE_SET else {"set": BON_SET, "loser": bon_loser(item)}
+            v = self.variants.pop(_key(item.set_name, note["query_id"], *rewritten_answers(item)), None)
+            if v is not None:
+                conversation = item.to_rmb()["conversation_input"]
+                self.found[item.scenario_id].append(
+                    style_record(
+                        item.uid, v["prompt"], conversation, v["chosen"], v["rejected"], item.scenario_id, **extra
+                    )
+                )
+            yield item, note
+
+    def write(self, folder: Path) -> None:
+        for scenario_id in sorted(self.found):
+            atomic.write_json(folder / style_file(scenario_id), self.found[scenario_id])
+        self.section["written"] = sum(len(r) for r in self.found.values())
+        self.section["unmatched"] = len(self.variants)
+
+
+# The dry run plans the stage as the build runs it, on each batch's sets where the plan knows them.
+PLAN_NOTES = {
+    "style_calls_at_most": "the style stage's calls on batches whose sets are not known yet (their answers, "
+    "scores or verdicts not all cached) are bounded in estimates",
+}
+REWRITES_NOTE = (
+    "the style stage's judge calls on rewrites not yet made are an upper bound (a failed, cut or repeated "
+    "rewrite is not judged)"
+)
+
+
+def plan_note(estimates: Mapping[str, Any], rewrites_to_make: int = 0) -> str:
+    """What the style stage's figures in a dry run are, for its ``exact.calls``: ``estimates`` holds its bound
+    where some batch's sets were not known; ``rewrites_to_make`` rewrites the plan stood in for."""
+    notes = [text for key, text in PLAN_NOTES.items() if key in estimates]
+    return "".join(f"; {text}" for text in [*notes, *([REWRITES_NOTE] if rewrites_to_make else [])])
+
+
 def calls_at_most(queries: int, cfg: Any) -> int:
     """The most LLM calls the stage sends for ``queries`` selected queries (build config ``cfg``): per pairwise
     item, six rewrites and the judge's samples of each (the originals' judge requests are the judge stage's,
@@ -213,5 +320,10 @@ SPEC = StageSpec(
     answers=True,
     counts="items",
     optional=True,
-    over="items",
+    at=Position.ITEMS,
+    takes=pairs_of,
+    bound=calls_at_most,
+    checks=accounting,
+    writes=StyleWriter,
+    plan_note=plan_note,
 )

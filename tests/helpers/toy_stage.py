@@ -9,7 +9,7 @@ from typing import Sequence
 
 from rmb_build.core.records import Query, Response
 from rmb_build.stages.common import StageResult
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
 
 SIGNATURE = " (signed)"
 
@@ -19,4 +19,4 @@ async def sign_batch(env: StageEnv, queries: Sequence[Query], answers: Sequence[
     return StageResult(records=signed, stats={"signed": len(signed)})
 
 
-SPEC = StageSpec("sign", sign_batch, config="generators", over="answers", optional=True, counts="answers")
+SPEC = StageSpec("sign", sign_batch, config="generators", at=Position.ANSWERS, optional=True, counts="answers")

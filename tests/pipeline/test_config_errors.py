@@ -134,7 +134,7 @@ def test_dask_runner_without_prefect_dask_is_a_config_error(tmp_path):
     pytest.importorskip("prefect")
     from importlib.util import find_spec
 
-    from rmb_build.pipeline.runners import make_task_runner
+    from rmb_build.pipeline.prefect_task_runner import make_task_runner
 
     assert type(make_task_runner(RunConfig())).__name__ == "ThreadPoolTaskRunner"
     cfg = parse_config(_config(tmp_path, run={"task_runner": "dask", "dask_address": "tcp://127.0.0.1:8786"}))
