@@ -181,10 +181,9 @@ def goal_of(scenario: str) -> str:
     return parse_scenario_id(scenario).goal
 
 
-# How many items' worth of the pool's variance each scenario's own variance is shrunk toward (see
-# pooled_interval): 4 held the calibration suite's layouts in 93-97% (docs/calibration.md), 1-2 over-covered
-# the macro of small scenarios, the pool alone (no scenario's own) under-covered layouts whose small
-# scenarios are the less accurate.
+# How many items' worth of its prior each scenario's own variance is shrunk toward (see pooled_interval): 4 held
+# the calibration suite's layouts in 93-98% (docs/calibration.md); the pool alone, with no floor at the scenario's
+# own mean, held a goal of one large sure scenario and eight one-item unsure ones 32% of the time.
 POOL_PRIOR_ITEMS = 4.0
 
 
@@ -195,15 +194,19 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     scenarios fixed, each one's items a sample of it), ``theta_s`` the expected outcome of an item of s.
 
     ``Var(F^) = sum_s w_s^2 sigma_s^2 / n_s``. ``sigma_s^2`` is scenario s's own within-scenario variance shrunk
-    toward its pool's: ``(SS_s + k sigma_pool^2) / (n_s - 1 + k)``, ``k = POOL_PRIOR_ITEMS``, so a scenario of
-    one to four items rests on its pool and one of 200 on itself. The pool's variance is the residuals around
-    each scenario's own mean over their degrees of freedom, with one pseudo-degree of freedom at the pool's
-    largest possible variance ``m (1 - m)`` (m its mean outcome) to keep it off 0; a pool of one-item
-    scenarios uses the residuals around the pool's mean (between-scenario spread included: wider). The
+    toward a prior: ``(SS_s + k prior_s) / (n_s - 1 + k)``, ``k = POOL_PRIOR_ITEMS``, so a scenario of one to
+    four items rests on its prior and one of 200 on itself. ``prior_s`` is its pool's variance, but never less
+    than ``p (1 - p)`` at the scenario's own mean with half a win and half a loss added (the largest variance
+    an outcome in [0, 1] of that mean can have): a goal whose pool is one large, sure scenario would otherwise
+    lend its small variance to small, unsure ones. The pool's variance is the residuals around each
+    scenario's own mean over their degrees of freedom, with one pseudo-degree of freedom at the pool's largest
+    possible variance ``m (1 - m)`` (m its mean outcome) to keep it off 0; a pool of one-item scenarios uses
+    the residuals around the pool's mean (between-scenario spread included: wider). The
     interval is Wilson's score interval at the Korn and Graubard effective size: ``n* = F^(1 - F^) / Var^``
     (the weights' own effective size where the variance is 0), times ``(z / t_df)^2`` with ``df`` the
-    variance's Satterthwaite degrees of freedom (``n_s - 1 + k`` a scenario), so a variance estimated from
-    few items widens the interval. It stays inside [0, W] and never has zero width.
+    variance's Satterthwaite degrees of freedom (``n_s - 1 + k`` a scenario, the prior counted as independent:
+    approximate), so a variance estimated from few items widens the interval. It stays inside [0, W] and
+    never has zero width. A weight or outcome that is not finite is a ValueError.
     """
     from statistics import NormalDist
 
@@ -216,6 +219,7 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     sizes = np.array([len(o) for o in outcomes], dtype=float)
     if np.any(sizes == 0):
         raise ValueError("an interval needs at least one item per scenario")
+    _check_finite(weights, outcomes)
     means = np.array([float(o.mean()) for o in outcomes])
     squares = np.array([float(np.sum((o - m) ** 2)) for o, m in zip(outcomes, means)])
     pools: dict[str, list[int]] = {}
@@ -229,9 +233,11 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
         if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
             within, df = float(np.sum((values - m) ** 2)), len(values) - 1
         pool_variance[members] = (within + m * (1 - m)) / (df + 1)
+    smoothed = (means * sizes + 0.5) / (sizes + 1)  # half a win and half a loss added (Jeffreys)
+    prior = np.maximum(pool_variance, smoothed * (1 - smoothed))
     k = POOL_PRIOR_ITEMS
     scenario_df = sizes - 1 + k
-    variance = (squares + k * pool_variance) / scenario_df
+    variance = (squares + k * prior) / scenario_df
     estimate = float(np.sum(w * means))
     terms = w**2 * variance / sizes
     var = float(terms.sum())
@@ -248,6 +254,11 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     return [total * max(0.0, float(centre - half)), total * min(1.0, float(centre + half))]
 
 
+def _check_finite(weights: np.ndarray, outcomes: Sequence[np.ndarray]) -> None:
+    if not np.all(np.isfinite(weights)) or not all(np.all(np.isfinite(o)) for o in outcomes):
+        raise ValueError("an interval needs finite weights and outcomes")
+
+
 def pooled_difference(
     parts: Sequence[tuple[float, np.ndarray, str]], alpha: float = ALPHA
 ) -> dict[str, float | list[float]]:
@@ -258,7 +269,9 @@ def pooled_difference(
     scenario's population of items (the scenarios fixed, the items a sample both RMs scored).
 
     ``Var(D^) = sum_s w_s^2 sigma_s^2 / n_s``, ``sigma_s^2`` scenario s's own variance of the differences shrunk
-    toward its pool's as in ``pooled_interval``; the pool's has one pseudo-degree of freedom at the variance the
+    toward its pool's as in ``pooled_interval``, the prior never below the scenario's own differences' variance
+    with half an item of difference 1 added to their second moment (the floor ``pooled_interval`` puts at ``p (1 -
+    p)``); the pool's has one pseudo-degree of freedom at the variance the
     pool's differences have once a pseudo pair (+1, -1) joins them, so two RMs that agree on every item still get
     a non-zero width. The interval is ``D^ +- t SE`` (Student's t on the variance's Satterthwaite degrees of
     freedom), clipped to [-W, W]; the two-sided p-value is the same t's, so the interval excludes 0 exactly when
@@ -270,6 +283,7 @@ def pooled_difference(
     sizes = np.array([len(d) for _, d, _ in parts], dtype=float)
     if np.any(sizes == 0):
         raise ValueError("an interval needs at least one item per scenario")
+    _check_finite(weights, [np.asarray(d, dtype=float) for _, d, _ in parts])
     means = np.array([float(np.mean(d)) for _, d, _ in parts])
     pools: dict[str, list[int]] = {}
     for i, (_, _, pool) in enumerate(parts):
@@ -283,8 +297,11 @@ def pooled_difference(
         if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
             within, df = float(np.sum((values - values.mean()) ** 2)), len(values) - 1
         pool_variance[members] = (within + prior) / (df + 1)
+    # never below the scenario's own differences' variance with half an item of |A - B| = 1 added (Jeffreys)
+    second = (squares + sizes * means**2 + 0.5) / (sizes + 1)
+    own = second - (means * sizes / (sizes + 1)) ** 2
     scenario_df = sizes - 1 + POOL_PRIOR_ITEMS
-    terms = weights**2 * (squares + POOL_PRIOR_ITEMS * pool_variance) / scenario_df / sizes
+    terms = weights**2 * (squares + POOL_PRIOR_ITEMS * np.maximum(pool_variance, own)) / scenario_df / sizes
     diff = float(np.sum(weights * means))
     se = float(np.sqrt(terms.sum()))
     dof = float(terms.sum() ** 2 / np.sum(terms**2 / scenario_df))
