@@ -39,8 +39,8 @@ METHOD = (
     "mid-p (Clopper-Pearson with the observed count's probability halved) for proportions; for ties counted "
     "half, Clopper-Pearson carried through the mean by seeded Monte Carlo; "
     "for means of several scenario accuracies, Wilson's interval at the Korn-Graubard effective size, each "
-    "scenario's variance shrunk toward its goal's pooled variance, with Student's t on the variance's "
-    "Satterthwaite degrees of freedom (see rmb_build/core/intervals.py)"
+    "scenario's variance shrunk toward its goal's pooled variance (never below p(1-p) at its own smoothed mean), "
+    "with Student's t on the variance's Satterthwaite degrees of freedom (see rmb_build/core/intervals.py)"
 )
 
 

@@ -9,7 +9,8 @@ predictions.jsonl: the set, the turns' role and content, the answers), scenarios
 
 Method. A figure over several scenarios and at least ``POOLED_FROM`` (100) items (``rmb_overall``, its cells, a
 goal) gets ``core.intervals.pooled_difference``: a t interval and p from the items' differences, each scenario's
-variance shrunk toward its goal's pooled one, so that a scenario of one item counts with its goal's spread. The construction below,
+variance shrunk toward its goal's pooled one and never below what its own items allow, so that a scenario of one
+item counts with its goal's spread and a small unsure one beside a large sure one with its own. The construction below,
 conservative by design, kept a scenario of one item at a pseudo-item's full weight: on every RMB scenario with 1
 to 4 items, two RMs of equal accuracy got a mean p of 0.70 and no rejection (docs/calibration-uncertainty.md).
 Below that size, and for one scenario, the construction stays (exact McNemar for one scenario of 0/1 outcomes).
@@ -264,7 +265,8 @@ def figure(members: Sequence[Paired], weights: Sequence[float], pseudo: np.ndarr
     """``{"n", "a", "b", "diff", "ci95", "p"}`` of sum_s w_s (mean A_s - mean B_s); ``pseudo``: Gamma(1) draws.
 
     Several scenarios and at least ``POOLED_FROM`` items: the pooled variance (``core.intervals.pooled_difference``),
-    which keeps its coverage where scenarios hold 1 to 4 items. Otherwise the Monte Carlo construction of the
+    which holds its 95% (or over-covers, at most 99%) where scenarios hold 1 to 4 items
+    (docs/calibration-uncertainty.md). Otherwise the Monte Carlo construction of the
     module docstring (for one scenario of 0/1 outcomes, the exact McNemar p): conservative, where a t
     approximation on few items is not to be trusted.
     """

@@ -164,7 +164,8 @@ def rmb_overall(samples: Mapping[str, SetDraws]) -> dict[str, Any]:
     Estimand: the mean over the cells present of each cell's mean scenario accuracy, a scenario's accuracy
     being over its population of items (scenarios fixed, items a sample of each). Its interval:
     ``core.intervals.pooled_interval``, each scenario's variance shrunk toward its goal's pooled one, so that a
-    scenario of one item counts with its goal's spread (an item bootstrap gives it none). A cell the release lacks is
+    scenario of one item counts with its goal's spread (an item bootstrap gives it none), never below what its own
+    items allow. A cell the release lacks is
     null, listed in ``missing``; the mean is over the cells present.
     """
     cells: dict[str, tuple[float, list[float], int, list[str], SetDraws]] = {}
