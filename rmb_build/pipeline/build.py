@@ -26,15 +26,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rmb_build.core import paths as P
 from rmb_build.core.errors import RMBError
+from rmb_build.core.items import Item
 from rmb_build.core.jsonable import jsonable
 from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
 from rmb_build.llm import LLMClient
-from rmb_build.llm.planning import PlanningClient
+from rmb_build.llm.planning import PlanningClient, Watched
 from rmb_build.pipeline import label_checks, set_parts, stage_stats, stages
 from rmb_build.pipeline.context import BuildRun, RunOptions
 from rmb_build.pipeline.executor import Timed, is_async
@@ -81,6 +82,7 @@ async def _step(run: BuildRun, spec: StageSpec, *inputs: Any) -> Timed:
 
 def _same_queries(spec: StageSpec, queries: list[Any], result: Any) -> list[Any]:
     """The queries a ``QUERIES`` or ``RUN`` stage's result holds: as many as it got (the accounting counts them)."""
+    assert spec.at is not None, spec.name
     out = list(result.records)
     if len(out) != len(queries):
         raise RMBError(f"stage {spec.name!r} at {spec.at.value}: got {len(queries)} queries, returned {len(out)}")
@@ -219,6 +221,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
 
         chains = await asyncio.gather(*(chain(i, b) for i, b in enumerate(batches)))
     finally:
+        assert run.client is not None  # generate runs: an LLM stage
         state.usage_run = jsonable(run.client.usage())
         state.flush()
     if run.planning:
@@ -301,9 +304,9 @@ async def _on_items(
     return done
 
 
-def _answered_by(run: BuildRun) -> contextlib.AbstractContextManager[Any]:
+def _answered_by(run: BuildRun) -> contextlib.AbstractContextManager[Watched | None]:
     """In a dry run, what the planner answered within the block (``PlanningClient.watch``); else None."""
-    return run.client.watch() if run.planning else contextlib.nullcontext()
+    return PlanningClient.watch() if run.planning else contextlib.nullcontext()
 
 
 def _last_answers(outcomes: dict[str, Timed]) -> str:
@@ -334,7 +337,7 @@ def _release(
     run: BuildRun,
     checks: dict[str, Any],
     routing: Any,
-    entries: Iterator[tuple[Any, dict]],
+    entries: Iterator[tuple[Item, Mapping[str, Any]]],
     more_files: Callable[[Path], None] | None = None,
 ) -> dict[str, Any]:
     """Write, audit and swap in the release from the merged batches' items (streamed, never all in memory)."""
@@ -392,6 +395,7 @@ def _embedded_first(
     """The queries ``pool`` holds, read back from ``spill`` (written here unless ``written``) once ``spec``'s
     texts (``spec.embeds``) are in the build's store: they wait on disk while the encoder runs (its pass
     is the build's peak of memory)."""
+    assert spec.embeds is not None, spec.name
     queries = pool.pop()
     texts = spec.embeds(run.env(spec).section, queries)
     if not written:
@@ -433,6 +437,7 @@ def _planned(
     asked, plus ``exact`` (what each figure is) and ``estimates`` (what the plan cannot count)."""
     cfg = run.cfg
     planner = run.client or PlanningClient(cfg.endpoints)  # no LLM stage: an empty plan
+    assert isinstance(planner, PlanningClient)  # a dry run's client
     estimates: dict[str, Any] = {}
     if routed is not None:
         # a verdict the plan stood in for may route its query away: each could draw a replacement a round

@@ -231,6 +231,7 @@ def _model_at(loc: tuple, root: type[BaseModel] | None = None) -> type[BaseModel
     """The config model (below ``root``, default BuildConfig) that holds the keys at ``loc`` (a pydantic
     error location), if any."""
     rest, source_options = _source_kind_tag(loc)
+    model: object  # a model class, or a type hint (list[...], dict[..., ...], X | None) on the way to one
     if source_options is not None:  # inside one source: its kind's options
         model, loc = source_options, tuple(rest[2:])
     else:

@@ -199,10 +199,10 @@ class EmbeddingClassifier:
         embed: Embed | None = None,
     ) -> "EmbeddingClassifier":
         """Trained on queries that carry a ``scenario_id`` (unlabelled ones are ignored)."""
-        labelled = [q for q in queries if q.scenario_id]
+        labelled = [(q.conversation, q.scenario_id) for q in queries if q.scenario_id]
         return cls.fit(
-            [classifier_text(q.conversation) for q in labelled],
-            [q.scenario_id for q in labelled],
+            [classifier_text(conversation) for conversation, _ in labelled],
+            [scenario_id for _, scenario_id in labelled],
             encoder,
             trained_on,
             backend=backend,
@@ -490,7 +490,9 @@ class LLMClassifier:
         preds: list[Prediction | None] = []
         for res in results:
             parsed = res.parsed if res.error is None else None
-            sid = parsed.get("scenario") if isinstance(parsed, dict) else None
+            if not isinstance(parsed, dict):
+                parsed = {}
+            sid = parsed.get("scenario")
             if isinstance(sid, str) and is_known(sid):
                 conf = parsed.get("confidence")
                 preds.append(Prediction(sid, float(conf) if isinstance(conf, (int, float)) else None))
@@ -540,16 +542,6 @@ def _training_file(cfg: Any) -> list[Any]:
     return [file_identity(cfg.classifier.train_release)]
 
 
-# Both forms read the same key: the LLM's endpoint only where the method is "llm".
-_KEY = dict(
-    config="classifier",
-    endpoints=lambda c: [c.endpoint] if c.method == "llm" else None,
-    identity=_training_file,
-    encoder=True,
-    prompts=("classify", TAXONOMY_FILE),
-)
-
-
 def embedded_texts(cfg: Any, queries: Sequence[Query]) -> list[str]:
     """The texts the embedding classifier's batches look up in the build's store: the queries' classifier
     texts and, without a training release (``cfg``: ``classifier:``), the default training set's."""
@@ -557,5 +549,26 @@ def embedded_texts(cfg: Any, queries: Sequence[Query]) -> list[str]:
     return texts + (default_training_set()[0] if not cfg.train_release else [])
 
 
-SPEC = StageSpec(LLMClassifier.STAGE, classify_batch, **_KEY, optional=True, embeds=embedded_texts)
-LLM_SPEC = StageSpec("classify_llm", classify_llm_batch, **_KEY, llm=True, listed=False, of=SPEC.name)
+SPEC = StageSpec(
+    LLMClassifier.STAGE,
+    classify_batch,
+    config="classifier",
+    endpoints=lambda c: [c.endpoint] if c.method == "llm" else None,
+    identity=_training_file,
+    encoder=True,
+    prompts=("classify", TAXONOMY_FILE),
+    optional=True,
+    embeds=embedded_texts,
+)
+# Both forms read the same key (the LLM's endpoint only where the method is "llm"); the LLM form's batches are
+# classify's
+LLM_SPEC = dataclasses.replace(
+    SPEC,
+    name="classify_llm",
+    work=classify_llm_batch,
+    llm=True,
+    listed=False,
+    optional=False,
+    of=SPEC.name,
+    embeds=None,
+)

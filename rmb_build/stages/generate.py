@@ -104,9 +104,10 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageRes
     """Responses from the results of ``planned.requests``; failed or empty replies become Failures."""
     out: StageResult[Response] = StageResult(failures=list(planned.failures), stats=dict(planned.stats))
     for (q, gen, cut), res in zip(planned.targets, results):
+        text = (res.text or "").strip()
         if not res.ok:
             out.failures.append(Failure(STAGE, q.id, gen.llm_name, res.error or "no reply"))
-        elif not (res.text or "").strip():
+        elif not text:
             out.failures.append(Failure(STAGE, q.id, gen.llm_name, f"empty answer (finish_reason={res.finish_reason})"))
         else:
             out.records.append(
@@ -115,7 +116,7 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageRes
                     gen.llm_name,
                     gen.model,
                     gen.endpoint,
-                    res.text.strip(),
+                    text,
                     res.finish_reason,
                     cut,
                     res.usage.prompt_tokens,

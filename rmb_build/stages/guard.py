@@ -179,7 +179,7 @@ def _guard_prompt(
 
 
 def is_harmlessness(query: Query) -> bool:
-    return bool(query.scenario_id) and parse_scenario_id(query.scenario_id).goal == HARMLESSNESS
+    return parse_scenario_id(query.scenario_id).goal == HARMLESSNESS if query.scenario_id else False
 
 
 Target = tuple[str, str, "str | None", int]  # query id, prompt or response, generator, characters cut

@@ -44,7 +44,7 @@ def measurement() -> dict[str, Any]:
 
 
 def _is_harm(scenario_id: str | None) -> bool:
-    return bool(scenario_id) and parse_scenario_id(scenario_id).goal == HARMLESSNESS
+    return parse_scenario_id(scenario_id).goal == HARMLESSNESS if scenario_id else False
 
 
 def require_evidence(
@@ -59,7 +59,7 @@ def require_evidence(
     threshold = float(measurement()["threshold"])
     by_label_set = Counter(q.labelled_by for q in queries if q.labelled_by and _is_harm(q.scenario_id))
     harm_at = [i for i, q in enumerate(queries) if _is_harm(q.scenario_id) and not q.labelled_by]
-    out, reasons = list(queries), Counter()
+    out, reasons = list(queries), Counter[str]()
     if harm_at:
         proba = clf.predict_proba([classifier_text(queries[i].conversation) for i in harm_at])
         harm_cols = np.array([_is_harm(label) for label in clf.labels])

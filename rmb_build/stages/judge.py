@@ -63,6 +63,8 @@ def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
         if not m:
             return "no JSON object with a 'score' field"
         raw, rationale = m.group(1), ""
+    if raw is None:
+        return "'score' is None, not a number"
     try:
         score = float(raw)
     except OverflowError:  # an integer too large for a float: out of range
@@ -133,6 +135,7 @@ def prepare(
         if problem:
             out.failures.append(Failure(STAGE, r.query_id, r.generator, problem))
             continue
+        assert q is not None and crit is not None  # _criteria_or_problem gives a problem otherwise
         messages, cut = _judge_prompt(q, r.text, load_prompt(crit), budget)
         inputs_cut += bool(cut)
         out.targets.append((r, crit))

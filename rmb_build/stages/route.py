@@ -234,7 +234,7 @@ def alternatives_from(clf: Any, queries: Sequence[Query]) -> dict[str, dict[str,
     if not queries:
         return {}
     proba = clf.predict_proba([classifier_text(q.conversation) for q in queries])
-    goals = [goal_of(label) for label in clf.labels]
+    goals = [parse_scenario_id(label).goal for label in clf.labels]  # its labels are scenario ids, none empty
     out: dict[str, dict[str, str | None]] = {}
     for q, row in zip(queries, proba):
         best: dict[str, tuple[float, str]] = {}

@@ -228,19 +228,23 @@ def pairs_of(section: StyleSection, built: Any) -> list[Pair]:
 def accounting(stats: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest's ``checks.style``: items and rewrites kept and dropped (by why); both balance."""
     dropped = {k: int(stats.get(f"rewrites_dropped_{k}", 0)) for k in DROP_REASONS}
-    out = {
-        "items": int(stats.get("items", 0)),
-        "items_kept": int(stats.get("kept", 0)),
-        "items_dropped": int(stats.get("dropped_items", 0)),
-        "rewrites": int(stats.get("rewrites", 0)),
-        "rewrites_kept": int(stats.get("rewrites_kept", 0)),
+    items, kept, items_dropped = (
+        int(stats.get("items", 0)),
+        int(stats.get("kept", 0)),
+        int(stats.get("dropped_items", 0)),
+    )
+    rewrites, rewrites_kept = int(stats.get("rewrites", 0)), int(stats.get("rewrites_kept", 0))
+    out: dict[str, object] = {
+        "items": items,
+        "items_kept": kept,
+        "items_dropped": items_dropped,
+        "rewrites": rewrites,
+        "rewrites_kept": rewrites_kept,
         "rewrites_dropped": dropped,
     }
     if "bon_items" in stats:  # style.bon on: how many of the items were BoN items, and kept
         out["bon_items"], out["bon_items_kept"] = int(stats["bon_items"]), int(stats.get("bon_kept", 0))
-    if out["items"] != out["items_kept"] + out["items_dropped"] or out["rewrites"] != out["rewrites_kept"] + sum(
-        dropped.values()
-    ):
+    if items != kept + items_dropped or rewrites != rewrites_kept + sum(dropped.values()):
         raise RMBError(f"style stage: its accounting does not balance: {out}")
     return out
 

@@ -10,7 +10,7 @@ and gather, preflight, the gather cache key and the manifest ask the registry.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, get_args
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.json_array import ArrayTail
@@ -110,7 +110,7 @@ def source(kind: str):
     """Register a ``Source`` subclass as source kind ``kind`` (its ``options`` must say ``kind: Literal[kind]``)."""
 
     def register(cls: type[Source]) -> type[Source]:
-        if cls.options.model_fields["kind"].annotation.__args__ != (kind,):
+        if get_args(cls.options.model_fields["kind"].annotation) != (kind,):
             raise ValueError(f"{cls.__name__}.options must declare kind: Literal[{kind!r}]")
         cls.kind = kind
         return SOURCES.add(kind, cls)

@@ -24,6 +24,7 @@ class HfOptions(SourceOptions):
 @source("hf")
 class HfSource(Source):
     options = HfOptions
+    opts: HfOptions
 
     def check(self) -> None:
         # a Hub id (or a local folder): `datasets` reports a bad one when gather opens it
@@ -31,7 +32,7 @@ class HfSource(Source):
             raise SourceError("a 'hf' source needs a 'path'")
 
     def _remote(self) -> bool:
-        return bool(self.opts.path) and not Path(self.opts.path).exists()
+        return not Path(self.opts.path).exists() if self.opts.path else False
 
     def label(self) -> str:
         o = self.opts

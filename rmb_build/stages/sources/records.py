@@ -164,7 +164,7 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
 
 
 def _check_labelled_only(source_id: str, src: SourceConfig) -> None:
-    if src.labelled_only:
+    if src.labelled_only and src.labels:  # SourceOptions refuses labelled_only without labels
         _labelled_only(source_id, load_label_set(src.labels))
 
 
