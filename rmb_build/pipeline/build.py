@@ -26,17 +26,17 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from rmb_build.core import paths as P
 from rmb_build.core.errors import RMBError
-from rmb_build.core.items import Item
 from rmb_build.core.jsonable import jsonable
 from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
 from rmb_build.llm import LLMClient
 from rmb_build.llm.planning import PlanningClient, Watched
 from rmb_build.pipeline import label_checks, set_parts, stage_stats, stages
+from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.context import BuildRun, RunOptions
 from rmb_build.pipeline.executor import Timed, is_async
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, sources_section
@@ -60,10 +60,12 @@ from rmb_build.stages import (
 )
 from rmb_build.stages.gather import read_queries, write_queries
 from rmb_build.stages.sets import finished
-from rmb_build.stages.spec import Position, StageSpec
+from rmb_build.stages.spec import Entry, Position, ReleaseWriter, StageSpec
+
+T = TypeVar("T")
 
 
-def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
+def batched(items: Sequence[T], size: int) -> list[list[T]]:
     """``items`` in batches of ``size`` (one empty batch for no items, so every stage still reports)."""
     return [list(items[i : i + size]) for i in range(0, len(items), size)] or [[]]
 
@@ -90,7 +92,7 @@ def _same_queries(spec: StageSpec, queries: list[Any], result: Any) -> list[Any]
 
 
 async def run_pipeline(
-    cfg: Any, runner: Runner, workdir: str | os.PathLike | None = None, options: RunOptions | None = None
+    cfg: BuildConfig, runner: Runner, workdir: str | os.PathLike | None = None, options: RunOptions | None = None
 ) -> dict[str, Any]:
     """Build the release ``cfg`` describes, every batch through ``runner``; returns the run summary.
 
@@ -258,7 +260,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         )
     n_batches = len(batches)
     del selected, batches, chains
-    entries = set_parts.merged(sets_dir, range(n_batches))
+    entries: Iterator[Entry] = set_parts.merged(sets_dir, range(n_batches))
     with run.progress.step(release.SPEC.name):
         writers = [  # what the stages on items add to the release (``style``: Style_set/)
             spec.writes(set_parts.stage_parts(sets_dir, spec.name, range(n_batches)), checks.setdefault(spec.name, {}))
@@ -283,7 +285,7 @@ def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], 
     return built
 
 
-def _written_by(writers: list[Any]) -> Callable[[Path], None]:
+def _written_by(writers: list[ReleaseWriter]) -> Callable[[Path], None]:
     """The release's files that the stages on items write (``StageSpec.writes``), into its folder."""
 
     def write(folder: Path) -> None:
@@ -336,8 +338,8 @@ def _slim(t: Timed) -> Timed:
 def _release(
     run: BuildRun,
     checks: dict[str, Any],
-    routing: Any,
-    entries: Iterator[tuple[Item, Mapping[str, Any]]],
+    routing: route.Routing | None,
+    entries: Iterator[Entry],
     more_files: Callable[[Path], None] | None = None,
 ) -> dict[str, Any]:
     """Write, audit and swap in the release from the merged batches' items (streamed, never all in memory)."""
@@ -431,7 +433,7 @@ def _final_flush(run: BuildRun, more_embeddings: dict[str, Any] | None = None, *
 
 
 def _planned(
-    run: BuildRun, selected: int, routed: Any = None, style_estimates: dict[str, int] | None = None
+    run: BuildRun, selected: int, routed: route.Routed | None = None, style_estimates: dict[str, int] | None = None
 ) -> dict[str, Any]:
     """The dry run's result: the planner's report (``rmb_build.llm.planning``) of what the build's steps
     asked, plus ``exact`` (what each figure is) and ``estimates`` (what the plan cannot count)."""
@@ -523,7 +525,7 @@ async def _llm_chain(run: BuildRun, batch: list[Any]) -> tuple[list[Any], dict[s
     return batch, {**out, judge.SPEC.name: judged, guard.SPEC.name: guarded}
 
 
-def _chains_at_once(cfg: Any) -> int:
+def _chains_at_once(cfg: BuildConfig) -> int:
     """Batches in their LLM chain at once: enough queued requests to fill every endpoint's slots
     twice over, at least 4; a bound that does not grow with the build (each chain's prompts and
     replies are in memory while it runs)."""
@@ -532,7 +534,7 @@ def _chains_at_once(cfg: Any) -> int:
     return max(4, -(-2 * slots // cfg.run.batch_size))
 
 
-def _one_slot(cfg: Any, *endpoint_names: str) -> bool:
+def _one_slot(cfg: BuildConfig, *endpoint_names: str) -> bool:
     """True when the endpoints are one server that answers one request at a time (the embedded one)."""
     eps = [cfg.endpoints[name] for name in endpoint_names]
     if all(ep.embedded for ep in eps):  # every embedded model is served by the same llama.cpp process(es)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Sequence, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
+from rmb_build.core.items import Item
 from rmb_build.embed.encoder import store_for
 from rmb_build.llm.types import ChatClient
 from rmb_build.stages.options import EmbeddingsConfig
@@ -43,6 +45,17 @@ class Position(Enum):
     ANSWERS = "answers"
     ITEMS = "items"
     RUN = "run"
+
+
+Entry = tuple[Item, Mapping[str, Any]]  # an item of the release and its line of annotations.jsonl
+
+
+class ReleaseWriter(Protocol):
+    """What an ``ITEMS`` stage's ``writes`` makes: it sees the release's entries stream by, then writes its files."""
+
+    def watch(self, entries: Iterable[Entry]) -> Iterator[Entry]: ...
+
+    def write(self, folder: Path) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -106,7 +119,7 @@ class StageSpec:
     takes: Callable[[Any, Any], Any] | None = None
     bound: Callable[[int, BuildConfig], int] | None = None
     checks: Callable[[Any], dict[str, Any]] | None = None
-    writes: Callable[[Iterable[dict[str, Any]], dict[str, Any]], Any] | None = None
+    writes: Callable[[Iterable[dict[str, Any]], dict[str, Any]], ReleaseWriter] | None = None
     plan_note: Callable[[Any, int], str] | None = None
     of: str | None = None
     sends: tuple[str, ...] = ()

@@ -33,7 +33,7 @@ from rmb_build.release.style_set import style_file, style_record
 from rmb_build.stages import judge
 from rmb_build.stages.common import StageResult, ask, index_queries
 from rmb_build.stages.options import JudgeConfig, StyleConfig
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Entry, Position, StageEnv, StageSpec
 
 STAGE = "style"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")  # RM-Bench's order (release/style_set.py's)
@@ -266,9 +266,9 @@ class StyleWriter:
         self.section = section
         self.found: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
-    def watch(self, entries: Iterable[tuple[Any, dict]]) -> Iterator[tuple[Any, dict]]:
+    def watch(self, entries: Iterable[Entry]) -> Iterator[Entry]:
         for item, note in entries:
-            extra = {} if item.set_name == PAIRWISE_SET else {"set": BON_SET, "loser": bon_loser(item)}
+            extra = {"set": BON_SET, "loser": bon_loser(item)} if isinstance(item, BonItem) else {}
             v = self.variants.pop(_key(item.set_name, note["query_id"], *rewritten_answers(item)), None)
             if v is not None:
                 conversation = item.to_rmb()["conversation_input"]
