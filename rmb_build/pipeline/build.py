@@ -33,6 +33,7 @@ from rmb_build.core.errors import RMBError
 from rmb_build.core.jsonable import jsonable
 from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
+from rmb_build.core.records import Failure, Query
 from rmb_build.llm import LLMClient
 from rmb_build.llm.planning import PlanningClient, Watched
 from rmb_build.pipeline import label_checks, set_parts, stage_stats, stages
@@ -58,6 +59,7 @@ from rmb_build.stages import (
     select,
     sets,
 )
+from rmb_build.stages.common import StageResult
 from rmb_build.stages.gather import read_queries, write_queries
 from rmb_build.stages.sets import finished
 from rmb_build.stages.spec import Entry, Position, ReleaseWriter, StageSpec
@@ -77,12 +79,12 @@ def _uses_llm(run: BuildRun) -> bool:
     return run.runs(generate.SPEC) or (run.runs(classify.SPEC) and run.cfg.classifier.method == "llm")
 
 
-async def _step(run: BuildRun, spec: StageSpec, *inputs: Any) -> Timed:
+async def _step(run: BuildRun, spec: StageSpec, *inputs: object) -> Timed:
     """``spec`` over one batch through the run's step: awaited (an async work), or here and now (a CPU work)."""
     return await run.acall(spec, *inputs) if is_async(spec) else run.call(spec, *inputs)
 
 
-def _same_queries(spec: StageSpec, queries: list[Any], result: Any) -> list[Any]:
+def _same_queries(spec: StageSpec, queries: list[Query], result: StageResult[Query]) -> list[Query]:
     """The queries a ``QUERIES`` or ``RUN`` stage's result holds: as many as it got (the accounting counts them)."""
     assert spec.at is not None, spec.name
     out = list(result.records)
@@ -126,7 +128,7 @@ async def run_pipeline(
         thaw()  # give_back froze what it kept between stages
 
 
-def _gather_and_dedup(run: BuildRun) -> list[Any]:
+def _gather_and_dedup(run: BuildRun) -> list[Query]:
     """The gathered queries (written to the raw folder), less duplicates; the accounting so far in ``run.acc``."""
     cfg, paths = run.cfg, run.paths
     gathered = run.record(gather.SPEC, [run.call(gather.SPEC, str(paths.raw / P.QUARANTINE), cfg.run.max_queries)])[0]
@@ -143,7 +145,7 @@ def _gather_and_dedup(run: BuildRun) -> list[Any]:
     return deduped.kept
 
 
-async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]:
+async def _from_classify(run: BuildRun, pool: list[list[Query]]) -> dict[str, Any]:
     """Classify, select, then the LLM stages and the release, all through ``run.client``. ``pool`` holds
     the deduplicated queries; it is emptied, so that they are freed once selection and routing are done."""
     cfg, paths, state, acc, log = run.cfg, run.paths, run.state, run.acc, run.log
@@ -201,7 +203,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
         bounds: dict[str, list[int]] = {}  # a dry run's: the calls of item stages on batches whose sets it cannot know
 
-        async def chain(index: int, batch: list[Any]) -> dict[str, Timed]:
+        async def chain(index: int, batch: list[Query]) -> dict[str, Timed]:
             async with at_once:
                 with _answered_by(run) as seen:
                     batch, outcomes = await _llm_chain(run, batch)
@@ -272,7 +274,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         return _release(run, checks, routing, entries, _written_by(writers) if writers else None)
 
 
-def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]) -> Timed:
+def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Query], outcomes: dict[str, Timed]) -> Timed:
     """One judged and guarded batch's pairwise and BoN items, kept in ``sets_dir`` (``set_parts``)
     and counted in ``run.acc``."""
     responses = outcomes[_last_answers(outcomes)].value.records
@@ -296,7 +298,7 @@ def _written_by(writers: list[ReleaseWriter]) -> Callable[[Path], None]:
 
 
 async def _on_items(
-    run: BuildRun, spec: StageSpec, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]
+    run: BuildRun, spec: StageSpec, sets_dir: Path, index: int, batch: list[Query], outcomes: dict[str, Timed]
 ) -> Timed:
     """A stage on items over one batch's sets (what of them its spec ``takes``), its records kept in ``sets_dir``."""
     built = outcomes[sets.SPEC.name].value
@@ -321,7 +323,7 @@ class _Done:
     """What the flow keeps of a finished batch's stage result: its stats, failures and record count."""
 
     stats: dict[str, Any]
-    failures: tuple[Any, ...]
+    failures: tuple[Failure, ...]
     count: int
 
 
@@ -383,7 +385,7 @@ def _release(
     }
 
 
-def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> list[Any]:
+def _classify_on_runner(run: BuildRun, pool: list[list[Query]]) -> list[Query]:
     """The embedding classifier over batches on the configured task runner: the queries ``pool`` holds,
     classified (its texts embedded first, ``_embedded_first``)."""
     queries = _embedded_first(run, classify.SPEC, pool, run.paths.run / P.DEDUPED_QUERIES)
@@ -392,8 +394,8 @@ def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> list[Any]:
 
 
 def _embedded_first(
-    run: BuildRun, spec: StageSpec, pool: list[list[Any]], spill: Path, written: bool = False
-) -> list[Any]:
+    run: BuildRun, spec: StageSpec, pool: list[list[Query]], spill: Path, written: bool = False
+) -> list[Query]:
     """The queries ``pool`` holds, read back from ``spill`` (written here unless ``written``) once ``spec``'s
     texts (``spec.embeds``) are in the build's store: they wait on disk while the encoder runs (its pass
     is the build's peak of memory)."""
@@ -482,7 +484,7 @@ def _planned(
     return {"dry_run": True, "selected": selected, "estimate": estimate, "run": str(run.paths.run)}
 
 
-async def _llm_chain(run: BuildRun, batch: list[Any]) -> tuple[list[Any], dict[str, Timed]]:
+async def _llm_chain(run: BuildRun, batch: list[Query]) -> tuple[list[Query], dict[str, Timed]]:
     """One batch through the stages on queries, generate and the stages on answers, then judge and guard
     side by side: the batch's queries (as the stages on queries left them) and each stage's outcome."""
     cfg, log = run.cfg, run.log

@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 import numpy as np
 import yaml
@@ -39,7 +39,12 @@ from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
 from rmb_build.core.text import last_user_turn
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
+from rmb_build.llm.types import ChatClient
+from rmb_build.stages.options import ClassifierConfig
 from rmb_build.stages.spec import StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+    from rmb_build.pipeline.config import BuildConfig
 
 TAXONOMY_FILE = "taxonomy.yaml"
 log = logging.getLogger(__name__)
@@ -431,7 +436,7 @@ class LLMClassifier:
 
     def __init__(
         self,
-        client: Any,
+        client: ChatClient,
         endpoint: str,
         model: str,
         *,
@@ -530,19 +535,19 @@ async def classify_llm_batch(env: StageEnv, queries: Sequence[Query]) -> list[Qu
 
     cfg = env.section
     fallback = await asyncio.to_thread(build_classifier, cfg.train_release, env.embeddings, env.store)
-    clf = LLMClassifier(env.client, cfg.endpoint, cfg.model, fallback=fallback)
-    results = await ask(env.client, clf.plan(queries), desc=clf.STAGE)
+    clf = LLMClassifier(env.chat(), cfg.endpoint, cfg.model, fallback=fallback)
+    results = await ask(env.chat(), clf.plan(queries), desc=clf.STAGE)
     preds = await asyncio.to_thread(clf.collect, queries, results)  # the fallback encodes on the CPU
     return apply_predictions(queries, preds, cfg.min_confidence)
 
 
-def _training_file(cfg: Any) -> list[Any]:
+def _training_file(cfg: BuildConfig) -> list[object]:
     from rmb_build.stages.sources import file_identity
 
     return [file_identity(cfg.classifier.train_release)]
 
 
-def embedded_texts(cfg: Any, queries: Sequence[Query]) -> list[str]:
+def embedded_texts(cfg: ClassifierConfig, queries: Sequence[Query]) -> list[str]:
     """The texts the embedding classifier's batches look up in the build's store: the queries' classifier
     texts and, without a training release (``cfg``: ``classifier:``), the default training set's."""
     texts = [classifier_text(q.conversation) for q in queries]

@@ -6,7 +6,7 @@ from typing import Any, Mapping, Sequence
 
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.records import Failure, Query, Response
-from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     StageResult,
     ask,
@@ -137,7 +137,7 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageRes
 async def generate(
     queries: Sequence[Query],
     generators: Sequence[GeneratorConfig],
-    client: Any,
+    client: ChatClient,
     *,
     endpoints: Mapping[str, Any] | None = None,
 ) -> StageResult[Response]:
@@ -156,7 +156,7 @@ def _what_generation_reads(query: Query) -> dict[str, Any]:
 
 
 async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Response]:
-    return await generate(queries, env.section, env.client)
+    return await generate(queries, env.section, env.chat())
 
 
 SPEC = StageSpec(

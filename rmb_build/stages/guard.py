@@ -23,7 +23,7 @@ from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Failure, GuardLabel, Query, Response
 from rmb_build.core.taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
 from rmb_build.core.text import fill, render_conversation
-from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     StageResult,
     ask,
@@ -284,7 +284,7 @@ async def guard(
     queries: Sequence[Query],
     responses: Sequence[Response],
     cfg: GuardConfig,
-    client: Any,
+    client: ChatClient,
     *,
     endpoints: Mapping[str, Any] | None = None,
     every_prompt: bool = False,
@@ -314,7 +314,7 @@ def apply_prompt_scenarios(queries: Iterable[Query], labels: Iterable[GuardLabel
 async def guard_batch(
     env: StageEnv, queries: Sequence[Query], responses: Sequence[Response]
 ) -> StageResult[GuardLabel]:
-    return await guard(queries, responses, env.section, env.client)
+    return await guard(queries, responses, env.section, env.chat())
 
 
 SPEC = StageSpec(

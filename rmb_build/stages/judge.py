@@ -18,7 +18,7 @@ from rmb_build.core.prompting import criteria_path, load_prompt
 from rmb_build.core.records import Failure, JudgeScore, Query, Response
 from rmb_build.core.text import fill, render_conversation
 from rmb_build.llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
-from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     StageResult,
     ask,
@@ -214,7 +214,7 @@ async def judge(
     queries: Sequence[Query],
     responses: Sequence[Response],
     cfg: JudgeConfig,
-    client: Any,
+    client: ChatClient,
     *,
     endpoints: Mapping[str, Any] | None = None,
 ) -> StageResult[JudgeScore]:
@@ -228,7 +228,7 @@ async def judge(
 async def judge_batch(
     env: StageEnv, queries: Sequence[Query], responses: Sequence[Response]
 ) -> StageResult[JudgeScore]:
-    return await judge(queries, responses, env.section, env.client)
+    return await judge(queries, responses, env.section, env.chat())
 
 
 SPEC = StageSpec(

@@ -157,6 +157,11 @@ class StageEnv(Generic[Section]):
     store_dir: str | None = None
     store: EmbeddingStore | None = None
 
+    def chat(self) -> ChatClient:
+        """The LLM client: an LLM stage's env has one (``StageSpec.llm``)."""
+        assert self.client is not None, "a stage that is not flagged llm asked for the LLM client"
+        return self.client
+
     def open_store(self) -> EmbeddingStore | None:
         """A new store object on the build's vectors (``None`` without embedding settings)."""
         if self.embeddings is None or self.store_dir is None:

@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from pydantic import Field
 
@@ -34,6 +34,9 @@ from rmb_build.stages import judge
 from rmb_build.stages.common import StageResult, ask, index_queries
 from rmb_build.stages.options import JudgeConfig, StyleConfig
 from rmb_build.stages.spec import Entry, Position, StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+    from rmb_build.pipeline.config import BuildConfig
 
 STAGE = "style"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")  # RM-Bench's order (release/style_set.py's)
@@ -134,7 +137,7 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
         for side in SIDES
         for style in STYLES
     ]
-    results = await ask(env.client, requests, desc=STAGE)
+    results = await ask(env.chat(), requests, desc=STAGE)
     # One judge call per original and rewrite, named so that each comes back to its pair.
     to_judge: list[Response] = []
     rewrites: dict[tuple[int, str, str], str | None] = {}
@@ -149,7 +152,7 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
                 rewrites[(n, side, style)] = text or None
                 if text:
                     to_judge.append(_response(q, f"{n}:{side}:{style}", text))
-    judged = await judge.judge(queries, to_judge, section.judge, env.client)
+    judged = await judge.judge(queries, to_judge, section.judge, env.chat())
     scores = {(s.query_id, s.generator): s.mean for s in judged.records}
     dropped = dict.fromkeys(DROP_REASONS, 0)
     dropped["failed"] = len(SIDES) * len(STYLES) * (len(pairs) - len(todo))  # a pair whose query is not given
@@ -160,18 +163,18 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
             original = getattr(p, side)
             base = scores.get((q.id, f"{n}:{side}"))
             for style in STYLES:
-                text = rewrites[(n, side, style)]
-                score = scores.get((q.id, f"{n}:{side}:{style}")) if text else None
-                if text is None or score is None or base is None:
+                rewrite = rewrites[(n, side, style)]
+                score = scores.get((q.id, f"{n}:{side}:{style}")) if rewrite else None
+                if rewrite is None or score is None or base is None:
                     dropped["failed"] += 1
-                elif " ".join(text.split()) == " ".join(original.split()):  # no style change: measures nothing
+                elif " ".join(rewrite.split()) == " ".join(original.split()):  # no style change: measures nothing
                     dropped["unchanged"] += 1
                 elif abs(score - base) > cfg.max_score_shift:
                     dropped["score_shift"] += 1
-                elif is_refusal(text) != is_refusal(original):
+                elif is_refusal(rewrite) != is_refusal(original):
                     dropped["refusal_flip"] += 1
                 else:
-                    kept[side].append(text)
+                    kept[side].append(rewrite)
         if all(len(kept[side]) == len(STYLES) for side in SIDES):
             out.records.append(
                 Variants(
@@ -304,11 +307,12 @@ def plan_note(estimates: Mapping[str, Any], rewrites_to_make: int = 0) -> str:
     return "".join(f"; {text}" for text in [*notes, *([REWRITES_NOTE] if rewrites_to_make else [])])
 
 
-def calls_at_most(queries: int, cfg: Any) -> int:
+def calls_at_most(queries: int, cfg: BuildConfig) -> int:
     """The most LLM calls the stage sends for ``queries`` selected queries (build config ``cfg``): per pairwise
     item, six rewrites and the judge's samples of each (the originals' judge requests are the judge stage's,
     answered by the cache); items per query at most ``sets.max_pairs_per_query`` and one per pair of generators,
     and with ``style.bon`` one BoN item more."""
+    assert cfg.style is not None  # a dry run bounds the stage only where the config has style:
     g = len(cfg.generators)
     pairs = queries * (min(cfg.sets.max_pairs_per_query, g * (g - 1) // 2) + int(cfg.style.bon))
     return pairs * len(SIDES) * len(STYLES) * (1 + cfg.judge.samples)
