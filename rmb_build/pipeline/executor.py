@@ -30,7 +30,7 @@ def _start(spec: StageSpec, env: StageEnv) -> StageEnv:
     return dataclasses.replace(env, store=env.open_store()) if spec.encoder else env
 
 
-def _timed(start: float, value: Any, env: StageEnv) -> Timed:
+def _timed(start: float, value: object, env: StageEnv) -> Timed:
     seconds = time.perf_counter() - start
     figures = env.store.stats.to_json() if env.store is not None else None
     return Timed(value, seconds, None, time.time() - seconds, figures)

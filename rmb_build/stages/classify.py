@@ -78,7 +78,7 @@ def example_conversation(example: str | Sequence[Mapping[str, str]]) -> tuple[Tu
     return tuple(Turn(role, content) for turn in example for role, content in turn.items())
 
 
-def _check_example(ex: Any) -> str | None:
+def _check_example(ex: object) -> str | None:
     """Why a taxonomy example is malformed, or None."""
     if isinstance(ex, str):
         return None if ex.strip() else "empty"

@@ -23,6 +23,7 @@ from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Failure, GuardLabel, Query, Response
 from rmb_build.core.taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
 from rmb_build.core.text import fill, render_conversation
+from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     StageResult,
@@ -114,7 +115,7 @@ def verdict_schema() -> dict[str, Any]:
     }
 
 
-def reply_format(cfg: GuardConfig, endpoint: Any) -> str:
+def reply_format(cfg: GuardConfig, endpoint: EndpointConfig | None) -> str:
     """``text`` or ``json``: ``cfg.reply``, where ``auto`` is json on an embedded endpoint with structured
     output (a small chat model that is no Llama Guard) and text elsewhere (a Llama Guard server's own form)."""
     if cfg.reply != "auto":

@@ -49,7 +49,7 @@ class Judgement:
 _SCORE_RE = re.compile(r"\bscore\"?\s*[:=]\s*\"?(\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
-def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
+def parse_judgement(parsed: object, text: str | None) -> Judgement | str:
     """A judge reply as a Judgement, or a short description of what is wrong with it.
 
     Uses the schema-parsed object when the LLM layer gave one, else the first JSON object in the

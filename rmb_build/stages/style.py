@@ -22,7 +22,7 @@ from pydantic import Field
 
 from rmb_build.core import atomic
 from rmb_build.core.errors import RMBError
-from rmb_build.core.items import BonItem
+from rmb_build.core.items import BonItem, Item, PairwiseItem
 from rmb_build.core.options import StrictModel
 from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Query, Response
@@ -37,6 +37,7 @@ from rmb_build.stages.spec import Entry, Position, StageEnv, StageSpec
 
 if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.stages.sets import SetsResult
 
 STAGE = "style"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")  # RM-Bench's order (release/style_set.py's)
@@ -208,15 +209,15 @@ def bon_loser(item: BonItem) -> int:
     return len(item.losers) - 1
 
 
-def rewritten_answers(item: Any) -> tuple[str, str]:
+def rewritten_answers(item: Item) -> tuple[str, str]:
     """The two answers of a release item that the style stage rewrites: a pairwise item's chosen and rejected,
     a BoN item's winner and :func:`bon_loser`."""
-    if item.set_name == PAIRWISE_SET:
+    if isinstance(item, PairwiseItem):
         return item.chosen.answer, item.rejected.answer
     return item.best.answer, item.losers[bon_loser(item)].answer
 
 
-def pairs_of(section: StyleSection, built: Any) -> list[Pair]:
+def pairs_of(section: StyleSection, built: SetsResult) -> list[Pair]:
     """The stage's input from one batch's sets (``stages/sets.py``'s result): every pairwise item's
     :func:`rewritten_answers`, then with ``style.bon`` every BoN item's."""
     notes = {(n["set"], n["uid"]): n for n in built.annotations}
