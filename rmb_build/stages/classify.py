@@ -40,11 +40,12 @@ from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
 from rmb_build.core.text import last_user_turn
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 from rmb_build.llm.types import ChatClient
-from rmb_build.stages.options import ClassifierConfig
+from rmb_build.stages.options import ClassifierConfig, EmbeddingsConfig
 from rmb_build.stages.spec import StageEnv, StageSpec
 
 if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.release.read import Release
 
 TAXONOMY_FILE = "taxonomy.yaml"
 log = logging.getLogger(__name__)
@@ -216,7 +217,7 @@ class EmbeddingClassifier:
 
     @classmethod
     def from_release(
-        cls, release: Any, encoder: str = DEFAULT_MODEL, *, backend: str = "torch", embed: Embed | None = None
+        cls, release: Release, encoder: str = DEFAULT_MODEL, *, backend: str = "torch", embed: Embed | None = None
     ) -> "EmbeddingClassifier":
         """Trained on each distinct conversation of a labelled release, with its file's scenario."""
         from rmb_build.stages.sources.records import release_queries
@@ -514,7 +515,7 @@ class LLMClassifier:
 
 
 def build_classifier(
-    train_release: str | None, embeddings: Any = None, embed: Embed | None = None
+    train_release: str | None, embeddings: EmbeddingsConfig | None = None, embed: Embed | None = None
 ) -> EmbeddingClassifier:
     """The build's embedding classifier: on ``embeddings``' encoder (``EmbeddingsConfig``; None: the
     default one), its vectors from ``embed`` (the build's store) when given."""

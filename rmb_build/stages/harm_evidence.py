@@ -29,7 +29,7 @@ import numpy as np
 
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
-from rmb_build.stages.classify import build_classifier
+from rmb_build.stages.classify import EmbeddingClassifier, build_classifier
 from rmb_build.stages.spec import StageEnv, StageSpec
 
 MEASUREMENT = "harm_threshold.json"
@@ -48,7 +48,7 @@ def _is_harm(scenario_id: str | None) -> bool:
 
 
 def require_evidence(
-    queries: Sequence[Query], clf: Any, from_classifier: bool = True
+    queries: Sequence[Query], clf: EmbeddingClassifier, from_classifier: bool = True
 ) -> tuple[list[Query], dict[str, Any]]:
     """``queries`` with every harmlessness label lacking evidence replaced by the query's most likely
     helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). A label set's label

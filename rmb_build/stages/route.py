@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rmb_build.core.records import GuardLabel, Query
 from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, HELPFULNESS, parse_scenario_id
-from rmb_build.stages.classify import build_classifier
+from rmb_build.stages.classify import EmbeddingClassifier, build_classifier
 from rmb_build.stages.gold import guard_evidence
 from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE, guard
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
@@ -231,7 +231,7 @@ def needs_alternatives(
     return out
 
 
-def alternatives_from(clf: Any, queries: Sequence[Query]) -> dict[str, dict[str, str | None]]:
+def alternatives_from(clf: EmbeddingClassifier, queries: Sequence[Query]) -> dict[str, dict[str, str | None]]:
     """query id -> {goal: the classifier's most probable scenario of that goal} (an EmbeddingClassifier)."""
     from rmb_build.stages.classify import classifier_text
 

@@ -53,7 +53,7 @@ class Source:
         """A machine-independent name: part of every query's id, so ids stay stable across machines."""
         return f"{self.kind}:{Path(self.opts.path or '').name}"
 
-    def identity(self) -> Any:
+    def identity(self) -> object:
         """What the gather cache key holds besides the options: the files behind the source."""
         return file_identity(self.opts.path)
 
@@ -91,7 +91,7 @@ def local_path_check(opts: SourceOptions) -> Path:
     return path
 
 
-def file_identity(path: str | None) -> Any:
+def file_identity(path: str | None) -> object:
     """The files under ``path`` with size and mtime (the path itself when it does not exist)."""
     if not path:
         return None

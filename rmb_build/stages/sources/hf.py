@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Iterator, Literal
 
 from pydantic import Field
 
@@ -40,7 +40,7 @@ class HfSource(Source):
             return f"hf:{o.path}" + (f":{o.name}" if o.name else "") + f":{o.split}"
         return super().label()
 
-    def identity(self) -> Any:
+    def identity(self) -> object:
         return None  # the Hub dataset is named by the options; local files are not fingerprinted
 
     def records(self, tail: ArrayTail) -> Iterator[RawRecord]:
