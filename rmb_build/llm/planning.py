@@ -126,7 +126,7 @@ class PlanningClient:
     async def __aenter__(self) -> "PlanningClient":
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
     def key(self, req: ChatRequest) -> str:

@@ -8,7 +8,7 @@ API key, timeout, retry count, stage or tag (those only describe how and why we 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,16 @@ class ChatResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+class ChatClient(Protocol):
+    """What a stage asks its requests of: the build's ``LLMClient``, or in a dry run a planner's view
+    (``llm/planning.py``'s ``PhasePlanner``), which answers from the cache or with stand-ins."""
+
+    async def chat_many(
+        self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None
+    ) -> list[ChatResult]: ...
+
+    def run(
+        self, reqs: Sequence[ChatRequest], desc: str = "llm", *, progress: bool | None = None
+    ) -> list[ChatResult]: ...

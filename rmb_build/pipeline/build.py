@@ -26,16 +26,18 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from rmb_build.core import paths as P
 from rmb_build.core.errors import RMBError
 from rmb_build.core.jsonable import jsonable
 from rmb_build.core.memory import give_back, thaw
 from rmb_build.core.paths import BuildPaths
+from rmb_build.core.records import Failure, Query
 from rmb_build.llm import LLMClient
-from rmb_build.llm.planning import PlanningClient
+from rmb_build.llm.planning import PlanningClient, Watched
 from rmb_build.pipeline import label_checks, set_parts, stage_stats, stages
+from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.context import BuildRun, RunOptions
 from rmb_build.pipeline.executor import Timed, is_async
 from rmb_build.pipeline.manifest import Accounting, embeddings_section, sources_section
@@ -57,12 +59,15 @@ from rmb_build.stages import (
     select,
     sets,
 )
+from rmb_build.stages.common import StageResult
 from rmb_build.stages.gather import read_queries, write_queries
 from rmb_build.stages.sets import finished
-from rmb_build.stages.spec import Position, StageSpec
+from rmb_build.stages.spec import Entry, Position, ReleaseWriter, StageSpec
+
+T = TypeVar("T")
 
 
-def batched(items: Sequence[Any], size: int) -> list[list[Any]]:
+def batched(items: Sequence[T], size: int) -> list[list[T]]:
     """``items`` in batches of ``size`` (one empty batch for no items, so every stage still reports)."""
     return [list(items[i : i + size]) for i in range(0, len(items), size)] or [[]]
 
@@ -74,13 +79,14 @@ def _uses_llm(run: BuildRun) -> bool:
     return run.runs(generate.SPEC) or (run.runs(classify.SPEC) and run.cfg.classifier.method == "llm")
 
 
-async def _step(run: BuildRun, spec: StageSpec, *inputs: Any) -> Timed:
+async def _step(run: BuildRun, spec: StageSpec, *inputs: object) -> Timed:
     """``spec`` over one batch through the run's step: awaited (an async work), or here and now (a CPU work)."""
     return await run.acall(spec, *inputs) if is_async(spec) else run.call(spec, *inputs)
 
 
-def _same_queries(spec: StageSpec, queries: list[Any], result: Any) -> list[Any]:
+def _same_queries(spec: StageSpec, queries: list[Query], result: StageResult[Query]) -> list[Query]:
     """The queries a ``QUERIES`` or ``RUN`` stage's result holds: as many as it got (the accounting counts them)."""
+    assert spec.at is not None, spec.name
     out = list(result.records)
     if len(out) != len(queries):
         raise RMBError(f"stage {spec.name!r} at {spec.at.value}: got {len(queries)} queries, returned {len(out)}")
@@ -88,7 +94,7 @@ def _same_queries(spec: StageSpec, queries: list[Any], result: Any) -> list[Any]
 
 
 async def run_pipeline(
-    cfg: Any, runner: Runner, workdir: str | os.PathLike | None = None, options: RunOptions | None = None
+    cfg: BuildConfig, runner: Runner, workdir: str | os.PathLike | None = None, options: RunOptions | None = None
 ) -> dict[str, Any]:
     """Build the release ``cfg`` describes, every batch through ``runner``; returns the run summary.
 
@@ -122,7 +128,7 @@ async def run_pipeline(
         thaw()  # give_back froze what it kept between stages
 
 
-def _gather_and_dedup(run: BuildRun) -> list[Any]:
+def _gather_and_dedup(run: BuildRun) -> list[Query]:
     """The gathered queries (written to the raw folder), less duplicates; the accounting so far in ``run.acc``."""
     cfg, paths = run.cfg, run.paths
     gathered = run.record(gather.SPEC, [run.call(gather.SPEC, str(paths.raw / P.QUARANTINE), cfg.run.max_queries)])[0]
@@ -139,7 +145,7 @@ def _gather_and_dedup(run: BuildRun) -> list[Any]:
     return deduped.kept
 
 
-async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]:
+async def _from_classify(run: BuildRun, pool: list[list[Query]]) -> dict[str, Any]:
     """Classify, select, then the LLM stages and the release, all through ``run.client``. ``pool`` holds
     the deduplicated queries; it is emptied, so that they are freed once selection and routing are done."""
     cfg, paths, state, acc, log = run.cfg, run.paths, run.state, run.acc, run.log
@@ -197,7 +203,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         at_once = asyncio.Semaphore(_chains_at_once(cfg))
         bounds: dict[str, list[int]] = {}  # a dry run's: the calls of item stages on batches whose sets it cannot know
 
-        async def chain(index: int, batch: list[Any]) -> dict[str, Timed]:
+        async def chain(index: int, batch: list[Query]) -> dict[str, Timed]:
             async with at_once:
                 with _answered_by(run) as seen:
                     batch, outcomes = await _llm_chain(run, batch)
@@ -219,6 +225,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
 
         chains = await asyncio.gather(*(chain(i, b) for i, b in enumerate(batches)))
     finally:
+        assert run.client is not None  # generate runs: an LLM stage
         state.usage_run = jsonable(run.client.usage())
         state.flush()
     if run.planning:
@@ -255,7 +262,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         )
     n_batches = len(batches)
     del selected, batches, chains
-    entries = set_parts.merged(sets_dir, range(n_batches))
+    entries: Iterator[Entry] = set_parts.merged(sets_dir, range(n_batches))
     with run.progress.step(release.SPEC.name):
         writers = [  # what the stages on items add to the release (``style``: Style_set/)
             spec.writes(set_parts.stage_parts(sets_dir, spec.name, range(n_batches)), checks.setdefault(spec.name, {}))
@@ -267,7 +274,7 @@ async def _from_classify(run: BuildRun, pool: list[list[Any]]) -> dict[str, Any]
         return _release(run, checks, routing, entries, _written_by(writers) if writers else None)
 
 
-def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]) -> Timed:
+def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Query], outcomes: dict[str, Timed]) -> Timed:
     """One judged and guarded batch's pairwise and BoN items, kept in ``sets_dir`` (``set_parts``)
     and counted in ``run.acc``."""
     responses = outcomes[_last_answers(outcomes)].value.records
@@ -280,7 +287,7 @@ def _sets_of_batch(run: BuildRun, sets_dir: Path, index: int, batch: list[Any], 
     return built
 
 
-def _written_by(writers: list[Any]) -> Callable[[Path], None]:
+def _written_by(writers: list[ReleaseWriter]) -> Callable[[Path], None]:
     """The release's files that the stages on items write (``StageSpec.writes``), into its folder."""
 
     def write(folder: Path) -> None:
@@ -291,7 +298,7 @@ def _written_by(writers: list[Any]) -> Callable[[Path], None]:
 
 
 async def _on_items(
-    run: BuildRun, spec: StageSpec, sets_dir: Path, index: int, batch: list[Any], outcomes: dict[str, Timed]
+    run: BuildRun, spec: StageSpec, sets_dir: Path, index: int, batch: list[Query], outcomes: dict[str, Timed]
 ) -> Timed:
     """A stage on items over one batch's sets (what of them its spec ``takes``), its records kept in ``sets_dir``."""
     built = outcomes[sets.SPEC.name].value
@@ -301,9 +308,9 @@ async def _on_items(
     return done
 
 
-def _answered_by(run: BuildRun) -> contextlib.AbstractContextManager[Any]:
+def _answered_by(run: BuildRun) -> contextlib.AbstractContextManager[Watched | None]:
     """In a dry run, what the planner answered within the block (``PlanningClient.watch``); else None."""
-    return run.client.watch() if run.planning else contextlib.nullcontext()
+    return PlanningClient.watch() if run.planning else contextlib.nullcontext()
 
 
 def _last_answers(outcomes: dict[str, Timed]) -> str:
@@ -316,7 +323,7 @@ class _Done:
     """What the flow keeps of a finished batch's stage result: its stats, failures and record count."""
 
     stats: dict[str, Any]
-    failures: tuple[Any, ...]
+    failures: tuple[Failure, ...]
     count: int
 
 
@@ -333,8 +340,8 @@ def _slim(t: Timed) -> Timed:
 def _release(
     run: BuildRun,
     checks: dict[str, Any],
-    routing: Any,
-    entries: Iterator[tuple[Any, dict]],
+    routing: route.Routing | None,
+    entries: Iterator[Entry],
     more_files: Callable[[Path], None] | None = None,
 ) -> dict[str, Any]:
     """Write, audit and swap in the release from the merged batches' items (streamed, never all in memory)."""
@@ -378,7 +385,7 @@ def _release(
     }
 
 
-def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> list[Any]:
+def _classify_on_runner(run: BuildRun, pool: list[list[Query]]) -> list[Query]:
     """The embedding classifier over batches on the configured task runner: the queries ``pool`` holds,
     classified (its texts embedded first, ``_embedded_first``)."""
     queries = _embedded_first(run, classify.SPEC, pool, run.paths.run / P.DEDUPED_QUERIES)
@@ -387,11 +394,12 @@ def _classify_on_runner(run: BuildRun, pool: list[list[Any]]) -> list[Any]:
 
 
 def _embedded_first(
-    run: BuildRun, spec: StageSpec, pool: list[list[Any]], spill: Path, written: bool = False
-) -> list[Any]:
+    run: BuildRun, spec: StageSpec, pool: list[list[Query]], spill: Path, written: bool = False
+) -> list[Query]:
     """The queries ``pool`` holds, read back from ``spill`` (written here unless ``written``) once ``spec``'s
     texts (``spec.embeds``) are in the build's store: they wait on disk while the encoder runs (its pass
     is the build's peak of memory)."""
+    assert spec.embeds is not None, spec.name
     queries = pool.pop()
     texts = spec.embeds(run.env(spec).section, queries)
     if not written:
@@ -427,12 +435,13 @@ def _final_flush(run: BuildRun, more_embeddings: dict[str, Any] | None = None, *
 
 
 def _planned(
-    run: BuildRun, selected: int, routed: Any = None, style_estimates: dict[str, int] | None = None
+    run: BuildRun, selected: int, routed: route.Routed | None = None, style_estimates: dict[str, int] | None = None
 ) -> dict[str, Any]:
     """The dry run's result: the planner's report (``rmb_build.llm.planning``) of what the build's steps
     asked, plus ``exact`` (what each figure is) and ``estimates`` (what the plan cannot count)."""
     cfg = run.cfg
     planner = run.client or PlanningClient(cfg.endpoints)  # no LLM stage: an empty plan
+    assert isinstance(planner, PlanningClient)  # a dry run's client
     estimates: dict[str, Any] = {}
     if routed is not None:
         # a verdict the plan stood in for may route its query away: each could draw a replacement a round
@@ -475,7 +484,7 @@ def _planned(
     return {"dry_run": True, "selected": selected, "estimate": estimate, "run": str(run.paths.run)}
 
 
-async def _llm_chain(run: BuildRun, batch: list[Any]) -> tuple[list[Any], dict[str, Timed]]:
+async def _llm_chain(run: BuildRun, batch: list[Query]) -> tuple[list[Query], dict[str, Timed]]:
     """One batch through the stages on queries, generate and the stages on answers, then judge and guard
     side by side: the batch's queries (as the stages on queries left them) and each stage's outcome."""
     cfg, log = run.cfg, run.log
@@ -518,7 +527,7 @@ async def _llm_chain(run: BuildRun, batch: list[Any]) -> tuple[list[Any], dict[s
     return batch, {**out, judge.SPEC.name: judged, guard.SPEC.name: guarded}
 
 
-def _chains_at_once(cfg: Any) -> int:
+def _chains_at_once(cfg: BuildConfig) -> int:
     """Batches in their LLM chain at once: enough queued requests to fill every endpoint's slots
     twice over, at least 4; a bound that does not grow with the build (each chain's prompts and
     replies are in memory while it runs)."""
@@ -527,7 +536,7 @@ def _chains_at_once(cfg: Any) -> int:
     return max(4, -(-2 * slots // cfg.run.batch_size))
 
 
-def _one_slot(cfg: Any, *endpoint_names: str) -> bool:
+def _one_slot(cfg: BuildConfig, *endpoint_names: str) -> bool:
     """True when the endpoints are one server that answers one request at a time (the embedded one)."""
     eps = [cfg.endpoints[name] for name in endpoint_names]
     if all(ep.embedded for ep in eps):  # every embedded model is served by the same llama.cpp process(es)

@@ -11,7 +11,7 @@ import os
 import re
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Literal, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -41,6 +41,11 @@ from rmb_build.stages.options import (
     SourceConfig,
     StyleConfig,
 )
+
+if TYPE_CHECKING:
+    from rmb_build.stages.style import StyleSection
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def folder_name(v: str) -> str:
@@ -92,7 +97,7 @@ class BuildConfig(StrictModel):
     )
 
     @property
-    def style_stage(self) -> Any:
+    def style_stage(self) -> StyleSection | None:
         """The style stage's section: its options and the judge that checks its rewrites (None: off)."""
         from rmb_build.stages.style import StyleSection
 
@@ -231,6 +236,7 @@ def _model_at(loc: tuple, root: type[BaseModel] | None = None) -> type[BaseModel
     """The config model (below ``root``, default BuildConfig) that holds the keys at ``loc`` (a pydantic
     error location), if any."""
     rest, source_options = _source_kind_tag(loc)
+    model: object  # a model class, or a type hint (list[...], dict[..., ...], X | None) on the way to one
     if source_options is not None:  # inside one source: its kind's options
         model, loc = source_options, tuple(rest[2:])
     else:
@@ -255,7 +261,7 @@ def _unknown_key(loc: tuple, root: type[BaseModel] | None = None) -> str:
     return f"unknown key {str(key)!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
-def validate_config(model: type[BaseModel], data: Any, file: str = "<config>") -> Any:
+def validate_config(model: type[M], data: object, file: str = "<config>") -> M:
     """Validate a config mapping against ``model``; raises ConfigError naming the first bad field (unknown
     keys first: a misspelt key also makes its intended field look missing)."""
     if not isinstance(data, dict):
@@ -271,12 +277,12 @@ def validate_config(model: type[BaseModel], data: Any, file: str = "<config>") -
         raise ConfigError(file, _loc(loc) or None, err["msg"].removeprefix("Value error, ")) from None
 
 
-def parse_config(data: Any, file: str = "<config>") -> BuildConfig:
+def parse_config(data: object, file: str = "<config>") -> BuildConfig:
     """Validate a build config mapping (see :func:`validate_config`)."""
     return validate_config(BuildConfig, data, file)
 
 
-def read_yaml(path: str | os.PathLike) -> Any:
+def read_yaml(path: str | os.PathLike) -> object:
     """A YAML file's data; ConfigError naming the file (and the line) when it cannot be read."""
     path = Path(path)
     try:

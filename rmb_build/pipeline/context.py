@@ -10,11 +10,12 @@ never kept), and its requests count under the spec's stage."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rmb_build.core import stop
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import FAILURES_FILE, BuildPaths
+from rmb_build.llm.planning import PlanningClient
 from rmb_build.pipeline import stage_stats
 from rmb_build.pipeline import stages as build_stages
 from rmb_build.pipeline.config import BuildConfig
@@ -23,18 +24,23 @@ from rmb_build.pipeline.keys import stage_key
 from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 from rmb_build.pipeline.run_state import RunState, merge_stats
-from rmb_build.pipeline.runner import Runner
+from rmb_build.pipeline.runner import Log, Runner, TimedFuture
 from rmb_build.stages.spec import StageEnv, StageSpec, open_store
+
+if TYPE_CHECKING:
+    from rmb_build.embed.store import EmbeddingStore
+    from rmb_build.llm.client import LLMClient
+    from rmb_build.llm.types import ChatClient
 
 
 class _Collected:
     """A submitted batch whose ``result()`` (the flow collecting it, any runner's future) reports it done."""
 
-    def __init__(self, future: Any, run: "BuildRun", spec: StageSpec):
+    def __init__(self, future: TimedFuture, run: "BuildRun", spec: StageSpec):
         self._future, self._run, self._spec, self._seen = future, run, spec, False
 
-    def result(self, *args: Any, **kwargs: Any) -> Timed:
-        timed = self._future.result(*args, **kwargs)
+    def result(self) -> Timed:
+        timed = self._future.result()
         if not self._seen:
             self._seen = True
             self._run._progress(self._spec, timed)
@@ -64,7 +70,7 @@ class BuildRun:
     state: RunState
     runner: Runner
     acc: Accounting = field(default_factory=Accounting)
-    client: Any = None
+    client: LLMClient | PlanningClient | None = None  # set once the LLM stages start
     progress: BuildProgress = field(init=False)
 
     def __post_init__(self) -> None:
@@ -78,7 +84,7 @@ class BuildRun:
         )
 
     @property
-    def log(self) -> Any:
+    def log(self) -> Log:
         return self.runner.log
 
     @property
@@ -86,25 +92,28 @@ class BuildRun:
         """A dry run: the LLM stages ask a planning client, which sends nothing."""
         return self.options.dry_run
 
-    def client_for(self, spec: StageSpec) -> Any:
+    def client_for(self, spec: StageSpec) -> ChatClient | None:
         """The client ``spec``'s requests go through: the build's, or in a dry run the planner's view
         that counts them under the spec's stage."""
-        return self.client.for_phase(spec.stage) if self.planning else self.client
+        if self.planning:
+            assert isinstance(self.client, PlanningClient), spec.name
+            return self.client.for_phase(spec.stage)
+        return self.client
 
     def runs(self, spec: StageSpec) -> bool:
         """Whether this build runs ``spec``'s stage: listed, and its config section there (a stage whose
         section the config leaves out, ``style`` without ``style:``, is off)."""
         return spec.stage in self.stages and (spec.config is None or self.section(spec) is not None)
 
-    def section(self, spec: StageSpec) -> Any:
+    def section(self, spec: StageSpec) -> object:
         """``spec``'s section of the config (``spec.config``; None for none, or a section the config leaves out)."""
         return getattr(self.cfg, spec.config) if spec.config else None
 
-    def store(self) -> Any:
+    def store(self) -> EmbeddingStore:
         """A new object on the build's embedding store (its figures are its own)."""
         return open_store(self.cfg.embeddings, self.paths.embeddings)
 
-    def env(self, spec: StageSpec) -> StageEnv:
+    def env(self, spec: StageSpec) -> StageEnv[object]:
         """What of the run ``spec``'s work gets: its config section, the client (LLM stages), the
         store's settings (stages that embed)."""
         return StageEnv(
@@ -114,7 +123,7 @@ class BuildRun:
             store_dir=str(self.paths.embeddings) if spec.encoder else None,
         )
 
-    def _key(self, spec: StageSpec, inputs: Sequence[Any]) -> str | None:
+    def _key(self, spec: StageSpec, inputs: Sequence[object]) -> str | None:
         if not spec.cached or (spec.llm and self.planning):
             return None
         return stage_key(spec, self.cfg, *inputs)
@@ -124,26 +133,26 @@ class BuildRun:
         self.progress.done(spec.stage)
         return timed
 
-    def call(self, spec: StageSpec, *inputs: Any) -> Timed:
+    def call(self, spec: StageSpec, *inputs: object) -> Timed:
         """``spec`` over one batch, here and now."""
         stop.check()  # a stop whose exception was swallowed ends the build here
         self.progress.begin(spec.stage)
         return self._progress(spec, self.runner.call(spec, self._key(spec, inputs), self.env(spec), inputs))
 
-    def submit(self, spec: StageSpec, *inputs: Any) -> Any:
+    def submit(self, spec: StageSpec, *inputs: object) -> _Collected:
         """``spec`` over one batch on the runner's pool (or cluster): something with ``.result() -> Timed``."""
         stop.check()
         self.progress.begin(spec.stage)
         return _Collected(self.runner.submit(spec, self._key(spec, inputs), self.env(spec), inputs), self, spec)
 
-    async def acall(self, spec: StageSpec, *inputs: Any) -> Timed:
+    async def acall(self, spec: StageSpec, *inputs: object) -> Timed:
         """An LLM stage over one batch, awaited in the flow's event loop."""
         stop.check()
         self.progress.begin(spec.stage)
         timed = await self.runner.acall(spec, self._key(spec, inputs), self.env(spec), inputs)
         return self._progress(spec, timed)
 
-    async def once(self, spec: StageSpec, *inputs: Any) -> Timed:
+    async def once(self, spec: StageSpec, *inputs: object) -> Timed:
         """An LLM stage over the whole run (``gold``, ``route``), awaited through the runner step: its
         seconds as the stage's work (not in a dry run, whose plan is no work)."""
         timed = await self.acall(spec, *inputs)

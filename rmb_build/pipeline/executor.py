@@ -30,7 +30,7 @@ def _start(spec: StageSpec, env: StageEnv) -> StageEnv:
     return dataclasses.replace(env, store=env.open_store()) if spec.encoder else env
 
 
-def _timed(start: float, value: Any, env: StageEnv) -> Timed:
+def _timed(start: float, value: object, env: StageEnv) -> Timed:
     seconds = time.perf_counter() - start
     figures = env.store.stats.to_json() if env.store is not None else None
     return Timed(value, seconds, None, time.time() - seconds, figures)
@@ -38,6 +38,7 @@ def _timed(start: float, value: Any, env: StageEnv) -> Timed:
 
 def compute(spec: StageSpec, env: StageEnv, inputs: Sequence[Any]) -> Timed:
     """A CPU stage's work over one batch, timed (on whatever thread or worker the runner chose)."""
+    assert spec.work is not None, spec.name  # a runner is asked only for stages with a work
     start = time.perf_counter()
     env = _start(spec, env)
     return _timed(start, spec.work(env, *inputs), env)
@@ -45,6 +46,7 @@ def compute(spec: StageSpec, env: StageEnv, inputs: Sequence[Any]) -> Timed:
 
 async def acompute(spec: StageSpec, env: StageEnv, inputs: Sequence[Any]) -> Timed:
     """An LLM stage's work over one batch, timed, in the flow's event loop."""
+    assert spec.work is not None, spec.name
     start = time.perf_counter()
     env = _start(spec, env)
     return _timed(start, await spec.work(env, *inputs), env)

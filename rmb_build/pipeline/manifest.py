@@ -11,14 +11,15 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rmb_build import __version__
-from rmb_build.core.items import conversation_key
+from rmb_build.core.items import Item, conversation_key
 from rmb_build.core.paths import prompts_dir
 from rmb_build.core.prompting import prompt_hash
 from rmb_build.core.records import JudgeScore, Query, Response
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
+from rmb_build.llm.config import ModelRef
 from rmb_build.llm.endpoint import endpoint_description, public_url
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.release.audit import digest
@@ -26,6 +27,9 @@ from rmb_build.release.manifest_model import CastSection, Manifest, SetFigures, 
 from rmb_build.stages import sets as sets_stage
 from rmb_build.stages.sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
 from rmb_build.stages.sources import source_for
+
+if TYPE_CHECKING:
+    from rmb_build.embed.store import EmbeddingStore
 
 MANIFEST_SCHEMA_VERSION = 1
 TRUNCATED_REASON = "cut at max_tokens (finish_reason=length): never in a release"
@@ -61,7 +65,7 @@ class ReleaseFigures:
         self.answers: set[bytes] = set()
         self.gaps: dict[str, Counter] = {PAIRWISE_SET: Counter(), BON_SET: Counter()}  # judge-score gap -> times
 
-    def add(self, item: Any, note: Mapping[str, Any] | None = None) -> None:
+    def add(self, item: Item, note: Mapping[str, Any] | None = None) -> None:
         set_name = item.set_name
         self.files[(set_name, item.scenario_id)] += 1
         conv = conversation_key(item.conversation)
@@ -128,7 +132,7 @@ def sources_section(cfg: BuildConfig, stats: Mapping[str, Mapping[str, Any]]) ->
 def models_section(cfg: BuildConfig) -> dict[str, Any]:
     """Generators, judge and guard with the server behind each (the guard says when it is not Llama Guard)."""
 
-    def ref(r: Any) -> dict[str, Any]:
+    def ref(r: ModelRef) -> dict[str, Any]:
         return {
             **r.model_dump(mode="json", exclude_none=True),
             "server": endpoint_description(cfg.endpoints[r.endpoint]),
@@ -146,7 +150,7 @@ def models_section(cfg: BuildConfig) -> dict[str, Any]:
     }
 
 
-def usage_section(usage: Any) -> dict[str, Any]:
+def usage_section(usage: object) -> dict[str, Any]:
     """Token and cost totals from the LLM client's ``usage()``, made JSON-safe."""
     if usage is None:
         return {}
@@ -172,7 +176,9 @@ def cast_section(cfg: BuildConfig) -> CastSection:
 EMBEDDING_FIGURES = ("requested", "encoded", "encode_seconds")
 
 
-def embeddings_section(stages: Iterable[Mapping[str, Any]], store: Any, **more: Mapping[str, Any]) -> dict[str, Any]:
+def embeddings_section(
+    stages: Iterable[Mapping[str, Any]], store: EmbeddingStore, **more: Mapping[str, Any]
+) -> dict[str, Any]:
     """A build's embedding figures. ``per_stage``: each stage's ``stats.embeddings`` (and ``more``, e.g.
     ``release``: the release's audit): texts it asked for (``requested``; ``distinct`` per batch),
     texts the store had to encode (``encoded``) and the seconds encoding took (``encode_seconds``: the
@@ -206,10 +212,10 @@ def build_manifest(
     accounting: Accounting,
     stages: Iterable[Mapping[str, Any]],
     failures: Mapping[str, int],
-    usage: Any = None,
+    usage: object = None,
     audit: Mapping[str, Any] | None = None,
     checks: Mapping[str, Any] | None = None,
-    embeddings: Any = None,
+    embeddings: EmbeddingStore | None = None,
 ) -> dict[str, Any]:
     """The manifest of a built release (``figures``: its items, seen as written). ``accounting`` says where every gathered query and generated
     answer went (release, failures or a stats bucket with its reason). ``checks`` are the label

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from prefect import flow, get_run_logger
+from prefect.futures import PrefectFuture
 from prefect.runtime import flow_run
 
 from rmb_build.core import stop
@@ -22,6 +23,7 @@ from rmb_build.pipeline.executor import Timed
 from rmb_build.pipeline.manifest import public_config
 from rmb_build.pipeline.prefect_task_runner import make_task_runner
 from rmb_build.pipeline.prefect_tasks import bind_storage
+from rmb_build.pipeline.runner import Log
 from rmb_build.stages.spec import StageEnv, StageSpec
 
 
@@ -30,17 +32,25 @@ class PrefectRunner:
 
     def __init__(self, storage: str | os.PathLike):
         self.tasks = bind_storage(Path(storage))
-        self.run_id = flow_run.get_id()
-        self.log = get_run_logger()
+        run_id = flow_run.get_id()
+        if run_id is None:  # Prefect gives none outside a flow run
+            raise RuntimeError("PrefectRunner: not inside a Prefect flow run")
+        self.run_id = run_id
+        self.log: Log = get_run_logger()
 
     def call(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
-        return self.tasks[spec.name](key, env, inputs)
+        timed = self.tasks[spec.name](key, env, inputs)
+        assert isinstance(timed, Timed), spec.name  # a sync stage's task: its result
+        return timed
 
-    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Any:
+    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> PrefectFuture[Any]:
+        # only sync stages' batches (CPU) are submitted: a future of their Timed
         return self.tasks[spec.name].submit(key, env, inputs)
 
     async def acall(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:
-        return await self.tasks[spec.name](key, env, inputs)
+        timed = self.tasks[spec.name](key, env, inputs)
+        assert not isinstance(timed, Timed), spec.name  # an async stage's task: a coroutine of its result
+        return await timed
 
     def close(self) -> None:
         pass

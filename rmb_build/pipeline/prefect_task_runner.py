@@ -10,14 +10,18 @@ LLM client's rate limits and cache live; point them at vLLM endpoints to scale g
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmb_build.core.errors import ConfigError
 from rmb_build.pipeline.config import RunConfig
 
+if TYPE_CHECKING:
+    from prefect.task_runners import TaskRunner
 
-def make_task_runner(run: RunConfig, file: str = "<config>") -> Any:
-    """A Prefect task runner for ``run.task_runner``; ConfigError if its package is missing."""
+
+def make_task_runner(run: RunConfig, file: str = "<config>") -> TaskRunner[Any]:
+    """A Prefect task runner for ``run.task_runner`` (a thread pool's or Dask's: their futures differ);
+    ConfigError if its package is missing."""
     if run.task_runner == "thread":
         from prefect.task_runners import ThreadPoolTaskRunner
 

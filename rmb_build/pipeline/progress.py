@@ -14,7 +14,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from rmb_build.pipeline.runner import Log
 
 LOG_INTERVAL_S = 25.0  # under the issue's 30 s: a log line lands before the silence reaches it
 # What a prompt token costs beside a generated one when the whole build's time left is weighed: a server
@@ -30,7 +35,7 @@ class _Stage:
     begun: int = 0
     done: int = 0
     started: float = field(default_factory=time.monotonic)
-    bar: Any = None
+    bar: tqdm | None = None
     base: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the LLM counts when it began
     ended: tuple[int, ...] | None = None  # its LLM figures when its last batch ended (``_deltas``)
 
@@ -46,7 +51,7 @@ def opening_line(name: str, stages: Sequence[str], runner: str) -> str:
     return f"progress: build {name!r} begins on the {runner} runner: stages {', '.join(stages)}{NOT_MEASURED}"
 
 
-def bars_wanted(stream: Any = None) -> bool:
+def bars_wanted(stream: TextIO | None = None) -> bool:
     """A live bar only on a terminal, and not under CI (whose log is a file, whatever it claims)."""
     stream = stream or sys.stderr
     ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
@@ -59,7 +64,7 @@ class BuildProgress:
 
     def __init__(
         self,
-        log: Any,
+        log: Log,
         mode: str,
         client: Callable[[], Any] = lambda: None,
         interval_s: float | None = None,
@@ -76,7 +81,7 @@ class BuildProgress:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._redirect: Any = None
+        self._redirect: contextlib.AbstractContextManager[None] | None = None
         if mode == "bars":  # log lines above the bars, not through them
             from tqdm.auto import tqdm
             from tqdm.contrib.logging import logging_redirect_tqdm

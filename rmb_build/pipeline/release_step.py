@@ -17,7 +17,7 @@ import os
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from rmb_build.core import atomic
 from rmb_build.core.errors import RMBError
@@ -30,6 +30,9 @@ from rmb_build.release.audit import StreamingAudit
 from rmb_build.release.audit.shortcuts import ShortcutTally
 from rmb_build.release.read import ANNOTATIONS_FILE, AUDIT_FILE, MANIFEST_FILE, Release, iter_rmb_items
 from rmb_build.release.write import write_set_file
+
+if TYPE_CHECKING:
+    from rmb_build.embed.store import EmbeddingStore
 
 # The release streams every item twice (written, read back and audited) through a build's large,
 # trimmed heap: its short-lived blocks land all over it, so the heap is trimmed as it goes once
@@ -72,11 +75,11 @@ def write_built_release(
     accounting: Accounting,
     stages: Iterable[Mapping[str, Any]],
     failures: Mapping[str, int],
-    usage: Any = None,
+    usage: object = None,
     near_duplicates: bool = True,
     checks: Mapping[str, Any] | None = None,
     log: Callable[[str], None] = lambda _msg: None,
-    embed: Any = None,
+    embed: EmbeddingStore | None = None,
     more_files: Callable[[Path], None] | None = None,
 ) -> dict[str, Any]:
     """Write the release to ``target`` with annotations, ``audit.json`` and ``manifest.json``; returns

@@ -124,7 +124,7 @@ class RunState:
         """Failures per stage."""
         return dict(Counter(f.stage for f in self.failures))
 
-    def flush(self, **extra: Any) -> None:
+    def flush(self, **extra: object) -> None:
         """Rewrite failures.jsonl, usage.json and summary.json (``extra`` goes into the summary)."""
         atomic.write_jsonl(self.root / FAILURES_FILE, (f.to_json() for f in self.failures))
         atomic.write_json(self.root / USAGE_FILE, self.usage_total())

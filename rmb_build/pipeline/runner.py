@@ -28,15 +28,22 @@ from rmb_build.core import atomic
 from rmb_build.pipeline.executor import Timed, acompute, compute
 from rmb_build.stages.spec import StageEnv, StageSpec
 
+Log = logging.Logger | logging.LoggerAdapter  # the runner's log: Prefect's run logger is an adapter
+
+
+class TimedFuture(Protocol):
+    """A submitted batch: a ``concurrent.futures.Future`` or a Prefect future of its :class:`Timed`."""
+
+    def result(self) -> Timed: ...
+
 
 class Runner(Protocol):
     run_id: str  # the id stamped on what this run computes
-    log: Any  # a logging.Logger-like object
+    log: Log
 
     def call(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed: ...
 
-    # something with .result() -> Timed
-    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Any: ...
+    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> TimedFuture: ...
 
     async def acall(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed: ...
 
@@ -44,10 +51,10 @@ class Runner(Protocol):
 class LocalRunner:
     """Runs every batch in this process; persists each result under its cache key in ``results``."""
 
-    def __init__(self, results: str | os.PathLike, log: Any = None, max_workers: int | None = None):
+    def __init__(self, results: str | os.PathLike, log: Log | None = None, max_workers: int | None = None):
         self.results = Path(results)
         self.run_id = f"local-{uuid.uuid4().hex}"
-        self.log = log or logging.getLogger("rmb_build.build")
+        self.log: Log = log or logging.getLogger("rmb_build.build")
         # CPU batches: torch already uses every core, so more threads than cores only contend
         self._pool = ThreadPoolExecutor(max_workers or os.cpu_count() or 2, thread_name_prefix="rmb-batch")
 
@@ -75,7 +82,7 @@ class LocalRunner:
         hit = self._load(spec, key)
         return hit if hit is not None else self._keep(spec, key, compute(spec, env, inputs))
 
-    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Future:
+    def submit(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Future[Timed]:
         return self._pool.submit(self.call, spec, key, env, inputs)
 
     async def acall(self, spec: StageSpec, key: str | None, env: StageEnv, inputs: Sequence[Any]) -> Timed:

@@ -11,7 +11,7 @@ from rmb_build.core.taxonomy import parse_scenario_id
 from rmb_build.pipeline.run_state import merge_stats
 
 
-def stats_of(value: Any) -> dict[str, Any]:
+def stats_of(value: object) -> dict[str, Any]:
     """A stage result's stats; counts for results that carry none."""
     stats = getattr(value, "stats", None)
     if isinstance(stats, Mapping):
@@ -34,7 +34,7 @@ def brief(stats: Mapping[str, Any], limit: int = 8) -> str:
     return ", ".join(nums[:limit]) or "done"
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 

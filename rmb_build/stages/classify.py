@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 import numpy as np
 import yaml
@@ -39,7 +39,13 @@ from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
 from rmb_build.core.text import last_user_turn
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
+from rmb_build.llm.types import ChatClient
+from rmb_build.stages.options import ClassifierConfig, EmbeddingsConfig
 from rmb_build.stages.spec import StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+    from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.release.read import Release
 
 TAXONOMY_FILE = "taxonomy.yaml"
 log = logging.getLogger(__name__)
@@ -73,7 +79,7 @@ def example_conversation(example: str | Sequence[Mapping[str, str]]) -> tuple[Tu
     return tuple(Turn(role, content) for turn in example for role, content in turn.items())
 
 
-def _check_example(ex: Any) -> str | None:
+def _check_example(ex: object) -> str | None:
     """Why a taxonomy example is malformed, or None."""
     if isinstance(ex, str):
         return None if ex.strip() else "empty"
@@ -199,10 +205,10 @@ class EmbeddingClassifier:
         embed: Embed | None = None,
     ) -> "EmbeddingClassifier":
         """Trained on queries that carry a ``scenario_id`` (unlabelled ones are ignored)."""
-        labelled = [q for q in queries if q.scenario_id]
+        labelled = [(q.conversation, q.scenario_id) for q in queries if q.scenario_id]
         return cls.fit(
-            [classifier_text(q.conversation) for q in labelled],
-            [q.scenario_id for q in labelled],
+            [classifier_text(conversation) for conversation, _ in labelled],
+            [scenario_id for _, scenario_id in labelled],
             encoder,
             trained_on,
             backend=backend,
@@ -211,7 +217,7 @@ class EmbeddingClassifier:
 
     @classmethod
     def from_release(
-        cls, release: Any, encoder: str = DEFAULT_MODEL, *, backend: str = "torch", embed: Embed | None = None
+        cls, release: Release, encoder: str = DEFAULT_MODEL, *, backend: str = "torch", embed: Embed | None = None
     ) -> "EmbeddingClassifier":
         """Trained on each distinct conversation of a labelled release, with its file's scenario."""
         from rmb_build.stages.sources.records import release_queries
@@ -431,7 +437,7 @@ class LLMClassifier:
 
     def __init__(
         self,
-        client: Any,
+        client: ChatClient,
         endpoint: str,
         model: str,
         *,
@@ -490,7 +496,9 @@ class LLMClassifier:
         preds: list[Prediction | None] = []
         for res in results:
             parsed = res.parsed if res.error is None else None
-            sid = parsed.get("scenario") if isinstance(parsed, dict) else None
+            if not isinstance(parsed, dict):
+                parsed = {}
+            sid = parsed.get("scenario")
             if isinstance(sid, str) and is_known(sid):
                 conf = parsed.get("confidence")
                 preds.append(Prediction(sid, float(conf) if isinstance(conf, (int, float)) else None))
@@ -507,7 +515,7 @@ class LLMClassifier:
 
 
 def build_classifier(
-    train_release: str | None, embeddings: Any = None, embed: Embed | None = None
+    train_release: str | None, embeddings: EmbeddingsConfig | None = None, embed: Embed | None = None
 ) -> EmbeddingClassifier:
     """The build's embedding classifier: on ``embeddings``' encoder (``EmbeddingsConfig``; None: the
     default one), its vectors from ``embed`` (the build's store) when given."""
@@ -528,34 +536,45 @@ async def classify_llm_batch(env: StageEnv, queries: Sequence[Query]) -> list[Qu
 
     cfg = env.section
     fallback = await asyncio.to_thread(build_classifier, cfg.train_release, env.embeddings, env.store)
-    clf = LLMClassifier(env.client, cfg.endpoint, cfg.model, fallback=fallback)
-    results = await ask(env.client, clf.plan(queries), desc=clf.STAGE)
+    clf = LLMClassifier(env.chat(), cfg.endpoint, cfg.model, fallback=fallback)
+    results = await ask(env.chat(), clf.plan(queries), desc=clf.STAGE)
     preds = await asyncio.to_thread(clf.collect, queries, results)  # the fallback encodes on the CPU
     return apply_predictions(queries, preds, cfg.min_confidence)
 
 
-def _training_file(cfg: Any) -> list[Any]:
+def _training_file(cfg: BuildConfig) -> list[object]:
     from rmb_build.stages.sources import file_identity
 
     return [file_identity(cfg.classifier.train_release)]
 
 
-# Both forms read the same key: the LLM's endpoint only where the method is "llm".
-_KEY = dict(
-    config="classifier",
-    endpoints=lambda c: [c.endpoint] if c.method == "llm" else None,
-    identity=_training_file,
-    encoder=True,
-    prompts=("classify", TAXONOMY_FILE),
-)
-
-
-def embedded_texts(cfg: Any, queries: Sequence[Query]) -> list[str]:
+def embedded_texts(cfg: ClassifierConfig, queries: Sequence[Query]) -> list[str]:
     """The texts the embedding classifier's batches look up in the build's store: the queries' classifier
     texts and, without a training release (``cfg``: ``classifier:``), the default training set's."""
     texts = [classifier_text(q.conversation) for q in queries]
     return texts + (default_training_set()[0] if not cfg.train_release else [])
 
 
-SPEC = StageSpec(LLMClassifier.STAGE, classify_batch, **_KEY, optional=True, embeds=embedded_texts)
-LLM_SPEC = StageSpec("classify_llm", classify_llm_batch, **_KEY, llm=True, listed=False, of=SPEC.name)
+SPEC = StageSpec(
+    LLMClassifier.STAGE,
+    classify_batch,
+    config="classifier",
+    endpoints=lambda c: [c.endpoint] if c.method == "llm" else None,
+    identity=_training_file,
+    encoder=True,
+    prompts=("classify", TAXONOMY_FILE),
+    optional=True,
+    embeds=embedded_texts,
+)
+# Both forms read the same key (the LLM's endpoint only where the method is "llm"); the LLM form's batches are
+# classify's
+LLM_SPEC = dataclasses.replace(
+    SPEC,
+    name="classify_llm",
+    work=classify_llm_batch,
+    llm=True,
+    listed=False,
+    optional=False,
+    of=SPEC.name,
+    embeds=None,
+)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Iterable, Mapping, Sequence, TypeVar
 
 from rmb_build.core.records import Failure, Query, Response
+from rmb_build.llm.config import EndpointConfig
+from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 
 T = TypeVar("T")
 
@@ -31,7 +33,7 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
 
 
-def input_token_budget(endpoint: Any, max_tokens: int, overhead_tokens: int = 0) -> int:
+def input_token_budget(endpoint: EndpointConfig | None, max_tokens: int, overhead_tokens: int = 0) -> int:
     """Tokens left for conversation/answer text on ``endpoint`` (an EndpointConfig, or None if unknown)
     once the reply (``max_tokens``) and the prompt's fixed text (``overhead_tokens``) are set aside."""
     if endpoint is None:
@@ -79,7 +81,9 @@ def fit_texts(texts: Sequence[str], max_tokens: int) -> tuple[list[str], int]:
     return out, cut
 
 
-def endpoint_of(client: Any, name: str, endpoints: Mapping[str, Any] | None = None) -> Any:
+def endpoint_of(
+    client: object, name: str, endpoints: Mapping[str, EndpointConfig] | None = None
+) -> EndpointConfig | None:
     """The EndpointConfig called ``name``, from ``endpoints`` or the client's config; None if unknown."""
     if endpoints is not None and name in endpoints:
         return endpoints[name]
@@ -104,7 +108,7 @@ def responses_by_query(responses: Iterable[Response]) -> dict[str, list[Response
     return out
 
 
-async def ask(client: Any, requests: list, desc: str) -> list:
+async def ask(client: ChatClient, requests: Sequence[ChatRequest], desc: str) -> list[ChatResult]:
     """Run ``requests`` through the LLM layer; one ChatResult per request, in order."""
     if not requests:
         return []

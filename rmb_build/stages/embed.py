@@ -10,6 +10,7 @@ from rmb_build.stages.spec import StageEnv, StageSpec
 
 
 def embed_batch(env: StageEnv, texts: Sequence[str]) -> dict[str, Any]:
+    assert env.store is not None  # an encoder stage's batch gets its store (pipeline/executor.py)
     env.store.add(texts)  # fills the store; reading every row back would cost a copy of them all
     return {"texts": len(texts)}
 

@@ -20,7 +20,7 @@ import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from rmb_build.core import atomic
 from rmb_build.core.errors import InputError
@@ -34,6 +34,9 @@ from rmb_build.stages.sources.records import (
     Skip,
 )
 from rmb_build.stages.spec import StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+    from rmb_build.pipeline.config import BuildConfig
 
 
 def source_label(src: SourceConfig) -> str:
@@ -177,7 +180,7 @@ def gather_batch(env: StageEnv, quarantine_path: str, limit: int | None) -> Gath
     return gather(env.section, quarantine_path=quarantine_path, limit=limit)
 
 
-def _sources_identity(cfg: Any) -> list[Any]:
+def _sources_identity(cfg: BuildConfig) -> list[object]:
     """What each source says identifies it (files' sizes and mtimes, a package version), its label
     set's digest, and the build's query limit."""
     from rmb_build.stages.sources import label_sets

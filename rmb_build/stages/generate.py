@@ -6,7 +6,7 @@ from typing import Any, Mapping, Sequence
 
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.records import Failure, Query, Response
-from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     StageResult,
     ask,
@@ -104,9 +104,10 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageRes
     """Responses from the results of ``planned.requests``; failed or empty replies become Failures."""
     out: StageResult[Response] = StageResult(failures=list(planned.failures), stats=dict(planned.stats))
     for (q, gen, cut), res in zip(planned.targets, results):
+        text = (res.text or "").strip()
         if not res.ok:
             out.failures.append(Failure(STAGE, q.id, gen.llm_name, res.error or "no reply"))
-        elif not (res.text or "").strip():
+        elif not text:
             out.failures.append(Failure(STAGE, q.id, gen.llm_name, f"empty answer (finish_reason={res.finish_reason})"))
         else:
             out.records.append(
@@ -115,7 +116,7 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageRes
                     gen.llm_name,
                     gen.model,
                     gen.endpoint,
-                    res.text.strip(),
+                    text,
                     res.finish_reason,
                     cut,
                     res.usage.prompt_tokens,
@@ -136,7 +137,7 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageRes
 async def generate(
     queries: Sequence[Query],
     generators: Sequence[GeneratorConfig],
-    client: Any,
+    client: ChatClient,
     *,
     endpoints: Mapping[str, Any] | None = None,
 ) -> StageResult[Response]:
@@ -155,7 +156,7 @@ def _what_generation_reads(query: Query) -> dict[str, Any]:
 
 
 async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Response]:
-    return await generate(queries, env.section, env.client)
+    return await generate(queries, env.section, env.chat())
 
 
 SPEC = StageSpec(

@@ -25,22 +25,27 @@ from __future__ import annotations
 import random
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.intervals import DEFAULT_DRAWS, clopper_pearson, mean_interval
 from rmb_build.core.items import PairwiseItem
-from rmb_build.core.records import Query, Response, query_id
+from rmb_build.core.records import Failure, Query, Response, query_id
 from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
+from rmb_build.llm.types import ChatClient
 from rmb_build.release.gold_report import CHANCE, NOT_FOUND
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
 from rmb_build.stages.judge import STAGE as JUDGE_STAGE
 from rmb_build.stages.judge import judge
+from rmb_build.stages.options import GoldConfig, GuardConfig, JudgeConfig
 from rmb_build.stages.sets import Candidate, answer_key, beats
 from rmb_build.stages.spec import StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+    from rmb_build.pipeline.config import BuildConfig
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"
 
@@ -87,6 +92,12 @@ def gold_inputs(items: Sequence[PairwiseItem], label: str) -> tuple[list[Query],
     return queries, responses
 
 
+def _goal(q: Query) -> str:
+    """A gold query's goal: ``gold_inputs`` gives every one its item's scenario."""
+    assert q.scenario_id is not None, q.id
+    return parse_scenario_id(q.scenario_id).goal
+
+
 def outcome(chosen: Candidate, rejected: Candidate) -> float:
     """1 when the build would prefer the gold chosen answer, 0 the rejected one, 0.5 neither."""
     if beats(chosen, rejected, 0.0):
@@ -114,7 +125,7 @@ def not_found(release: str, items: int) -> dict[str, Any]:
     return {"release": release, "items": 0, "requested": items, "agreement": {}, "status": NOT_FOUND}
 
 
-def _gold_inputs(gold: Any) -> tuple[list[Query], list[Response]] | None:
+def _gold_inputs(gold: GoldConfig) -> tuple[list[Query], list[Response]] | None:
     """The gold pairs (``judge.gold``) as queries and answers (None when an optional gold release is missing)."""
     from rmb_build.benchmarks.formats import RMB, open_release
 
@@ -135,19 +146,22 @@ def _harmful_answers(queries: Sequence[Query], responses: Sequence[Response]) ->
     return [r for r in responses if r.query_id in ids]
 
 
-async def gold_check(cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
+async def gold_check(cfg: BuildConfig, client: ChatClient) -> tuple[dict[str, Any], list[Failure]]:
     """The manifest's ``gold`` section for ``cfg`` (a BuildConfig with ``judge.gold``) and the
     stages' failures. A missing release raises RMBError unless ``judge.gold.required`` is false."""
     return await _check(cfg.judge, cfg.guard, client)
 
 
-async def gold_batch(env: StageEnv, guard_cfg: Any) -> tuple[dict[str, Any], list[Any]]:
+async def gold_batch(env: StageEnv[JudgeConfig], guard_cfg: GuardConfig) -> tuple[dict[str, Any], list[Failure]]:
     """The stage's work: :func:`gold_check` with the judge's section (``env.section``) and ``guard_cfg``."""
-    return await _check(env.section, guard_cfg, env.client)
+    return await _check(env.section, guard_cfg, env.chat())
 
 
-async def _check(judge_cfg: Any, guard_cfg: Any, client: Any) -> tuple[dict[str, Any], list[Any]]:
+async def _check(
+    judge_cfg: JudgeConfig, guard_cfg: GuardConfig, client: ChatClient
+) -> tuple[dict[str, Any], list[Failure]]:
     gold = judge_cfg.gold
+    assert gold is not None  # the gold stage runs only where judge.gold is set
     inputs = _gold_inputs(gold)
     if inputs is None:
         return not_found(gold.release, gold.items), []
@@ -171,7 +185,7 @@ def summarize(
     unjudged: dict[str, int] = defaultdict(int)
     why_unjudged: dict[str, Counter] = defaultdict(Counter)
     for q in queries:
-        goal = parse_scenario_id(q.scenario_id).goal
+        goal = _goal(q)
         no_label = "none" if goal == HARMLESSNESS else None  # as build_sets: unlabelled harmlessness answers
         cands = []
         for name in (CHOSEN, REJECTED):
@@ -190,7 +204,7 @@ def summarize(
         per_goal[goal].append(outcome(*cands))
     goals = [g for g in GOALS if g in per_goal or g in unjudged]
     all_outcomes = [o for g in goals for o in per_goal[g]]
-    harmful = [q for q in queries if parse_scenario_id(q.scenario_id).goal == HARMLESSNESS]
+    harmful = [q for q in queries if _goal(q) == HARMLESSNESS]
     return {
         "items": len(queries),
         "agreement": {
@@ -215,7 +229,7 @@ def guard_precision(queries: Sequence[Query], labels: Sequence[Any]) -> dict[str
     verdict, the share whose gold goal is harmlessness (None where it called none unsafe), with its
     exact 95% interval; recall over the harmlessness prompts with a readable verdict."""
     verdict = {lb.query_id: lb.verdict for lb in labels if lb.target == PROMPT_TARGET}
-    harm = {q.id: parse_scenario_id(q.scenario_id).goal == HARMLESSNESS for q in queries}
+    harm = {q.id: _goal(q) == HARMLESSNESS for q in queries}
     readable = [qid for qid in harm if verdict.get(qid) in (SAFE, UNSAFE)]
     called = [qid for qid in readable if verdict[qid] == UNSAFE]
     right = sum(harm[qid] for qid in called)

@@ -23,7 +23,8 @@ from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Failure, GuardLabel, Query, Response
 from rmb_build.core.taxonomy import HARMLESSNESS, HAZARD_CATEGORIES, MULTI, parse_scenario_id
 from rmb_build.core.text import fill, render_conversation
-from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.llm.config import EndpointConfig
+from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     StageResult,
     ask,
@@ -114,7 +115,7 @@ def verdict_schema() -> dict[str, Any]:
     }
 
 
-def reply_format(cfg: GuardConfig, endpoint: Any) -> str:
+def reply_format(cfg: GuardConfig, endpoint: EndpointConfig | None) -> str:
     """``text`` or ``json``: ``cfg.reply``, where ``auto`` is json on an embedded endpoint with structured
     output (a small chat model that is no Llama Guard) and text elsewhere (a Llama Guard server's own form)."""
     if cfg.reply != "auto":
@@ -179,7 +180,7 @@ def _guard_prompt(
 
 
 def is_harmlessness(query: Query) -> bool:
-    return bool(query.scenario_id) and parse_scenario_id(query.scenario_id).goal == HARMLESSNESS
+    return parse_scenario_id(query.scenario_id).goal == HARMLESSNESS if query.scenario_id else False
 
 
 Target = tuple[str, str, "str | None", int]  # query id, prompt or response, generator, characters cut
@@ -284,7 +285,7 @@ async def guard(
     queries: Sequence[Query],
     responses: Sequence[Response],
     cfg: GuardConfig,
-    client: Any,
+    client: ChatClient,
     *,
     endpoints: Mapping[str, Any] | None = None,
     every_prompt: bool = False,
@@ -314,7 +315,7 @@ def apply_prompt_scenarios(queries: Iterable[Query], labels: Iterable[GuardLabel
 async def guard_batch(
     env: StageEnv, queries: Sequence[Query], responses: Sequence[Response]
 ) -> StageResult[GuardLabel]:
-    return await guard(queries, responses, env.section, env.client)
+    return await guard(queries, responses, env.section, env.chat())
 
 
 SPEC = StageSpec(

@@ -29,7 +29,7 @@ import numpy as np
 
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
-from rmb_build.stages.classify import build_classifier
+from rmb_build.stages.classify import EmbeddingClassifier, build_classifier
 from rmb_build.stages.spec import StageEnv, StageSpec
 
 MEASUREMENT = "harm_threshold.json"
@@ -44,11 +44,11 @@ def measurement() -> dict[str, Any]:
 
 
 def _is_harm(scenario_id: str | None) -> bool:
-    return bool(scenario_id) and parse_scenario_id(scenario_id).goal == HARMLESSNESS
+    return parse_scenario_id(scenario_id).goal == HARMLESSNESS if scenario_id else False
 
 
 def require_evidence(
-    queries: Sequence[Query], clf: Any, from_classifier: bool = True
+    queries: Sequence[Query], clf: EmbeddingClassifier, from_classifier: bool = True
 ) -> tuple[list[Query], dict[str, Any]]:
     """``queries`` with every harmlessness label lacking evidence replaced by the query's most likely
     helpfulness scenario, and what happened (``clf``: an EmbeddingClassifier). A label set's label
@@ -59,7 +59,7 @@ def require_evidence(
     threshold = float(measurement()["threshold"])
     by_label_set = Counter(q.labelled_by for q in queries if q.labelled_by and _is_harm(q.scenario_id))
     harm_at = [i for i, q in enumerate(queries) if _is_harm(q.scenario_id) and not q.labelled_by]
-    out, reasons = list(queries), Counter()
+    out, reasons = list(queries), Counter[str]()
     if harm_at:
         proba = clf.predict_proba([classifier_text(queries[i].conversation) for i in harm_at])
         harm_cols = np.array([_is_harm(label) for label in clf.labels])

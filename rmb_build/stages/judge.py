@@ -18,7 +18,7 @@ from rmb_build.core.prompting import criteria_path, load_prompt
 from rmb_build.core.records import Failure, JudgeScore, Query, Response
 from rmb_build.core.text import fill, render_conversation
 from rmb_build.llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
-from rmb_build.llm.types import ChatRequest, ChatResult
+from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     StageResult,
     ask,
@@ -49,7 +49,7 @@ class Judgement:
 _SCORE_RE = re.compile(r"\bscore\"?\s*[:=]\s*\"?(\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
-def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
+def parse_judgement(parsed: object, text: str | None) -> Judgement | str:
     """A judge reply as a Judgement, or a short description of what is wrong with it.
 
     Uses the schema-parsed object when the LLM layer gave one, else the first JSON object in the
@@ -63,6 +63,8 @@ def parse_judgement(parsed: Any, text: str | None) -> Judgement | str:
         if not m:
             return "no JSON object with a 'score' field"
         raw, rationale = m.group(1), ""
+    if raw is None:
+        return "'score' is None, not a number"
     try:
         score = float(raw)
     except OverflowError:  # an integer too large for a float: out of range
@@ -133,6 +135,7 @@ def prepare(
         if problem:
             out.failures.append(Failure(STAGE, r.query_id, r.generator, problem))
             continue
+        assert q is not None and crit is not None  # _criteria_or_problem gives a problem otherwise
         messages, cut = _judge_prompt(q, r.text, load_prompt(crit), budget)
         inputs_cut += bool(cut)
         out.targets.append((r, crit))
@@ -211,7 +214,7 @@ async def judge(
     queries: Sequence[Query],
     responses: Sequence[Response],
     cfg: JudgeConfig,
-    client: Any,
+    client: ChatClient,
     *,
     endpoints: Mapping[str, Any] | None = None,
 ) -> StageResult[JudgeScore]:
@@ -225,7 +228,7 @@ async def judge(
 async def judge_batch(
     env: StageEnv, queries: Sequence[Query], responses: Sequence[Response]
 ) -> StageResult[JudgeScore]:
-    return await judge(queries, responses, env.section, env.client)
+    return await judge(queries, responses, env.section, env.chat())
 
 
 SPEC = StageSpec(

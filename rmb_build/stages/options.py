@@ -9,6 +9,7 @@ from pydantic import Field, TypeAdapter, model_validator
 from rmb_build.core.options import StrictModel
 from rmb_build.embed.similarity import BLOCK_SIZE
 from rmb_build.llm.config import ModelRef
+from rmb_build.stages.sources.options import SourceOptions
 
 
 class GeneratorConfig(ModelRef):
@@ -119,7 +120,7 @@ def _source_union() -> Any:
 SourceConfig = _source_union()
 
 
-def source_config(**fields: Any) -> Any:
+def source_config(**fields: object) -> SourceOptions:
     """One source's options, validated (the class follows ``kind``)."""
     return TypeAdapter(SourceConfig).validate_python(fields)
 

@@ -31,16 +31,20 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rmb_build.core.records import GuardLabel, Query
 from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, HELPFULNESS, parse_scenario_id
-from rmb_build.stages.classify import build_classifier
+from rmb_build.stages.classify import EmbeddingClassifier, build_classifier
 from rmb_build.stages.gold import guard_evidence
 from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE, guard
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
+from rmb_build.stages.options import GuardConfig, SelectConfig
 from rmb_build.stages.select import Selection, select, select_balanced, write_selection
 from rmb_build.stages.spec import StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+    from rmb_build.pipeline.config import BuildConfig
 
 GUARD, CLASSIFIER, LABEL_SET = "guard", "classifier", "label_set"
 
@@ -227,14 +231,14 @@ def needs_alternatives(
     return out
 
 
-def alternatives_from(clf: Any, queries: Sequence[Query]) -> dict[str, dict[str, str | None]]:
+def alternatives_from(clf: EmbeddingClassifier, queries: Sequence[Query]) -> dict[str, dict[str, str | None]]:
     """query id -> {goal: the classifier's most probable scenario of that goal} (an EmbeddingClassifier)."""
     from rmb_build.stages.classify import classifier_text
 
     if not queries:
         return {}
     proba = clf.predict_proba([classifier_text(q.conversation) for q in queries])
-    goals = [goal_of(label) for label in clf.labels]
+    goals = [parse_scenario_id(label).goal for label in clf.labels]  # its labels are scenario ids, none empty
     out: dict[str, dict[str, str | None]] = {}
     for q, row in zip(queries, proba):
         best: dict[str, tuple[float, str]] = {}
@@ -288,14 +292,14 @@ __all__ = [
 class Settings:
     """What routing reads of the build config besides its own section (``route:``, ``env.section``)."""
 
-    guard: Any
-    select: Any
-    scenarios: Any
+    guard: GuardConfig
+    select: SelectConfig
+    scenarios: list[str] | None  # the build's ``scenarios:`` (None: every scenario)
     train_release: str | None
     selected_file: str  # where the routed selection is written
 
     @classmethod
-    def of(cls, cfg: Any, selected_file: str) -> "Settings":
+    def of(cls, cfg: BuildConfig, selected_file: str) -> "Settings":
         return cls(cfg.guard, cfg.select, cfg.scenarios, cfg.classifier.train_release, selected_file)
 
 
@@ -315,7 +319,7 @@ async def _guard_and_route(
     env: StageEnv, the: Settings, queries: Sequence[Query], not_evidence: str | None
 ) -> tuple[Routing, list[Any]]:
     """The routing of ``queries`` by their prompts' guard verdicts, and the guard's failures."""
-    labels = await guard(queries, [], the.guard, env.client, every_prompt=True)
+    labels = await guard(queries, [], the.guard, env.chat(), every_prompt=True)
     read = [lb for lb in labels.records if lb.target == PROMPT_TARGET]
     unreadable = mostly_unreadable(sum(1 for lb in read if lb.verdict not in (SAFE, UNSAFE)), len(read))
     unsure = [] if unreadable else needs_alternatives(queries, labels.records, not_evidence)
@@ -330,7 +334,7 @@ async def _guard_and_route(
     return routed, list(labels.failures)
 
 
-def _pool(queries: Sequence[Query], scenarios: Any) -> list[Query]:
+def _pool(queries: Sequence[Query], scenarios: Sequence[str] | None) -> list[Query]:
     return [q for q in queries if q.scenario_id and (scenarios is None or q.scenario_id in scenarios)]
 
 

@@ -124,7 +124,10 @@ class _Tally:
 
 
 NO_VERDICT = "none"
-_NO_VERDICT_REASONS = {UNKNOWN: "guard reply unreadable (verdict unknown)", NO_VERDICT: "no guard label"}
+_NO_VERDICT_REASONS: dict[str | None, str] = {
+    UNKNOWN: "guard reply unreadable (verdict unknown)",
+    NO_VERDICT: "no guard label",
+}
 
 
 def _candidates(

@@ -10,11 +10,20 @@ flow's event loop), with :class:`StageEnv` holding what the run hands it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
+from rmb_build.core.items import Item
 from rmb_build.embed.encoder import store_for
+from rmb_build.llm.types import ChatClient
+from rmb_build.stages.options import EmbeddingsConfig
+
+if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+    from rmb_build.embed.store import EmbeddingStore
+    from rmb_build.pipeline.config import BuildConfig
 
 
 class Position(Enum):
@@ -36,6 +45,17 @@ class Position(Enum):
     ANSWERS = "answers"
     ITEMS = "items"
     RUN = "run"
+
+
+Entry = tuple[Item, Mapping[str, Any]]  # an item of the release and its line of annotations.jsonl
+
+
+class ReleaseWriter(Protocol):
+    """What an ``ITEMS`` stage's ``writes`` makes: it sees the release's entries stream by, then writes its files."""
+
+    def watch(self, entries: Iterable[Entry]) -> Iterator[Entry]: ...
+
+    def write(self, folder: Path) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +104,7 @@ class StageSpec:
     work: Callable[..., Any] | None = None
     config: str | None = None
     endpoints: Callable[[Any], Sequence[str] | None] | None = None
-    identity: Callable[[Any], list[Any]] | None = None
+    identity: Callable[[BuildConfig], list[object]] | None = None
     encoder: bool = False
     prompts: tuple[str, ...] = ()
     keyed_inputs: bool = True
@@ -97,9 +117,9 @@ class StageSpec:
     optional: bool = False
     at: Position | None = None
     takes: Callable[[Any, Any], Any] | None = None
-    bound: Callable[[int, Any], int] | None = None
+    bound: Callable[[int, BuildConfig], int] | None = None
     checks: Callable[[Any], dict[str, Any]] | None = None
-    writes: Callable[[Iterable[dict[str, Any]], dict[str, Any]], Any] | None = None
+    writes: Callable[[Iterable[dict[str, Any]], dict[str, Any]], ReleaseWriter] | None = None
     plan_note: Callable[[Any, int], str] | None = None
     of: str | None = None
     sends: tuple[str, ...] = ()
@@ -121,25 +141,35 @@ class StageSpec:
         return self.work.__module__ if self.work is not None else ""
 
 
+Section = TypeVar("Section")  # a stage's config section (a model of ``stages/options.py``), or None
+
+
 @dataclass
-class StageEnv:
+class StageEnv(Generic[Section]):
     """What a stage's work gets from the run besides its inputs: its config section, the LLM client
     (LLM stages), the embedding settings and store folder (stages that embed; ``store`` is opened per
     batch by the executor, so that its figures are that batch's). Only what the work needs travels to
     a Dask worker: never the whole config (its endpoints may hold credentials)."""
 
-    section: Any = None
-    client: Any = None
-    embeddings: Any = None
+    section: Section
+    client: ChatClient | None = None
+    embeddings: EmbeddingsConfig | None = None
     store_dir: str | None = None
-    store: Any = None
+    store: EmbeddingStore | None = None
 
-    def open_store(self) -> Any:
+    def chat(self) -> ChatClient:
+        """The LLM client: an LLM stage's env has one (``StageSpec.llm``)."""
+        assert self.client is not None, "a stage that is not flagged llm asked for the LLM client"
+        return self.client
+
+    def open_store(self) -> EmbeddingStore | None:
         """A new store object on the build's vectors (``None`` without embedding settings)."""
-        return open_store(self.embeddings, self.store_dir) if self.embeddings is not None else None
+        if self.embeddings is None or self.store_dir is None:
+            return None
+        return open_store(self.embeddings, self.store_dir)
 
 
-def open_store(embeddings: Any, folder: Any) -> Any:
+def open_store(embeddings: EmbeddingsConfig, folder: str | os.PathLike) -> EmbeddingStore:
     """The build's embedding store (``EmbeddingsConfig`` ``embeddings``) in ``folder``: a new object per
     batch, so that its stats are that batch's; every object and process shares the folder's vectors."""
     return store_for(folder, embeddings.model, embeddings.backend, embeddings.dtype)

@@ -16,13 +16,13 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from pydantic import Field
 
 from rmb_build.core import atomic
 from rmb_build.core.errors import RMBError
-from rmb_build.core.items import BonItem
+from rmb_build.core.items import BonItem, Item, PairwiseItem
 from rmb_build.core.options import StrictModel
 from rmb_build.core.prompting import load_prompt
 from rmb_build.core.records import Query, Response
@@ -33,7 +33,11 @@ from rmb_build.release.style_set import style_file, style_record
 from rmb_build.stages import judge
 from rmb_build.stages.common import StageResult, ask, index_queries
 from rmb_build.stages.options import JudgeConfig, StyleConfig
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Entry, Position, StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+    from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.stages.sets import SetsResult
 
 STAGE = "style"
 STYLES = ("concise", "detailed_plain", "detailed_markdown")  # RM-Bench's order (release/style_set.py's)
@@ -134,7 +138,7 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
         for side in SIDES
         for style in STYLES
     ]
-    results = await ask(env.client, requests, desc=STAGE)
+    results = await ask(env.chat(), requests, desc=STAGE)
     # One judge call per original and rewrite, named so that each comes back to its pair.
     to_judge: list[Response] = []
     rewrites: dict[tuple[int, str, str], str | None] = {}
@@ -149,7 +153,7 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
                 rewrites[(n, side, style)] = text or None
                 if text:
                     to_judge.append(_response(q, f"{n}:{side}:{style}", text))
-    judged = await judge.judge(queries, to_judge, section.judge, env.client)
+    judged = await judge.judge(queries, to_judge, section.judge, env.chat())
     scores = {(s.query_id, s.generator): s.mean for s in judged.records}
     dropped = dict.fromkeys(DROP_REASONS, 0)
     dropped["failed"] = len(SIDES) * len(STYLES) * (len(pairs) - len(todo))  # a pair whose query is not given
@@ -160,18 +164,18 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
             original = getattr(p, side)
             base = scores.get((q.id, f"{n}:{side}"))
             for style in STYLES:
-                text = rewrites[(n, side, style)]
-                score = scores.get((q.id, f"{n}:{side}:{style}")) if text else None
-                if text is None or score is None or base is None:
+                rewrite = rewrites[(n, side, style)]
+                score = scores.get((q.id, f"{n}:{side}:{style}")) if rewrite else None
+                if rewrite is None or score is None or base is None:
                     dropped["failed"] += 1
-                elif " ".join(text.split()) == " ".join(original.split()):  # no style change: measures nothing
+                elif " ".join(rewrite.split()) == " ".join(original.split()):  # no style change: measures nothing
                     dropped["unchanged"] += 1
                 elif abs(score - base) > cfg.max_score_shift:
                     dropped["score_shift"] += 1
-                elif is_refusal(text) != is_refusal(original):
+                elif is_refusal(rewrite) != is_refusal(original):
                     dropped["refusal_flip"] += 1
                 else:
-                    kept[side].append(text)
+                    kept[side].append(rewrite)
         if all(len(kept[side]) == len(STYLES) for side in SIDES):
             out.records.append(
                 Variants(
@@ -205,15 +209,15 @@ def bon_loser(item: BonItem) -> int:
     return len(item.losers) - 1
 
 
-def rewritten_answers(item: Any) -> tuple[str, str]:
+def rewritten_answers(item: Item) -> tuple[str, str]:
     """The two answers of a release item that the style stage rewrites: a pairwise item's chosen and rejected,
     a BoN item's winner and :func:`bon_loser`."""
-    if item.set_name == PAIRWISE_SET:
+    if isinstance(item, PairwiseItem):
         return item.chosen.answer, item.rejected.answer
     return item.best.answer, item.losers[bon_loser(item)].answer
 
 
-def pairs_of(section: StyleSection, built: Any) -> list[Pair]:
+def pairs_of(section: StyleSection, built: SetsResult) -> list[Pair]:
     """The stage's input from one batch's sets (``stages/sets.py``'s result): every pairwise item's
     :func:`rewritten_answers`, then with ``style.bon`` every BoN item's."""
     notes = {(n["set"], n["uid"]): n for n in built.annotations}
@@ -228,19 +232,23 @@ def pairs_of(section: StyleSection, built: Any) -> list[Pair]:
 def accounting(stats: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest's ``checks.style``: items and rewrites kept and dropped (by why); both balance."""
     dropped = {k: int(stats.get(f"rewrites_dropped_{k}", 0)) for k in DROP_REASONS}
-    out = {
-        "items": int(stats.get("items", 0)),
-        "items_kept": int(stats.get("kept", 0)),
-        "items_dropped": int(stats.get("dropped_items", 0)),
-        "rewrites": int(stats.get("rewrites", 0)),
-        "rewrites_kept": int(stats.get("rewrites_kept", 0)),
+    items, kept, items_dropped = (
+        int(stats.get("items", 0)),
+        int(stats.get("kept", 0)),
+        int(stats.get("dropped_items", 0)),
+    )
+    rewrites, rewrites_kept = int(stats.get("rewrites", 0)), int(stats.get("rewrites_kept", 0))
+    out: dict[str, object] = {
+        "items": items,
+        "items_kept": kept,
+        "items_dropped": items_dropped,
+        "rewrites": rewrites,
+        "rewrites_kept": rewrites_kept,
         "rewrites_dropped": dropped,
     }
     if "bon_items" in stats:  # style.bon on: how many of the items were BoN items, and kept
         out["bon_items"], out["bon_items_kept"] = int(stats["bon_items"]), int(stats.get("bon_kept", 0))
-    if out["items"] != out["items_kept"] + out["items_dropped"] or out["rewrites"] != out["rewrites_kept"] + sum(
-        dropped.values()
-    ):
+    if items != kept + items_dropped or rewrites != rewrites_kept + sum(dropped.values()):
         raise RMBError(f"style stage: its accounting does not balance: {out}")
     return out
 
@@ -262,9 +270,9 @@ class StyleWriter:
         self.section = section
         self.found: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
-    def watch(self, entries: Iterable[tuple[Any, dict]]) -> Iterator[tuple[Any, dict]]:
+    def watch(self, entries: Iterable[Entry]) -> Iterator[Entry]:
         for item, note in entries:
-            extra = {} if item.set_name == PAIRWISE_SET else {"set": BON_SET, "loser": bon_loser(item)}
+            extra = {"set": BON_SET, "loser": bon_loser(item)} if isinstance(item, BonItem) else {}
             v = self.variants.pop(_key(item.set_name, note["query_id"], *rewritten_answers(item)), None)
             if v is not None:
                 conversation = item.to_rmb()["conversation_input"]
@@ -300,11 +308,12 @@ def plan_note(estimates: Mapping[str, Any], rewrites_to_make: int = 0) -> str:
     return "".join(f"; {text}" for text in [*notes, *([REWRITES_NOTE] if rewrites_to_make else [])])
 
 
-def calls_at_most(queries: int, cfg: Any) -> int:
+def calls_at_most(queries: int, cfg: BuildConfig) -> int:
     """The most LLM calls the stage sends for ``queries`` selected queries (build config ``cfg``): per pairwise
     item, six rewrites and the judge's samples of each (the originals' judge requests are the judge stage's,
     answered by the cache); items per query at most ``sets.max_pairs_per_query`` and one per pair of generators,
     and with ``style.bon`` one BoN item more."""
+    assert cfg.style is not None  # a dry run bounds the stage only where the config has style:
     g = len(cfg.generators)
     pairs = queries * (min(cfg.sets.max_pairs_per_query, g * (g - 1) // 2) + int(cfg.style.bon))
     return pairs * len(SIDES) * len(STYLES) * (1 + cfg.judge.samples)

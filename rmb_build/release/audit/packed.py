@@ -8,7 +8,10 @@ import hashlib
 import struct
 from array import array
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+if TYPE_CHECKING:  # imported where used: an audit without packed records never loads it
+    import numpy as np
 
 
 def digest(text: str) -> bytes:
@@ -81,17 +84,17 @@ class Records:
         self._dtype = [(name, self._NUMPY[code]) for name, code in fields]
         self._buf = bytearray()
 
-    def append(self, *values: Any) -> None:
+    def append(self, *values: object) -> None:
         self._buf += self._struct.pack(*values)
 
-    def array(self) -> Any:
+    def array(self) -> np.ndarray:
         """The records as a numpy structured array (a view of the buffer, not a copy)."""
         import numpy as np
 
         return np.frombuffer(self._buf, dtype=np.dtype(self._dtype))
 
 
-def grouped(records: Any, keys: Sequence[str]) -> tuple[Any, Any]:
+def grouped(records: np.ndarray, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The records sorted by ``keys`` (equal keys: in the order they were appended), and the bounds of
     each group of equal keys: group ``g`` is ``sorted[bounds[g]:bounds[g + 1]]``."""
     import numpy as np
@@ -104,7 +107,7 @@ def grouped(records: Any, keys: Sequence[str]) -> tuple[Any, Any]:
     return ordered, np.append(np.flatnonzero(starts), len(ordered))
 
 
-def runs(records: Any, keys: Sequence[str], min_size: int = 1) -> Iterator[Any]:
+def runs(records: np.ndarray, keys: Sequence[str], min_size: int = 1) -> Iterator[np.ndarray]:
     """The groups of ``grouped`` with at least ``min_size`` records, one structured array each."""
     ordered, bounds = grouped(records, keys)
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):

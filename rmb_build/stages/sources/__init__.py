@@ -3,12 +3,10 @@ imports them on first lookup."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rmb_build.stages.sources.base import SOURCES, Source, SourceError, SourceOptions, file_identity, source
 
 
-def source_for(opts: Any) -> Source:
+def source_for(opts: SourceOptions) -> Source:
     """The registered Source for one validated source config."""
     return SOURCES.get(opts.kind, field="kind")(opts)
 

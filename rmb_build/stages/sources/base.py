@@ -10,7 +10,7 @@ and gather, preflight, the gather cache key and the manifest ask the registry.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, get_args
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.json_array import ArrayTail
@@ -53,7 +53,7 @@ class Source:
         """A machine-independent name: part of every query's id, so ids stay stable across machines."""
         return f"{self.kind}:{Path(self.opts.path or '').name}"
 
-    def identity(self) -> Any:
+    def identity(self) -> object:
         """What the gather cache key holds besides the options: the files behind the source."""
         return file_identity(self.opts.path)
 
@@ -91,7 +91,7 @@ def local_path_check(opts: SourceOptions) -> Path:
     return path
 
 
-def file_identity(path: str | None) -> Any:
+def file_identity(path: str | None) -> object:
     """The files under ``path`` with size and mtime (the path itself when it does not exist)."""
     if not path:
         return None
@@ -110,7 +110,7 @@ def source(kind: str):
     """Register a ``Source`` subclass as source kind ``kind`` (its ``options`` must say ``kind: Literal[kind]``)."""
 
     def register(cls: type[Source]) -> type[Source]:
-        if cls.options.model_fields["kind"].annotation.__args__ != (kind,):
+        if get_args(cls.options.model_fields["kind"].annotation) != (kind,):
             raise ValueError(f"{cls.__name__}.options must declare kind: Literal[{kind!r}]")
         cls.kind = kind
         return SOURCES.add(kind, cls)

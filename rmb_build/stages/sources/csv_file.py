@@ -27,6 +27,7 @@ class CsvOptions(SourceOptions):
 @source("csv")
 class CsvSource(Source):
     options = CsvOptions
+    opts: CsvOptions
 
     def records(self, tail: ArrayTail) -> Iterator[RawRecord]:
         path = self.path()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Iterator, Literal
 
 from pydantic import Field
 
@@ -24,6 +24,7 @@ class HfOptions(SourceOptions):
 @source("hf")
 class HfSource(Source):
     options = HfOptions
+    opts: HfOptions
 
     def check(self) -> None:
         # a Hub id (or a local folder): `datasets` reports a bad one when gather opens it
@@ -31,7 +32,7 @@ class HfSource(Source):
             raise SourceError("a 'hf' source needs a 'path'")
 
     def _remote(self) -> bool:
-        return bool(self.opts.path) and not Path(self.opts.path).exists()
+        return not Path(self.opts.path).exists() if self.opts.path else False
 
     def label(self) -> str:
         o = self.opts
@@ -39,7 +40,7 @@ class HfSource(Source):
             return f"hf:{o.path}" + (f":{o.name}" if o.name else "") + f":{o.split}"
         return super().label()
 
-    def identity(self) -> Any:
+    def identity(self) -> object:
         return None  # the Hub dataset is named by the options; local files are not fingerprinted
 
     def records(self, tail: ArrayTail) -> Iterator[RawRecord]:

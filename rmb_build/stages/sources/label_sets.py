@@ -113,7 +113,7 @@ def _load(name: str, path: str, about_path: str | None, size: int, mtime_ns: int
     return LabelSet(name, labels, frozenset(reviewed), digest, about, prompts)
 
 
-def identity(spec: str | None) -> Any:
+def identity(spec: str | None) -> object:
     """What a build's gather cache key holds for a source's ``labels``: the set's name and digest."""
     if spec is None:
         return None

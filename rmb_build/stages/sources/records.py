@@ -5,7 +5,7 @@ the filters (``min_chars``, ``max_chars``, ``languages``); and an RMB release's 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rmb_build.core.items import Turn
 from rmb_build.core.jsonl import BadLine
@@ -14,6 +14,9 @@ from rmb_build.core.taxonomy import is_known
 from rmb_build.stages.language import detect_language
 from rmb_build.stages.sources.label_sets import LabelSet, load_label_set
 from rmb_build.stages.sources.options import SourceOptions as SourceConfig
+
+if TYPE_CHECKING:
+    from rmb_build.release.read import Release
 
 ROLES = {
     "human": "user",
@@ -164,7 +167,7 @@ def make_query(record: Any, src: SourceConfig, label: str, where: int) -> Query:
 
 
 def _check_labelled_only(source_id: str, src: SourceConfig) -> None:
-    if src.labelled_only:
+    if src.labelled_only and src.labels:  # SourceOptions refuses labelled_only without labels
         _labelled_only(source_id, load_label_set(src.labels))
 
 
@@ -191,7 +194,7 @@ def with_peoples_label(q: Query, src: SourceConfig) -> Query:
     return dataclasses.replace(q, scenario_id=scenario, labelled_by=label_set.name)
 
 
-def release_queries(release: Any, label: str | None = None) -> list[Query]:
+def release_queries(release: Release, label: str | None = None) -> list[Query]:
     """One Query per distinct conversation of an RMB release (first occurrence wins), labelled with
     its file's scenario; ``source_id`` is ``<set>:<uid>``."""
     from rmb_build.core.items import conversation_key

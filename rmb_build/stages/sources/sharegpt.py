@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Iterator, Literal
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.extras import install_line
@@ -65,7 +65,7 @@ class SharegptSource(Source):
     def label(self) -> str:
         return super().label() if self.opts.path else "sharegpt"
 
-    def identity(self) -> Any:
+    def identity(self) -> object:
         return file_identity(self.opts.path) if self.opts.path else {"package": PACKAGE, "version": _package_version()}
 
     def where(self) -> str | None:

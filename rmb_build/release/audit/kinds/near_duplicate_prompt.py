@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmb_build.core.text import search_text
 from rmb_build.release.audit.kind import AuditContext, Entry, defect, defect_entry
 from rmb_build.release.audit.packed import Records, grouped
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EMBED_CHUNK = 256  # conversations' search texts embedded at a time
 
@@ -66,7 +69,7 @@ class _NearDuplicates:
             self.rows = []
         self.pending = []
 
-    def _vectors(self) -> Any:
+    def _vectors(self) -> np.ndarray:
         """The embedded chunks as one matrix, each chunk let go once copied (not two copies at once)."""
         import numpy as np
 
@@ -81,7 +84,7 @@ class _NearDuplicates:
             at += len(chunk)
         return vectors
 
-    def _pairs(self, prompt_row: Any, prompt_scenario: Any) -> dict[tuple[int, int], float]:
+    def _pairs(self, prompt_row: np.ndarray, prompt_scenario: np.ndarray) -> dict[tuple[int, int], float]:
         """(prompt, prompt) -> cosine, prompts numbered as ``finish`` groups them (sorted by row)."""
         import numpy as np
 
