@@ -215,29 +215,8 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     weights = np.array([w for w, _, _ in parts], dtype=float)
     total = float(weights.sum())
     w = weights / total
-    outcomes = [np.asarray(o, dtype=float) for _, o, _ in parts]
-    sizes = np.array([len(o) for o in outcomes], dtype=float)
-    if np.any(sizes == 0):
-        raise ValueError("an interval needs at least one item per scenario")
-    _check_finite(weights, outcomes)
-    means = np.array([float(o.mean()) for o in outcomes])
-    squares = np.array([float(np.sum((o - m) ** 2)) for o, m in zip(outcomes, means)])
-    pools: dict[str, list[int]] = {}
-    for i, (_, _, pool) in enumerate(parts):
-        pools.setdefault(pool, []).append(i)
-    pool_variance = np.zeros(len(parts))
-    for members in pools.values():
-        values = np.concatenate([outcomes[i] for i in members])
-        m = float(values.mean())
-        within, df = float(squares[members].sum()), int(sizes[members].sum()) - len(members)
-        if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
-            within, df = float(np.sum((values - m) ** 2)), len(values) - 1
-        pool_variance[members] = (within + m * (1 - m)) / (df + 1)
-    smoothed = (means * sizes + 0.5) / (sizes + 1)  # half a win and half a loss added (Jeffreys)
-    prior = np.maximum(pool_variance, smoothed * (1 - smoothed))
-    k = POOL_PRIOR_ITEMS
-    scenario_df = sizes - 1 + k
-    variance = (squares + k * prior) / scenario_df
+    s = _ShrunkVariances(parts, weights, "outcomes")
+    means, sizes, variance, scenario_df = s.means, s.sizes, s.variance, s.scenario_df
     estimate = float(np.sum(w * means))
     terms = w**2 * variance / sizes
     var = float(terms.sum())
@@ -254,9 +233,44 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     return [total * max(0.0, float(centre - half)), total * min(1.0, float(centre + half))]
 
 
-def _check_finite(weights: np.ndarray, outcomes: Sequence[np.ndarray]) -> None:
-    if not np.all(np.isfinite(weights)) or not all(np.all(np.isfinite(o)) for o in outcomes):
-        raise ValueError("an interval needs finite weights and outcomes")
+class _ShrunkVariances:
+    """Each scenario's mean, size, and variance shrunk toward its prior (``pooled_interval``'s rule), of
+    ``outcomes`` in [0, 1] or paired ``differences`` in [-1, 1]; the one rule both pooled figures read.
+
+    The pool's pseudo-degree of freedom sits at the largest variance its values can have (``m (1 - m)``; for
+    differences, their variance once a pseudo pair (+1, -1) joins them); the floor is each scenario's own
+    second moment with half an item at the far end added (outcomes: ``p (1 - p)`` at the mean with half a win and
+    half a loss added)."""
+
+    def __init__(self, parts: Sequence[tuple[float, np.ndarray, str]], weights: np.ndarray, kind: str) -> None:
+        values = [np.asarray(v, dtype=float) for _, v, _ in parts]
+        sizes = np.array([len(v) for v in values], dtype=float)
+        if np.any(sizes == 0):
+            raise ValueError("an interval needs at least one item per scenario")
+        if not np.all(np.isfinite(weights)) or not all(np.all(np.isfinite(v)) for v in values):
+            raise ValueError("an interval needs finite weights and outcomes")
+        means = np.array([float(v.mean()) for v in values])
+        squares = np.array([float(np.sum((v - m) ** 2)) for v, m in zip(values, means)])
+        pools: dict[str, list[int]] = {}
+        for i, (_, _, pool) in enumerate(parts):
+            pools.setdefault(pool, []).append(i)
+        pool_variance = np.zeros(len(parts))
+        for members in pools.values():
+            pooled = np.concatenate([values[i] for i in members])
+            m = float(pooled.mean())
+            pseudo = m * (1 - m) if kind == "outcomes" else float(np.var(np.concatenate([pooled, [1.0, -1.0]])))
+            within, df = float(squares[members].sum()), int(sizes[members].sum()) - len(members)
+            if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
+                within, df = float(np.sum((pooled - m) ** 2)), len(pooled) - 1
+            pool_variance[members] = (within + pseudo) / (df + 1)
+        if kind == "outcomes":
+            smoothed = (means * sizes + 0.5) / (sizes + 1)  # half a win and half a loss added (Jeffreys)
+            own = smoothed * (1 - smoothed)
+        else:  # half an item of |A - B| = 1 added to the second moment
+            own = (squares + sizes * means**2 + 0.5) / (sizes + 1) - (means * sizes / (sizes + 1)) ** 2
+        self.means, self.sizes = means, sizes
+        self.scenario_df = sizes - 1 + POOL_PRIOR_ITEMS
+        self.variance = (squares + POOL_PRIOR_ITEMS * np.maximum(pool_variance, own)) / self.scenario_df
 
 
 def pooled_difference(
@@ -280,28 +294,9 @@ def pooled_difference(
     from scipy.special import stdtr, stdtrit
 
     weights = np.array([w for w, _, _ in parts], dtype=float)
-    sizes = np.array([len(d) for _, d, _ in parts], dtype=float)
-    if np.any(sizes == 0):
-        raise ValueError("an interval needs at least one item per scenario")
-    _check_finite(weights, [np.asarray(d, dtype=float) for _, d, _ in parts])
-    means = np.array([float(np.mean(d)) for _, d, _ in parts])
-    pools: dict[str, list[int]] = {}
-    for i, (_, _, pool) in enumerate(parts):
-        pools.setdefault(pool, []).append(i)
-    squares = np.array([float(np.sum((np.asarray(d, dtype=float) - m) ** 2)) for (_, d, _), m in zip(parts, means)])
-    pool_variance = np.zeros(len(parts))
-    for members in pools.values():
-        values = np.concatenate([np.asarray(parts[i][1], dtype=float) for i in members])
-        prior = float(np.var(np.concatenate([values, [1.0, -1.0]])))
-        within, df = float(squares[members].sum()), int(sum(sizes[members] - 1))
-        if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
-            within, df = float(np.sum((values - values.mean()) ** 2)), len(values) - 1
-        pool_variance[members] = (within + prior) / (df + 1)
-    # never below the scenario's own differences' variance with half an item of |A - B| = 1 added (Jeffreys)
-    second = (squares + sizes * means**2 + 0.5) / (sizes + 1)
-    own = second - (means * sizes / (sizes + 1)) ** 2
-    scenario_df = sizes - 1 + POOL_PRIOR_ITEMS
-    terms = weights**2 * (squares + POOL_PRIOR_ITEMS * np.maximum(pool_variance, own)) / scenario_df / sizes
+    s = _ShrunkVariances(parts, weights, "differences")
+    means, scenario_df = s.means, s.scenario_df
+    terms = weights**2 * s.variance / s.sizes
     diff = float(np.sum(weights * means))
     se = float(np.sqrt(terms.sum()))
     dof = float(terms.sum() ** 2 / np.sum(terms**2 / scenario_df))
