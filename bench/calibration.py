@@ -300,7 +300,10 @@ def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
             for f, (e, c) in found.items():
                 e.append(got[f])
                 c.append(got["ci95"][f])
-        rows += [summarise(f"style {f} (adjusted Wald)", STYLE, name, [truth[f]] * draws, *found[f]) for f in found]
+        rows += [
+            summarise(f"style {f} (toolkit: shrunk toward the goal's pool)", STYLE, name, [truth[f]] * draws, *found[f])
+            for f in found
+        ]
 
     return rows
 

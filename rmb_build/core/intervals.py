@@ -185,6 +185,7 @@ def goal_of(scenario: str) -> str:
 # the calibration suite's layouts in 93-98% (docs/calibration.md); the pool alone, with no floor at the scenario's
 # own mean, held a goal of one large sure scenario and eight one-item unsure ones 32% of the time.
 POOL_PRIOR_ITEMS = 4.0
+DIFFERENCE_FLOOR_ITEMS = 0.5
 
 
 def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float = ALPHA) -> list[float]:
@@ -196,9 +197,10 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     ``Var(F^) = sum_s w_s^2 sigma_s^2 / n_s``. ``sigma_s^2`` is scenario s's own within-scenario variance shrunk
     toward a prior: ``(SS_s + k prior_s) / (n_s - 1 + k)``, ``k = POOL_PRIOR_ITEMS``, so a scenario of one to
     four items rests on its prior and one of 200 on itself. ``prior_s`` is its pool's variance, but never less
-    than ``p (1 - p)`` at the scenario's own mean with half a win and half a loss added (the largest variance
-    an outcome in [0, 1] of that mean can have): a goal whose pool is one large, sure scenario would otherwise
-    lend its small variance to small, unsure ones. The pool's variance is the residuals around each
+    than the scenario's own variance once half a win and half a loss join its outcomes (for 0/1 outcomes ``p (1
+    - p)`` at the mean so smoothed, the largest variance an outcome in [0, 1] of that mean can have; for
+    fractions, such as a style record's share of its cells, their own spread): a goal whose pool is one large,
+    sure scenario would otherwise lend its small variance to small, unsure ones. The pool's variance is the residuals around each
     scenario's own mean over their degrees of freedom, with one pseudo-degree of freedom at the pool's largest
     possible variance ``m (1 - m)`` (m its mean outcome) to keep it off 0; a pool of one-item scenarios uses
     the residuals around the pool's mean (between-scenario spread included: wider). The
@@ -263,11 +265,11 @@ class _ShrunkVariances:
             if df == 0:  # one item a scenario: the spread around the pool's mean (scenarios' differences included)
                 within, df = float(np.sum((pooled - m) ** 2)), len(pooled) - 1
             pool_variance[members] = (within + pseudo) / (df + 1)
-        if kind == "outcomes":
-            smoothed = (means * sizes + 0.5) / (sizes + 1)  # half a win and half a loss added (Jeffreys)
-            own = smoothed * (1 - smoothed)
-        else:  # half an item of |A - B| = 1 added to the second moment
-            own = (squares + sizes * means**2 + 0.5) / (sizes + 1) - (means * sizes / (sizes + 1)) ** 2
+        # the scenario's own variance once one pseudo item joins it: outcomes, half a win and half a loss (for 0/1
+        # outcomes exactly p (1 - p) at p = (wins + 1/2) / (n + 1), Jeffreys); differences, half an item of 1
+        pseudo_mean, pseudo_square = (0.5, 0.5) if kind == "outcomes" else (0.0, DIFFERENCE_FLOOR_ITEMS)
+        second = (squares + sizes * means**2 + pseudo_square) / (sizes + 1)
+        own = second - ((means * sizes + pseudo_mean) / (sizes + 1)) ** 2
         self.means, self.sizes = means, sizes
         self.scenario_df = sizes - 1 + POOL_PRIOR_ITEMS
         self.variance = (squares + POOL_PRIOR_ITEMS * np.maximum(pool_variance, own)) / self.scenario_df

@@ -17,12 +17,12 @@ alike and reported apart, under ``style.bon`` with the same shape, so that ``sty
 the pairwise records.
 
 Intervals: the record is the unit (its cells share a prompt and answers): each figure is a mean over scenarios of
-the mean of per-record values in [0, 1], and its 95% interval is ``core/intervals.adjusted_wald`` over the
-scenarios' records (each scenario's variance from its records' values with a 0 and a 1 added). Estimand: the
-mean over the group's scenarios of the figure's expectation over each scenario's population of records. The
-Clopper-Pearson construction carried through the sum, used before, treats a record's 2/3 as a coin of 2/3 and
-covered 100% in ``bench/calibration.py`` at twice the needed width; this one covers 94-98% with 30 records a
-scenario (``docs/calibration.md``).
+the mean of per-record values in [0, 1], and its 95% interval is ``core/intervals.pooled_interval`` over the
+scenarios' records, the macro figures' interval (each scenario's variance its records' own, shrunk toward its
+goal's, never below its own with half a win and half a loss added). Estimand: the mean over the group's scenarios
+of the figure's expectation over each scenario's population of records. The adjusted-Wald interval used before
+(each scenario's variance with a whole 0 and 1 added) covered 94-100% in ``bench/calibration.py``, 98-100% where
+scenarios hold 3 records or a figure sits near 0 or 1; this one 94-99% (``docs/calibration.md``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 
 from rmb_build.benchmarks.rmbench import LEVELS, TIE_RULE, difficulty
 from rmb_build.core.errors import InputError
-from rmb_build.core.intervals import adjusted_wald
+from rmb_build.core.intervals import goal_of, pooled_interval
 from rmb_build.core.items import Answer, Item, PairwiseItem
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
 from rmb_build.evaluate.metrics import aggregate_set
@@ -138,7 +138,7 @@ def _group(
         else:
             out[fig], n = g["macro"], g["n"]
             out["n_scenarios"] = g["n_scenarios"]
-        ci[fig] = adjusted_wald([(1 / len(members), values[fig][s]) for s in members])
+        ci[fig] = pooled_interval([(1 / len(members), values[fig][s], goal_of(s)) for s in members])
     return {**out, "n": n, "ci95": ci}
 
 
@@ -158,7 +158,7 @@ def style_results(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> 
 
 
 def _figures(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
-    aggs = {  # the figures only: the intervals are adjusted_wald's (one Monte Carlo draw: unused)
+    aggs = {  # the figures only: the intervals are pooled_interval's (one Monte Carlo draw: unused)
         fig: aggregate_set(
             [{"set": f"style/{fig}", "scenario": r["scenario"], "outcome": r[fig]} for r in rows],
             f"style/{fig}",
@@ -188,8 +188,8 @@ def _figures(rows: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[
             "prefers_detailed": "the detailed plain variant scored above the concise one of the same answer",
             "prefers_markdown": "the markdown variant scored above the detailed plain one of the same answer",
             "groups": "a task, goal and overall figure is the mean of its scenarios' figures",
-            "ci95": "over records (a record's cells are not independent): normal, each scenario's variance from its "
-            "records' values with a 0 and a 1 added (core/intervals.adjusted_wald)",
+            "ci95": "over records (a record's cells are not independent): the macro figures' interval, each "
+            "scenario's variance from its records' values shrunk toward its goal's (core/intervals.pooled_interval)",
         },
     }
 
