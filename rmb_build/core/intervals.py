@@ -185,7 +185,11 @@ def goal_of(scenario: str) -> str:
 # the calibration suite's layouts in 93-98% (docs/calibration.md); the pool alone, with no floor at the scenario's
 # own mean, held a goal of one large sure scenario and eight one-item unsure ones 32% of the time.
 POOL_PRIOR_ITEMS = 4.0
-DIFFERENCE_FLOOR_ITEMS = 0.5
+# How much of an item of difference 1 joins a scenario's paired differences in the floor of its variance
+# (pooled_difference): 0.3 let two equal RMs on a goal of one large sure scenario and eight one-item ones be told
+# apart in 7.6% of 1,200 draws; 0.5 kept them apart in under 2% of draws on releases of 1-200-item scenarios
+# (nominal 5%); 0.4 holds both (docs/calibration-uncertainty.md).
+DIFFERENCE_FLOOR_ITEMS = 0.4
 
 
 def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float = ALPHA) -> list[float]:
@@ -241,7 +245,7 @@ class _ShrunkVariances:
 
     The pool's pseudo-degree of freedom sits at the largest variance its values can have (``m (1 - m)``; for
     differences, their variance once a pseudo pair (+1, -1) joins them); the floor is each scenario's own
-    second moment with half an item at the far end added (outcomes: ``p (1 - p)`` at the mean with half a win and
+    second moment with a pseudo item at the far end added (outcomes: ``p (1 - p)`` at the mean with half a win and
     half a loss added)."""
 
     def __init__(self, parts: Sequence[tuple[float, np.ndarray, str]], weights: np.ndarray, kind: str) -> None:
@@ -266,7 +270,7 @@ class _ShrunkVariances:
                 within, df = float(np.sum((pooled - m) ** 2)), len(pooled) - 1
             pool_variance[members] = (within + pseudo) / (df + 1)
         # the scenario's own variance once one pseudo item joins it: outcomes, half a win and half a loss (for 0/1
-        # outcomes exactly p (1 - p) at p = (wins + 1/2) / (n + 1), Jeffreys); differences, half an item of 1
+        # outcomes exactly p (1 - p) at p = (wins + 1/2) / (n + 1), Jeffreys); differences, DIFFERENCE_FLOOR_ITEMS of 1
         pseudo_mean, pseudo_square = (0.5, 0.5) if kind == "outcomes" else (0.0, DIFFERENCE_FLOOR_ITEMS)
         second = (squares + sizes * means**2 + pseudo_square) / (sizes + 1)
         own = second - ((means * sizes + pseudo_mean) / (sizes + 1)) ** 2
@@ -286,7 +290,7 @@ def pooled_difference(
 
     ``Var(D^) = sum_s w_s^2 sigma_s^2 / n_s``, ``sigma_s^2`` scenario s's own variance of the differences shrunk
     toward its pool's as in ``pooled_interval``, the prior never below the scenario's own differences' variance
-    with half an item of difference 1 added to their second moment (the floor ``pooled_interval`` puts at ``p (1 -
+    with ``DIFFERENCE_FLOOR_ITEMS`` of an item of difference 1 added to their second moment (the floor ``pooled_interval`` puts at ``p (1 -
     p)``); the pool's has one pseudo-degree of freedom at the variance the
     pool's differences have once a pseudo pair (+1, -1) joins them, so two RMs that agree on every item still get
     a non-zero width. The interval is ``D^ +- t SE`` (Student's t on the variance's Satterthwaite degrees of

@@ -203,12 +203,15 @@ def test_a_macro_of_one_large_sure_scenario_and_small_unsure_ones_covers(sizes, 
         ((200, 3, 3), (0.95, 0.5, 0.6)),
         ((200, 1, 1, 1, 1, 1, 1, 1, 1), (0.99, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5)),
         ((200, 2, 2, 2, 2), (0.99, 0.5, 0.5, 0.5, 0.5)),
+        ((200, 2, 2, 2, 2, 2, 2), (0.97, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6)),
+        ((300,) + (1,) * 12, (0.99,) + (0.5,) * 12),
     ],
 )
 def test_two_equal_rms_on_one_large_sure_scenario_and_small_unsure_ones_are_rarely_told_apart(sizes, accuracies):
     """rmb compare's test of two RMs of equal accuracy that share half their items' luck. With the goal's pooled
     variance alone, p >= 0.05 in 28-82% of 400 draws here; with each scenario's prior never below its own
-    differences' variance (half an item of difference 1 added), 96.5-100%."""
+    differences' variance (``DIFFERENCE_FLOOR_ITEMS`` of an item of difference 1 added), 95-100%; with 0.3 of an
+    item, 92.4% on the goal of eight one-item scenarios over 1,200 draws."""
     from rmb_build.core.intervals import pooled_difference
 
     rng = np.random.default_rng(3)
@@ -220,7 +223,7 @@ def test_two_equal_rms_on_one_large_sure_scenario_and_small_unsure_ones_are_rare
             other = np.where(rng.random(n) < 0.5, luck, rng.random(n))
             parts.append((1 / len(sizes), (luck < a).astype(float) - (other < a).astype(float), "g"))
         kept += pooled_difference(parts)["p"] >= 0.05
-    assert kept / draws >= 0.88, kept
+    assert kept / draws >= 0.93, kept
 
 
 def test_the_pooled_difference_interval_excludes_0_exactly_when_p_is_below_005():
