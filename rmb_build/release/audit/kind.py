@@ -135,7 +135,7 @@ def answer_fields(item: Item) -> list[str]:
     return ["bon_best.answer", *(f"loser_list[{i}].answer" for i in range(len(item.losers)))]
 
 
-def defect_entry(e: Entry | Ref, detail: str, **extra: Any) -> dict[str, Any]:
+def defect_entry(e: Entry | Ref, detail: str, **extra: object) -> dict[str, Any]:
     at = e.at if isinstance(e, Entry) else e
     return {**at.ref(), "detail": detail, **extra}
 
