@@ -378,10 +378,10 @@ def _load_manifest(source: str) -> dict[str, Any] | None:
     from huggingface_hub.errors import EntryNotFoundError
 
     try:
-        path = hf_hub_download(source, MANIFEST_FILE, repo_type="dataset")
+        downloaded = hf_hub_download(source, MANIFEST_FILE, repo_type="dataset")
     except EntryNotFoundError:
         return None
-    return load_json_object(Path(path), f"{source}: {MANIFEST_FILE}")
+    return load_json_object(Path(downloaded), f"{source}: {MANIFEST_FILE}")
 
 
 def read_hf_release(source: str, strict: bool = True) -> Release:

@@ -120,7 +120,7 @@ def read_style_set(root: Path, strict: bool = True, files: Sequence[Path] | None
     if files is None:
         files = sorted(folder.rglob("*.json")) if folder.is_dir() else []
     out: list[StyleRecord] = []
-    seen: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}
     for path in files:
         rel = path.relative_to(root).as_posix()
         scenario_id = path.relative_to(folder).with_suffix("").as_posix()
