@@ -58,7 +58,7 @@ _NO_KEY = "sk-no-key-required"  # local servers want some bearer token; this one
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*]{6,}", re.I)
 
 
-def _capped_http(ep: EndpointConfig) -> Any:
+def _capped_http(ep: EndpointConfig) -> openai.DefaultAsyncHttpxClient:
     """The HTTP client under one endpoint's OpenAI client (the client's own defaults): replies over the
     endpoint's ``max_reply_bytes`` refused."""
     return openai.DefaultAsyncHttpxClient(event_hooks={"response": [reply_cap(ep.reply_limit)]})
