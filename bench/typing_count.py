@@ -2,7 +2,10 @@
 
 By the AST, an annotation counts when it is the name ``Any`` alone (``Any``, ``typing.Any``, or the string
 ``"Any"``): a parameter's (``*args`` and ``**kwargs`` too), a return's, or an annotated assignment's (class
-fields included). ``dict[str, Any]`` or ``Any | None`` do not count: they say what holds the unknown.
+fields included). ``dict[str, Any]`` or ``Any | None`` do not count: they say what holds the unknown. Another
+name for ``Any`` counts as ``Any``: ``from typing import Any as A``, ``import typing as t`` (``t.Any``), an
+alias made in the module (``JSON = Any``, ``JSON: TypeAlias = Any``, ``type JSON = Any``, or of such an alias),
+and ``Annotated[Any, ...]``; an alias imported from another module is not followed.
 
 Run: ``python bench/typing_count.py [ROOT] [--top N]``; prints the top files, then one JSON line
 (``{"bare_any": total, "files": n, "annotations": n}``).
@@ -14,18 +17,60 @@ import argparse
 import ast
 import json
 from pathlib import Path
+from typing import Collection
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rmb_build"
 
 
-def is_bare_any(annotation: ast.expr | None) -> bool:
-    """``annotation`` is ``Any`` alone."""
+TYPING_MODULES = ("typing", "typing_extensions")
+# what can bind a name to a type: ``type X = ...`` (ast.TypeAlias) is Python 3.12's
+ALIAS_NODES = (ast.Assign, ast.AnnAssign, *((ast.TypeAlias,) if hasattr(ast, "TypeAlias") else ()))
+
+
+def any_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names bound to ``Any`` in ``tree``, names bound to the typing module), aliases of aliases included."""
+    names, modules = {"Any"}, set(TYPING_MODULES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in TYPING_MODULES:
+            names.update(a.asname or a.name for a in node.names if a.name == "Any")
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name in TYPING_MODULES)
+    aliases = [n for n in ast.walk(tree) if isinstance(n, ALIAS_NODES)]
+    grown = True
+    while grown:  # an alias of an alias, in any order
+        before = len(names)
+        for node in aliases:
+            value = node.value
+            if value is not None and is_bare_any(value, names, modules):
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None) or node.name]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+        grown = len(names) > before
+    return names, modules
+
+
+def is_bare_any(
+    annotation: ast.expr | None,
+    names: Collection[str] = frozenset({"Any"}),
+    modules: Collection[str] = frozenset(TYPING_MODULES),
+) -> bool:
+    """``annotation`` is ``Any`` alone (``names``: what ``Any`` is called; ``modules``: what typing is called)."""
     if isinstance(annotation, ast.Name):
-        return annotation.id == "Any"
+        return annotation.id in names
     if isinstance(annotation, ast.Attribute):
-        return annotation.attr == "Any" and isinstance(annotation.value, ast.Name) and annotation.value.id == "typing"
+        return annotation.attr == "Any" and isinstance(annotation.value, ast.Name) and annotation.value.id in modules
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        return annotation.value.strip() in ("Any", "typing.Any")
+        try:
+            parsed = ast.parse(annotation.value.strip(), mode="eval").body
+        except SyntaxError:
+            return False
+        return is_bare_any(parsed, names, modules)
+    if isinstance(annotation, ast.Subscript):  # Annotated[Any, ...] is Any
+        base = annotation.value
+        annotated = (isinstance(base, ast.Name) and base.id == "Annotated") or (
+            isinstance(base, ast.Attribute) and base.attr == "Annotated"
+        )
+        first = annotation.slice.elts[0] if isinstance(annotation.slice, ast.Tuple) else annotation.slice
+        return annotated and is_bare_any(first, names, modules)
     return False
 
 
@@ -46,8 +91,10 @@ def annotations(tree: ast.AST) -> list[ast.expr]:
 
 def count_file(path: Path) -> tuple[int, int]:
     """(bare ``Any`` annotations, all annotations) of one source file."""
-    found = annotations(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
-    return sum(map(is_bare_any, found)), len(found)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names, modules = any_names(tree)
+    found = annotations(tree)
+    return sum(is_bare_any(a, names, modules) for a in found), len(found)
 
 
 def count_tree(root: Path) -> dict[str, tuple[int, int]]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import parse_scenario_id
 from rmb_build.stages.classify import Classifier, EmbeddingClassifier
 from rmb_build.stages.sources.records import release_queries
+
+if TYPE_CHECKING:
+    from rmb_build.release.read import Release
 
 ABSTAINED = "<abstained>"
 NONE = "<none>"
@@ -32,7 +35,7 @@ def _acc(pairs: list[tuple[str, str]], answered_only: bool) -> float | None:
 
 
 def evaluate_classifier(
-    release: Any, clf: Classifier | None = None, queries: Sequence[Query] | None = None
+    release: Release, clf: Classifier | None = None, queries: Sequence[Query] | None = None
 ) -> dict[str, Any]:
     """Classify every distinct conversation of ``release`` (or the given labelled ``queries``; default
     classifier: the offline one trained on ``prompts/taxonomy.yaml``, never on the release) and score

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rmb_build.core.items import conversation_key
 from rmb_build.core.records import Query
@@ -13,6 +13,9 @@ from rmb_build.embed.encoder import DEFAULT_MODEL, Embed
 from rmb_build.embed.similarity import BLOCK_SIZE, best_match
 from rmb_build.stages.dedup import embed_queries, normalized_text
 from rmb_build.stages.sources.records import release_queries
+
+if TYPE_CHECKING:
+    from rmb_build.release.read import Release
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +43,7 @@ class Hit:
 
 
 def find_contamination(
-    release: Any,
+    release: Release,
     train: Sequence[Query],
     threshold: float = 0.9,
     model: str = DEFAULT_MODEL,
@@ -97,7 +100,7 @@ def find_contamination(
 
 def held_out(
     queries: Sequence[Query],
-    release: Any,
+    release: Release,
     threshold: float = 0.9,
     model: str = DEFAULT_MODEL,
     block_size: int = BLOCK_SIZE,

@@ -20,7 +20,7 @@ reward-bench's own code.
 from __future__ import annotations
 
 from statistics import fmean
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 from rmb_build.benchmarks import BENCHMARK_FORMATS
 from rmb_build.benchmarks.base import (
@@ -125,10 +125,18 @@ def build(rows: Sequence[Row], name: str) -> BenchmarkRelease:
     return release
 
 
+class _Subset(TypedDict):
+    """One subset's row of the summary."""
+
+    accuracy: float
+    n: int
+    section: str
+
+
 def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
     """RewardBench's sections and headline (see the module docstring); ``ties`` is not used: reward-bench
     has its own rule."""
-    subsets = {
+    subsets: dict[str, _Subset] = {
         name: {"accuracy": fmean(won(p) for p in rows), "n": len(rows), "section": section_of(name)}
         for name, rows in group_by(predictions, meta, "subset").items()
     }
@@ -141,13 +149,19 @@ def summary(predictions: Predictions, meta: Meta, ties: str) -> dict[str, Any]:
     prior = [subsets[s]["accuracy"] for s in PRIOR_SETS if s in subsets]
     if prior:
         sections[PRIOR_SECTION] = fmean(prior)
-    weights = {s: SECTION_WEIGHTS[s] for s in sections}
-    out: dict[str, Any] = {"sections": sections, "section_weights": weights, "subsets": subsets, "tie_rule": TIE_RULE}
+    section_weights = {s: SECTION_WEIGHTS[s] for s in sections}
+    out: dict[str, Any] = {
+        "sections": sections,
+        "section_weights": section_weights,
+        "subsets": subsets,
+        "tie_rule": TIE_RULE,
+    }
     missing = [s for s in SECTIONS if s not in sections]
     if missing:
         reason = f"no subset of {', '.join(missing)}: reward-bench's headline needs all four sections"
         return {"headline": None, "headline_reason": reason, **out}
-    return {"headline": sum(sections[s] * w for s, w in weights.items()) / sum(weights.values()), **out}
+    headline = sum(sections[s] * w for s, w in section_weights.items()) / sum(section_weights.values())
+    return {"headline": headline, **out}
 
 
 BENCHMARK_FORMATS.add(

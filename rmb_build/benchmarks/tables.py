@@ -59,7 +59,7 @@ def _parquet_rows(path: Path, display: str) -> list[Row]:
     return [_record(display, i, raw, table=path.name) for i, raw in enumerate(parquet.to_pylist())]
 
 
-def _record(display: str, index: int, raw: Any, line: int | None = None, table: str | None = None) -> Row:
+def _record(display: str, index: int, raw: object, line: int | None = None, table: str | None = None) -> Row:
     if not isinstance(raw, dict):
         raise InputError(display, f"expected a record (object), got {type(raw).__name__}", item=index, line=line)
     return Row(display, index, raw, line, table)

@@ -4,7 +4,10 @@ vectors of an embedding store (e.g. a build's ``runs/<name>/embeddings``) and ad
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rmb_build.embed.store import EmbeddingStore
 
 
 def add_embedding_options(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +26,7 @@ def add_embedding_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def embedding_store(args: argparse.Namespace) -> Any:
+def embedding_store(args: argparse.Namespace) -> EmbeddingStore | None:
     """The store ``--embeddings`` names (all-MiniLM-L6-v2 with ``--embedding-backend``), or None."""
     if not args.embeddings:
         return None
@@ -38,7 +41,7 @@ def embedding_store(args: argparse.Namespace) -> Any:
         raise RMBError(f"--embeddings {args.embeddings}: {exc}") from None
 
 
-def report_store(store: Any) -> None:
+def report_store(store: EmbeddingStore | None) -> None:
     """One line: what the store was asked for and what it had to encode."""
     if store is not None:
         s = store.stats

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Collection, Iterable, Iterator
+from typing import IO, Collection, Iterable, Iterator
 
 from rmb_build.core import lock, owner
 from rmb_build.core.errors import ENVIRONMENT_ERRNOS, RMBError, environment_error
@@ -88,7 +88,7 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
-def _dumps(path: str | os.PathLike, obj: Any, indent: int | None = None, line: int | None = None) -> str:
+def _dumps(path: str | os.PathLike, obj: object, indent: int | None = None, line: int | None = None) -> str:
     """Strict JSON (no NaN or Infinity, which strict readers reject): RMBError naming the field otherwise."""
     try:
         return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
@@ -100,7 +100,7 @@ def _dumps(path: str | os.PathLike, obj: Any, indent: int | None = None, line: i
         raise RMBError(f"{where}: field '{field}' is not a finite number; the file was not written") from None
 
 
-def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
+def write_json(path: str | os.PathLike, obj: object, indent: int | None = 2) -> None:
     write_text(path, _dumps(path, obj, indent) + "\n")
 
 

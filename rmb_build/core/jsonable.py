@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import PurePath
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeAlias, overload
+
+# A value ``json.dumps`` writes as it is.
+JSONValue: TypeAlias = "None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]"
 
 
-def jsonable(value: Any, *, strict: bool = False) -> Any:
+@overload
+def jsonable(value: Mapping[Any, object], *, strict: bool = False) -> dict[str, JSONValue]: ...
+@overload
+def jsonable(value: object, *, strict: bool = False) -> JSONValue: ...
+def jsonable(value: object, *, strict: bool = False) -> JSONValue:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, PurePath):

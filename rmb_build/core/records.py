@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmb_build.core.items import Conversation, Turn
 from rmb_build.core.text import last_user_turn
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +73,14 @@ def query_id(source: str, source_id: str) -> str:
 # --- Stage records: what generate, judge and guard produce, and what went wrong ----------------
 
 
-def _record_json(rec: Any) -> dict[str, Any]:
+def _record_json(rec: DataclassInstance) -> dict[str, Any]:
     return {f: (list(v) if isinstance(v, tuple) else v) for f in rec.__dataclass_fields__ for v in (getattr(rec, f),)}
 
 
-def _record_from_json(cls: type[Any], d: dict[str, Any]) -> Any:
+_R = TypeVar("_R", bound="DataclassInstance")
+
+
+def _record_from_json(cls: type[_R], d: dict[str, Any]) -> _R:
     kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items() if k in cls.__dataclass_fields__}
     return cls(**kw)
 

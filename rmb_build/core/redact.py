@@ -15,7 +15,7 @@ every writer gets the redacted form. Redacting twice changes nothing.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, overload
 
 REDACTED = "<redacted>"
 
@@ -53,7 +53,15 @@ def redact(text: str) -> str:
     return _TOKEN.sub(REDACTED, text)
 
 
-def redact_json(value: Any) -> Any:
+@overload
+def redact_json(value: str) -> str: ...
+@overload
+def redact_json(value: dict[Any, Any]) -> dict[Any, Any]: ...
+@overload
+def redact_json(value: list[Any] | tuple[Any, ...]) -> list[Any]: ...
+@overload
+def redact_json(value: object) -> object: ...
+def redact_json(value: object) -> object:
     """``value`` (parsed JSON) with every string redacted and the value of a secret-named key blanked."""
     if isinstance(value, str):
         return redact(value)

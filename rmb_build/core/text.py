@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import unicodedata
 from functools import lru_cache
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import jinja2
 
@@ -93,7 +93,7 @@ def _compiled(template: str) -> jinja2.Template:
     return _ENV.from_string(template)
 
 
-def fill(template: str, **values: Any) -> str:
+def fill(template: str, **values: object) -> str:
     """``template`` (Jinja2 text, surrounding whitespace trimmed: a prompt file's final newline is not
     part of the prompt) rendered with ``values``; a missing value raises ``jinja2.UndefinedError``."""
     return _compiled(template.strip()).render(**values)

@@ -10,17 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from rmb_build.benchmarks import BENCHMARK_FORMATS
-from rmb_build.benchmarks.base import Predictions
+from rmb_build.benchmarks.base import BenchmarkRelease, Predictions
+from rmb_build.release.read import Release
 
 
-def benchmark_fields(release: Any, predictions: Predictions, ties: str) -> dict[str, Any]:
+def benchmark_fields(release: Release, predictions: Predictions, ties: str) -> dict[str, Any]:
     """results.json's added top-level fields for a release read from another benchmark's format
     (``benchmark``) or downloaded by name (``release_source``); empty for a plain RMB release."""
     out: dict[str, Any] = {}
-    fmt = getattr(release, "benchmark_format", None)
-    if fmt is not None and fmt in BENCHMARK_FORMATS:
+    if not isinstance(release, BenchmarkRelease):
+        return out
+    fmt = release.benchmark_format
+    if fmt in BENCHMARK_FORMATS:
         out["benchmark"] = {"format": fmt, **BENCHMARK_FORMATS.get(fmt).summary(predictions, release.item_meta, ties)}
-    if getattr(release, "origin", None):
+    if release.origin:
         out["release_source"] = release.origin
     return out
 

@@ -50,7 +50,7 @@ import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypedDict, Unpack
 
 import numpy as np
 
@@ -146,7 +146,14 @@ def read_predictions(folder: str | Path, need: Sequence[str] = ()) -> list[dict[
     return [check_prediction(row, str(path), need, line=n) for n, row in read_jsonl_objects(path)]
 
 
-def check_prediction(row: dict[str, Any], where: str, need: Sequence[str] = (), **at: Any) -> dict[str, Any]:
+class Where(TypedDict, total=False):
+    """Where a row is, for an InputError: its line in a file or its index among items."""
+
+    line: int
+    item: str | int
+
+
+def check_prediction(row: dict[str, Any], where: str, need: Sequence[str] = (), **at: Unpack[Where]) -> dict[str, Any]:
     """``row`` when it is a prediction (set, uid, scenario, an outcome from 0 to 1); InputError naming ``where``
     and ``at`` (``line=`` or ``item=``) and the field otherwise."""
     for field in ("set", "uid", "scenario", "outcome"):

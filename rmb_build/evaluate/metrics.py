@@ -204,7 +204,7 @@ def build_results(
     ties: str,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
-    **extra: Any,
+    **extra: object,
 ) -> dict[str, Any]:
     """The results.json object; ``extra`` fields (scoring counts, bias breakdowns) are added at the end."""
     if resamples < 1:

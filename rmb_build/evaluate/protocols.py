@@ -12,7 +12,7 @@ Only ``hf:`` reward models read tokens; for the other kinds a protocol sets the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from rmb_build.core.errors import RMBError
 
@@ -65,9 +65,25 @@ LEFT_PADDING = (
 )
 
 
+class _Shared(TypedDict):
+    """The settings several protocols share, passed as ``Protocol(..., **shared)``."""
+
+    special_tokens: bool
+    double_bos: str
+    roles: str
+    gpu_dtype: str | None
+    ties: str
+
+
 # reward-bench's pipeline (rewardbench/models/pipeline.py, RewardBenchPipeline) tokenizes the templated text
 # with the tokenizer's own special tokens and masks the first of two leading BOS; RMB's copy is the same.
-_PIPELINE = dict(special_tokens=True, double_bos="mask", roles="alternate", gpu_dtype="fp16", ties="strict")
+_PIPELINE: _Shared = {
+    "special_tokens": True,
+    "double_bos": "mask",
+    "roles": "alternate",
+    "gpu_dtype": "fp16",
+    "ties": "strict",
+}
 
 PROTOCOLS: dict[str, Protocol] = {
     p.name: p
@@ -166,7 +182,9 @@ def default_for(release_format: str | None) -> str:
 
     if release_format == RMB:
         return "rmb"
-    entry = BENCHMARK_FORMATS.get(release_format) if release_format in BENCHMARK_FORMATS else None
+    entry = None
+    if release_format is not None and release_format in BENCHMARK_FORMATS:
+        entry = BENCHMARK_FORMATS.get(release_format)
     return entry.protocol if entry is not None and entry.protocol is not None else "native"
 
 

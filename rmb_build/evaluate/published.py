@@ -44,7 +44,7 @@ class Evaluation:
 
     folder: Path
     where: str
-    scratch: Any = None
+    scratch: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def results_file(self) -> str:

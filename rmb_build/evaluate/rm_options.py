@@ -19,7 +19,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast, runtime_checkable
 
 from rmb_build.core.errors import RMBError
 
@@ -54,7 +54,10 @@ class Option:
         return self.check(value) if self.check else None
 
 
-def _option(default: Any, help: str | None, **kw: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _option(default: _T, help: str | None, **kw: Any) -> _T:
     meta = {"option": Option(help, **kw)}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -334,7 +337,7 @@ def from_args(args: argparse.Namespace) -> dict[str, Any]:
 # ---- the downstream config's per-RM keys -------------------------------------------------------------------
 
 
-def config_fields(**defaults: Any) -> dict[str, Any]:
+def config_fields(**defaults: object) -> dict[str, Any]:
     """Pydantic field definitions (``create_model``'s keywords) of the per-RM options; ``defaults`` overrides
     where a command's default differs. Validation is the option's own; its message follows the key."""
     from typing import Annotated

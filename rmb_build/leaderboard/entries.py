@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import ReleaseId, release_id
 from rmb_build.evaluate.metrics import RMB_CELLS as CELLS
+
+if TYPE_CHECKING:
+    from rmb_build.evaluate.published import Evaluation
 
 MEAN = "mean"
 COLUMNS = (*CELLS, MEAN)
@@ -29,7 +32,9 @@ class Entry:
     label: str = ""  # the name shown: the RM spec, with its protocol when another evaluation shares the spec
     vs_next: dict[str, Any] | None = field(default=None)  # paired test against the next entry by mean
     downstream: dict[str, Any] | None = field(default=None)  # its row of an ``rmb downstream`` result
-    opened: Any = field(default=None, repr=False)  # its ``Evaluation``: where it came from; keeps a converted form
+    opened: Evaluation | None = field(
+        default=None, repr=False
+    )  # its ``Evaluation``: where it came from; keeps a converted form
 
     @property
     def results_file(self) -> str:
@@ -141,7 +146,7 @@ def _point_figures(results: dict[str, Any]) -> dict[str, Any]:
     as far as ``results`` records them."""
     out: dict[str, Any] = {}
 
-    def take(prefix: str, block: Any, keys: tuple[str, ...]) -> None:
+    def take(prefix: str, block: object, keys: tuple[str, ...]) -> None:
         for key in keys:
             if isinstance(block, dict) and key in block:
                 out[f"{prefix}.{key}"] = block[key]

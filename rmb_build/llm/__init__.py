@@ -18,7 +18,7 @@ toolkit run with no network, but they are far too small to judge or guard well (
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Each name from its module, imported on first use: reading a build config (``llm/config.py``) does not
 # import the client and the openai library (3 s under load), so ``rmb build`` says what it will run at once.
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from rmb_build.llm.types import ChatRequest, ChatResult, Usage
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _FROM:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{_FROM[name]}"), name)

@@ -153,7 +153,8 @@ class ResponseCache:
         vacuum: bool = True,
     ) -> int:
         """Delete the rows matching every given filter (endpoint matches identity or name); returns how many."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         if older_than_days is not None:
             where.append("created_at < ?")
             args.append(time.time() - older_than_days * 86400)

@@ -58,7 +58,7 @@ _NO_KEY = "sk-no-key-required"  # local servers want some bearer token; this one
 _KEY_LIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-*]{6,}", re.I)
 
 
-def _capped_http(ep: EndpointConfig) -> Any:
+def _capped_http(ep: EndpointConfig) -> openai.DefaultAsyncHttpxClient:
     """The HTTP client under one endpoint's OpenAI client (the client's own defaults): replies over the
     endpoint's ``max_reply_bytes`` refused."""
     return openai.DefaultAsyncHttpxClient(event_hooks={"response": [reply_cap(ep.reply_limit)]})
@@ -338,6 +338,8 @@ class LLMClient:
                 except asyncio.TimeoutError:
                     return CallFailure("timeout", f"no whole reply within deadline_s {ep.deadline:g}s")
                 self._silence.heard(req.endpoint)
+                if not isinstance(reply, dict):
+                    raise TypeError(f"the reply is a JSON {type(reply).__name__}, not an object")
                 prompt, completion = reply_tokens(reply)
                 spent = cost_usd(ep, prompt, completion)
                 resp = parse_completion(reply)
@@ -535,14 +537,15 @@ class LLMClient:
         finally:
             bar.close()
         for i, first in repeats.items():
-            if results[first] is not None:
-                results[i] = self._repeat(reqs[i], results[first])
+            answer = results[first]
+            if answer is not None:
+                results[i] = self._repeat(reqs[i], answer)
             self._resolved(reqs[i])
         if stopped.is_set():
-            done = sum(r is not None for r in results)
+            answered = sum(r is not None for r in results)
             raise BudgetExceeded(
                 f"stopped before passing max_cost ${self.max_cost:g} (spent ${self.spent_usd:.4f} in "
-                f"this run; {done} of {len(reqs)} requests of '{desc}' answered and cached); "
+                f"this run; {answered} of {len(reqs)} requests of '{desc}' answered and cached); "
                 "run again with a higher --max-cost to resume"
             )
         return results  # type: ignore[return-value]

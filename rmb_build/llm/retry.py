@@ -7,7 +7,7 @@ import json
 import random
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Mapping
 
 import openai
 
@@ -28,7 +28,7 @@ class CallFailure:
         return self.kind != "fatal"
 
 
-def retry_after(headers: Any) -> float | None:
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
     """Seconds asked for by ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
     if not headers:
         return None

@@ -60,7 +60,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _tail(path: Path, n: int = 15) -> str:
+def _tail(path: Path | None, n: int = 15) -> str:
+    if path is None:
+        return "(no server log)"
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             lines = deque((ln.rstrip() for ln in fh if ln.strip() and "llama_graph_n_input" not in ln), maxlen=n)
@@ -168,7 +170,7 @@ class EmbeddedServer:
             cfg.write_text(json.dumps(self._config(port)), encoding="utf-8")
             env = {"OMP_WAIT_POLICY": "passive", **os.environ, "RMB_PARENT_PID": str(os.getpid())}
             with open(self.log_path, "ab") as logf:
-                self.proc = subprocess.Popen(
+                proc = self.proc = subprocess.Popen(
                     [sys.executable, "-m", "rmb_build.llm._llama_server", "--config_file", str(cfg)],
                     stdin=subprocess.DEVNULL,
                     stdout=logf,
@@ -181,7 +183,7 @@ class EmbeddedServer:
             with _LIVE_LOCK:
                 _LIVE.add(self)
             try:
-                self._wait_healthy()
+                self._wait_healthy(proc)
                 log.info("embedded server %s on %s (log: %s)", ",".join(self.models), self.base_url, self.log_path)
                 return self
             except ServerError:
@@ -200,14 +202,14 @@ class EmbeddedServer:
                 f"last log lines ({self.log_path}): {_tail(self.log_path)}"
             )
 
-    def _wait_healthy(self) -> None:
+    def _wait_healthy(self, proc: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         url = f"http://127.0.0.1:{self.port}/v1/models"
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise ServerError(
-                    f"the embedded server exited with status {self.proc.returncode} while starting; "
+                    f"the embedded server exited with status {proc.returncode} while starting; "
                     f"last log lines ({self.log_path}): {_tail(self.log_path)}"
                 )
             try:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Awaitable, Callable, Mapping, TypeVar
 
 from rmb_build.core.errors import RMBError
+
+_T = TypeVar("_T")
 
 POLL_S = 1.0
 
@@ -43,7 +45,7 @@ class SilenceWatch:
     def silent_for(self, name: str) -> float:
         return time.monotonic() - self._since[name] if self._asked[name] else 0.0
 
-    async def guard(self, work: Awaitable[Any], limits: Mapping[str, float], describe: Callable[[str], str]) -> Any:
+    async def guard(self, work: Awaitable[_T], limits: Mapping[str, float], describe: Callable[[str], str]) -> _T:
         """Await ``work``; when an endpoint of ``limits`` (name -> seconds) stays silent past its limit,
         cancel ``work`` and raise EndpointSilent (``describe(name)``: how the line names the endpoint)."""
         task = asyncio.ensure_future(work)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import jsonschema
 
@@ -76,7 +76,7 @@ def _candidates(text: str):
         i += 1
 
 
-def _loads(candidate: str) -> Any:
+def _loads(candidate: str) -> object:
     try:
         return json.loads(candidate)
     except json.JSONDecodeError:
@@ -92,7 +92,7 @@ def _loads(candidate: str) -> Any:
         raise
 
 
-def json_values(text: str):
+def json_values(text: str) -> Iterator[object]:
     """Every JSON value ``text`` may hold, most likely first (a whole reply, a fenced block, then each
     ``{``/``[`` in order), repaired where it can be; a ``JSONDecodeError`` for a candidate that is not JSON."""
     for candidate in _candidates(text):
@@ -107,7 +107,7 @@ def first_json_object(text: str) -> dict | None:
     return next((v for v in json_values(text) if isinstance(v, dict)), None)
 
 
-def parse_reply(text: str | None, schema: dict[str, Any] | None) -> Any:
+def parse_reply(text: str | None, schema: dict[str, Any] | None) -> object:
     """The first JSON value in ``text`` that validates against ``schema``; raises ReplyError otherwise."""
     if text is None or not text.strip():
         raise ReplyError("is empty")

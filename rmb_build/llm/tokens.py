@@ -74,7 +74,9 @@ def _gguf_counter(model: str) -> Counter | None:
     )
 
     def count(req: ChatRequest) -> int:
-        prompt = render(messages=req.message_dicts()).prompt
+        # llama_cpp types messages as one TypedDict per role (Literal roles); ours are the same {role, content}
+        # dicts with the role a str, which its formatter reads as they are
+        prompt = render(messages=req.message_dicts()).prompt  # type: ignore[arg-type]
         return len(llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
 
     return count

@@ -5,7 +5,7 @@ dataset card and ``rmb judge-check``."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Mapping
 
 from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
 
@@ -13,7 +13,7 @@ CHANCE = 0.5
 NOT_FOUND = "gold release not found"
 
 
-def table(section: dict[str, Any]) -> str:
+def table(section: Mapping[str, Any]) -> str:
     """The per-goal agreement as a Markdown table (for ``rmb judge-check`` and the dataset card)."""
     if section.get("status") == NOT_FOUND:
         return f"No gold agreement measured: {NOT_FOUND} ({section.get('release')})."
@@ -38,7 +38,7 @@ def table(section: dict[str, Any]) -> str:
     if any(few_items(a.get("n", 0)) for _, a in entries):
         rows += ["", f"{FEW_MARK} fewer than {FEW_ITEMS} pairs: read the agreement with its interval."]
     asked = sum(a.get("asked", a.get("n", 0) + a.get("unjudged", 0)) for a in section.get("agreement", {}).values())
-    reasons = Counter()
+    reasons: Counter[str] = Counter()
     for a in section.get("agreement", {}).values():
         reasons.update(a.get("unjudged_reasons", {}))
     rows += [
@@ -67,7 +67,7 @@ def guard_sentence(g: dict[str, Any]) -> str:
     )
 
 
-def verdict_on_chance(section: dict[str, Any]) -> str:
+def verdict_on_chance(section: Mapping[str, Any]) -> str:
     """One honest sentence: is the judge distinguishable from chance (0.5) on the gold pairs?"""
     if section.get("status") == NOT_FOUND:
         return "The judge's agreement with human-labelled pairs was not measured for this release."

@@ -18,7 +18,7 @@ import os
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, NoReturn, TypeAlias
 
 from rmb_build.core import atomic
 from rmb_build.core.errors import InputError
@@ -26,7 +26,7 @@ from rmb_build.core.items import Item, PairwiseItem
 from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
 from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
-from rmb_build.release.rmb_format import parse_item
+from rmb_build.release.rmb_format import load_json_object, parse_item
 from rmb_build.release.style_set import STYLE_SET, StyleRecord, parse_record, record_from_row, style_row
 
 SPLIT = "test"
@@ -69,7 +69,7 @@ def _features(set_name: str, scores: dict[str, int]):
         cols.update(best=string, best_model=string, losers=List(string), loser_models=List(string))
     cols["category_path"] = string
     for name, depth in scores.items():
-        feature: Any = Value("float64")
+        feature: Value | List = Value("float64")
         for _ in range(depth):
             feature = List(feature)
         cols[name] = feature
@@ -103,7 +103,11 @@ def _row(item: Item) -> dict[str, Any]:
     return row
 
 
-def _score(value: Any, fail) -> tuple[Any, int | None]:
+# An annotation's score: a number, a null, or nested lists of them.
+Score: TypeAlias = "float | None | list[Score]"
+
+
+def _score(value: object, fail: Callable[[str], NoReturn]) -> tuple[Score, int | None]:
     """A score as float, or nested lists of floats (nulls kept), with its nesting depth (None: an
     empty list, whose depth the other lines decide)."""
     if value is None:
@@ -137,7 +141,7 @@ def judge_scores(
             if key in COMMON_COLUMNS + SET_COLUMNS[set_name] + EXTRA_COLUMNS:
                 raise InputError(where, f"score key {key!r} clashes with a column of the Hugging Face form", line=n)
 
-            def fail(msg: str, key: str = key, n: int = n):
+            def fail(msg: str, key: str = key, n: int = n) -> NoReturn:
                 raise InputError(where, msg, line=n, field=key)
 
             value, depth = _score(raw, fail)
@@ -363,24 +367,21 @@ def _read_style(source: str, strict: bool) -> list[StyleRecord]:
     return out
 
 
-def _load_manifest(source: str) -> dict | None:
+def _load_manifest(source: str) -> dict[str, Any] | None:
     local = Path(source)
     if local.is_dir():
         path = local / MANIFEST_FILE
         if not path.exists():
             return None
-        from rmb_build.release.rmb_format import load_json_file
-
-        return load_json_file(path)
+        return load_json_object(path)
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError
 
     try:
-        path = hf_hub_download(source, MANIFEST_FILE, repo_type="dataset")
+        downloaded = hf_hub_download(source, MANIFEST_FILE, repo_type="dataset")
     except EntryNotFoundError:
         return None
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    return load_json_object(Path(downloaded), f"{source}: {MANIFEST_FILE}")
 
 
 def read_hf_release(source: str, strict: bool = True) -> Release:

@@ -10,6 +10,7 @@ build writes. Manifests of earlier versions load too (``labelled_by_people``; to
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -176,16 +177,16 @@ class HarmEvidence:
     def from_json(cls, data: Mapping[str, Any], where: str = "harm_evidence.") -> HarmEvidence:
         # manifests written before the key said what it counts called it labelled_by_people
         by_set = data.get("labelled_by_label_set", data.get("labelled_by_people", {}))
-        common = {
-            "labelled_by_label_set": dict(by_set),
-            "label_sets": dict(data.get("label_sets", {})),
-            "turned_away": dict(data.get("turned_away", {})),
-        }
+        with_common = functools.partial(
+            cls,
+            labelled_by_label_set=dict(by_set),
+            label_sets=dict(data.get("label_sets", {})),
+            turned_away=dict(data.get("turned_away", {})),
+        )
         if "labelled_by_sources" in data:  # no classify stage: the classifier's figures are not read
-            return cls(**common, labelled_by_sources=data["labelled_by_sources"])
+            return with_common(labelled_by_sources=data["labelled_by_sources"])
         need = ("threshold", "classified_harmful", "kept", "precision", "precision_ci95", "recall", "measured_on")
-        return cls(
-            **common,
+        return with_common(
             **{k: _need(data, k, where) for k in need},
             precision_at_base_rate=dict(_need(data, "precision_at_base_rate", where)),
             classifier_is_evidence=data.get("classifier_is_evidence", True),
@@ -258,6 +259,7 @@ class Manifest:
         sources = data.get("sources")
         config = data.get("config")
         models = data.get("models")
+        accounting = data.get("accounting")
         text = {k: data[k] if isinstance(data.get(k), str) else None for k in ("name", "license")}
         manifest = cls(
             **text,
@@ -265,7 +267,7 @@ class Manifest:
             built_with=data.get("built_with"),
             created=data.get("created"),
             counts=data.get("counts") or {},
-            accounting=data.get("accounting") if isinstance(data.get("accounting"), Mapping) else {},
+            accounting=accounting if isinstance(accounting, Mapping) else {},
             sources=list(sources) if isinstance(sources, list) else [],
             models=models if isinstance(models, Mapping) else {},
             cast=CastSection.from_json(cast) if cast else None,

@@ -13,7 +13,7 @@ from rmb_build.core.jsonl import read_jsonl_objects
 from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, FOLDER_SETS, PAIRWISE_SET, is_known
 from rmb_build.core.walk import ReadAccount, Seen, walk_files
-from rmb_build.release.rmb_format import iter_set_file, load_json_file, parse_set_file
+from rmb_build.release.rmb_format import iter_set_file, load_json_object, parse_set_file
 from rmb_build.release.style_set import STYLE_FOLDER, StyleRecord, read_style_set
 
 ANNOTATIONS_FILE = "annotations.jsonl"
@@ -161,7 +161,7 @@ def read_rmb_release(path: str | Path, strict: bool = True, name: str | None = N
         account.items += len(items)
     release.style = read_style_set(root, strict, style_files)
     if (root / MANIFEST_FILE).exists():
-        release.manifest = load_json_file(root / MANIFEST_FILE, str(root / MANIFEST_FILE))
+        release.manifest = load_json_object(root / MANIFEST_FILE, str(root / MANIFEST_FILE))
     return release
 
 

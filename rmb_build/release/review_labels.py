@@ -59,7 +59,7 @@ class Label:
     extra: dict = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict:
-        out = {
+        out: dict[str, object] = {
             "set": self.set,
             "uid": self.uid,
             "annotator": self.annotator,
@@ -82,7 +82,7 @@ def valid_choice(set_name: str, choice: str, losers: int | None = None) -> bool:
     if choice == "best":
         return True
     m = _LOSER.fullmatch(choice)
-    return bool(m) and (losers is None or int(m.group(1)) < losers)
+    return m is not None and (losers is None or int(m.group(1)) < losers)
 
 
 def outcome(choice: str) -> float | None:

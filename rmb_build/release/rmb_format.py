@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Answer, BonItem, Item, PairwiseItem, Turn
@@ -18,7 +18,7 @@ from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 VALID_ROLES = ("user", "assistant", "system")
 
 
-def load_json_file(path: Path, display: str | None = None) -> Any:
+def load_json_file(path: Path, display: str | None = None) -> object:
     """Parse a JSON file; invalid UTF-8 or JSON raises InputError with the line."""
     name = display or str(path)
     data = path.read_bytes()
@@ -32,6 +32,14 @@ def load_json_file(path: Path, display: str | None = None) -> Any:
     except json.JSONDecodeError as exc:
         what = "truncated JSON" if exc.pos >= len(text.rstrip()) else "invalid JSON"
         raise InputError(name, f"{what}: {exc.msg} (column {exc.colno})", line=exc.lineno) from None
+
+
+def load_json_object(path: Path, display: str | None = None) -> dict[str, Any]:
+    """``load_json_file`` of a file that must hold one JSON object (a manifest): InputError for anything else."""
+    data = load_json_file(path, display)
+    if not isinstance(data, dict):
+        raise InputError(display or str(path), f"expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def dumps_items(items: list[Item]) -> str:
@@ -51,7 +59,7 @@ def dumps_element(item: Item) -> str:
 class _Ctx:
     """Where we are, for error messages."""
 
-    def __init__(self, file: str, index: int, raw: Any):
+    def __init__(self, file: str, index: int, raw: object):
         self.file = file
         uid = None
         if isinstance(raw, dict):
@@ -80,7 +88,7 @@ def _uid(ctx: _Ctx, obj: dict, key: str) -> str:
     return str(value)
 
 
-def _answer(ctx: _Ctx, raw: Any, field: str) -> Answer:
+def _answer(ctx: _Ctx, raw: object, field: str) -> Answer:
     if not isinstance(raw, dict):
         raise ctx.fail(field, f"expected an object with llm_name and answer, got {type(raw).__name__}")
     return Answer(_str(ctx, raw, "llm_name", f"{field}.llm_name"), _str(ctx, raw, "answer", f"{field}.answer"))
@@ -119,7 +127,7 @@ def _category_path(ctx: _Ctx, obj: dict) -> str:
     return value
 
 
-def parse_item(set_name: str, raw: Any, scenario_id: str, file: str, index: int, strict: bool = True) -> Item:
+def parse_item(set_name: str, raw: object, scenario_id: str, file: str, index: int, strict: bool = True) -> Item:
     """One item of a set file as a record; raises InputError naming file, item and field."""
     ctx = _Ctx(file, index, raw)
     if not isinstance(raw, dict):
@@ -155,7 +163,7 @@ def parse_item(set_name: str, raw: Any, scenario_id: str, file: str, index: int,
     )
 
 
-def _missing(ctx: _Ctx, field: str):
+def _missing(ctx: _Ctx, field: str) -> NoReturn:
     raise ctx.fail(field, "missing")
 
 

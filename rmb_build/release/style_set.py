@@ -50,7 +50,7 @@ class StyleRecord:
         return f"{self.file}, record {self.index} ({'bon ' if self.set_name == BON_SET else ''}id {self.id})"
 
 
-def _ctx(file: str, index: int, raw: Any) -> _Ctx:
+def _ctx(file: str, index: int, raw: object) -> _Ctx:
     ctx = _Ctx(file, index, None)
     uid = raw.get("id") if isinstance(raw, dict) else None
     ctx.item = f"{index}" + (f" (id {uid})" if isinstance(uid, (str, int)) and not isinstance(uid, bool) else "")
@@ -73,7 +73,7 @@ def _variants(ctx: _Ctx, raw: dict, side: str, strict: bool) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_record(raw: Any, scenario_id: str, file: str, index: int, strict: bool = True) -> StyleRecord:
+def parse_record(raw: object, scenario_id: str, file: str, index: int, strict: bool = True) -> StyleRecord:
     """One record of a style file; InputError names file, record and field."""
     ctx = _ctx(file, index, raw)
     if not isinstance(raw, dict):
@@ -120,7 +120,7 @@ def read_style_set(root: Path, strict: bool = True, files: Sequence[Path] | None
     if files is None:
         files = sorted(folder.rglob("*.json")) if folder.is_dir() else []
     out: list[StyleRecord] = []
-    seen: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}
     for path in files:
         rel = path.relative_to(root).as_posix()
         scenario_id = path.relative_to(folder).with_suffix("").as_posix()
@@ -218,7 +218,7 @@ def style_record(
     chosen: Sequence[str],
     rejected: Sequence[str],
     scenario_id: str,
-    **extra: Any,
+    **extra: object,
 ) -> dict[str, Any]:
     """One record of ``Style_set/`` in the shape :func:`parse_record` reads; ``extra``: a BoN record's ``set``
     and ``loser``."""

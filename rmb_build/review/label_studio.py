@@ -105,7 +105,7 @@ def _kind(value: object) -> str:
 class _Task:
     """One task of the export: every field it reads is checked, and a bad one is named (file, task, field)."""
 
-    def __init__(self, path: str, n: int, task: Any):
+    def __init__(self, path: str, n: int, task: object):
         self.path, self.item = path, n
         if isinstance(task, dict) and isinstance(task.get("id"), (int, str)):
             self.item = f"{n} (id {task['id']})"
@@ -187,7 +187,7 @@ def _label(t: _Task, order: list[int], uid: str, annotation: dict, where: str) -
     return Label(PAIRWISE_SET, uid, annotator, choice, tuple(flags), note, stamp, seconds)
 
 
-def _task_labels(t: _Task, task: Any, sha: str, scenarios: dict[str, str], release: Release) -> list[Label]:
+def _task_labels(t: _Task, task: object, sha: str, scenarios: dict[str, str], release: Release) -> list[Label]:
     if not isinstance(task, dict):
         raise t.error(None, f"expected a task (a JSON object), got {_kind(task)}")
     data = t.get(task, "data", "", (dict,), required=True)

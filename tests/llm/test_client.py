@@ -354,3 +354,18 @@ def test_the_token_counters_model_is_freed_by_the_exit_handlers():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True", done.stdout
+
+
+def test_a_reply_that_is_not_a_json_object_is_a_malformed_response_saying_so(tmp_path, monkeypatch):
+    # before: read with .get and recorded as "AttributeError: 'list' object has no attribute 'get'"
+    import stub_endpoint
+    from stub_endpoint import StubEndpoint
+
+    send = stub_endpoint._Handler._send
+    monkeypatch.setattr(stub_endpoint._Handler, "_send", lambda self, status, obj: send(self, status, [obj]))
+    with StubEndpoint() as stub:
+        ep = EndpointConfig(base_url=stub.base_url, max_retries=0)
+        with LLMClient({"stub": ep}, tmp_path / "llm_cache", progress=False) as client:
+            result = client.run([ChatRequest("stub", "m", (("user", "hi"),))])[0]
+    assert not result.ok
+    assert "malformed response: TypeError: the reply is a JSON list, not an object" in result.error

@@ -35,3 +35,17 @@ def test_unknown_models_are_refused_by_config_and_server():
 
 def test_smollm2_file_is_found():
     assert gguf_file("smollm2").suffix == ".gguf"
+
+
+def test_a_folder_named_like_the_package_is_refused_as_not_installed(tmp_path, monkeypatch):
+    # a folder with no __init__ (a namespace package: an uninstall's leftovers) was read as the package and
+    # failed with a TypeError on its __file__ (None)
+    from rmb_build.llm.embedded_models import EmbeddedModel, MissingModelPackage, shipped_file
+
+    (tmp_path / "rmb_leftover_model_pkg").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = EmbeddedModel(
+        "x", "x-pkg", "rmb_leftover_model_pkg", "pip install x-pkg", lambda m, _: shipped_file(m, "x.gguf")
+    )
+    with pytest.raises(MissingModelPackage, match="rmb_leftover_model_pkg is not installed"):
+        model.locate(tmp_path)

@@ -79,6 +79,21 @@ def test_a_section_without_a_key_the_card_needs_is_refused_naming_it(change, key
     assert rc == 2 and len(err_lines) == 1 and f"field '{key}'" in err_lines[0] and not out.exists()
 
 
+@pytest.mark.parametrize("key", ["precision", "precision_ci95", "recall", "threshold"])
+def test_a_null_figure_the_card_states_is_refused_in_one_line_naming_it(key, tmp_path, capsys):
+    # before: the card crashed with a TypeError (100 * None, unpacking None) and publish printed a traceback
+    manifest = _built()
+    del manifest["harm_evidence"]["labelled_by_sources"]  # the classifier's figures are the evidence
+    manifest["harm_evidence"][key] = None
+    root = tmp_path / "release"
+    shutil.copytree(GOLDEN / "release", root)
+    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    out = tmp_path / "hf"
+    rc = main(["publish", str(root), "--repo-id", "me/x", "--dry-run", "--out", str(out), "--no-embeddings"])
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err_lines) == 1 and f"field 'harm_evidence.{key}'" in err_lines[0] and not out.exists()
+
+
 def test_an_earlier_versions_manifest_loads():
     old = json.loads((GOLDEN / "old.json").read_text(encoding="utf-8"))
     m = Manifest.from_json(old)

@@ -143,3 +143,14 @@ def test_release_files_are_written_atomically_and_readable(tmp_path: Path, monke
         write_release(release, tmp_path / "out")
     assert target.read_text() == "old"  # never half-written
     assert [p.name for p in target.parent.iterdir()] == ["Discussion.json"]  # no temp file left behind
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '"a name"', "3"])
+def test_a_manifest_that_is_not_an_object_is_refused_in_one_line_naming_the_file(tmp_path: Path, text: str):
+    # before: read as it was, then the card, audit or publish crashed on ``.get`` of a list, str or int
+    from release_helpers import tiny_release
+
+    root = tiny_release(tmp_path / "tiny")
+    (root / "manifest.json").write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match=r"manifest\.json.*expected a JSON object, got "):
+        read_release(root)

@@ -54,7 +54,7 @@ def _groups(scores: Sequence[float], grades: Sequence[Any]) -> list[tuple[int, l
     return out
 
 
-def expected_pick(scores: Sequence[float], grades: Sequence[Any], k: int, exact: bool = False) -> Any:
+def expected_pick(scores: Sequence[float], grades: Sequence[Any], k: int, exact: bool = False) -> Fraction | float:
     """E_k: the expected grade of the pick of the highest-scoring of k samples drawn without replacement
     from the n (ties broken uniformly). ``exact``: a Fraction (grades must then be ints or Fractions)."""
     n = len(scores)
@@ -63,7 +63,7 @@ def expected_pick(scores: Sequence[float], grades: Sequence[Any], k: int, exact:
     if not 1 <= k <= n:
         raise ValueError(f"k={k} is outside 1..{n}")
     total = math.comb(n, k)
-    acc: Any = Fraction(0) if exact else 0.0
+    acc: Fraction | float = Fraction(0) if exact else 0.0
     prev = 0
     for a, members in _groups(scores, grades):
         weight = math.comb(a, k) - math.comb(prev, k)

@@ -165,7 +165,7 @@ class DownstreamConfig(StrictModel):
 
     @field_validator("reward_models", mode="before")
     @classmethod
-    def _specs(cls, v: Any) -> Any:
+    def _specs(cls, v: object) -> object:
         return [{"rm": x} if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
 
     @model_validator(mode="after")
@@ -191,7 +191,7 @@ class DownstreamConfig(StrictModel):
         return self
 
 
-def parse_downstream_config(data: Any, file: str = "<config>") -> DownstreamConfig:
+def parse_downstream_config(data: object, file: str = "<config>") -> DownstreamConfig:
     """Validate a config mapping; ConfigError naming the first bad field (an unknown key first)."""
     from rmb_build.pipeline.config import validate_config
 

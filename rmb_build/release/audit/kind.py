@@ -44,6 +44,8 @@ class Collector(Protocol):
     and item numbers (``Records``), then lists its entries (``finish``; ``ctx.items.at`` turns an
     item number back into its ``Ref``)."""
 
+    def __init__(self, ctx: AuditContext) -> None: ...
+
     def add(self, e: "Entry") -> None: ...
 
     def finish(self) -> list[dict]: ...
@@ -61,7 +63,7 @@ class DefectKind:
 
     name: str
     definition: str
-    check: ItemCheck | Callable[[AuditContext], Collector]
+    check: ItemCheck | type[Collector]
     rank: int
     removes: Callable[[dict], list[dict]] = named_item
     renumbers: bool = False  # the fix gives the named item its entry's ``new_uid`` instead of removing it
@@ -135,7 +137,7 @@ def answer_fields(item: Item) -> list[str]:
     return ["bon_best.answer", *(f"loser_list[{i}].answer" for i in range(len(item.losers)))]
 
 
-def defect_entry(e: Entry | Ref, detail: str, **extra: Any) -> dict[str, Any]:
+def defect_entry(e: Entry | Ref, detail: str, **extra: object) -> dict[str, Any]:
     at = e.at if isinstance(e, Entry) else e
     return {**at.ref(), "detail": detail, **extra}
 
@@ -144,7 +146,8 @@ class PerItem:
     """The collector of a per-item check: its entries in release order."""
 
     def __init__(self, ctx: AuditContext, check: ItemCheck):
-        self.ctx, self.check, self.out = ctx, check, []
+        self.ctx, self.check = ctx, check
+        self.out: list[dict] = []
 
     def add(self, e: Entry) -> None:
         found = self.check(self.ctx, e)

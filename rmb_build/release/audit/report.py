@@ -70,7 +70,7 @@ class AuditReport:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "AuditReport":
-        defects = {k: [] for k in kind_names()}
+        defects: dict[str, list[dict[str, Any]]] = {k: [] for k in kind_names()}
         defects.update({k: list(v) for k, v in data.get("defects", {}).items()})
         return cls(
             release=data.get("release", ""),

@@ -4,7 +4,6 @@ the audit's defects and the query sources with their licence."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.release.audit import DEFECT_KINDS, AuditReport, defects_phrase
@@ -101,7 +100,7 @@ def sources_table(sources: list[dict]) -> str:
     if not sources:
         return "The release's manifest lists no query sources."
 
-    def first(s: dict, *keys: str) -> Any:
+    def first(s: dict, *keys: str) -> object:
         return next((s[k] for k in keys if s.get(k) not in (None, "")), "")
 
     rows = [

@@ -98,15 +98,17 @@ def card_license(manifest: Manifest | Mapping | None, override: str | None = Non
             "refusing to publish: the release's manifest.json names no licence (neither 'license' "
             "nor 'sources[].license'); pass --license ID (e.g. --license cc-by-nc-4.0)"
         )
-    ids = list(dict.fromkeys(hub_license_id(s) for s in stated))
-    if None not in ids:
+    found = list(dict.fromkeys(hub_license_id(s) for s in stated))
+    ids = [i for i in found if i is not None]
+    if len(ids) == len(found):
         return CardLicense(ids[0] if len(ids) == 1 else ids)
     return CardLicense("other", name, link, words)
 
 
 def check_card_license(header: Mapping[str, Any]) -> None:
     """Refuse (RMBError, one line naming the field) a card header whose licence keys the Hub would not take."""
-    ids = header.get("license") if isinstance(header.get("license"), list) else [header.get("license")]
+    stated = header.get("license")
+    ids: list[object] = stated if isinstance(stated, list) else [stated]
     bad = next((i for i in ids if not isinstance(i, str) or i not in HUB_LICENSES), None) if ids else "[]"
     if bad is not None:
         close = get_close_matches(str(bad), sorted(HUB_LICENSES), n=1, cutoff=0.8)

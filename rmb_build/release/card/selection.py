@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rmb_build.release.card.markdown import table
 from rmb_build.release.manifest_model import Manifest
 
 
-def _said(value: Any) -> Any:
+def _said(value: object) -> object:
     return "?" if value is None else value
 
 

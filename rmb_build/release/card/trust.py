@@ -3,12 +3,25 @@ judge against gold labels, people against the release (``rmb review``) and goals
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from rmb_build.core.errors import InputError
 from rmb_build.core.intervals import FEW_MARK, few_items
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.release.card.markdown import describe, table
 from rmb_build.release.gold_report import table as gold_table
 from rmb_build.release.gold_report import verdict_on_chance
 from rmb_build.release.manifest_model import HarmEvidence, Manifest
+from rmb_build.release.read import MANIFEST_FILE
+
+_T = TypeVar("_T")
+
+
+def _measured(value: _T | None, field: str) -> _T:
+    """A figure of the classifier's measurement the card states; a manifest holding null there is refused."""
+    if value is None:
+        raise InputError(MANIFEST_FILE, "null: the dataset card states this figure", field=f"harm_evidence.{field}")
+    return value
 
 
 def harm_evidence(harm: HarmEvidence) -> str:
@@ -21,13 +34,15 @@ def harm_evidence(harm: HarmEvidence) -> str:
             "sources' own labels (no classify stage)."
         )
         return "\n\n".join(parts)
-    lo, hi = harm.precision_ci95
+    lo, hi = _measured(harm.precision_ci95, "precision_ci95")
+    precision, recall = _measured(harm.precision, "precision"), _measured(harm.recall, "recall")
+    threshold = _measured(harm.threshold, "threshold")
     rates = ", ".join(f"{100 * p:.0f}% at {100 * float(b):g}%" for b, p in harm.precision_at_base_rate.items())
     turned = sum(harm.turned_away.values())
     measured = (
-        f"on held-out prompts of {harm.measured_on}, {100 * harm.precision:.1f}% of those it called harmful at "
-        f"P(harm) at least {harm.threshold:.2f} were harmlessness prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, "
-        f"recall {100 * harm.recall:.0f}%. That precision depends on how common harmful prompts are (about a third "
+        f"on held-out prompts of {harm.measured_on}, {100 * precision:.1f}% of those it called harmful at "
+        f"P(harm) at least {threshold:.2f} were harmlessness prompts, 95% CI {100 * lo:.1f}-{100 * hi:.1f}, "
+        f"recall {100 * recall:.0f}%. That precision depends on how common harmful prompts are (about a third "
         f"there): {rates} of harmful prompts"
     )
     if harm.classifier_is_evidence:
@@ -51,14 +66,15 @@ def label_set_paragraph(name: str, n: int, about: dict | None) -> str:
         f"**Harmlessness from {annotated_by(about)}.** {n} of the queries gathered carry a harmlessness label of "
         f"the label set `{name}`"
     )
-    m = (about or {}).get("measured")
+    known = about or {}
+    m = known.get("measured")
     if not m:
         return text + " (a user's file: how it was labelled is not recorded here)."
     kappa = m["cohen_kappa_harmful_vs_none"]["value"]
     rand, clf = m["harmful_in_random_draw"], m["classifier_at_threshold"]
     prec = clf["precision"]
     return (
-        f"{text}: {about['what']} Annotators: {about['annotators']}. Of {m['reviewed']} prompts reviewed, "
+        f"{text}: {known['what']} Annotators: {known['annotators']}. Of {m['reviewed']} prompts reviewed, "
         f"{m['both_harmful']} were harmful to both (Cohen's kappa {kappa:.2f}, harmful vs none), "
         f"{m['labelled']} are used. {rand['k']} of {rand['n']} prompts drawn at random were harmful "
         f"({100 * rand['share']:.1f}%, 95% CI {100 * rand['ci95'][0]:.1f}-{100 * rand['ci95'][1]:.1f}%); of the "
@@ -75,7 +91,7 @@ def annotated_by(about: dict | None) -> str:
         "people": "people's labels",
         "llm": "an LLM-labelled set (no person checked it)",
         "mixed": "a label set labelled by people and LLMs",
-    }.get(kind, "a label set (who labelled it is not recorded)")
+    }.get(kind if isinstance(kind, str) else "", "a label set (who labelled it is not recorded)")
 
 
 def figure(fig: dict | None) -> list[str]:

@@ -17,7 +17,7 @@ def _items_on_the_cycle(entry: dict) -> list[dict]:
 
 def _has_loop(edges: Iterable[tuple[bytes, bytes]]) -> bool:
     """Whether the directed graph of ``edges`` has a cycle (of any length)."""
-    graph = TopologicalSorter()
+    graph: TopologicalSorter[bytes] = TopologicalSorter()
     for better, worse in edges:
         graph.add(worse, better)
     try:

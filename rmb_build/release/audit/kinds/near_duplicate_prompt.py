@@ -113,7 +113,7 @@ class _NearDuplicates:
         from rmb_build.embed.similarity import similar_pairs
 
         ctx.checks["near_duplicates"] = "embeddings"
-        ctx.checks["embedding_model"] = self.embed.fingerprint if hasattr(self.embed, "fingerprint") else "custom"
+        ctx.checks["embedding_model"] = getattr(self.embed, "fingerprint", "custom")
         ii, jj, sims = similar_pairs(self._vectors(), threshold=ctx.near_threshold)
         for i, j, s in zip(ii.tolist(), jj.tolist(), sims.tolist()):
             for a in range(bounds[i], bounds[i + 1]):
