@@ -28,6 +28,14 @@ def backend_installed(backend: str) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in BACKEND_MODULES[backend])
 
 
+def backend_runs(backend: str, model: str | None) -> bool:
+    """Whether ``backend`` can run embedded ``model``: torch needs the chat template in the GGUF file (a model
+    with its own llama.cpp chat format, gemma3, has none)."""
+    from rmb_build.llm.embedded_models import EMBEDDED
+
+    return backend != "torch" or model not in EMBEDDED or EMBEDDED.get(model).chat_format is None
+
+
 class Price(StrictModel):
     input: float = Field(ge=0, description="USD per million input tokens")
     output: float = Field(ge=0, description="USD per million output tokens")
@@ -139,7 +147,7 @@ class EndpointConfig(StrictModel):
         AUTO_ORDER installed (llama_cpp when none is, so that its missing-extra line is the one shown)."""
         if self.backend not in (None, "auto"):
             return self.backend
-        return next((b for b in AUTO_ORDER if backend_installed(b)), "llama_cpp")
+        return next((b for b in AUTO_ORDER if backend_installed(b) and backend_runs(b, self.embedded)), "llama_cpp")
 
     @property
     def server_slots(self) -> int:

@@ -214,8 +214,17 @@ class BatchEngine:
                 if not active:
                     continue
                 assert batch is not None
-                logits = self._decode(active, batch)
-                keep = [i for i, row in enumerate(active) if not self._choose(row, logits[i])]
+                try:
+                    logits = self._decode(active, batch)
+                    keep = [i for i, row in enumerate(active) if not self._choose(row, logits[i])]
+                except Exception as exc:  # the step's rows fail with it; the loop goes on for the next ones
+                    log.exception("decode step failed")
+                    for row in active:
+                        if not row.done.is_set():
+                            row.error = f"{type(exc).__name__}: {exc}"
+                            row.done.set()
+                    active, batch = [], None
+                    continue
                 if len(keep) < len(active):
                     active = [active[i] for i in keep]
                     batch = batch.select(keep) if keep else None
