@@ -226,6 +226,7 @@ def serve(config: Mapping[str, object]) -> None:
         start = time.perf_counter()
         model, tokenizer = load(prepared(Path(entry["gguf"]), cache_dir), threads)
         engine = BatchEngine(model, tokenizer, n_ctx=int(entry["n_ctx"]), max_batch=int(str(config["max_batch"])))
+        engine.matcher({"type": "object"})  # the grammar's token table, built once here rather than in a request
         threading.Thread(target=engine.run, name=f"engine-{entry['alias']}", daemon=True).start()
         engines[str(entry["alias"])] = engine
         log.info(

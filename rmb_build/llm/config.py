@@ -17,8 +17,10 @@ SILENCE_LIMIT_S = 600.0
 MAX_REPLY_BYTES = 1 << 20  # a 512-token reply is a few kB; logprobs of every token at top-20 some 100s of kB
 
 
-# What ``backend: auto`` takes, first one installed: the faster by bench/embedded_backends.py (bench/README.md)
-AUTO_ORDER = ("torch", "llama_cpp")
+# What ``backend: auto`` takes, the first one installed: llama.cpp where it is (bench/embedded_backends.py,
+# bench/README.md: 5x the torch backend's tokens/s alone, 1.5x at 8 requests at once, 5x sooner to a guard
+# verdict, on 2 busy cores), else torch, which installs without a compiler
+AUTO_ORDER = ("llama_cpp", "torch")
 BACKEND_MODULES = {"torch": ("llguidance", "gguf"), "llama_cpp": ("llama_cpp",)}
 BACKEND_EXTRAS = {"torch": "embedded-torch", "llama_cpp": "build"}
 TORCH_MAX_BATCH = 8  # requests one torch server decodes together (a 135M model's step on CPU: 8 rows cost ~1.6x one)

@@ -92,7 +92,7 @@ def test_json_schema_replies_always_follow_the_schema(torch_server):
             {"type": "json_object", "schema": schema},
             {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": False}},
         ):
-            asks += [(schema, chat(p + " Reply in JSON.", max_tokens=260, response_format=fmt)) for p in PROMPTS[:3]]
+            asks += [(schema, chat(p + " Reply in JSON.", max_tokens=260, response_format=fmt)) for p in PROMPTS[1:3]]
     with ThreadPoolExecutor(len(asks)) as pool:
         replies = list(pool.map(lambda a: post(torch_server, a[1]), asks))
     for (schema, _), (status, reply) in zip(asks, replies):
@@ -202,6 +202,9 @@ def test_backend_selection_and_slots(monkeypatch):
     assert EndpointConfig(embedded="smollm2", backend="llama_cpp", servers=2).max_concurrency == 2
     monkeypatch.setattr(config, "backend_installed", lambda b: b == "llama_cpp")
     assert EndpointConfig(embedded="smollm2").embedded_backend == "llama_cpp"
+    monkeypatch.setattr(config, "backend_installed", lambda b: b == "torch")  # the build extra without llama.cpp
+    assert EndpointConfig(embedded="smollm2").embedded_backend == "torch"
+    assert EndpointConfig(embedded="smollm2").max_concurrency == config.TORCH_MAX_BATCH
     monkeypatch.setattr(config, "backend_installed", lambda b: True)
     assert EndpointConfig(embedded="smollm2").embedded_backend == config.AUTO_ORDER[0]
     assert EndpointConfig(embedded="gemma3").embedded_backend == "llama_cpp"  # no chat template for torch
