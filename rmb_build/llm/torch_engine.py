@@ -143,6 +143,7 @@ class BatchEngine:
         self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self._queue: queue.Queue[Row] = queue.Queue()
         self._ll_tokenizer: LLTokenizer | None = None
+        self._bit_shifts = torch_arange(32)
         self._stopped = False
 
     # ---- requests ------------------------------------------------------------------------------
@@ -290,9 +291,9 @@ class BatchEngine:
 
             mask = lt.allocate_token_bitmask(1, self.vocab)
             lt.fill_next_token_bitmask(row.matcher, mask, 0)
-            logits = logits.clone().unsqueeze(0)
-            lt.apply_token_bitmask_inplace(logits, mask)
-            logits = logits[0]
+            # the bits unpacked here: llguidance's own apply compiles a kernel on first use (10 s on 2 busy cores)
+            allowed = ((mask[0].unsqueeze(-1) >> self._bit_shifts) & 1).flatten()[: logits.shape[0]].bool()
+            logits = logits.masked_fill(~allowed, float("-inf"))
         token = _sample(logits, row.sampling, row.generator)
         if row.sampling.top_logprobs is not None:
             k = row.sampling.top_logprobs
@@ -333,6 +334,12 @@ class BatchEngine:
         row.finish_reason = reason
         row.done.set()
         return True
+
+
+def torch_arange(n: int) -> torch.Tensor:
+    import torch
+
+    return torch.arange(n, dtype=torch.int32)
 
 
 def _sample(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
