@@ -18,8 +18,8 @@ MAX_REPLY_BYTES = 1 << 20  # a 512-token reply is a few kB; logprobs of every to
 
 
 # What ``backend: auto`` takes, the first one installed: llama.cpp where it is (bench/embedded_backends.py,
-# bench/README.md: 5x the torch backend's tokens/s alone, 1.5x at 8 requests at once, 5x sooner to a guard
-# verdict, on 2 busy cores), else torch, which installs without a compiler
+# bench/README.md, 2 cores busy or idle: 4x the torch backend's tokens/s alone, 1.1-1.3x at 8 requests at once,
+# a guard verdict 1.8x sooner), else torch, which installs without a compiler
 AUTO_ORDER = ("llama_cpp", "torch")
 BACKEND_MODULES = {"torch": ("llguidance", "gguf"), "llama_cpp": ("llama_cpp",)}
 BACKEND_EXTRAS = {"torch": "embedded-torch", "llama_cpp": "build"}
