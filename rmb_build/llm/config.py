@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Literal
 from urllib.parse import urlparse
@@ -14,6 +15,27 @@ from rmb_build.core.redact import redact
 DEADLINE_S = 300.0
 SILENCE_LIMIT_S = 600.0
 MAX_REPLY_BYTES = 1 << 20  # a 512-token reply is a few kB; logprobs of every token at top-20 some 100s of kB
+
+
+# What ``backend: auto`` takes, the first one installed: llama.cpp where it is (bench/embedded_backends.py,
+# bench/README.md, 2 cores busy or idle: 4x the torch backend's tokens/s alone, 1.1-1.3x at 8 requests at once,
+# a guard verdict 1.8x sooner), else torch, which installs without a compiler
+AUTO_ORDER = ("llama_cpp", "torch")
+BACKEND_MODULES = {"torch": ("llguidance", "gguf"), "llama_cpp": ("llama_cpp",)}
+BACKEND_EXTRAS = {"torch": "embedded-torch", "llama_cpp": "build"}
+TORCH_MAX_BATCH = 8  # requests one torch server decodes together (a 135M model's step on CPU: 8 rows cost ~1.6x one)
+
+
+def backend_installed(backend: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in BACKEND_MODULES[backend])
+
+
+def backend_runs(backend: str, model: str | None) -> bool:
+    """Whether ``backend`` can run embedded ``model``: torch needs the chat template in the GGUF file (a model
+    with its own llama.cpp chat format, gemma3, has none)."""
+    from rmb_build.llm.embedded_models import EMBEDDED
+
+    return backend != "torch" or model not in EMBEDDED or EMBEDDED.get(model).chat_format is None
 
 
 class Price(StrictModel):
@@ -63,6 +85,20 @@ class EndpointConfig(StrictModel):
         "small model uses several cores better as several servers than as one with more threads)",
     )
 
+    # None reads as auto (unset, so a config and the manifest that records it read as before)
+    backend: Literal["auto", "torch", "llama_cpp"] | None = Field(
+        default=None,
+        description="embedded only: which server runs the model: torch (transformers on the dequantised GGUF, "
+        "requests batched, JSON schemas by llguidance; the embedded-torch extra), llama_cpp (llama-cpp-python, "
+        "one request per server), or auto (the faster one installed: AUTO_ORDER)",
+    )
+    max_batch: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description=f"embedded torch backend only: requests each server decodes together (default {TORCH_MAX_BATCH})",
+    )
+
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
@@ -95,14 +131,32 @@ class EndpointConfig(StrictModel):
             raise ValueError("give exactly one of 'embedded' or 'base_url'")
         if self.embedded is None and self.servers != 1:
             raise ValueError("'servers' is for an embedded endpoint (a base_url endpoint has max_concurrency)")
+        if self.embedded is None and (self.backend is not None or self.max_batch is not None):
+            raise ValueError("'backend' and 'max_batch' are for an embedded endpoint")
         if self.embedded is not None:
-            # llama_cpp.server runs one request at a time and answers HTTP 500 to json_schema.
-            self.max_concurrency = self.servers
+            # llama_cpp.server runs one request at a time and answers HTTP 500 to json_schema; the torch
+            # server reads both forms and decodes max_batch requests together.
+            self.max_concurrency = self.servers * self.server_slots
             self.structured_output = self.structured_output or "json_object"
         else:
             self.max_concurrency = self.max_concurrency or 8
             self.structured_output = self.structured_output or "json_schema"
         return self
+
+    @property
+    def embedded_backend(self) -> str:
+        """The backend that serves this embedded endpoint: the one asked for, or for ``auto`` the first of
+        AUTO_ORDER installed (llama_cpp when none is, so that its missing-extra line is the one shown)."""
+        if self.backend not in (None, "auto"):
+            return self.backend
+        return next((b for b in AUTO_ORDER if backend_installed(b) and backend_runs(b, self.embedded)), "llama_cpp")
+
+    @property
+    def server_slots(self) -> int:
+        """Requests one embedded server takes at once."""
+        if self.embedded is None or self.embedded_backend != "torch":
+            return 1
+        return self.max_batch or TORCH_MAX_BATCH
 
     @property
     def deadline(self) -> float:

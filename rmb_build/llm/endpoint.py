@@ -32,8 +32,12 @@ def public_url(url: str) -> str:
 
 
 def endpoint_identity(endpoint: EndpointConfig) -> str:
-    """The endpoint in a cache key: ``embedded:<model>``, or its base URL without credentials."""
-    return f"embedded:{endpoint.embedded}" if endpoint.embedded else public_url(str(endpoint.base_url or ""))
+    """The endpoint in a cache key: ``embedded:<model>`` (llama.cpp), ``embedded:<model>@torch`` (the torch
+    backend: its replies differ), or its base URL without credentials."""
+    if not endpoint.embedded:
+        return public_url(str(endpoint.base_url or ""))
+    backend = endpoint.embedded_backend
+    return f"embedded:{endpoint.embedded}" + ("" if backend == "llama_cpp" else f"@{backend}")
 
 
 def endpoint_description(endpoint: EndpointConfig) -> dict[str, Any]:
@@ -43,5 +47,15 @@ def endpoint_description(endpoint: EndpointConfig) -> dict[str, Any]:
         from rmb_build.llm.embedded_models import EMBEDDED
 
         pkg = EMBEDDED.get(endpoint.embedded).package if endpoint.embedded in EMBEDDED else endpoint.embedded
-        return {"embedded": endpoint.embedded, "package": pkg, "version": package_version(pkg), "n_ctx": endpoint.n_ctx}
+        described: dict[str, Any] = {
+            "embedded": endpoint.embedded,
+            "package": pkg,
+            "version": package_version(pkg),
+            "n_ctx": endpoint.n_ctx,
+        }
+        backend = endpoint.embedded_backend
+        if backend != "llama_cpp":  # llama.cpp's entries stay as they were before there was a choice
+            described["backend"] = backend
+            described["backend_version"] = package_version("transformers")
+        return described
     return {"base_url": endpoint_identity(endpoint)}

