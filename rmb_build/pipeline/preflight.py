@@ -88,12 +88,16 @@ def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     skippable = [s.name for s in order if s.optional]
     run = []
     for spec in order[: last + 1]:
-        if spec.name in listed and spec.at is None and spec.name not in build_stages.SEQUENCED:
+        if spec.name in listed and spec.at is None:
             raise ConfigError(
                 file,
                 "stages",
                 f"{spec.name!r} has no position to run at: its StageSpec sets no 'at' "
                 f"({', '.join(p.value for p in Position)})",
+            )
+        if spec.name in listed and not spec.runnable:
+            raise ConfigError(
+                file, "stages", f"{spec.name!r} has no way to run at {spec.at}: its StageSpec sets no hook"
             )
         if spec.name in listed:
             run.append(spec.name)
