@@ -6,9 +6,9 @@ position, its hooks ``on_run``/``on_batch``/``recorded``, ``takes``, ``checks``,
 here. Every step is a stage whose work a runner (``runner.py``: in-process, or Prefect) executes under its
 cache key (``BuildRun.call``/``acall``/``once``), and a batch already computed comes back from it.
 
-The stages over the pool (gather ... select) and over the run (gold, route) run once, in order, each handing
-the flow (``stages/flow.Flow``) on. Then one chain per batch of selected queries: the stages on queries, on
-answers (generate first), the verdicts side by side (or one after the other when they share a
+The stages over the pool (from gathering to selection) and over the run run once, in order, each handing the
+flow (``stages/flow.Flow``) on. Then one chain per batch of selected queries: the stages on queries, on
+answers, the verdicts side by side (or one after the other when they share a
 one-request-at-a-time server), the batch's sets and the stages on items, a bounded number of batches at once:
 the LLM client's limits decide how many requests are in flight. All LLM calls go through one client (one
 cache, budget and usage total), opened before the first LLM stage. A finished batch leaves its items in
@@ -75,7 +75,7 @@ async def run_pipeline(
     ``options.dry_run`` takes the same steps with a planning client (``llm/planning.py``) in place of the
     LLM client and returns the estimated LLM cost instead of calling any model: the requests the stages
     make, answered from the cache or by stand-ins, sent nowhere; no set and no release is written.
-    ``options.min_gold_agreement`` stops before generation when the judge agrees less with ``judge.gold``.
+    ``options.min_gold_agreement`` stops before the batches when the judge agrees less with the gold labels.
     """
     options = options or RunOptions()
     paths = BuildPaths.of(cfg.name, workdir)
@@ -257,7 +257,7 @@ def _release(run: BuildRun, flow: Flow, spec: StageSpec, n_batches: int) -> Summ
     flow.selected = []
     entries: Iterator[Entry] = set_parts.merged(paths.sets, range(n_batches))
     with run.progress.step(spec.name):
-        writers = [  # what the stages on items add to the release (``style``: Style_set/)
+        writers = [  # what the stages on items add to the release (their files, their checks)
             s.writes(set_parts.stage_parts(paths.sets, s.name, range(n_batches)), _section(checks, s.name))
             for s in run.running(Position.ITEMS)
             if s.writes is not None
