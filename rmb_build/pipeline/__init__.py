@@ -1,6 +1,7 @@
 """The build pipeline over the stage functions of ``rmb_build.stages``.
 
-- ``build``: the build's logic (``run_pipeline``): batching, chains, routing, planning, resume;
+- ``build``: the build's logic (``run_pipeline``): the stages position by position, batching, chains, planning,
+  resume, the release; it names no stage (what a stage reads and gives is its spec's and its hooks');
 - ``context``: the run context (``BuildRun``) and its one step, ``run.call(SPEC, *inputs)``: a batch's key, its
   runner, its record;
 - ``executor``: each stage over one batch, timed (what a runner executes);
@@ -9,8 +10,7 @@
 - ``prefect_flow``, ``prefect_tasks``, ``prefect_task_runner``, ``env``, ``watchdog``: Prefect's side (the flow,
   one cached task per batch function, the task runner of ``run.task_runner``, its settings, its child processes);
 - ``keys``: the batches' explicit cache keys (inputs, stage code, prompts, models);
-- ``label_checks``, ``stage_stats``: what the run keeps of the gold check and goal routing (stages run by the
-  runner step); stats and log lines;
+- ``stage_stats``: a stage result's stats and log lines;
 - ``config``, ``preflight``, ``manifest``, ``run_state``, ``set_parts``, ``release_step``: the build config,
   its checks, and what a run writes;
 - ``demo.yaml``: the embedded demo config, used by ``rmb build`` with no ``--config``.

@@ -16,7 +16,7 @@ from rmb_build.core import stop
 from rmb_build.core.memory import give_back
 from rmb_build.core.paths import FAILURES_FILE, BuildPaths
 from rmb_build.llm.planning import PlanningClient
-from rmb_build.pipeline import stage_stats
+from rmb_build.pipeline import set_parts, stage_stats
 from rmb_build.pipeline import stages as build_stages
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.executor import Timed
@@ -25,12 +25,13 @@ from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runner import Log, Runner, TimedFuture
-from rmb_build.stages.spec import StageEnv, StageSpec, open_store
+from rmb_build.stages.spec import Position, StageEnv, StageSpec, open_store
 
 if TYPE_CHECKING:
     from rmb_build.embed.store import EmbeddingStore
     from rmb_build.llm.client import LLMClient
     from rmb_build.llm.types import ChatClient
+    from rmb_build.stages.sets import SetsResult
 
 
 class _Collected:
@@ -101,9 +102,23 @@ class BuildRun:
         return self.client
 
     def runs(self, spec: StageSpec) -> bool:
-        """Whether this build runs ``spec``'s stage: listed, and its config section there (a stage whose
-        section the config leaves out, ``style`` without ``style:``, is off)."""
-        return spec.stage in self.stages and (spec.config is None or self.section(spec) is not None)
+        """Whether this build runs ``spec``'s stage: listed (or the stage it ``runs_with``), its config section
+        there (a stage whose section the config leaves out, ``style`` without ``style:``, is off), and this
+        form of it asked for (``spec.when``)."""
+        if (spec.runs_with or spec.stage) not in self.stages:
+            return False
+        section = self.section(spec)
+        if spec.config is not None and section is None:
+            return False
+        return spec.when is None or spec.when(section)
+
+    def running(self, position: Position) -> list[StageSpec]:
+        """The stages at ``position`` this build runs, in build order."""
+        return [spec for spec in build_stages.at(position) if self.runs(spec)]
+
+    def keep_sets(self, index: int, sets: SetsResult) -> None:
+        """Batch ``index``'s sets, kept in the run's sets folder until the release is written (``set_parts``)."""
+        set_parts.write_part(self.paths.sets, index, sets)
 
     def section(self, spec: StageSpec) -> object:
         """``spec``'s section of the config (``spec.config``; None for none, or a section the config leaves out)."""

@@ -25,6 +25,7 @@ from rmb_build.pipeline.config import BuildConfig
 from rmb_build.release.audit import digest
 from rmb_build.release.manifest_model import CastSection, Manifest, SetFigures, SetsSection
 from rmb_build.stages import sets as sets_stage
+from rmb_build.stages.select import Selection
 from rmb_build.stages.sets import CUT_AT_MAX_TOKENS, gap_histogram, per_query_histogram, unfinished
 from rmb_build.stages.sources import source_for
 
@@ -263,6 +264,15 @@ class Accounting:
     answers: dict[str, Any] = field(default_factory=dict)
     # goal -> wanted (select.min_per_goal), selected, with_evidence (in the pool)
     short_goals: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count_gathered(self, cfg: BuildConfig, gathered: int, stats: Mapping[str, Mapping[str, Any]]) -> None:
+        """The queries gather kept, and each source with what gather read of it (``sources_section``)."""
+        self.gathered, self.sources = gathered, sources_section(cfg, stats)
+
+    def select(self, selection: Selection) -> None:
+        """The selection's buckets: the selected queries, those not selected (by reason), the short goals."""
+        self.selected, self.not_selected = len(selection.selected), selection.not_selected
+        self.short_goals = selection.short_goals
 
     def fill(
         self,

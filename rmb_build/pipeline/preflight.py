@@ -16,7 +16,7 @@ from rmb_build.pipeline import stages as build_stages
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.stages import generate, judge
 from rmb_build.stages.generate import check_generators
-from rmb_build.stages.spec import Position
+from rmb_build.stages.spec import Position, StageSpec
 
 # Stages that may be left out of ``stages``: the pipeline passes their input through.
 
@@ -88,13 +88,8 @@ def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     skippable = [s.name for s in order if s.optional]
     run = []
     for spec in order[: last + 1]:
-        if spec.name in listed and spec.at is None and spec.name not in build_stages.SEQUENCED:
-            raise ConfigError(
-                file,
-                "stages",
-                f"{spec.name!r} has no position to run at: its StageSpec sets no 'at' "
-                f"({', '.join(p.value for p in Position)})",
-            )
+        if spec.name in listed and not spec.runnable:
+            raise ConfigError(file, "stages", _no_way_to_run(spec))
         if spec.name in listed:
             run.append(spec.name)
         elif not spec.optional:
@@ -105,6 +100,14 @@ def check_stages(cfg: BuildConfig, file: str = "<config>") -> list[str]:
                 f"(only {' and '.join(skippable)} can be left out)",
             )
     return run
+
+
+def _no_way_to_run(spec: StageSpec) -> str:
+    """Why a listed stage cannot run: no position, or a position whose stages run only through their hook."""
+    if spec.at is None:
+        where = ", ".join(p.value for p in Position)
+        return f"{spec.name!r} has no position to run at: its StageSpec sets no 'at' ({where})"
+    return f"{spec.name!r} has no way to run at {spec.at.value}: its StageSpec sets no hook (on_run or on_batch)"
 
 
 def model_identity(cfg: BuildConfig, ref: ModelRef) -> tuple[str, str]:

@@ -6,8 +6,6 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from rmb_build.core.records import Query
-from rmb_build.core.taxonomy import parse_scenario_id
 from rmb_build.pipeline.run_state import merge_stats
 
 
@@ -36,14 +34,6 @@ def brief(stats: Mapping[str, Any], limit: int = 8) -> str:
 
 def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def count_by(records: Iterable[Any], attr: str) -> dict[str, int]:
-    return dict(Counter(str(getattr(r, attr)) for r in records))
-
-
-def goal_counts(queries: Iterable[Query]) -> dict[str, int]:
-    return dict(Counter(parse_scenario_id(q.scenario_id).goal if q.scenario_id else "unclassified" for q in queries))
 
 
 _DETAIL = re.compile(r"""\s*(?:['"(\[{]|\bin \d).*$""", re.S)

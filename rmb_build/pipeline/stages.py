@@ -1,6 +1,7 @@
 """The build's stages, in the order they run: the one list the build, the dry run, the config's
 ``stages:``, preflight and the Prefect tasks read. Adding a stage: its module in ``rmb_build/stages/``
-ending with ``SPEC = StageSpec(...)`` that says where it runs (``at``: a ``Position``), and one line here."""
+ending with ``SPEC = StageSpec(...)`` that says where it runs (``at``: a ``Position``; the build runs the
+stages at each position in this list's order), and one line here."""
 
 from __future__ import annotations
 
@@ -38,29 +39,6 @@ STAGES: tuple[StageSpec, ...] = (
     sets.SPEC,
     style.SPEC,
     release.SPEC,
-)
-
-
-# The stages ``pipeline/build.py`` runs itself, each at its place in the build; every other stage in ``STAGES``
-# declares where it runs (``StageSpec.at``), and preflight refuses one listed that declares no position.
-SEQUENCED: frozenset[str] = frozenset(
-    s.name
-    for s in (
-        gather.SPEC,
-        embed.SPEC,
-        dedup.SPEC,
-        classify.SPEC,
-        classify.LLM_SPEC,
-        harm_evidence.SPEC,
-        select.SPEC,
-        gold.SPEC,
-        route.SPEC,
-        generate.SPEC,
-        judge.SPEC,
-        guard.SPEC,
-        sets.SPEC,
-        release.SPEC,
-    )
 )
 
 

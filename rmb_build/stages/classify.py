@@ -31,6 +31,7 @@ import numpy as np
 import yaml
 
 from rmb_build.core import atomic
+from rmb_build.core import paths as P
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Turn
 from rmb_build.core.paths import user_cache_dir
@@ -40,12 +41,16 @@ from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
 from rmb_build.core.text import last_user_turn
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 from rmb_build.llm.types import ChatClient
+from rmb_build.stages.embed import embedded_first
+from rmb_build.stages.flow import batched
 from rmb_build.stages.options import ClassifierConfig, EmbeddingsConfig
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
 
-if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.pipeline.context import BuildRun
     from rmb_build.release.read import Release
+    from rmb_build.stages.flow import Flow
 
 TAXONOMY_FILE = "taxonomy.yaml"
 log = logging.getLogger(__name__)
@@ -555,6 +560,23 @@ def embedded_texts(cfg: ClassifierConfig, queries: Sequence[Query]) -> list[str]
     return texts + (default_training_set()[0] if not cfg.train_release else [])
 
 
+async def classify_on_runner(run: BuildRun, flow: Flow) -> None:
+    """The embedding classifier over the pool's batches on the task runner (its texts embedded first, the
+    queries waiting on disk)."""
+    queries = embedded_first(run, SPEC, flow, run.paths.run / P.DEDUPED_QUERIES)
+    futures = [run.submit(SPEC, b) for b in batched(queries, run.cfg.run.batch_size)]
+    flow.queries = [q for part in run.record(SPEC, [f.result() for f in futures]) for q in part]
+    flow.classified = True
+
+
+async def classify_by_llm(run: BuildRun, flow: Flow) -> None:
+    """The LLM classifier over the pool's batches, awaited together."""
+    queries = flow.take_queries()
+    runs = [run.acall(LLM_SPEC, b) for b in batched(queries, run.cfg.run.batch_size)]
+    flow.queries = [q for part in run.record(LLM_SPEC, await asyncio.gather(*runs)) for q in part]
+    flow.classified = True
+
+
 SPEC = StageSpec(
     LLMClassifier.STAGE,
     classify_batch,
@@ -565,6 +587,9 @@ SPEC = StageSpec(
     prompts=("classify", TAXONOMY_FILE),
     optional=True,
     embeds=embedded_texts,
+    at=Position.POOL,
+    when=lambda c: c.method != "llm",
+    on_run=classify_on_runner,
 )
 # Both forms read the same key (the LLM's endpoint only where the method is "llm"); the LLM form's batches are
 # classify's
@@ -577,4 +602,6 @@ LLM_SPEC = dataclasses.replace(
     optional=False,
     of=SPEC.name,
     embeds=None,
+    when=lambda c: c.method == "llm",
+    on_run=classify_by_llm,
 )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Iterable, Mapping, Sequence, TypeVar
 
 from rmb_build.core.records import Failure, Query, Response
+from rmb_build.core.text import unfinished_text
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 
@@ -91,6 +92,24 @@ def endpoint_of(
     if isinstance(known, Mapping):
         return known.get(name)
     return None
+
+
+TRUNCATED = "length"  # finish_reason of an answer cut at max_tokens
+CUT_AT_MAX_TOKENS = "cut at max_tokens"
+
+
+def unfinished(r: Response) -> str | None:
+    """Why an answer is not one its model finished (None when it is): cut at ``max_tokens``, or a text that
+    stops at a lead-in or inside a code fence (``text.unfinished_text``). A server reports ``stop`` for a
+    stop string as for a natural end, so release generators set none (``GeneratorConfig.stop``)."""
+    if r.finish_reason == TRUNCATED:
+        return CUT_AT_MAX_TOKENS
+    return unfinished_text(r.text)
+
+
+def finished(responses: Iterable[Response]) -> list[Response]:
+    """The finished answers (``unfinished``): the only ones worth judging, guarding or pairing."""
+    return [r for r in responses if unfinished(r) is None]
 
 
 def index_queries(queries: Iterable[Query]) -> dict[str, Query]:

@@ -7,19 +7,26 @@ it duplicated and how similar they are, so nothing disappears without a trace.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence
 
 import numpy as np
 
+from rmb_build.core import paths as P
 from rmb_build.core.items import Turn
 from rmb_build.core.records import Query
 from rmb_build.core.text import identity, search_text
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed
 from rmb_build.embed.similarity import BLOCK_SIZE, similar_pairs
 from rmb_build.embed.store import text_digest
+from rmb_build.stages.embed import embedded_first
 from rmb_build.stages.options import DedupConfig
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the run is the pipeline's, a layer above
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Flow
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,4 +178,22 @@ def embedded_texts(cfg: DedupConfig, queries: Sequence[Query]) -> list[str]:
     return [search_text(q.conversation) for q in queries]
 
 
-SPEC = StageSpec("dedup", dedup_batch, config="dedup", encoder=True, optional=True, embeds=embedded_texts)
+async def dedup_pool(run: BuildRun, flow: Flow) -> None:
+    """The flow's pool less its duplicates (its search texts embedded first, the queries waiting in the raw
+    file gather wrote); what each kind of duplicate removed goes to the run's accounting."""
+    queries = embedded_first(run, SPEC, flow, run.paths.raw / P.RAW_QUERIES, written=True)
+    deduped = run.record(SPEC, [run.submit(SPEC, queries).result()])[0]
+    run.acc.dedup_removed = dict(Counter(str(r.kind) for r in deduped.removed))
+    flow.queries = deduped.kept
+
+
+SPEC = StageSpec(
+    "dedup",
+    dedup_batch,
+    config="dedup",
+    encoder=True,
+    optional=True,
+    embeds=embedded_texts,
+    at=Position.POOL,
+    on_run=dedup_pool,
+)

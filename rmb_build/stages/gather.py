@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from rmb_build.core import atomic
+from rmb_build.core import paths as P
 from rmb_build.core.errors import InputError
 from rmb_build.core.json_array import ArrayTail
 from rmb_build.core.jsonl import BadLine, read_jsonl_objects
@@ -33,10 +34,12 @@ from rmb_build.stages.sources.label_sets import load_label_set
 from rmb_build.stages.sources.records import (
     Skip,
 )
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
 
-if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Flow
 
 
 def source_label(src: SourceConfig) -> str:
@@ -192,4 +195,20 @@ def _sources_identity(cfg: BuildConfig) -> list[object]:
     ]
 
 
-SPEC = StageSpec("gather", gather_batch, config="sources", identity=_sources_identity, keyed_inputs=False)
+async def gather_into(run: BuildRun, flow: Flow) -> None:
+    """The gathered queries into the flow's pool, written to the raw folder, counted in the run's accounting."""
+    gathered = run.record(SPEC, [run.call(SPEC, str(run.paths.raw / P.QUARANTINE), run.cfg.run.max_queries)])[0]
+    write_queries(gathered.queries, run.paths.raw / P.RAW_QUERIES)
+    run.acc.count_gathered(run.cfg, len(gathered.queries), gathered.stats)
+    flow.queries = gathered.queries
+
+
+SPEC = StageSpec(
+    "gather",
+    gather_batch,
+    config="sources",
+    identity=_sources_identity,
+    keyed_inputs=False,
+    at=Position.POOL,
+    on_run=gather_into,
+)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.records import Failure, Query, Response
@@ -18,7 +18,11 @@ from rmb_build.stages.common import (
 )
 from rmb_build.stages.options import GeneratorConfig
 from rmb_build.stages.plan import Planned
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the run is the pipeline's, a layer above
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Batch, Flow, Kept
 
 STAGE = "generate"  # the stage's one name: its SPEC's, its requests' and failures' stage
 Target = tuple[Query, GeneratorConfig, int]  # the query, its generator, characters cut from its conversation
@@ -159,6 +163,20 @@ async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult
     return await generate(queries, env.section, env.chat())
 
 
+async def answer_batch(run: BuildRun, batch: Batch) -> None:
+    """The batch's first answers: every generator's, awaited through the run's step."""
+    queries = batch.queries
+    run.log.info("%s: batch of %d queries x %d generators started", STAGE, len(queries), len(run.cfg.generators))
+    done = batch.outcomes[STAGE] = await run.acall(SPEC, queries)
+    batch.answers = done.value.records
+    run.log.info("%s: batch of %d queries -> %d answers", STAGE, len(queries), len(batch.answers))
+
+
+def count_answers(run: BuildRun, flow: Flow, kept: list[Kept]) -> None:
+    """The run summary's ``responses``: the answers every batch generated."""
+    flow.result["responses"] = sum(part.count for part in kept)
+
+
 SPEC = StageSpec(
     STAGE,
     generate_batch,
@@ -167,6 +185,9 @@ SPEC = StageSpec(
     key_reads=_what_generation_reads,
     llm=True,
     answers=True,
+    at=Position.ANSWERS,
+    on_batch=answer_batch,
+    recorded=count_answers,
 )
 
 

@@ -35,6 +35,7 @@ from rmb_build.core.items import PairwiseItem
 from rmb_build.core.records import Failure, Query, Response, query_id
 from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, parse_scenario_id
 from rmb_build.llm.types import ChatClient
+from rmb_build.release import gold_report
 from rmb_build.release.gold_report import CHANCE, NOT_FOUND
 from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNSAFE, guard, is_harmlessness
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
@@ -42,10 +43,12 @@ from rmb_build.stages.judge import STAGE as JUDGE_STAGE
 from rmb_build.stages.judge import judge
 from rmb_build.stages.options import GoldConfig, GuardConfig, JudgeConfig
 from rmb_build.stages.sets import Candidate, answer_key, beats
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
 
-if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Flow
 
 CHOSEN, REJECTED = "gold-chosen", "gold-rejected"
 
@@ -289,7 +292,32 @@ def below(section: dict[str, Any], minimum: float) -> str | None:
     )
 
 
-# Once per build before generation, through the runner step (``pipeline/label_checks.check_gold``).
+async def check_gold(run: BuildRun, flow: Flow) -> None:
+    """The gold section into the flow's checks (None without ``judge.gold``); raises RMBError (one line) below
+    ``--min-gold-agreement``. A dry run plans it: the section (for routing) and nothing recorded."""
+    cfg, min_agreement = run.cfg, run.options.min_gold_agreement
+    if cfg.judge.gold is None:
+        if min_agreement is not None:
+            raise RMBError("--min-gold-agreement needs judge.gold in the build config")
+        flow.checks[SPEC.name] = None
+        return
+    section, failures = (await run.once(SPEC, cfg.guard)).value
+    flow.checks[SPEC.name] = section
+    if run.planning:  # its replies may be stand-ins: no figure of it is printed or checked
+        return
+    state = run.state
+    state.add_failures(failures)
+    state.stage(SPEC.name).stats = {k: v for k, v in section.items() if k != "stats"}
+    state.flush(gold=section)
+    run.log.info(
+        "%s: the judge against %s's labels:\n%s", SPEC.name, section.get("release"), gold_report.table(section)
+    )
+    stop = below(section, min_agreement) if min_agreement is not None else None
+    if stop:
+        raise RMBError(stop)
+
+
+# Once per build before generation (with ``generate``), through the runner step.
 SPEC = StageSpec(
     "gold",
     gold_batch,
@@ -299,4 +327,7 @@ SPEC = StageSpec(
     counts="gold items",
     listed=False,
     sends=(JUDGE_STAGE, GUARD_STAGE),
+    at=Position.RUN,
+    runs_with="generate",
+    on_run=check_gold,
 )

@@ -30,13 +30,14 @@ from rmb_build.stages.common import (
     ask,
     endpoint_of,
     estimate_tokens,
+    finished,
     fit_texts,
     index_queries,
     input_token_budget,
 )
 from rmb_build.stages.options import GuardConfig
 from rmb_build.stages.plan import Planned
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
 
 STAGE = "guard"  # the stage's one name: its SPEC's, its requests' and failures' stage
 PROMPT = "guard/llama_guard2.md"
@@ -326,4 +327,6 @@ SPEC = StageSpec(
     prompts=("guard",),
     llm=True,
     counts="answers",
+    at=Position.VERDICTS,
+    takes=lambda _section, answers: finished(answers),  # an answer cut at max_tokens never reaches a release
 )

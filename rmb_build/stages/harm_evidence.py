@@ -23,14 +23,18 @@ import json
 from collections import Counter
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
 from rmb_build.stages.classify import EmbeddingClassifier, build_classifier
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the run is the pipeline's, a layer above
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Flow
 
 MEASUREMENT = "harm_threshold.json"
 BELOW_THRESHOLD = "classifier's P(harm) below the measured threshold"
@@ -143,4 +147,28 @@ def harm_evidence_batch(env: StageEnv, queries: list[Query], classified: bool) -
     return require_evidence(queries, clf, env.section.harm_from_classifier)
 
 
-SPEC = StageSpec("harm_evidence", harm_evidence_batch, config="classifier", encoder=True, cached=False, listed=False)
+async def turn_away_unevidenced(run: BuildRun, flow: Flow) -> None:
+    """The pool less the harmlessness labels without evidence; the counts logged and kept for the manifest."""
+    queries, harm = run.call(SPEC, flow.take_queries(), flow.classified).value
+    run.log.info(
+        "harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
+        harm["classified_harmful"],
+        harm["kept"],
+        harm["threshold"],
+        harm["turned_away"] or "none",
+    )
+    flow.queries = queries
+    flow.checks[SPEC.name] = section(harm)
+
+
+SPEC = StageSpec(
+    "harm_evidence",
+    harm_evidence_batch,
+    config="classifier",
+    encoder=True,
+    cached=False,
+    listed=False,
+    at=Position.POOL,
+    runs_with="gather",
+    on_run=turn_away_unevidenced,
+)

@@ -4,6 +4,6 @@ it runs in the flow, once per build, every run."""
 
 from __future__ import annotations
 
-from rmb_build.stages.spec import StageSpec
+from rmb_build.stages.spec import Position, StageSpec
 
-SPEC = StageSpec("release", cached=False, counts="items")
+SPEC = StageSpec("release", cached=False, counts="items", at=Position.RELEASE)

@@ -31,20 +31,26 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
+from rmb_build.core import paths as P
 from rmb_build.core.records import GuardLabel, Query
 from rmb_build.core.taxonomy import GOALS, HARMLESSNESS, HELPFULNESS, parse_scenario_id
+from rmb_build.llm.planning import PlanningClient
 from rmb_build.stages.classify import EmbeddingClassifier, build_classifier
+from rmb_build.stages.flow import ReleaseNote
+from rmb_build.stages.gold import SPEC as GOLD_SPEC
 from rmb_build.stages.gold import guard_evidence
 from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE, guard
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
 from rmb_build.stages.options import GuardConfig, SelectConfig
-from rmb_build.stages.select import Selection, select, select_balanced, write_selection
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.select import Selection, select, select_balanced, take_selection, write_selection
+from rmb_build.stages.spec import Entry, Position, StageEnv, StageSpec
 
-if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Flow
 
 GUARD, CLASSIFIER, LABEL_SET = "guard", "classifier", "label_set"
 
@@ -406,7 +412,68 @@ def _moved_to_considered(not_selected: dict[str, int], topped_up: int) -> dict[s
     return out
 
 
-# Once per build after selection, through the runner step (``pipeline/label_checks.route_by_guard``).
+TOP_UP_ESTIMATE = "route_top_up_calls_at_most"
+
+
+async def route_by_guard(run: BuildRun, flow: Flow) -> None:
+    """The flow's selection routed by its prompts' guard verdicts, drawing top-ups from the classified pool; the
+    gold check's section (in the flow's checks) says whether an ``unsafe`` verdict is evidence. Its failures and
+    stats go to the run state and the log (not in a dry run: its verdicts may be stand-ins, and the top-up
+    rounds they may cause are the plan's estimate)."""
+    settings = Settings.of(run.cfg, str(run.paths.run / P.SELECTED_QUERIES))
+    gold = flow.checks.get(GOLD_SPEC.name)
+    routed = (await run.once(SPEC, settings, flow.queries, flow.selected, dict(run.acc.not_selected), gold)).value
+    if run.planning:
+        planner = run.client
+        assert isinstance(planner, PlanningClient)  # a dry run's client
+        # a verdict the plan stood in for may route its query away: each could draw a replacement a round
+        unknown = sum(1 for c in planner.calls.values() if c.phase == SPEC.name and c.cached is None)
+        bound = min(unknown * run.cfg.route.top_up_rounds, routed.top_up_room)
+        if bound:
+            flow.estimates[TOP_UP_ESTIMATE] = bound
+    else:
+        _keep(run, routed)
+    take_selection(run, flow, routed.selection)
+    flow.release_notes.append(_release_note(run.cfg.route.scope, routed.routing))
+
+
+def _keep(run: BuildRun, routed: Routed) -> None:
+    """What the run keeps of routing: its failures, its stats, the log's lines."""
+    state = run.state
+    state.add_failures(routed.failures)
+    stats = routed.routing.stats()
+    state.stage(SPEC.name).stats = stats
+    state.flush()
+    run.log.info(
+        "%s: %d prompts guarded; goal from guard %s; changed %s; dropped %s; unsafe verdicts not taken: %s",
+        SPEC.name,
+        stats["guarded"],
+        stats["goal_from"].get("guard", 0),
+        stats["changed"] or "none",
+        stats["dropped"] or "none",
+        stats["unsafe_not_evidence"] or "none",
+    )
+    if stats["stopped"]:
+        run.log.warning("%s: %s", SPEC.name, stats["stopped"])
+
+
+def _release_note(scope: str, routing: Routing) -> ReleaseNote:
+    """``goal_from`` and the rest per item of the release (``routing_fields``), counted as the items stream by
+    into the manifest's ``checks.routing``."""
+    summary = ItemSummary()  # its counts fill in as the release is written, before the manifest
+
+    def watch(entries: Iterator[Entry]) -> Iterator[Entry]:
+        for item, note in entries:
+            yield item, summary.add({**note, **routing_fields(note, routing.decisions)})
+
+    return ReleaseNote("routing", {"scope": scope, "queries": routing.stats(), "items": summary.counts}, watch)
+
+
+def _plan_note(estimates: Mapping[str, int], stand_ins: int) -> str:
+    return "; goal routing's top-up rounds are not counted, see estimates" if TOP_UP_ESTIMATE in estimates else ""
+
+
+# Once per build after selection (with ``guard``, where ``route.enabled``), through the runner step.
 SPEC = StageSpec(
     "route",
     route_batch,
@@ -417,4 +484,9 @@ SPEC = StageSpec(
     counts="prompts",
     listed=False,
     sends=(GUARD_STAGE,),
+    at=Position.RUN,
+    runs_with="guard",
+    when=lambda route_cfg: route_cfg.enabled,
+    on_run=route_by_guard,
+    plan_note=_plan_note,
 )

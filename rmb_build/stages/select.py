@@ -11,14 +11,19 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
+from rmb_build.core import paths as P
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import GOALS, parse_scenario_id
 from rmb_build.stages.classify import abstained
 from rmb_build.stages.gather import write_queries
 from rmb_build.stages.options import SelectConfig
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the run is the pipeline's, a layer above
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Flow
 
 
 def select(
@@ -150,4 +155,31 @@ def select_batch(env: StageEnv, queries: Sequence[Query], scenarios: Sequence[st
     return write_selection(chosen, queries, not_selected, env.section, scenarios, path)
 
 
-SPEC = StageSpec("select", select_batch, config="select", cached=False, listed=False)
+def goal_counts(queries: Iterable[Query]) -> dict[str, int]:
+    return dict(Counter(parse_scenario_id(q.scenario_id).goal if q.scenario_id else "unclassified" for q in queries))
+
+
+def take_selection(run: BuildRun, flow: Flow, chosen: Selection) -> None:
+    """``chosen`` as the run's selection from here on: the flow's selected queries, the accounting's buckets."""
+    flow.selected = chosen.selected
+    run.acc.select(chosen)
+    flow.result["selected"] = len(chosen.selected)
+
+
+async def select_from_pool(run: BuildRun, flow: Flow) -> None:
+    """The balanced selection from the classified pool (which stays in the flow: routing draws top-ups from it)."""
+    chosen = run.call(SPEC, flow.queries, run.cfg.scenarios, str(run.paths.run / P.SELECTED_QUERIES)).value
+    take_selection(run, flow, chosen)
+    run.log.info("selected %d of %d queries: %s", len(chosen.selected), len(flow.queries), goal_counts(chosen.selected))
+
+
+SPEC = StageSpec(
+    "select",
+    select_batch,
+    config="select",
+    cached=False,
+    listed=False,
+    at=Position.POOL,
+    runs_with="gather",
+    on_run=select_from_pool,
+)

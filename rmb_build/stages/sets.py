@@ -20,24 +20,44 @@ import hashlib
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from rmb_build.core.items import Answer, BonItem, PairwiseItem, default_category_path
 from rmb_build.core.prompting import prompt_hash
 from rmb_build.core.records import GuardLabel, JudgeScore, Query, Response
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, all_scenarios, is_known
-from rmb_build.core.text import identity, unfinished_text
-from rmb_build.stages.common import index_queries, responses_by_query
-from rmb_build.stages.guard import PROMPT_TARGET, RESPONSE_TARGET, SAFE, UNKNOWN, UNSAFE, is_harmlessness
+from rmb_build.core.text import identity
+from rmb_build.stages.common import (  # noqa: F401 (finished, unfinished: read from here too)
+    CUT_AT_MAX_TOKENS,
+    TRUNCATED,
+    finished,
+    index_queries,
+    responses_by_query,
+    unfinished,
+)
+from rmb_build.stages.generate import STAGE as GENERATE_STAGE
+from rmb_build.stages.guard import (
+    PROMPT_TARGET,
+    RESPONSE_TARGET,
+    SAFE,
+    UNKNOWN,
+    UNSAFE,
+    apply_prompt_scenarios,
+    is_harmlessness,
+)
+from rmb_build.stages.guard import STAGE as GUARD_STAGE
+from rmb_build.stages.judge import STAGE as JUDGE_STAGE
 from rmb_build.stages.options import SetsConfig
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageSpec
+
+if TYPE_CHECKING:  # the run is the pipeline's, a layer above
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Batch, Flow, Kept
 
 # Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}
 SCENARIO_ORDER = {s.id: i for i, s in enumerate(all_scenarios())}
 _KNOWN = (SAFE, UNSAFE)
-TRUNCATED = "length"  # finish_reason of an answer cut at max_tokens
-CUT_AT_MAX_TOKENS = "cut at max_tokens"
 UNVERDICTED = "unverdicted"
 _COMPARABLE = (None, SAFE, UNSAFE, UNVERDICTED)
 
@@ -85,20 +105,6 @@ def beats(a: Candidate, b: Candidate, margin: float) -> bool:
         return False
     diff = gap(a, b)
     return diff > 0 and diff >= margin
-
-
-def unfinished(r: Response) -> str | None:
-    """Why an answer is not one its model finished (None when it is): cut at ``max_tokens``, or a text that
-    stops at a lead-in or inside a code fence (``text.unfinished_text``). A server reports ``stop`` for a
-    stop string as for a natural end, so release generators set none (``GeneratorConfig.stop``)."""
-    if r.finish_reason == TRUNCATED:
-        return CUT_AT_MAX_TOKENS
-    return unfinished_text(r.text)
-
-
-def finished(responses: Iterable[Response]) -> list[Response]:
-    """The finished answers (``unfinished``): the only ones worth judging, guarding or pairing."""
-    return [r for r in responses if unfinished(r) is None]
 
 
 def gap(a: Candidate, b: Candidate) -> float:
@@ -466,4 +472,35 @@ def build_sets_batch(
     return build_sets(queries, responses, scores, labels, env.section)
 
 
-SPEC = StageSpec("build_sets", build_sets_batch, config="sets", counts="answers")
+async def sets_of_batch(run: BuildRun, batch: Batch) -> None:
+    """The batch's pairwise and BoN items from its answers, the judge's scores and the guard's labels (the
+    prompts' verdicts set the queries' harm categories first), kept with the run (``run.keep_sets``) and counted
+    in its accounting; a dry run's are the stages on items' input only."""
+    scores = batch.outcomes[JUDGE_STAGE].value.records
+    labels = batch.outcomes[GUARD_STAGE].value.records
+    queries = apply_prompt_scenarios(batch.queries, labels)
+    built = batch.outcomes[SPEC.name] = run.call(SPEC, queries, batch.answers, scores, labels)
+    batch.sets = built.value
+    if not run.planning:
+        run.keep_sets(batch.index, built.value)
+        run.acc.add_batch(queries, batch.answers, scores, [*built.value.pairwise, *built.value.bon])
+
+
+def count_items(run: BuildRun, flow: Flow, kept: list[Kept]) -> None:
+    """The run summary's item counts, and the accounting's answers: requested (selected queries x generators)
+    and failed."""
+    counts = run.state.stage(SPEC.name).stats
+    flow.result["pairwise"], flow.result["bon"] = counts.get("pairwise", 0), counts.get("bon", 0)
+    failed = run.state.failure_counts().get(GENERATE_STAGE, 0)
+    run.acc.finish(len(flow.selected) * len(run.cfg.generators), failed)
+
+
+SPEC = StageSpec(
+    "build_sets",
+    build_sets_batch,
+    config="sets",
+    counts="answers",
+    at=Position.SETS,
+    on_batch=sets_of_batch,
+    recorded=count_items,
+)

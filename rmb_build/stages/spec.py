@@ -14,37 +14,69 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Generic,
+    Iterable,
+    Iterator,
+    Mapping,
+    Protocol,
+    Sequence,
+    TypeVar,
+)
 
 from rmb_build.core.items import Item
 from rmb_build.embed.encoder import store_for
 from rmb_build.llm.types import ChatClient
 from rmb_build.stages.options import EmbeddingsConfig
 
-if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
+if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.embed.store import EmbeddingStore
     from rmb_build.pipeline.config import BuildConfig
+    from rmb_build.pipeline.context import BuildRun
+    from rmb_build.stages.flow import Batch, Flow, Kept
 
 
 class Position(Enum):
-    """Where a stage added to the list runs; ``pipeline/build.py`` runs every stage listed at a position through
-    the same step (key, runner, progress, record). Its work's inputs and what its result's ``records`` are:
+    """Where a stage runs, in build order: ``pipeline/build.py`` loops over the positions and runs every stage
+    listed at one through its hook (``on_run``, ``on_batch``) or the position's own step (key, runner, progress,
+    record). Its work's inputs and what its result's ``records`` are:
 
-    - ``QUERIES``: in each batch's chain before ``generate``: ``work(env, queries)``; its records are the
-      batch's queries from then on (as many as it got: a stage rewrites queries, it drops none);
-    - ``ANSWERS``: in each batch's chain after ``generate``: ``work(env, queries, answers)``; its records
-      are the answers the later stages see;
-    - ``ITEMS``: in each batch's chain after ``build_sets``: ``work(env, queries, spec.takes(section,
-      sets))`` (the batch's sets, ``stages/sets.py``'s result, unless ``takes`` says what of them); its
-      records are kept beside the batch's sets (``pipeline/set_parts.py``) for the release;
+    - ``POOL``: over the whole pool of queries, before selection (gather, dedup, classify, harm evidence,
+      select): its ``on_run`` hook reads and sets ``Flow.queries`` (and ``Flow.selected``);
     - ``RUN``: once over the whole run's selected queries, before their batches: ``work(env, queries)``;
-      its records are the selected queries from then on (as many as it got).
+      its records are the selected queries from then on (as many as it got); or its ``on_run`` hook;
+    - ``QUERIES``: in each batch's chain before the answers: ``work(env, queries)``; its records are the
+      batch's queries from then on (as many as it got: a stage rewrites queries, it drops none);
+    - ``ANSWERS``: in each batch's chain: ``work(env, queries, answers)``; its records are the answers the
+      later stages see (``generate``'s ``on_batch`` hook makes the first ones);
+    - ``VERDICTS``: in each batch's chain, side by side (one after the other on a one-request-at-a-time
+      server): ``work(env, queries, spec.takes(section, answers))``; its records stay its batch outcome;
+    - ``SETS``: in each batch's chain, its ``on_batch`` hook builds the batch's sets (``Batch.sets``) from
+      the verdicts;
+    - ``ITEMS``: in each batch's chain after the sets: ``work(env, queries, spec.takes(section, sets))`` (the
+      batch's sets, ``stages/sets.py``'s result, unless ``takes`` says what of them); its records are kept
+      beside the batch's sets (``pipeline/set_parts.py``) for the release;
+    - ``RELEASE``: the release written from the kept sets, once every batch is done (no work of its own).
     """
 
+    POOL = "pool"
+    RUN = "run"
     QUERIES = "queries"
     ANSWERS = "answers"
+    VERDICTS = "verdicts"
+    SETS = "sets"
     ITEMS = "items"
-    RUN = "run"
+    RELEASE = "release"
+
+
+# positions whose stages have no step of their own: each needs its hook (``on_run`` or ``on_batch``)
+HOOKED = (Position.POOL, Position.SETS)
+# positions in each batch's chain, in order
+IN_BATCH = (Position.QUERIES, Position.ANSWERS, Position.VERDICTS, Position.SETS, Position.ITEMS)
 
 
 Entry = tuple[Item, Mapping[str, Any]]  # an item of the release and its line of annotations.jsonl
@@ -56,6 +88,11 @@ class ReleaseWriter(Protocol):
     def watch(self, entries: Iterable[Entry]) -> Iterator[Entry]: ...
 
     def write(self, folder: Path) -> None: ...
+
+
+RunHook = Callable[["BuildRun", "Flow"], Awaitable[None]]  # a stage over the run: reads and sets the flow
+BatchHook = Callable[["BuildRun", "Batch"], Awaitable[None]]  # a stage in a batch's chain: reads and sets the batch
+Recorded = Callable[["BuildRun", "Flow", "list[Kept]"], None]  # what the run keeps of its recorded batches
 
 
 @dataclass(frozen=True)
@@ -81,9 +118,20 @@ class StageSpec:
     - ``counts``: what one unit of its work is, for the log and a progress reporter;
     - ``listed``: a name the config's ``stages:`` accepts; ``optional``: one it may leave out before
       the last stage it lists;
-    - ``at``: where a stage added to the list runs (:class:`Position`); None for the stages the build
-      sequences itself (``pipeline/stages.py``'s ``SEQUENCED``): preflight refuses any other listed without one;
-    - ``takes``: ``takes(section, sets) -> input``, what of a batch's sets an ``ITEMS`` stage's work gets;
+    - ``at``: where it runs (:class:`Position`); None for a stage run by another's hook (``embed``): preflight
+      refuses a listed stage without one, or at a position of ``HOOKED`` without its hook;
+    - ``runs_with``: a stage the config does not list runs when this listed stage runs (``select`` with
+      ``gather``, ``gold`` with ``generate``);
+    - ``when``: ``when(section) -> bool``, whether this form of the stage runs (the LLM classifier's batches
+      with ``method: llm``, routing with ``route.enabled``);
+    - ``on_run``: ``await on_run(run, flow)``, the stage over the run (``POOL``, ``RUN``): what it reads of the
+      :class:`~rmb_build.stages.flow.Flow` and what it puts there, through the run's step (``run.call``);
+    - ``on_batch``: ``await on_batch(run, batch)``, the stage in a batch's chain (``ANSWERS``, ``SETS``): what
+      it reads of the :class:`~rmb_build.stages.flow.Batch` and puts there;
+    - ``recorded``: ``recorded(run, flow, kept)``, what the run keeps of its batches once they are recorded
+      (the run summary's figures, the accounting);
+    - ``takes``: ``takes(section, input) -> input``, what of its position's input the work gets (an ``ITEMS``
+      stage's: of the batch's sets; a ``VERDICTS`` stage's: of the batch's answers);
     - ``bound``: ``bound(queries, config) -> calls``, the most LLM calls its batch of ``queries`` sends, for
       a dry run that cannot know the batch's inputs (an ``ITEMS`` stage's, where its sets are not known);
     - ``checks``: ``checks(stats) -> section``, the manifest's ``checks.<name>`` from its merged stats (it may refuse
@@ -116,6 +164,11 @@ class StageSpec:
     listed: bool = True
     optional: bool = False
     at: Position | None = None
+    runs_with: str | None = None
+    when: Callable[[Any], bool] | None = None
+    on_run: RunHook | None = None
+    on_batch: BatchHook | None = None
+    recorded: Recorded | None = None
     takes: Callable[[Any, Any], Any] | None = None
     bound: Callable[[int, BuildConfig], int] | None = None
     checks: Callable[[Any], dict[str, Any]] | None = None
@@ -129,6 +182,13 @@ class StageSpec:
     def stage(self) -> str:
         """The stage its batches count for and its key names."""
         return self.of or self.name
+
+    @property
+    def runnable(self) -> bool:
+        """It has a way to run: a position, and its hook where the position has no step of its own."""
+        if self.at is None:
+            return False
+        return self.at not in HOOKED or self.on_run is not None or self.on_batch is not None
 
     @property
     def requests_of(self) -> tuple[str, ...]:

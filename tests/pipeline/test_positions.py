@@ -24,6 +24,7 @@ from rmb_build.pipeline.config import parse_config
 from rmb_build.pipeline.preflight import preflight
 from rmb_build.pipeline.set_parts import part_path
 from rmb_build.release.load import read_release
+from rmb_build.stages.spec import Position
 
 # each toy's one line: the stage it goes in after
 AFTER = {
@@ -110,6 +111,22 @@ def test_a_listed_stage_with_no_position_is_refused_by_preflight_in_one_line(tmp
         preflight(parse_config(raw), "build.yaml")
     assert "\n" not in str(caught.value) and "'sign' has no position to run at" in str(caught.value)
     assert str(caught.value).startswith("build.yaml: field 'stages': ")
+
+
+@pytest.mark.parametrize("position", [Position.POOL, Position.SETS])
+def test_a_listed_stage_at_a_position_without_a_step_and_no_hook_is_refused_by_preflight(
+    tmp_path, monkeypatch, position
+):
+    """Over the pool and at the sets a stage runs only through its hook (``on_run``, ``on_batch``)."""
+    _add(monkeypatch, dataclasses.replace(toy_stage.SPEC, at=position), "generate")
+    raw = build_config(write_queries(tmp_path / "queries.jsonl"), "http://127.0.0.1:9/v1")
+    raw["stages"] = ["gather", "generate", "sign", "judge"]
+    with pytest.raises(ConfigError) as caught:
+        preflight(parse_config(raw), "build.yaml")
+    assert "\n" not in str(caught.value)
+    assert f"'sign' has no way to run at {position.value}: its StageSpec sets no hook (on_run or on_batch)" in str(
+        caught.value
+    )
 
 
 def test_a_stage_on_queries_that_drops_one_is_refused_naming_it():
