@@ -35,7 +35,7 @@ def backend_runs(backend: str, model: str | None) -> bool:
     with its own llama.cpp chat format, gemma3, has none)."""
     from rmb_build.llm.embedded_models import EMBEDDED
 
-    return backend != "torch" or model not in EMBEDDED or EMBEDDED.get(model).chat_format is None
+    return backend != "torch" or model is None or model not in EMBEDDED or EMBEDDED.get(model).chat_format is None
 
 
 class Price(StrictModel):

@@ -19,9 +19,10 @@ import queue
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 if TYPE_CHECKING:
     import torch
@@ -56,7 +57,8 @@ def prepared(gguf: Path, cache_dir: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer = None  # the weights are dequantised: plain float32 tensors, saved as such
+    # the weights are dequantised: plain float32 tensors, saved as such (an attribute the stubs do not declare)
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(tmp)
@@ -153,7 +155,9 @@ class BatchEngine:
         if not getattr(self.tokenizer, "chat_template", None):
             raise EngineError("the model has no chat template")
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
-        return list(ids["input_ids"])
+        if not isinstance(ids, Mapping):
+            raise EngineError(f"the chat template gave {type(ids).__name__}, not the tokens")
+        return [int(t) for t in ids["input_ids"]]
 
     def matcher(self, schema: dict[str, object]) -> LLMatcher:
         """A grammar matcher for ``schema`` (compact JSON: no free whitespace for a small model to loop in)."""
@@ -161,7 +165,8 @@ class BatchEngine:
         import llguidance.hf
 
         if self._ll_tokenizer is None:
-            self._ll_tokenizer = llguidance.hf.from_tokenizer(self.tokenizer, n_vocab=self.vocab)
+            # a fast tokenizer (TokenizersBackend): transformers 5 loads the GGUF's as one; the stubs type its base
+            self._ll_tokenizer = llguidance.hf.from_tokenizer(self.tokenizer, n_vocab=self.vocab)  # type: ignore[arg-type]
         try:
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides={"whitespace_flexible": False})
         except (ValueError, TypeError, RuntimeError) as exc:
@@ -318,7 +323,7 @@ class BatchEngine:
             return self._finish(row, "stop")
         row.tokens.append(token)
         row.pending = token
-        row.text = self.tokenizer.decode(row.tokens, skip_special_tokens=True)
+        row.text = str(self.tokenizer.decode(row.tokens, skip_special_tokens=True))
         for s in row.sampling.stop:
             at = row.text.find(s) if s else -1
             if at >= 0:
@@ -378,7 +383,7 @@ class _BatchCache:
         return cls(cache, torch.ones((1, length), dtype=torch.long))
 
     def _layers(self, cache: DynamicCache | None = None) -> list[DynamicLayer]:
-        return list((cache if cache is not None else self.cache).layers)
+        return [cast("DynamicLayer", layer) for layer in (cache if cache is not None else self.cache).layers]
 
     def merge(self, cache: DynamicCache, length: int) -> _BatchCache:
         """This batch with one more row (its cache of ``length`` positions), both padded on the left."""
