@@ -39,7 +39,8 @@ METHOD = (
     "mid-p (Clopper-Pearson with the observed count's probability halved) for proportions; for ties counted "
     "half, Clopper-Pearson carried through the mean by seeded Monte Carlo; "
     "for means of several scenario accuracies, Wilson's interval at the Korn-Graubard effective size, each "
-    "scenario's variance shrunk toward its goal's pooled variance (never below p(1-p) at its own smoothed mean), "
+    "scenario's variance shrunk toward its goal's pooled variance (never below its own with half a win and half a "
+    "loss added: p(1-p) at its smoothed mean for 0/1 outcomes), "
     "with Student's t on the variance's Satterthwaite degrees of freedom (see rmb_build/core/intervals.py)"
 )
 
@@ -221,9 +222,13 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     weights = np.array([w for w, _, _ in parts], dtype=float)
     total = float(weights.sum())
     w = weights / total
+    if abs(total - round(total)) < 1e-12:  # 1/k weights: their sum is 1 up to rounding, the figure's range [0, 1]
+        total = float(round(total))
     s = _ShrunkVariances(parts, weights, "outcomes")
     means, sizes, variance, scenario_df = s.means, s.sizes, s.variance, s.scenario_df
     estimate = float(np.sum(w * means))
+    if min(estimate, 1 - estimate) < 1e-12:  # all won or all lost: 1/k weights sum to 0.999... (a spread of 2e-16)
+        estimate = float(round(estimate))
     terms = w**2 * variance / sizes
     var = float(terms.sum())
     kish = 1.0 / float(np.sum(w**2 / sizes))
@@ -236,7 +241,8 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
         n = kish
     centre = (estimate + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * np.sqrt(spread / n + z * z / (4 * n * n))
-    return [total * max(0.0, float(centre - half)), total * min(1.0, float(centre + half))]
+    low, high = max(0.0, min(estimate, float(centre - half))), min(1.0, max(estimate, float(centre + half)))
+    return [total * low, total * high]
 
 
 class _ShrunkVariances:

@@ -22,7 +22,7 @@ scenarios' records, the macro figures' interval (each scenario's variance its re
 goal's, never below its own with half a win and half a loss added). Estimand: the mean over the group's scenarios
 of the figure's expectation over each scenario's population of records. The adjusted-Wald interval used before
 (each scenario's variance with a whole 0 and 1 added) covered 94-100% in ``bench/calibration.py``, 98-100% where
-scenarios hold 3 records or a figure sits near 0 or 1; this one 94-99% (``docs/calibration.md``).
+scenarios hold 3 records or a figure sits near 0 or 1; this one 94.0-99.7% (``docs/calibration.md``).
 """
 
 from __future__ import annotations

@@ -45,6 +45,14 @@ def _need(data: Mapping[str, Any], key: str, where: str, default: Any = _MISSING
     return default
 
 
+def _check_share(value: object, field: str) -> None:
+    """A figure the card states as a share: null (refused where the card reads it) or a number in [0, 1]."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InputError(MANIFEST_FILE, f"{value!r} is not a number from 0 to 1", field=field)
+
+
 @dataclass(frozen=True)
 class CastSection:
     """The preflight checks on the cast (``cast``): distinct generator models, the minimum, and which
@@ -186,8 +194,21 @@ class HarmEvidence:
         if "labelled_by_sources" in data:  # no classify stage: the classifier's figures are not read
             return with_common(labelled_by_sources=data["labelled_by_sources"])
         need = ("threshold", "classified_harmful", "kept", "precision", "precision_ci95", "recall", "measured_on")
+        values = {k: _need(data, k, where) for k in need}
+        for key in ("threshold", "precision", "recall"):
+            _check_share(values[key], f"{where}{key}")
+        ci = values["precision_ci95"]
+        if ci is not None:
+            if not isinstance(ci, (list, tuple)) or len(ci) != 2:
+                raise InputError(MANIFEST_FILE, "not an interval [low, high]", field=f"{where}precision_ci95")
+            for bound in ci:
+                if bound is None:
+                    raise InputError(MANIFEST_FILE, "a bound is null", field=f"{where}precision_ci95")
+                _check_share(bound, f"{where}precision_ci95")
+            if ci[0] > ci[1]:
+                raise InputError(MANIFEST_FILE, "its low bound is above its high one", field=f"{where}precision_ci95")
         return with_common(
-            **{k: _need(data, k, where) for k in need},
+            **values,
             precision_at_base_rate=dict(_need(data, "precision_at_base_rate", where)),
             classifier_is_evidence=data.get("classifier_is_evidence", True),
         )

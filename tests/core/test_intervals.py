@@ -259,3 +259,18 @@ def test_a_proportions_interval_holds_95_percent_on_average_over_accuracies(n):
     mid, exact = coverage(mid_p), coverage(clopper_pearson)
     assert 0.93 <= mid.mean() <= 0.975 and mid.min() >= 0.92
     assert exact.mean() > mid.mean() and exact.min() >= 0.95 - 1e-9  # CP's guarantee, paid for in width
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0])
+def test_a_macro_all_won_or_all_lost_has_the_interval_of_a_sure_figure_whatever_its_scenario_count(value):
+    """1/k weights sum to 0.9999999999999998 for some k (14, 21, 22, ...): the estimate's spread was 2e-16, not 0,
+    and Wilson's interval at an effective size of 1e-14 read [1.6e-14, 0.9999999999999998] for a macro all won
+    (a reviewer's finding: macro accuracy and, since they share it, the style figures)."""
+    from rmb_build.core.intervals import pooled_interval
+
+    for k in range(2, 61):
+        lo, hi = pooled_interval([(1 / k, np.full(3, value), "Helpfulness")] * k)
+        if value == 1.0:
+            assert hi == 1.0 and 0.5 < lo < 1.0, (k, lo, hi)
+        else:
+            assert lo == 0.0 and 0.0 < hi < 0.5, (k, lo, hi)

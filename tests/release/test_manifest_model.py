@@ -79,12 +79,25 @@ def test_a_section_without_a_key_the_card_needs_is_refused_naming_it(change, key
     assert rc == 2 and len(err_lines) == 1 and f"field '{key}'" in err_lines[0] and not out.exists()
 
 
-@pytest.mark.parametrize("key", ["precision", "precision_ci95", "recall", "threshold"])
-def test_a_null_figure_the_card_states_is_refused_in_one_line_naming_it(key, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        *((k, None) for k in ("precision", "precision_ci95", "recall", "threshold")),
+        # a reviewer's values: the card crashed on each (TypeError, ValueError unpacking) after nulls were refused
+        ("precision_ci95", [None, 0.9]),
+        ("precision_ci95", [0.8]),
+        ("precision_ci95", "high"),
+        ("precision_ci95", [0.9, 0.2]),
+        ("precision", "high"),
+        ("recall", 1.5),
+        ("threshold", True),
+    ],
+)
+def test_a_null_figure_the_card_states_is_refused_in_one_line_naming_it(key, value, tmp_path, capsys):
     # before: the card crashed with a TypeError (100 * None, unpacking None) and publish printed a traceback
     manifest = _built()
     del manifest["harm_evidence"]["labelled_by_sources"]  # the classifier's figures are the evidence
-    manifest["harm_evidence"][key] = None
+    manifest["harm_evidence"][key] = value
     root = tmp_path / "release"
     shutil.copytree(GOLDEN / "release", root)
     (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
