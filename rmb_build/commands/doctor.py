@@ -52,6 +52,29 @@ def extras_report() -> dict[str, dict[str, Any]]:
     return out
 
 
+def embedded_report() -> dict[str, Any]:
+    """The embedded endpoint (the demo's): the backend ``auto`` runs it on and its model file, or how to get it."""
+    from rmb_build.core.extras import install_line
+    from rmb_build.llm.config import BACKEND_EXTRAS, EndpointConfig, backend_installed
+    from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage
+
+    backend = EndpointConfig(embedded="smollm2").embedded_backend
+    model = EMBEDDED.get("smollm2")
+    try:
+        path = model.locate(None)
+        found: str | None = str(path) if path.is_file() else None
+    except MissingModelPackage:
+        found = None
+    return {
+        "backend": backend,
+        "backend_installed": backend_installed(backend),
+        "backend_install": install_line(BACKEND_EXTRAS[backend]),
+        "model": "smollm2",
+        "model_file": found,
+        "model_install": model.install,
+    }
+
+
 def caches_report() -> dict[str, str]:
     """The cache folders a command reads and writes, as this environment resolves them."""
     from huggingface_hub import constants
@@ -59,6 +82,7 @@ def caches_report() -> dict[str, str]:
     from rmb_build.benchmarks.fetch import cache_dir
     from rmb_build.core.paths import user_cache_dir, workdir
     from rmb_build.evaluate.cache import default_cache_dir
+    from rmb_build.llm.embedded_models import DEFAULT_CACHE
     from rmb_build.stages.classify import trained_classifier_dir
 
     return {
@@ -67,6 +91,7 @@ def caches_report() -> dict[str, str]:
         "rmb evaluate scores": str(default_cache_dir()),
         "official releases": str(cache_dir()),
         "trained classifiers": str(trained_classifier_dir()),
+        "embedded models (assembled GGUF files, the torch backend's weights)": str(DEFAULT_CACHE),
         "builds (data/, runs/ with each build's LLM cache)": str(workdir()),
     }
 
@@ -79,6 +104,7 @@ def report() -> dict[str, Any]:
         "python": f"{sys.version.split()[0]} ({sys.executable})",
         "torch": torch_report(),
         "extras": extras_report(),
+        "embedded": embedded_report(),
         "caches": caches_report(),
         "hub_offline": os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"),
     }
@@ -106,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
             "installed" if row["installed"] else f"not installed ({', '.join(row['missing'])}): {install_line(extra)}"
         )
         print(f"extra {extra}: {state}")
+    e = rep["embedded"]
+    state = "" if e["backend_installed"] else f" (not installed: {e['backend_install']})"
+    print(f"embedded endpoint (backend auto): {e['backend']}{state}")
+    print(f"embedded model {e['model']}: {e['model_file'] or 'not installed: ' + e['model_install']}")
     for what, path in rep["caches"].items():
         print(f"cache, {what}: {_where(path)}")
     if rep["hub_offline"]:

@@ -36,12 +36,15 @@ def run(args: argparse.Namespace) -> int:
     unknown = [m for m in args.models or [] if m not in EMBEDDED]
     if unknown:
         raise RMBError(f"--model {unknown[0]}: not an embedded model (known: {', '.join(EMBEDDED)})")
-    from rmb_build.llm.config import EndpointConfig
+    from rmb_build.core.extras import install_line
+    from rmb_build.llm.config import BACKEND_EXTRAS, EndpointConfig, backend_installed
     from rmb_build.llm.server import EmbeddedServer
 
     models = args.models or ["smollm2"]
     backends = {EndpointConfig(embedded=m, backend=args.backend).embedded_backend for m in models}
     backend = "llama_cpp" if len(backends) > 1 else backends.pop()  # one server: the backend every model runs on
+    if not backend_installed(backend):
+        raise RMBError(f"the embedded {backend} backend is not installed: {install_line(BACKEND_EXTRAS[backend])}")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with EmbeddedServer(models, n_ctx=args.n_ctx, log_path=args.log, backend=backend) as server:

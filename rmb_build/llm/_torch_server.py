@@ -25,6 +25,10 @@ from rmb_build.llm.torch_engine import BatchEngine, EngineError, Row, Sampling, 
 log = logging.getLogger("rmb_build.llm.torch_server")
 
 
+MAX_BODY = 16 << 20  # bytes of a request: a chat of a 2,048-token context is a few kB
+SOCKET_TIMEOUT_S = 60  # a client that declares more than it sends is dropped after this, not held forever
+
+
 class BadRequest(ValueError):
     """A request this server refuses, with the one line its 400 reply says."""
 
@@ -171,6 +175,7 @@ class Service:
 
 def handler(service: Service) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = SOCKET_TIMEOUT_S
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
@@ -185,7 +190,9 @@ def handler(service: Service) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _error(self, status: int, message: str) -> None:
-            self._reply(status, {"error": {"message": message, "type": "invalid_request_error", "code": status}})
+            kind = "invalid_request_error" if status < 500 else "server_error"
+            line = " ".join(message.split())  # one line, whatever a library's message held
+            self._reply(status, {"error": {"message": line, "type": kind, "code": status}})
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             if self.path.rstrip("/") in ("/v1/models", "/models"):
@@ -200,16 +207,39 @@ def handler(service: Service) -> type[BaseHTTPRequestHandler]:
                 self._error(404, f"no route {self.path}")
                 return
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"null")
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    raise BadRequest(f"the body is not JSON: {exc}") from None
+                body = json.loads(self._body() or b"null")
+            except BadRequest as exc:
+                self._error(exc.status, str(exc))
+                self.close_connection = True  # a body not read whole leaves the stream unusable
+                return
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                self._error(400, f"the body is not JSON: {type(exc).__name__}: {exc}")
+                return
+            try:
                 if not isinstance(body, dict):
                     raise BadRequest("the body must be a JSON object")
                 self._reply(200, service.complete(body))
             except BadRequest as exc:
                 self._error(exc.status, str(exc))
+            except Exception as exc:  # one line, never a dropped connection the client would retry as an outage
+                log.exception("request failed")
+                self._error(500, f"generation failed: {type(exc).__name__}: {exc}")
+
+        def _body(self) -> bytes:
+            """The request's body, its length declared and at most MAX_BODY bytes (BadRequest otherwise)."""
+            declared = self.headers.get("Content-Length")
+            if declared is None:
+                raise BadRequest("the request has no Content-Length", 411)
+            try:
+                length = int(declared)
+            except ValueError:
+                raise BadRequest(f"Content-Length {declared!r} is not a number") from None
+            if length < 0 or length > MAX_BODY:
+                raise BadRequest(f"Content-Length {length} is outside 0-{MAX_BODY} bytes", 413)
+            body = self.rfile.read(length)
+            if len(body) < length:
+                raise BadRequest(f"the body ended after {len(body)} of its {length} bytes")
+            return body
 
     return Handler
 
@@ -218,13 +248,21 @@ def serve(config: Mapping[str, object]) -> None:
     """Load every model of ``config``, start their engines, then serve until killed."""
     threads = int(str(config.get("threads") or 1))
     cache_dir = Path(str(config["cache_dir"]))
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.error("cannot create the model cache %s: %s", cache_dir, exc.strerror or exc)
+        raise SystemExit(2) from None
     engines: dict[str, BatchEngine] = {}
     models = config["models"]
     assert isinstance(models, list)
     for entry in models:
         start = time.perf_counter()
-        model, tokenizer = load(prepared(Path(entry["gguf"]), cache_dir), threads)
+        try:
+            model, tokenizer = load(prepared(Path(entry["gguf"]), cache_dir), threads)
+        except EngineError as exc:  # one line in the log the parent's ServerError quotes, no traceback
+            log.error("%s", exc)
+            raise SystemExit(2) from None
         engine = BatchEngine(model, tokenizer, n_ctx=int(entry["n_ctx"]), max_batch=int(str(config["max_batch"])))
         engine.matcher({"type": "object"})  # the grammar's token table, built once here rather than in a request
         threading.Thread(target=engine.run, name=f"engine-{entry['alias']}", daemon=True).start()

@@ -146,10 +146,12 @@ class EndpointConfig(StrictModel):
     @property
     def embedded_backend(self) -> str:
         """The backend that serves this embedded endpoint: the one asked for, or for ``auto`` the first of
-        AUTO_ORDER installed (llama_cpp when none is, so that its missing-extra line is the one shown)."""
+        AUTO_ORDER installed that runs the model; when none is, the one the build extra installs (torch) where it
+        runs the model, so that the missing-extra line shown is the one that compiles nothing."""
         if self.backend not in (None, "auto"):
             return self.backend
-        return next((b for b in AUTO_ORDER if backend_installed(b) and backend_runs(b, self.embedded)), "llama_cpp")
+        installed = (b for b in AUTO_ORDER if backend_installed(b) and backend_runs(b, self.embedded))
+        return next(installed, "torch" if backend_runs("torch", self.embedded) else "llama_cpp")
 
     @property
     def server_slots(self) -> int:

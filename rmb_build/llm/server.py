@@ -172,8 +172,8 @@ class EmbeddedServer:
         return {"host": "127.0.0.1", "port": port, "models": models}
 
     def _torch_config(self, port: int) -> dict:
+        from rmb_build.llm.config import TORCH_MAX_BATCH
         from rmb_build.llm.embedded_models import DEFAULT_CACHE
-        from rmb_build.llm.torch_engine import MAX_BATCH
 
         models = []
         for name in self.models:
@@ -190,7 +190,7 @@ class EmbeddedServer:
             "models": models,
             "threads": self.n_threads or default_threads(),
             "cache_dir": str(cache),
-            "max_batch": self.max_batch or MAX_BATCH,
+            "max_batch": self.max_batch or TORCH_MAX_BATCH,
         }
 
     def _command(self, cfg: Path) -> list[str]:

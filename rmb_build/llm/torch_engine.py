@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, cast
 
+from rmb_build.llm.config import TORCH_MAX_BATCH
+
 if TYPE_CHECKING:
     import torch
     from llguidance import LLMatcher, LLTokenizer
@@ -32,27 +34,58 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 8  # rows decoded together: on CPU a 135M model's step costs about as much for 8 rows as for 1
+# a temperature this small samples as argmax does (logits / 1e-37 overflow, and the softmax is NaN)
+GREEDY_BELOW = 1e-5
 
 
 class EngineError(ValueError):
     """A request the engine cannot run (its prompt too long, its schema not compilable): a 400 reply."""
 
 
+def _content_tag(gguf: Path) -> str:
+    """The GGUF file's identity by content (its size, first and last 4 MiB) and the transformers that
+    dequantises it: the same model installed in two venvs shares one prepared folder."""
+    import transformers
+
+    digest = hashlib.sha256(f"{gguf.stat().st_size}|{transformers.__version__}".encode())
+    with gguf.open("rb") as fh:
+        digest.update(fh.read(4 << 20))
+        fh.seek(max(0, gguf.stat().st_size - (4 << 20)))
+        digest.update(fh.read())
+    return digest.hexdigest()[:16]
+
+
+def _remove_abandoned(cache_dir: Path) -> None:
+    """Temporary folders of first starts whose process is gone (killed mid-dequantise)."""
+    for tmp in cache_dir.glob(".*.tmp"):
+        pid = tmp.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def prepared(gguf: Path, cache_dir: Path) -> Path:
     """A transformers folder (safetensors, config, tokenizer) for ``gguf``, dequantised on first use.
 
-    Keyed by the file's name, size and mtime; written to a temporary folder and renamed into place, so a
-    folder that exists is whole.
+    Keyed by the file's content (``_content_tag``); written to a temporary folder and renamed into place, so a
+    folder that exists is whole; a cache folder that cannot be written is an EngineError naming it.
     """
-    st = gguf.stat()
-    tag = hashlib.sha256(f"{gguf.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    out = cache_dir / f"{gguf.stem}.torch-{tag}"
+    out = cache_dir / f"{gguf.stem}.torch-{_content_tag(gguf)}"
     if (out / "config.json").is_file():
         return out
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    _remove_abandoned(cache_dir)
     tmp = cache_dir / f".{out.name}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -61,8 +94,12 @@ def prepared(gguf: Path, cache_dir: Path) -> Path:
     model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise EngineError(f"cannot write the dequantised model to {cache_dir}: {exc.strerror or exc}") from None
     try:
         os.replace(tmp, out)
     except OSError:  # another process prepared it first
@@ -132,7 +169,7 @@ class BatchEngine:
         tokenizer: PreTrainedTokenizerBase,
         *,
         n_ctx: int,
-        max_batch: int = MAX_BATCH,
+        max_batch: int = TORCH_MAX_BATCH,
     ):
         self.model, self.tokenizer, self.n_ctx = model, tokenizer, n_ctx
         self.vocab = int(model.config.get_text_config().vocab_size)
@@ -188,7 +225,7 @@ class BatchEngine:
         if sampling.temperature > 0:
             row.generator = torch.Generator()
             seed = sampling.seed if sampling.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
-            row.generator.manual_seed(seed)
+            row.generator.manual_seed(seed % 2**63)  # torch's seeds are 64-bit; any integer a request sends is one
         return row
 
     def submit(self, row: Row) -> Row:
@@ -215,14 +252,19 @@ class BatchEngine:
                     cache = self._prefill(row)
                     if cache is None:
                         continue
-                    batch = _BatchCache.single(cache, row.pos) if batch is None else batch.merge(cache, row.pos)
+                    try:
+                        batch = _BatchCache.single(cache, row.pos) if batch is None else batch.merge(cache, row.pos)
+                    except Exception as exc:  # this row fails; the batch before it goes on
+                        log.exception("joining a row to the batch failed")
+                        _fail(row, exc)
+                        continue
                     active.append(row)
                 if not active:
                     continue
                 assert batch is not None
                 try:
                     logits = self._decode(active, batch)
-                    keep = [i for i, row in enumerate(active) if not self._choose(row, logits[i])]
+                    keep = [i for i, row in enumerate(active) if not self._choose_or_fail(row, logits[i])]
                 except Exception as exc:  # the step's rows fail with it; the loop goes on for the next ones
                     log.exception("decode step failed")
                     for row in active:
@@ -234,6 +276,15 @@ class BatchEngine:
                 if len(keep) < len(active):
                     active = [active[i] for i in keep]
                     batch = batch.select(keep) if keep else None
+
+    def _choose_or_fail(self, row: Row, logits: torch.Tensor) -> bool:
+        """``_choose``, a row's own failure (its sampling, its grammar) ending that row alone."""
+        try:
+            return self._choose(row, logits)
+        except Exception as exc:
+            log.exception("choosing a row's next token failed")
+            _fail(row, exc)
+            return True
 
     def _admit(self, *, block: bool, room: int) -> list[Row]:
         rows: list[Row] = []
@@ -341,6 +392,12 @@ class BatchEngine:
         return True
 
 
+def _fail(row: Row, exc: BaseException) -> None:
+    if not row.done.is_set():
+        row.error = f"{type(exc).__name__}: {exc}"
+        row.done.set()
+
+
 def torch_arange(n: int) -> torch.Tensor:
     import torch
 
@@ -350,9 +407,9 @@ def torch_arange(n: int) -> torch.Tensor:
 def _sample(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
     import torch
 
-    if sampling.temperature <= 0 or generator is None:
+    if sampling.temperature < GREEDY_BELOW or generator is None:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits / sampling.temperature, dim=-1)
+    probs = torch.softmax(logits.double() / sampling.temperature, dim=-1)
     if sampling.top_p is not None and sampling.top_p < 1:
         sorted_p, order = torch.sort(probs, descending=True)
         outside = torch.cumsum(sorted_p, dim=-1) - sorted_p > sampling.top_p  # keeps the token that crosses top_p

@@ -376,14 +376,16 @@ def _chains_at_once(cfg: BuildConfig) -> int:
     """Batches in their LLM chain at once: enough queued requests to fill every endpoint's slots
     twice over, at least 4; a bound that does not grow with the build (each chain's prompts and
     replies are in memory while it runs)."""
-    embedded = max((ep.servers for ep in cfg.endpoints.values() if ep.embedded), default=0)  # shared servers
+    # shared servers, each taking its slots at once (a torch server decodes max_batch requests together)
+    embedded = max((ep.servers * ep.server_slots for ep in cfg.endpoints.values() if ep.embedded), default=0)
     slots = embedded + sum(ep.max_concurrency or 8 for ep in cfg.endpoints.values() if not ep.embedded)
     return max(4, -(-2 * slots // cfg.run.batch_size))
 
 
 def _one_slot(cfg: BuildConfig, *endpoint_names: str) -> bool:
-    """True when the endpoints are one server that answers one request at a time (the embedded one)."""
+    """True when the endpoints are one server that answers one request at a time (the embedded one on
+    llama.cpp; a torch server decodes several together)."""
     eps = [cfg.endpoints[name] for name in endpoint_names]
-    if all(ep.embedded for ep in eps):  # every embedded model is served by the same llama.cpp process(es)
-        return max(ep.servers for ep in cfg.endpoints.values() if ep.embedded) == 1
+    if all(ep.embedded for ep in eps):  # every embedded model is served by the same process(es)
+        return max(ep.servers * ep.server_slots for ep in cfg.endpoints.values() if ep.embedded) == 1
     return len({ep.base_url for ep in eps}) == 1 and all(ep.max_concurrency == 1 for ep in eps)

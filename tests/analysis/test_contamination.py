@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rmb_build.cli import main
 from rmb_build.core.items import Answer, BonItem, PairwiseItem, Turn
 from rmb_build.release import write_release
@@ -56,6 +58,7 @@ def _train(tmp_path):
     return path
 
 
+@pytest.mark.slow  # encodes with the real sentence encoder: 25 s under load
 def test_lists_exact_and_near_duplicates_with_similarity(tmp_path, capsys):
     root, train = _release(tmp_path), _train(tmp_path)
     out = tmp_path / "hits.json"

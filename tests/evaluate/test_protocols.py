@@ -101,6 +101,7 @@ def test_each_protocol_scores_as_its_harness_prepares_texts(model_dir, name):
         assert stats["double_bos_masked"] > 0
 
 
+@pytest.mark.slow  # scores a model under four settings: 75 s under load
 def test_the_settings_change_scores_and_each_protocol_has_its_own_cache_key(model_dir):
     texts = H.texts()
     native, _ = rmb_scores(model_dir, texts, "native")

@@ -210,3 +210,65 @@ def test_backend_selection_and_slots(monkeypatch):
     assert EndpointConfig(embedded="gemma3").embedded_backend == "llama_cpp"  # no chat template for torch
     with pytest.raises(ValueError, match="'backend' and 'max_batch' are for an embedded endpoint"):
         EndpointConfig(base_url="http://127.0.0.1:9/v1", backend="torch")
+
+
+def test_with_no_backend_installed_auto_names_the_one_that_compiles_nothing(monkeypatch):
+    """A reviewer's finding: with neither backend installed, auto fell back to llama_cpp, so the line a core-only
+    user saw sent them to the extra that compiles llama.cpp for 6-17 minutes."""
+    import rmb_build.llm.config as config
+
+    monkeypatch.setattr(config, "backend_installed", lambda b: False)
+    assert EndpointConfig(embedded="smollm2").embedded_backend == "torch"
+    assert config.BACKEND_EXTRAS["torch"] == "build"
+    assert EndpointConfig(embedded="gemma3").embedded_backend == "llama_cpp"  # torch cannot run it
+
+
+def _raw(server: EmbeddedServer, head: bytes, body: bytes = b"") -> tuple[int, str]:
+    import socket
+
+    host, port = server.base_url.split("//")[1].split("/")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=120) as sock:
+        sock.sendall(head + b"\r\n\r\n" + body)
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    status = int(reply.split(b" ", 2)[1])
+    message = json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["message"]
+    return status, message
+
+
+@pytest.mark.slow
+def test_a_hostile_request_gets_one_line_and_never_a_dropped_connection(torch_server):
+    """A reviewer's probes: a non-numeric, negative or huge Content-Length, none at all, JSON nested 100,000
+    deep, a seed above 2**63 — each dropped the connection (the client read an outage and retried) or held a
+    thread; each is now one line with its status, and the server goes on answering."""
+    line = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+    for head, body, status in [
+        (line + b"\r\nContent-Length: abc", b"{}", 400),
+        (line + b"\r\nContent-Length: -1", b"", 413),
+        (line + b"\r\nContent-Length: 999999999999", b"", 413),
+        (line, b"", 411),
+        (line + b"\r\nContent-Length: 100000", b"[" * 100000, 400),
+    ]:
+        got, message = _raw(torch_server, head, body)
+        assert got == status and "\n" not in message, (head, got, message)
+    status, reply = post(torch_server, chat("Say hi.", max_tokens=4, temperature=0.5, seed=2**70))
+    assert status == 200, reply
+    status, reply = post(torch_server, chat("Say hi.", max_tokens=4))
+    assert status == 200 and reply["choices"][0]["message"]["content"]
+
+
+@pytest.mark.slow
+def test_a_rows_bad_sampling_fails_no_other_row_of_its_batch(torch_server):
+    """A reviewer's finding: ``temperature: 1e-37`` overflowed ``logits / temperature`` and the whole decode
+    step failed, every row decoded beside it answering HTTP 500. Such a temperature now samples as argmax."""
+    normal = chat("Count from one to twenty.", max_tokens=60)
+    tiny = chat("Count from one to twenty.", max_tokens=60, temperature=1e-37, seed=1)
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(lambda body: post(torch_server, body), [normal, tiny, normal, tiny]))
+    assert [status for status, _ in replies] == [200] * 4, replies
+    texts = {reply["choices"][0]["message"]["content"] for _, reply in replies}
+    assert len(texts) == 1  # argmax all four

@@ -242,6 +242,7 @@ def test_guard_precision_counts_readable_verdicts_and_refuses_below_the_bar():
     assert "no judge.gold" in guard_evidence(None, 0.9)
 
 
+@pytest.mark.slow  # a stub build with routing: 67 s under load
 def test_a_safe_verdict_can_drop_a_classifier_harmful_query_with_its_reason(tmp_path):
     from rmb_build.pipeline.run import run_local
 

@@ -280,6 +280,7 @@ def _planned_beside_a_cpu_torch(tmp_path: Path, extra: str, *flags: str) -> list
     return sorted(_name(i["metadata"]["name"]) for i in json.loads(report.read_text())["install"])
 
 
+@pytest.mark.slow  # pip resolves the core against the index: 67-142 s under load
 def test_beside_a_cpu_torch_the_core_plans_no_cuda(tmp_path):
     """The README's step 0 on a CPU-only machine: PyTorch's CPU build first; ``pip install -e .`` then keeps
     it and plans no ``nvidia-*`` package (3.2 GB with torch's CUDA build), no triton and no other torch."""
