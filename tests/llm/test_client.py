@@ -181,11 +181,15 @@ def test_an_embedded_endpoint_with_two_servers_answers_on_both_and_keeps_the_cac
         EndpointConfig(base_url="http://127.0.0.1:9/v1", servers=2)
 
 
-def test_server_dies_with_a_killed_parent(tmp_path):
-    """A parent killed with SIGKILL (no atexit, no finally) leaves no server behind."""
+@pytest.mark.parametrize("backend", ["llama_cpp", "torch"])
+def test_server_dies_with_a_killed_parent(tmp_path, backend):
+    """A parent killed with SIGKILL (no atexit, no finally) leaves no server behind, on either backend."""
+    if backend == "torch":
+        pytest.importorskip("llguidance", reason="the build extra is not installed")
     code = (
         "import sys, time\nfrom rmb_build.llm import EmbeddedServer\n"
-        "s = EmbeddedServer(n_ctx=256).start()\nprint(s.proc.pid, flush=True)\ntime.sleep(600)\n"
+        f"s = EmbeddedServer(n_ctx=256, backend={backend!r}).start()\nprint(s.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:

@@ -4,11 +4,6 @@ real SmolLM2-135M-Instruct (its GGUF file dequantised), requests decoded togethe
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -149,35 +144,6 @@ def test_the_client_uses_the_torch_backend_with_its_own_cache_identity(tmp_path)
     assert (tmp_path / "logs" / "torch_server.log").is_file()
     with LLMClient(endpoints, tmp_path / "llm_cache", progress=False) as again:
         assert [r.text for r in again.run(reqs)] == [r.text for r in results] and again._servers == []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-@pytest.mark.slow
-def test_the_torch_server_dies_with_a_killed_parent():
-    code = (
-        "import time\nfrom rmb_build.llm import EmbeddedServer\n"
-        "s = EmbeddedServer(n_ctx=256, backend='torch').start()\nprint(s.proc.pid, flush=True)\ntime.sleep(600)\n"
-    )
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        pid = int(parent.stdout.readline())
-        assert _alive(pid)
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(10)
-        deadline = time.monotonic() + 20
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _alive(pid), "the torch server outlived its parent"
-    finally:
-        if parent.poll() is None:
-            parent.kill()
 
 
 def test_request_fields_are_checked_before_any_work():

@@ -55,6 +55,18 @@ def _sets_not_a_mapping(m: dict) -> None:
     m["sets"] = ["pairwise"]
 
 
+def assert_publish_refuses(manifest: dict, field: str, tmp_path, capsys) -> None:
+    """``rmb publish --dry-run`` of the golden release with ``manifest``: exit 2, one line naming ``field``,
+    nothing written."""
+    root = tmp_path / "release"
+    shutil.copytree(GOLDEN / "release", root)
+    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    out = tmp_path / "hf"
+    rc = main(["publish", str(root), "--repo-id", "me/x", "--dry-run", "--out", str(out), "--no-embeddings"])
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err_lines) == 1 and f"field '{field}'" in err_lines[0] and not out.exists()
+
+
 @pytest.mark.parametrize(
     ("change", "key"),
     [
@@ -70,13 +82,7 @@ def test_a_section_without_a_key_the_card_needs_is_refused_naming_it(change, key
     with pytest.raises(InputError) as err:
         Manifest.from_json(manifest)
     assert str(err.value).startswith(f"manifest.json: field '{key}': ") and "\n" not in str(err.value)
-    root = tmp_path / "release"
-    shutil.copytree(GOLDEN / "release", root)
-    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    out = tmp_path / "hf"
-    rc = main(["publish", str(root), "--repo-id", "me/x", "--dry-run", "--out", str(out), "--no-embeddings"])
-    err_lines = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err_lines) == 1 and f"field '{key}'" in err_lines[0] and not out.exists()
+    assert_publish_refuses(manifest, key, tmp_path, capsys)
 
 
 @pytest.mark.parametrize(
@@ -98,13 +104,7 @@ def test_a_null_figure_the_card_states_is_refused_in_one_line_naming_it(key, val
     manifest = _built()
     del manifest["harm_evidence"]["labelled_by_sources"]  # the classifier's figures are the evidence
     manifest["harm_evidence"][key] = value
-    root = tmp_path / "release"
-    shutil.copytree(GOLDEN / "release", root)
-    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    out = tmp_path / "hf"
-    rc = main(["publish", str(root), "--repo-id", "me/x", "--dry-run", "--out", str(out), "--no-embeddings"])
-    err_lines = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err_lines) == 1 and f"field 'harm_evidence.{key}'" in err_lines[0] and not out.exists()
+    assert_publish_refuses(manifest, f"harm_evidence.{key}", tmp_path, capsys)
 
 
 def test_an_earlier_versions_manifest_loads():
