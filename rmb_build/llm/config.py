@@ -23,7 +23,9 @@ MAX_REPLY_BYTES = 1 << 20  # a 512-token reply is a few kB; logprobs of every to
 AUTO_ORDER = ("llama_cpp", "torch")
 BACKEND_MODULES = {"torch": ("llguidance", "gguf"), "llama_cpp": ("llama_cpp",)}
 BACKEND_EXTRAS = {"torch": "build", "llama_cpp": "llama-cpp"}
-TORCH_MAX_BATCH = 8  # requests one torch server decodes together (a 135M model's step on CPU: 8 rows cost ~1.6x one)
+# Requests one torch server decodes together: SmolLM2-135M on one CPU thread gave 25 tokens/s at 8 rows, 38 at 16,
+# 49 at 32 (bench/README.md, `embedded_backends` section, 2026-11-28).
+TORCH_MAX_BATCH = 32
 
 
 def backend_installed(backend: str) -> bool:
