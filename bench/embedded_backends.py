@@ -11,6 +11,11 @@ torch backend decodes up to ``max_batch`` together). Per backend and round:
   its time and whether it parses.
 
     python bench/embedded_backends.py --rounds 3
+    python bench/embedded_backends.py --widths 8 16 32 --rounds 1
+
+``--widths`` measures throughput instead: per width W, each backend's server (the torch one with ``max_batch: W``;
+llama.cpp's answers one request at a time whatever W) gets 2W different 64-token requests, W at a time
+(temperature 0.7, as the demo's generators), and its tokens/s over them.
 
 The build extra's install time (nothing compiles) is ``bench/first_run.py``'s. Prints one line per backend and
 round, the medians side by side, then one JSON line of ratios (torch / llama_cpp) and the load average.
@@ -102,6 +107,24 @@ def measure(backend: str, cold: bool) -> dict:
     return got
 
 
+def width_rate(backend: str, width: int) -> dict:
+    """Tokens/s of ``2 * width`` different 64-token answers asked ``width`` at a time."""
+    from rmb_build.llm.server import EmbeddedServer
+
+    prompts = [f"{p} (Answer number {i + 1}.)" for i in range(-(-2 * width // len(PROMPTS))) for p in PROMPTS]
+    prompts = prompts[: 2 * width]
+    server = EmbeddedServer(("smollm2",), n_ctx=2048, backend=backend, max_batch=width, startup_timeout_s=600)
+    with server:
+        url = server.base_url
+        _post(url, _ask("Hi", 1))  # warm-up
+        t = time.perf_counter()
+        with ThreadPoolExecutor(width) as pool:
+            replies = list(pool.map(lambda p: _post(url, _ask(p, 64, temperature=0.7, seed=1)), prompts))
+        seconds = time.perf_counter() - t
+    tokens = sum(r["usage"]["completion_tokens"] for r in replies)
+    return {"width": width, "requests": len(prompts), "tokens": tokens, "tok_s": round(tokens / seconds, 1)}
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -111,8 +134,21 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["llama_cpp", "torch"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cold", action="store_true", help="empty the torch backend's dequantised-model cache first")
+    ap.add_argument("--widths", nargs="+", type=int, help="measure tokens/s at these batch widths instead")
     args = ap.parse_args()
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load {_load()}", flush=True)
+    if args.widths:
+        print("| round | backend | width | requests | tokens | tokens/s | load after |")
+        print("| ---: | --- | ---: | ---: | ---: | ---: | --- |")
+        for rnd in range(args.rounds):
+            for width in args.widths:
+                for backend in args.backends:
+                    got = width_rate(backend, width)
+                    print(
+                        f"| {rnd + 1} | {backend} | {width} | {got['requests']} | {got['tokens']} | {got['tok_s']} | {_load()} |",
+                        flush=True,
+                    )
+        return
     runs: dict[str, list[dict]] = {b: [] for b in args.backends}
     for rnd in range(args.rounds):
         for backend in args.backends:
