@@ -309,6 +309,7 @@ class BatchEngine:
                 if len(keep) < len(active):
                     active = [active[i] for i in keep]
                     batch = batch.select(keep) if keep else None
+                    self.decoding = len(active)
             self.decoding = 0
 
     def _drop_if_cancelled(self, row: Row) -> bool:
