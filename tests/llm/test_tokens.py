@@ -33,11 +33,12 @@ REQUESTS = [
 @pytest.fixture
 def fresh_counters():
     """The counters are cached per model for a process: each test builds its own, and leaves none behind."""
-    tokens._torch_counter.cache_clear()
-    tokens._gguf_counter.cache_clear()
+    counters = [getattr(tokens, name) for name in ("_torch_counter", "_gguf_counter") if hasattr(tokens, name)]
+    for counter in counters:
+        counter.cache_clear()
     yield
-    tokens._torch_counter.cache_clear()
-    tokens._gguf_counter.cache_clear()
+    for counter in counters:
+        counter.cache_clear()
 
 
 @pytest.mark.slow  # transformers' import and a tokenizer read: 5-20 s on 2 busy cores
