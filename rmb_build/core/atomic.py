@@ -297,7 +297,7 @@ def atomic_dir(
         raise RMBError(f"{flag} {out}: cannot write: {line} ({kept})") from exc
 
 
-def write_once(out: str | os.PathLike, write: Callable[[Path], None], *, flag: str, wait_s: float) -> Path:
+def write_once(out: str | os.PathLike, write: Callable[[Path], object], *, flag: str, wait_s: float) -> Path:
     """``out``, a cache folder: written by ``write(folder)`` through ``atomic_dir`` unless it exists already.
 
     Where another process is writing it (two servers preparing one model at once), this one waits up to
