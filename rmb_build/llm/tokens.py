@@ -3,8 +3,8 @@
 An embedded model's GGUF file carries its tokenizer and chat template; read without its weights it renders and
 counts a request's prompt exactly as the embedded server does (its ``usage.prompt_tokens``): llama.cpp's
 vocabulary-only model (a tenth of a second) for the llama_cpp backend, the torch backend's own tokenizer
-(``torch_engine.served_tokenizer``, a second or two) for torch, each the other's stand-in where only the other is
-installed. Any other endpoint's model is out of reach, so its count is the character estimate
+(``torch_engine.served_tokenizer``: seconds, mostly torch's import) for torch, each the other's stand-in where
+only the other is installed. Any other endpoint's model is out of reach, so its count is the character estimate
 (``cost.estimate_prompt_tokens``), scaled by how far that estimate fell short of the endpoint's real counts on
 the replies already cached, where there are any.
 """
