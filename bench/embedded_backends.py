@@ -72,12 +72,12 @@ def _ask(prompt: str, max_tokens: int, **fields: object) -> dict:
 
 
 def measure(backend: str, cold: bool) -> dict:
-    from rmb_build.llm.embedded_models import DEFAULT_CACHE
+    from rmb_build.llm.embedded_models import ready_model_cache
     from rmb_build.llm.server import EmbeddedServer
     from rmb_build.stages.guard import verdict_schema
 
     if cold and backend == "torch":
-        for folder in DEFAULT_CACHE.glob("*.torch-*"):
+        for folder in ready_model_cache().glob("*.torch-*"):
             shutil.rmtree(folder)
     server = EmbeddedServer(("smollm2",), n_ctx=2048, backend=backend, startup_timeout_s=600)
     t = time.perf_counter()

@@ -33,9 +33,13 @@ os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rmb-test-prefect-
 # One trained default classifier for the whole session, its subprocesses included (as a user's cache
 # keeps it between runs); tests of that cache point it elsewhere.
 os.environ.setdefault("RMB_CLASSIFIER_CACHE", tempfile.mkdtemp(prefix="rmb-test-classifiers-"))
-# Tests move $XDG_CACHE_HOME (below); the Hugging Face cache stays where it was.
+# Tests move $XDG_CACHE_HOME (below); the Hugging Face cache and the embedded models' (a dequantised model is
+# a minute's work) stay where they were.
 os.environ.setdefault(
     "HF_HOME", os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+)
+os.environ.setdefault(
+    "RMB_MODEL_CACHE", os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rmb", "models")
 )
 
 

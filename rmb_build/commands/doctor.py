@@ -82,18 +82,21 @@ def caches_report() -> dict[str, str]:
     from rmb_build.benchmarks.fetch import cache_dir
     from rmb_build.core.paths import user_cache_dir, workdir
     from rmb_build.evaluate.cache import default_cache_dir
-    from rmb_build.llm.embedded_models import DEFAULT_CACHE
+    from rmb_build.llm.embedded_models import LEGACY_CACHE, model_cache_dir
     from rmb_build.stages.classify import trained_classifier_dir
 
-    return {
+    caches = {
         "Hugging Face (models, datasets)": str(constants.HF_HUB_CACHE),
         "rmb (user cache)": str(user_cache_dir()),
         "rmb evaluate scores": str(default_cache_dir()),
         "official releases": str(cache_dir()),
         "trained classifiers": str(trained_classifier_dir()),
-        "embedded models (assembled GGUF files, the torch backend's weights)": str(DEFAULT_CACHE),
+        "embedded models (assembled GGUF files, the torch backend's weights)": str(model_cache_dir()),
         "builds (data/, runs/ with each build's LLM cache)": str(workdir()),
     }
+    if LEGACY_CACHE.is_dir():
+        caches["embedded models, old place (moved into the one above on the next start)"] = str(LEGACY_CACHE)
+    return caches
 
 
 def report() -> dict[str, Any]:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Collection, Iterable, Iterator
+from typing import IO, Callable, Collection, Iterable, Iterator
 
 from rmb_build.core import lock, owner
 from rmb_build.core.errors import ENVIRONMENT_ERRNOS, RMBError, environment_error
@@ -295,3 +295,21 @@ def atomic_dir(
             line = line.replace(str(tmp), str(out))
         kept = "it is as it was" if existed else "nothing was written"
         raise RMBError(f"{flag} {out}: cannot write: {line} ({kept})") from exc
+
+
+def write_once(out: str | os.PathLike, write: Callable[[Path], object], *, flag: str, wait_s: float) -> Path:
+    """``out``, a cache folder: written by ``write(folder)`` through ``atomic_dir`` unless it exists already.
+
+    Where another process is writing it (two servers preparing one model at once), this one waits up to
+    ``wait_s`` seconds for that writer and takes its folder rather than being refused or writing it twice;
+    a writer that dies leaves no folder, and the one waiting writes it. A wait run out is RMBError naming the
+    writer.
+    """
+    out = Path(out)
+    if out.is_dir():
+        return out
+    with lock.hold_out(out, flag, wait_s=wait_s):
+        if not out.is_dir():
+            with atomic_dir(out, flag=flag) as folder:  # the lock is ours already: atomic_dir's own goes on
+                write(folder)
+    return out

@@ -2,8 +2,10 @@
 
 Serves the part of the OpenAI API the build uses (``GET /v1/models``, ``POST /v1/chat/completions``, no
 streaming) from ``torch_engine.BatchEngine``s, one per model, on the standard library's threading HTTP
-server: each request waits in its own thread while the engine decodes it together with the others. A bad
-request gets HTTP 400 with one line in ``error.message``; the process exits when its parent is gone.
+server: each request waits in its own thread while the engine decodes it together with the others, and a
+request whose client hangs up (it timed out, or died) is dropped from the batch, its slot free for the next
+(``GET /health`` counts the rows decoding, waiting and dropped). A bad request gets HTTP 400 with one line in
+``error.message``; the process exits when its parent is gone.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
+import socket
 import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from rmb_build.core.lifeline import die_with_parent
 from rmb_build.llm.torch_engine import BatchEngine, EngineError, Row, Sampling, load, prepared
@@ -27,6 +31,25 @@ log = logging.getLogger("rmb_build.llm.torch_server")
 
 MAX_BODY = 16 << 20  # bytes of a request: a chat of a 2,048-token context is a few kB
 SOCKET_TIMEOUT_S = 60  # a client that declares more than it sends is dropped after this, not held forever
+GONE_POLL_S = 0.25  # how often a waiting request looks whether its client is still there
+
+
+class ClientGone(Exception):
+    """The request's client hung up before its reply: nothing to answer."""
+
+
+def peer_gone(sock: socket.socket) -> bool:
+    """Whether the client of ``sock`` has hung up: the socket reads as ended (or failed), not merely idle. A
+    client that sends more (a pipelined request) is still there."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except (OSError, ValueError):  # reset by the peer; a closed socket
+        return True
 
 
 class BadRequest(ValueError):
@@ -131,7 +154,17 @@ class Service:
             "data": [{"id": name, "object": "model", "owned_by": "rmb_build"} for name in self.engines],
         }
 
-    def complete(self, body: Mapping[str, object]) -> dict[str, object]:
+    def health(self) -> dict[str, object]:
+        """The server's state: per model, rows in the batch, rows waiting for a slot, rows dropped (client gone)."""
+        engines = {
+            name: {"decoding": e.decoding, "waiting": e.waiting(), "dropped": e.dropped}
+            for name, e in self.engines.items()
+        }
+        return {"status": "ok", "engines": engines}
+
+    def complete(self, body: Mapping[str, object], gone: Callable[[], bool] | None = None) -> dict[str, object]:
+        """The reply to a chat request; ClientGone (the row dropped from its batch) once ``gone()`` says the
+        client has hung up."""
         model = body.get("model")
         if not isinstance(model, str) or model not in self.engines:
             raise BadRequest(f"model {model!r} is not served here (served: {', '.join(self.engines)})", 404)
@@ -141,7 +174,11 @@ class Service:
             row = engine.row(engine.prompt_tokens(_messages(body)), sampling)
         except EngineError as exc:
             raise BadRequest(str(exc)) from None
-        engine.submit(row).wait()
+        engine.submit(row)
+        while not row.done.wait(GONE_POLL_S):
+            if gone is not None and gone():
+                engine.cancel(row)
+                raise ClientGone
         if row.error is not None:
             raise BadRequest(f"generation failed: {row.error}", 500)
         message: dict[str, object] = {"role": "assistant", "content": row.text}
@@ -198,7 +235,7 @@ def handler(service: Service) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
                 self._reply(200, service.models())
             elif self.path.rstrip("/") == "/health":
-                self._reply(200, {"status": "ok"})
+                self._reply(200, service.health())
             else:
                 self._error(404, f"no route {self.path}")
 
@@ -218,7 +255,10 @@ def handler(service: Service) -> type[BaseHTTPRequestHandler]:
             try:
                 if not isinstance(body, dict):
                     raise BadRequest("the body must be a JSON object")
-                self._reply(200, service.complete(body))
+                self._reply(200, service.complete(body, gone=lambda: peer_gone(self.connection)))
+            except ClientGone:
+                log.info("a client hung up before its reply: its row dropped")
+                self.close_connection = True
             except BadRequest as exc:
                 self._error(exc.status, str(exc))
             except Exception as exc:  # one line, never a dropped connection the client would retry as an outage

@@ -8,17 +8,72 @@ into a cache folder first where the package ships it in parts).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
 from rmb_build.core.extras import install_line
+from rmb_build.core.paths import user_cache_dir
 from rmb_build.core.registry import Registry
 
-DEFAULT_CACHE = Path.home() / ".cache" / "rmb_build" / "models"
+# where the models' cache was before it moved under the user cache: ``ready_model_cache`` moves its entries over
+LEGACY_CACHE = Path.home() / ".cache" / "rmb_build" / "models"
+
+
+CACHE_ENV = "RMB_MODEL_CACHE"
+
+
+def model_cache_dir() -> Path:
+    """The embedded models' cache (assembled GGUF files, the torch backend's prepared weights): $RMB_MODEL_CACHE,
+    else ``models`` in the user cache (``core.paths.user_cache_dir``)."""
+    return Path(os.environ.get(CACHE_ENV) or user_cache_dir() / "models")
+
+
+def ready_model_cache() -> Path:
+    """``model_cache_dir()``; the default one with what the old cache (``LEGACY_CACHE``) held moved in first, so
+    that no model is assembled or prepared again (once a process; one line on stderr where anything moved or
+    could not)."""
+    if not os.environ.get(CACHE_ENV):
+        _adopt_legacy(LEGACY_CACHE, model_cache_dir())
+    return model_cache_dir()
+
+
+@functools.cache
+def _adopt_legacy(legacy: Path, cache: Path) -> None:
+    try:
+        entries = [e for e in legacy.iterdir() if not e.name.startswith(".")]  # a writer's temporary folder stays
+    except OSError:
+        return
+    moved = 0
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        for entry in entries:
+            if not os.path.lexists(cache / entry.name):
+                try:
+                    os.rename(entry, cache / entry.name)
+                    moved += 1
+                except FileNotFoundError:  # another process moved it meanwhile
+                    pass
+    except OSError as exc:
+        print(
+            f"note: the embedded models' old cache {legacy} could not be moved into {cache} ({exc.strerror or exc}); "
+            "move its folders there by hand, or they are made again",
+            file=sys.stderr,
+        )
+        return
+    for folder in (legacy, legacy.parent):
+        try:
+            folder.rmdir()  # only where empty
+        except OSError:
+            break
+    if moved:
+        print(f"note: moved {moved} embedded model cache entries from {legacy} to {cache}", file=sys.stderr)
 
 
 class MissingModelPackage(ImportError):
@@ -49,7 +104,7 @@ class EmbeddedModel:
             raise MissingModelPackage(
                 f"embedded model {self.name!r} needs the package {self.package} ({self.install})"
             ) from None
-        return Path(self.find(mod, Path(cache_dir) if cache_dir else DEFAULT_CACHE))
+        return Path(self.find(mod, Path(cache_dir) if cache_dir else ready_model_cache()))
 
 
 EMBEDDED: Registry[EmbeddedModel] = Registry("embedded model")

@@ -173,7 +173,7 @@ class EmbeddedServer:
 
     def _torch_config(self, port: int) -> dict:
         from rmb_build.llm.config import TORCH_MAX_BATCH
-        from rmb_build.llm.embedded_models import DEFAULT_CACHE
+        from rmb_build.llm.embedded_models import ready_model_cache
 
         models = []
         for name in self.models:
@@ -184,7 +184,7 @@ class EmbeddedServer:
                 )
             path = self.model_files.get(name) or gguf_file(name, self.model_cache_dir)
             models.append({"alias": name, "gguf": str(path), "n_ctx": self.n_ctx})
-        cache = Path(self.model_cache_dir) if self.model_cache_dir else DEFAULT_CACHE
+        cache = Path(self.model_cache_dir) if self.model_cache_dir else ready_model_cache()
         return {
             "port": port,
             "models": models,

@@ -1,10 +1,12 @@
 """Prompt tokens of a request not yet sent: exact where the model's own tokenizer is here, else estimated.
 
-An embedded model's GGUF file carries its tokenizer and chat template; read vocabulary-only (a tenth of a
-second, no weights) it renders and counts a request's prompt exactly as the embedded llama.cpp server does
-(its ``usage.prompt_tokens``). Any other endpoint's model is out of reach, so its count is the character
-estimate (``cost.estimate_prompt_tokens``), scaled by how far that estimate fell short of the endpoint's
-real counts on the replies already cached, where there are any.
+An embedded model's GGUF file carries its tokenizer and chat template; read without its weights it renders and
+counts a request's prompt exactly as the embedded server does (its ``usage.prompt_tokens``): llama.cpp's
+vocabulary-only model (a tenth of a second) for the llama_cpp backend, the torch backend's own tokenizer
+(``torch_engine.served_tokenizer``: seconds, mostly torch's import) for torch, each the other's stand-in where
+only the other is installed. Any other endpoint's model is out of reach, so its count is the character estimate
+(``cost.estimate_prompt_tokens``), scaled by how far that estimate fell short of the endpoint's real counts on
+the replies already cached, where there are any.
 """
 
 from __future__ import annotations
@@ -41,7 +43,34 @@ def exact_counter(endpoint: EndpointConfig) -> Counter | None:
     (a remote endpoint, or an embedded model whose chat format is not its GGUF's own template)."""
     if not endpoint.embedded:
         return None
-    return _gguf_counter(endpoint.embedded)
+    counters = (
+        (_torch_counter, _gguf_counter) if endpoint.embedded_backend == "torch" else (_gguf_counter, _torch_counter)
+    )
+    return next((c for c in (counter(endpoint.embedded) for counter in counters) if c is not None), None)
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_counter(model: str) -> Counter | None:
+    """The torch server's own count: its tokenizer (the prepared model's, else the same read from the GGUF file)
+    and ``torch_engine.chat_prompt_tokens``."""
+    from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage, ready_model_cache
+
+    entry = EMBEDDED.get(model) if model in EMBEDDED else None
+    if entry is None or entry.chat_format is not None:
+        return None
+    try:
+        from rmb_build.llm.torch_engine import chat_prompt_tokens, served_tokenizer
+
+        tokenizer = served_tokenizer(entry.locate(), ready_model_cache())
+        if not getattr(tokenizer, "chat_template", None):
+            return None
+    except (ImportError, MissingModelPackage, OSError, ValueError):
+        return None
+
+    def count(req: ChatRequest) -> int:
+        return len(chat_prompt_tokens(tokenizer, req.message_dicts()))
+
+    return count
 
 
 @functools.lru_cache(maxsize=None)

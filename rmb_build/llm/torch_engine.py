@@ -16,11 +16,11 @@ import inspect
 import logging
 import os
 import queue
-import shutil
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, cast
 
@@ -45,9 +45,7 @@ class EngineError(ValueError):
 def _content_tag(gguf: Path) -> str:
     """The GGUF file's identity by content (its size, first and last 4 MiB) and the transformers that
     dequantises it: the same model installed in two venvs shares one prepared folder."""
-    import transformers
-
-    digest = hashlib.sha256(f"{gguf.stat().st_size}|{transformers.__version__}".encode())
+    digest = hashlib.sha256(f"{gguf.stat().st_size}|{metadata.version('transformers')}".encode())
     with gguf.open("rb") as fh:
         digest.update(fh.read(4 << 20))
         fh.seek(max(0, gguf.stat().st_size - (4 << 20)))
@@ -55,56 +53,84 @@ def _content_tag(gguf: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _remove_abandoned(cache_dir: Path) -> None:
-    """Temporary folders of first starts whose process is gone (killed mid-dequantise)."""
-    for tmp in cache_dir.glob(".*.tmp"):
-        pid = tmp.name.rsplit(".", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(tmp, ignore_errors=True)
+PREPARE_WAIT_S = 900.0  # how long a server waits for another preparing the same model (a minute, 2 busy cores)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def prepared_folder(gguf: Path, cache_dir: Path) -> Path:
+    """Where ``prepared`` keeps ``gguf``'s transformers folder (it may not exist yet)."""
+    return cache_dir / f"{gguf.stem}.torch-{_content_tag(gguf)}"
 
 
 def prepared(gguf: Path, cache_dir: Path) -> Path:
     """A transformers folder (safetensors, config, tokenizer) for ``gguf``, dequantised on first use.
 
-    Keyed by the file's content (``_content_tag``); written to a temporary folder and renamed into place, so a
-    folder that exists is whole; a cache folder that cannot be written is an EngineError naming it.
+    Keyed by the file's content (``_content_tag``) and written whole or not at all (``atomic.write_once``): a
+    second server preparing the same model meanwhile waits for the first's folder; a cache folder that cannot
+    be written is an EngineError naming it.
     """
-    out = cache_dir / f"{gguf.stem}.torch-{_content_tag(gguf)}"
+    from rmb_build.core.atomic import write_once
+    from rmb_build.core.errors import RMBError
+
+    out = prepared_folder(gguf, cache_dir)
     if (out / "config.json").is_file():
         return out
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    try:
+        return write_once(out, lambda folder: _dequantise(gguf, folder), flag="the model cache", wait_s=PREPARE_WAIT_S)
+    except RMBError as exc:
+        raise EngineError(str(exc)) from None
 
-    _remove_abandoned(cache_dir)
-    tmp = cache_dir / f".{out.name}.{os.getpid()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+def _dequantise(gguf: Path, folder: Path) -> None:
+    """``gguf``'s weights as float32 safetensors, its config and tokenizer, saved into ``folder``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = gguf_tokenizer(gguf)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # the weights are dequantised: plain float32 tensors, saved as such (an attribute the stubs do not declare)
     model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def gguf_tokenizer(gguf: Path) -> PreTrainedTokenizerBase:
+    """The tokenizer and chat template the GGUF file carries, as transformers reads them (no weights)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
+def served_tokenizer(gguf: Path, cache_dir: Path) -> PreTrainedTokenizerBase:
+    """The tokenizer a torch server of ``gguf`` uses, without preparing its weights: the prepared folder's where
+    it exists, else the same one read from the GGUF file (what ``prepared`` saves), kept in a tokenizer-only folder
+    beside (reading it from the GGUF file takes 5-10 s, from a folder half a second)."""
+    from transformers import AutoTokenizer
+
+    from rmb_build.core.atomic import write_once
+    from rmb_build.core.errors import RMBError
+
+    folder = prepared_folder(gguf, cache_dir)
+    if (folder / "config.json").is_file():
+        return AutoTokenizer.from_pretrained(folder)
+    tokenizer = folder.with_name(folder.name.replace(".torch-", ".tokenizer-"))
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise EngineError(f"cannot write the dequantised model to {cache_dir}: {exc.strerror or exc}") from None
-    try:
-        os.replace(tmp, out)
-    except OSError:  # another process prepared it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+        write_once(tokenizer, lambda f: gguf_tokenizer(gguf).save_pretrained(f), flag="the model cache", wait_s=60)
+    except RMBError:  # an unwritable cache: read from the GGUF file every time
+        return gguf_tokenizer(gguf)
+    return AutoTokenizer.from_pretrained(tokenizer)
+
+
+def chat_prompt_tokens(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]) -> list[int]:
+    """The chat template applied to ``messages``, ready for the assistant's turn: the prompt a torch server
+    decodes (its ``usage.prompt_tokens`` is this list's length)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise EngineError("the model has no chat template")
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+    if not isinstance(ids, Mapping):
+        raise EngineError(f"the chat template gave {type(ids).__name__}, not the tokens")
+    return [int(t) for t in ids["input_ids"]]
 
 
 def load(folder: Path, threads: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -155,9 +181,7 @@ class Row:
     generator: torch.Generator | None = None
     pos: int = 0  # tokens of this row in the KV cache
     pending: int = -1  # the token sampled last, not yet in the cache
-
-    def wait(self) -> None:
-        self.done.wait()
+    cancelled: bool = False  # its client is gone: dropped before the next step (``BatchEngine.cancel``)
 
 
 class BatchEngine:
@@ -184,17 +208,14 @@ class BatchEngine:
         self._ll_tokenizer: LLTokenizer | None = None
         self._bit_shifts = torch_arange(32)
         self._stopped = False
+        self.decoding = 0  # rows in the batch now (the loop's thread writes it; /health reads it)
+        self.dropped = 0  # rows dropped because their client was gone
 
     # ---- requests ------------------------------------------------------------------------------
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> list[int]:
-        """The chat template applied to ``messages``, ready for the assistant's turn."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise EngineError("the model has no chat template")
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
-        if not isinstance(ids, Mapping):
-            raise EngineError(f"the chat template gave {type(ids).__name__}, not the tokens")
-        return [int(t) for t in ids["input_ids"]]
+        """The chat template applied to ``messages``, ready for the assistant's turn (``chat_prompt_tokens``)."""
+        return chat_prompt_tokens(self.tokenizer, messages)
 
     def matcher(self, schema: dict[str, object]) -> LLMatcher:
         """A grammar matcher for ``schema`` (compact JSON: no free whitespace for a small model to loop in)."""
@@ -234,6 +255,13 @@ class BatchEngine:
         self._queue.put(row)
         return row
 
+    def cancel(self, row: Row) -> None:
+        """Drop ``row`` (its client is gone): out of the queue or the batch before the next step, its slot free."""
+        row.cancelled = True  # a loop blocked waiting has no row, queued or decoding, to drop: nothing to wake
+
+    def waiting(self) -> int:
+        return self._queue.qsize()
+
     def stop(self) -> None:
         self._stopped = True
         self._queue.put(Row([], Sampling(0)))  # wakes the loop
@@ -259,6 +287,11 @@ class BatchEngine:
                         _fail(row, exc)
                         continue
                     active.append(row)
+                if any(row.cancelled for row in active):
+                    keep = [i for i, row in enumerate(active) if not self._drop_if_cancelled(row)]
+                    active = [active[i] for i in keep]
+                    batch = batch.select(keep) if keep and batch is not None else None
+                self.decoding = len(active)
                 if not active:
                     continue
                 assert batch is not None
@@ -276,6 +309,16 @@ class BatchEngine:
                 if len(keep) < len(active):
                     active = [active[i] for i in keep]
                     batch = batch.select(keep) if keep else None
+                    self.decoding = len(active)
+            self.decoding = 0
+
+    def _drop_if_cancelled(self, row: Row) -> bool:
+        if not row.cancelled:
+            return False
+        self.dropped += 1
+        row.error = "cancelled: the client is gone"
+        row.done.set()
+        return True
 
     def _choose_or_fail(self, row: Row, logits: torch.Tensor) -> bool:
         """``_choose``, a row's own failure (its sampling, its grammar) ending that row alone."""
@@ -295,7 +338,8 @@ class BatchEngine:
                 rows.append(self._queue.get_nowait())
         except queue.Empty:
             pass
-        return [r for r in rows if r.prompt]  # the empty row only wakes the loop
+        # the empty row only wakes the loop; a row whose client left while it waited is dropped here
+        return [r for r in rows if r.prompt and not self._drop_if_cancelled(r)]
 
     def _prefill(self, row: Row) -> DynamicCache | None:
         """Run ``row``'s prompt alone and pick its first token; its KV cache, or None when it is done already."""

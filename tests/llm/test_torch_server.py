@@ -238,3 +238,80 @@ def test_a_rows_bad_sampling_fails_no_other_row_of_its_batch(torch_server):
     assert [status for status, _ in replies] == [200] * 4, replies
     texts = {reply["choices"][0]["message"]["content"] for _, reply in replies}
     assert len(texts) == 1  # argmax all four
+
+
+def _health(server: EmbeddedServer) -> dict:
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(server.base_url[:-3] + "/health") as r:
+        return json.loads(r.read())["engines"]["smollm2"]
+
+
+def _until(check, what: str, limit_s: float = 300.0) -> None:
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_client_that_hangs_up_leaves_the_batch_and_frees_its_slot(tmp_path):
+    """Issue 49: a client that timed out or died left its row decoding in the batch to its last token, holding
+    the slot. A one-slot server is given a request that cannot end soon (a grammar asks for 6,000 characters);
+    its client hangs up mid-decode: the row is dropped (the server's own count says so) and the next request
+    gets the slot."""
+    import socket
+
+    endless = chat(
+        "Write a very long story.",
+        max_tokens=1800,
+        response_format={"type": "json_schema", "json_schema": {"schema": {"type": "string", "minLength": 6000}}},
+    )
+    body = json.dumps(endless).encode()
+    with EmbeddedServer(("smollm2",), n_ctx=2048, log_path=tmp_path / "s.log", backend="torch", max_batch=1) as srv:
+        host, port = srv.base_url.split("//")[1].split("/")[0].split(":")
+        sock = socket.create_connection((host, int(port)), timeout=60)
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        _until(lambda: _health(srv)["decoding"] == 1, "the long request never began decoding")
+        sock.close()
+        _until(lambda: _health(srv)["dropped"] == 1, "the abandoned row was never dropped")
+        assert _health(srv)["decoding"] == 0
+        status, reply = post(srv, chat("Say hi.", max_tokens=4))
+        assert status == 200 and reply["choices"][0]["message"]["content"], reply
+        _until(lambda: _health(srv)["decoding"] == 0, "the short request's row never left the batch")
+        assert _health(srv) == {"decoding": 0, "waiting": 0, "dropped": 1}  # it ended; it was not dropped
+
+
+def test_a_hung_up_client_is_told_from_an_idle_or_pipelining_one():
+    import socket
+
+    from rmb_build.llm._torch_server import peer_gone
+
+    server_side, client = socket.socketpair()
+    with server_side:
+        assert not peer_gone(server_side)  # idle, waiting for its reply
+        client.sendall(b"GET /health HTTP/1.1\r\n\r\n")
+        assert not peer_gone(server_side)  # a pipelined request: still there
+        server_side.recv(1024)
+        client.close()
+        assert peer_gone(server_side)
+
+
+@pytest.mark.slow
+def test_the_dry_runs_torch_count_is_the_torch_servers_prompt_tokens(torch_server):
+    """The dry run's exact count on the torch backend (``tokens.exact_counter``) is the ``usage.prompt_tokens``
+    the torch server reports for the same messages."""
+    from rmb_build.llm.tokens import exact_counter
+
+    count = exact_counter(EndpointConfig(embedded="smollm2", backend="torch"))
+    assert count is not None
+    reqs = [
+        ChatRequest("local", "smollm2", (("user", p),), max_tokens=1) for p in ("Say hi.", "Más 🙂 — <b>x</b>\n\n y")
+    ] + [ChatRequest("local", "smollm2", (("system", "Be brief."), ("user", "Rate it 1-10.")), max_tokens=1)]
+    for req in reqs:
+        status, reply = post(torch_server, {**chat("", max_tokens=1), "messages": req.message_dicts()})
+        assert status == 200 and reply["usage"]["prompt_tokens"] == count(req), (req, reply)
