@@ -11,7 +11,7 @@ import os
 import re
 from difflib import get_close_matches
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar, get_args, get_origin
+from typing import Literal, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -27,7 +27,6 @@ from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.pipeline import stages as build_stages
-from rmb_build.stages import release
 from rmb_build.stages.options import (
     ClassifierConfig,
     DedupConfig,
@@ -41,9 +40,7 @@ from rmb_build.stages.options import (
     SourceConfig,
     StyleConfig,
 )
-
-if TYPE_CHECKING:
-    from rmb_build.stages.style import StyleSection
+from rmb_build.stages.spec import Position
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -95,13 +92,6 @@ class BuildConfig(StrictModel):
         default=None,
         description="for a licence the Hub does not list: a URL (or a file of the dataset's repository) with its terms",
     )
-
-    @property
-    def style_stage(self) -> StyleSection | None:
-        """The style stage's section: its options and the judge that checks its rewrites (None: off)."""
-        from rmb_build.stages.style import StyleSection
-
-        return StyleSection(style=self.style, judge=self.judge) if self.style is not None else None
 
     @field_validator("license_name", "license_link")
     @classmethod
@@ -173,7 +163,7 @@ class BuildConfig(StrictModel):
         if "stages" not in self.model_fields_set or self.stages == list(build_stages.listed()):
             return self
         for spec in build_stages.STAGES:
-            if spec.name in self.stages and spec.config and getattr(self, spec.config) is None:
+            if spec.name in self.stages and spec.config and spec.section(self) is None:
                 raise ValueError(
                     f"stages lists {spec.name!r} but the config has no '{spec.name}:' section (the stage's settings)"
                 )
@@ -183,7 +173,7 @@ class BuildConfig(StrictModel):
     def _release_answers_end_naturally(self) -> "BuildConfig":
         """A server reports ``finish_reason: stop`` for a stop string as for a natural end, so an answer a stop
         string cut would pass as finished: generators whose answers go into a release set no ``stop``."""
-        if release.SPEC.name in self.stages:
+        if any(spec.name in self.stages for spec in build_stages.at(Position.RELEASE)):
             for i, g in enumerate(self.generators):
                 if g.stop:
                     raise ValueError(

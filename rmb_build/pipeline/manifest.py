@@ -164,7 +164,7 @@ def usage_section(usage: object) -> dict[str, Any]:
 
 def cast_section(cfg: BuildConfig) -> CastSection:
     """The preflight checks on the cast (judge vs generators, distinct generator models) and which the config relaxed."""
-    from rmb_build.pipeline.preflight import model_identity, relaxed_cast
+    from rmb_build.stages.cast import model_identity, relaxed_cast
 
     return CastSection(
         distinct_generator_models=len({model_identity(cfg, g) for g in cfg.generators}),

@@ -13,7 +13,8 @@ from build_cli_helpers import refused_build
 from rmb_build.core.errors import ConfigError
 from rmb_build.pipeline.config import load_config, parse_config
 from rmb_build.pipeline.manifest import cast_section
-from rmb_build.pipeline.preflight import check_cast, preflight
+from rmb_build.pipeline.preflight import preflight
+from rmb_build.stages.cast import check_cast
 
 FOUR = [{"endpoint": "local", "model": m, "name": m} for m in ("m1", "m2", "m3")] + [
     {"endpoint": "remote", "model": "gpt-x", "name": "gpt-x"}
