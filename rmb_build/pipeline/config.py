@@ -10,10 +10,8 @@ from __future__ import annotations
 import os
 import re
 from difflib import get_close_matches
-from pathlib import Path
 from typing import Literal, TypeVar, get_args, get_origin
 
-import yaml
 from pydantic import (
     BaseModel,
     Field,
@@ -25,6 +23,7 @@ from pydantic import (
 
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
+from rmb_build.core.yaml_file import read_yaml
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.pipeline import stages as build_stages
 from rmb_build.stages.options import (
@@ -270,23 +269,6 @@ def validate_config(model: type[M], data: object, file: str = "<config>") -> M:
 def parse_config(data: object, file: str = "<config>") -> BuildConfig:
     """Validate a build config mapping (see :func:`validate_config`)."""
     return validate_config(BuildConfig, data, file)
-
-
-def read_yaml(path: str | os.PathLike) -> object:
-    """A YAML file's data; ConfigError naming the file (and the line) when it cannot be read."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(path), None, "no such file") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(str(path), None, f"invalid UTF-8 at byte {exc.start}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(str(path), None, f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
 
 
 def load_config(path: str | os.PathLike) -> BuildConfig:

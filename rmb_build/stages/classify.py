@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 import numpy as np
-import yaml
 
 from rmb_build.core import atomic
 from rmb_build.core import paths as P
@@ -39,6 +38,7 @@ from rmb_build.core.prompting import load_prompt, prompt_hash
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
 from rmb_build.core.text import last_user_turn
+from rmb_build.core.yaml_file import parse_yaml
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 from rmb_build.llm.types import ChatClient
 from rmb_build.stages.embed import embedded_first
@@ -107,8 +107,8 @@ def _check_example(ex: object) -> str | None:
 def load_taxonomy() -> dict[str, dict[str, Any]]:
     """``prompts/taxonomy.yaml`` as {scenario id: {"description", "examples"}}, checked against the 49.
     An example is a string (one user turn) or a list of turns (see ``example_conversation``)."""
-    data = yaml.safe_load(load_prompt(TAXONOMY_FILE)) or {}
-    scenarios = data.get("scenarios") or {}
+    data = parse_yaml(load_prompt(TAXONOMY_FILE), f"prompts/{TAXONOMY_FILE}")
+    scenarios = (data.get("scenarios") if isinstance(data, dict) else None) or {}
     wanted = [s.id for s in all_scenarios()]
     missing = [s for s in wanted if s not in scenarios]
     extra = [s for s in scenarios if not is_known(s)]
