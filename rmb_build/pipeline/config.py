@@ -24,7 +24,7 @@ from pydantic import (
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
 from rmb_build.core.yaml_file import read_yaml
-from rmb_build.llm.config import EndpointConfig
+from rmb_build.llm.config import EndpointConfig, ModelRef
 from rmb_build.pipeline import stages as build_stages
 from rmb_build.stages.options import (
     ClassifierConfig,
@@ -91,6 +91,56 @@ class BuildConfig(StrictModel):
         default=None,
         description="for a licence the Hub does not list: a URL (or a file of the dataset's repository) with its terms",
     )
+
+    def model_identity(self, ref: ModelRef) -> tuple[str, str]:
+        """What makes two references the same model: the server behind the endpoint (its embedded model
+        or its URL, so two endpoint names for one server are one) and the model name."""
+        ep = self.endpoints[ref.endpoint]
+        server = f"embedded:{ep.embedded}" if ep.embedded else (ep.base_url or "").rstrip("/")
+        return server, ref.model
+
+    def check_cast(self, file: str = "<config>", *, judging: bool = True) -> None:
+        """At least ``min_generators`` distinct generator models, and (when ``judging``) a judge that is
+        none of them unless ``judge.allow_self_judging``: a judge favours its own answers. Generation's
+        preflight check (``stages/generate.py``) asks it."""
+        distinct = {self.model_identity(g) for g in self.generators}
+        if len(distinct) < self.min_generators:
+            raise ConfigError(
+                file,
+                "generators",
+                f"{len(distinct)} distinct generator model(s) (endpoint+model), fewer than min_generators "
+                f"{self.min_generators}: answers from many models are what make a benchmark; add generators "
+                f"or set min_generators: {len(distinct)}",
+            )
+        if judging and not self.judge.allow_self_judging:
+            judge = self.model_identity(self.judge)
+            for i, g in enumerate(self.generators):
+                if self.model_identity(g) == judge:
+                    raise ConfigError(
+                        file,
+                        "judge.model",
+                        f"the judge {self.judge.model!r} on endpoint {self.judge.endpoint!r} is also generators[{i}] "
+                        f"({g.llm_name!r}) and would judge its own answers; use another judge or set "
+                        f"judge.allow_self_judging: true",
+                    )
+
+    def relaxed_cast(self) -> list[str]:
+        """The cast checks this config relaxed, in words (for the manifest and the dataset card)."""
+        notes = []
+        default = BuildConfig.model_fields["min_generators"].default
+        if self.min_generators < default:
+            notes.append(
+                f"min_generators is {self.min_generators} (default {default}): the answers come from "
+                f"{len({self.model_identity(g) for g in self.generators})} distinct model(s)"
+            )
+        if self.judge.allow_self_judging:
+            judge = self.model_identity(self.judge)
+            own = [g.llm_name for g in self.generators if self.model_identity(g) == judge]
+            notes.append(
+                "judge.allow_self_judging is true"
+                + (f": the judge also wrote the answers of {', '.join(own)}" if own else "")
+            )
+        return notes
 
     @field_validator("license_name", "license_link")
     @classmethod

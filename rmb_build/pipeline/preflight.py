@@ -2,8 +2,8 @@
 
 Each failure is a ConfigError naming the config file and the field: a source that cannot be read,
 an endpoint whose API-key variable is unset, more embedded servers than the machine runs side by side, a
-``stages`` list the pipeline cannot run; then each stage to run's own check (``StageSpec.check``: the cast's,
-``stages/cast.py``, for generation).
+``stages`` list the pipeline cannot run; then each stage to run's own check (``StageSpec.check``: generation's
+asks the config's ``check_cast``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.records import Failure, Query, Response
 from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
-from rmb_build.stages.cast import check_cast
 from rmb_build.stages.common import (
     ask,
     endpoint_of,
@@ -44,10 +43,10 @@ def check_generators(generators: Sequence[GeneratorConfig]) -> None:
 
 
 def check_generation(cfg: BuildConfig, stages: Sequence[str]) -> None:
-    """Preflight's check of the generators: distinct names, and the cast (``stages/cast.py``: enough distinct
-    models, and a judge that is none of them where ``judge`` runs)."""
+    """Preflight's check of the generators: distinct names, and the cast (``BuildConfig.check_cast``: enough
+    distinct models, and a judge that is none of them where ``judge`` runs)."""
     check_generators(cfg.generators)
-    check_cast(cfg, judging=JUDGE_STAGE in stages)
+    cfg.check_cast(judging=JUDGE_STAGE in stages)
 
 
 def build_request(query: Query, gen: GeneratorConfig, max_input_tokens: int) -> tuple[ChatRequest, int]:
