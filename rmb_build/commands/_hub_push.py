@@ -21,10 +21,9 @@ def check_push_options(args: argparse.Namespace, own_entries: Collection[str], m
     did not write there is refused (``core.atomic.check_out_dir``)."""
     from rmb_build.core.atomic import check_out_dir
     from rmb_build.core.errors import RMBError
-    from rmb_build.core.hub import check_can_push
-    from rmb_build.evaluate.published import REPO_ID
+    from rmb_build.core.hub import check_can_push, is_hub_id
 
-    if not REPO_ID.match(args.repo_id):
+    if not is_hub_id(args.repo_id):
         raise RMBError(f"--repo-id {args.repo_id!r}: expected ORG/NAME")
     if args.dry_run and not args.out:
         raise RMBError("--dry-run needs --out DIR (the folder to write what would be pushed)")

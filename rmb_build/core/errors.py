@@ -47,7 +47,7 @@ class ConfigError(RMBError):
     """A build config that cannot run; raised before any LLM call."""
 
     def __init__(self, file: str, field: str | None, message: str):
-        self.file, self.field = str(file), field
+        self.file, self.field, self.message = str(file), field, message
         super().__init__(f"{file}: {'field ' + repr(field) + ': ' if field else ''}{message}")
 
 

@@ -13,7 +13,6 @@ evaluate folder, so that the leaderboard and ``compare`` read them all alike.
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, Sequence
 
 from rmb_build.core import atomic
 from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.hub import is_hub_id
 from rmb_build.core.redact import redact, redact_json
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import check_prediction, read_predictions, release_id
@@ -33,7 +33,6 @@ CONFIG = "predictions"
 SPLIT = "test"
 DATA_FILE = f"{CONFIG}/{SPLIT}-00000-of-00001.parquet"
 ENTRIES = {CARD_FILE, RESULTS_FILE, CONFIG}  # what the form holds
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 SCORE_KEYS = {PAIRWISE_SET: ("chosen", "rejected"), BON_SET: ("best", "losers")}
 
 
@@ -302,7 +301,7 @@ def open_evaluation(source: str | Path) -> Evaluation:
     converted into a private evaluate folder (results.json, predictions.jsonl), checked as it goes."""
     where = str(source)
     local = Path(source)
-    if not local.exists() and REPO_ID.match(where):
+    if not local.exists() and is_hub_id(where):
         local = _download(where)
     elif not (local / CONFIG).is_dir() or (local / PREDICTIONS_FILE).exists():
         return Evaluation(local, where)

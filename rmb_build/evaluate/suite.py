@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.yaml_file import read_yaml
 
 
 @dataclass(frozen=True)
@@ -63,17 +64,7 @@ def read_suite(spec: str) -> tuple[tuple[SuiteEntry, ...], bool]:
     path = Path(spec)
     if not path.is_file():
         raise RMBError(f"--suite {spec}: neither a built-in suite ({', '.join(BUILTIN)}) nor a suite file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot be read ({exc})") from None
-    try:
-        import yaml
-
-        raw = yaml.safe_load(text)
-    except Exception as exc:  # noqa: BLE001 - yaml's errors have no common base worth naming
-        raise InputError(str(path), f"not YAML or JSON ({str(exc).splitlines()[0]})") from None
-    return _entries(raw, str(path)), False
+    return _entries(read_yaml(path), str(path)), False
 
 
 def _entries(raw: object, where: str) -> tuple[SuiteEntry, ...]:

@@ -10,7 +10,7 @@
 - ``prefect_flow``, ``prefect_tasks``, ``prefect_task_runner``, ``env``, ``watchdog``: Prefect's side (the flow,
   one cached task per batch function, the task runner of ``run.task_runner``, its settings, its child processes);
 - ``keys``: the batches' explicit cache keys (inputs, stage code, prompts, models);
-- ``stage_stats``: a stage result's stats and log lines;
+- ``stage_stats``: a stage's stats and failures as log lines;
 - ``config``, ``preflight``, ``manifest``, ``run_state``, ``set_parts``, ``release_step``: the build config,
   its checks, and what a run writes;
 - ``demo.yaml``: the embedded demo config, used by ``rmb build`` with no ``--config``.

@@ -35,7 +35,7 @@ from rmb_build.core.paths import BuildPaths
 from rmb_build.core.records import Query
 from rmb_build.llm import LLMClient
 from rmb_build.llm.planning import PlanningClient, Watched
-from rmb_build.pipeline import set_parts, stage_stats, stages
+from rmb_build.pipeline import set_parts, stages
 from rmb_build.pipeline.config import BuildConfig
 from rmb_build.pipeline.context import BuildRun, RunOptions
 from rmb_build.pipeline.executor import Timed, is_async
@@ -44,9 +44,8 @@ from rmb_build.pipeline.preflight import preflight
 from rmb_build.pipeline.release_step import write_built_release
 from rmb_build.pipeline.run_state import RunState
 from rmb_build.pipeline.runner import Runner
-from rmb_build.stages.common import StageResult
-from rmb_build.stages.flow import Batch, Flow, Kept, batched
-from rmb_build.stages.spec import IN_BATCH, Entry, Position, ReleaseWriter, StageSpec
+from rmb_build.stages.flow import Batch, Flow, batched
+from rmb_build.stages.spec import IN_BATCH, Entry, Position, ReleaseWriter, StageResult, StageSpec
 
 __all__ = ["batched", "run_pipeline"]
 
@@ -58,7 +57,7 @@ async def _step(run: BuildRun, spec: StageSpec, *inputs: object) -> Timed:
     return await run.acall(spec, *inputs) if is_async(spec) else run.call(spec, *inputs)
 
 
-def _same_queries(spec: StageSpec, queries: list[Query], result: StageResult[Query]) -> list[Query]:
+def _same_queries(spec: StageSpec, queries: list[Query], result: StageResult[list[Query]]) -> list[Query]:
     """The queries a ``QUERIES`` or ``RUN`` stage's result holds: as many as it got (the accounting counts them)."""
     assert spec.at is not None, spec.name
     out = list(result.records)
@@ -148,7 +147,7 @@ async def _run_stages(run: BuildRun, flow: Flow, opened: contextlib.AsyncExitSta
 
 async def _chains(run: BuildRun, flow: Flow, in_batch: list[StageSpec]) -> list[dict[str, Timed]]:
     """Every batch of the selected queries through its chain (a bounded number at once); what the flow keeps of
-    each batch's stages (``Kept``)."""
+    each batch's stages (their results without their records)."""
     batches = batched(flow.selected, run.cfg.run.batch_size)
     for spec in in_batch:  # a plan builds sets only for the stages on items, whose batches are not all known
         if spec.at is not Position.ITEMS and not (run.planning and spec.at is Position.SETS):
@@ -234,9 +233,9 @@ def _answered_by(run: BuildRun) -> contextlib.AbstractContextManager[Watched | N
 
 
 def _slim(t: Timed) -> Timed:
-    v = t.value
-    failures = tuple(getattr(v, "failures", None) or ())
-    return dataclasses.replace(t, value=Kept(stage_stats.stats_of(v), failures, len(getattr(v, "records", None) or ())))
+    """``t`` without its result's records (they are on disk, or in the later stages' results): its failures and
+    stats are what the run keeps of the batch."""
+    return dataclasses.replace(t, value=StageResult(None, tuple(t.value.failures), dict(t.value.stats)))
 
 
 def _finished(run: BuildRun, flow: Flow) -> Summary:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import os
 import re
 from difflib import get_close_matches
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar, get_args, get_origin
+from typing import Literal, TypeVar, get_args, get_origin
 
-import yaml
 from pydantic import (
     BaseModel,
     Field,
@@ -25,9 +23,9 @@ from pydantic import (
 
 from rmb_build.core.errors import ConfigError
 from rmb_build.core.options import StrictModel
-from rmb_build.llm.config import EndpointConfig
+from rmb_build.core.yaml_file import read_yaml
+from rmb_build.llm.config import EndpointConfig, ModelRef
 from rmb_build.pipeline import stages as build_stages
-from rmb_build.stages import release
 from rmb_build.stages.options import (
     ClassifierConfig,
     DedupConfig,
@@ -41,9 +39,7 @@ from rmb_build.stages.options import (
     SourceConfig,
     StyleConfig,
 )
-
-if TYPE_CHECKING:
-    from rmb_build.stages.style import StyleSection
+from rmb_build.stages.spec import Position
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -96,12 +92,55 @@ class BuildConfig(StrictModel):
         description="for a licence the Hub does not list: a URL (or a file of the dataset's repository) with its terms",
     )
 
-    @property
-    def style_stage(self) -> StyleSection | None:
-        """The style stage's section: its options and the judge that checks its rewrites (None: off)."""
-        from rmb_build.stages.style import StyleSection
+    def model_identity(self, ref: ModelRef) -> tuple[str, str]:
+        """What makes two references the same model: the server behind the endpoint (its embedded model
+        or its URL, so two endpoint names for one server are one) and the model name."""
+        ep = self.endpoints[ref.endpoint]
+        server = f"embedded:{ep.embedded}" if ep.embedded else (ep.base_url or "").rstrip("/")
+        return server, ref.model
 
-        return StyleSection(style=self.style, judge=self.judge) if self.style is not None else None
+    def check_cast(self, file: str = "<config>", *, judging: bool = True) -> None:
+        """At least ``min_generators`` distinct generator models, and (when ``judging``) a judge that is
+        none of them unless ``judge.allow_self_judging``: a judge favours its own answers. Generation's
+        preflight check (``stages/generate.py``) asks it."""
+        distinct = {self.model_identity(g) for g in self.generators}
+        if len(distinct) < self.min_generators:
+            raise ConfigError(
+                file,
+                "generators",
+                f"{len(distinct)} distinct generator model(s) (endpoint+model), fewer than min_generators "
+                f"{self.min_generators}: answers from many models are what make a benchmark; add generators "
+                f"or set min_generators: {len(distinct)}",
+            )
+        if judging and not self.judge.allow_self_judging:
+            judge = self.model_identity(self.judge)
+            for i, g in enumerate(self.generators):
+                if self.model_identity(g) == judge:
+                    raise ConfigError(
+                        file,
+                        "judge.model",
+                        f"the judge {self.judge.model!r} on endpoint {self.judge.endpoint!r} is also generators[{i}] "
+                        f"({g.llm_name!r}) and would judge its own answers; use another judge or set "
+                        f"judge.allow_self_judging: true",
+                    )
+
+    def relaxed_cast(self) -> list[str]:
+        """The cast checks this config relaxed, in words (for the manifest and the dataset card)."""
+        notes = []
+        default = BuildConfig.model_fields["min_generators"].default
+        if self.min_generators < default:
+            notes.append(
+                f"min_generators is {self.min_generators} (default {default}): the answers come from "
+                f"{len({self.model_identity(g) for g in self.generators})} distinct model(s)"
+            )
+        if self.judge.allow_self_judging:
+            judge = self.model_identity(self.judge)
+            own = [g.llm_name for g in self.generators if self.model_identity(g) == judge]
+            notes.append(
+                "judge.allow_self_judging is true"
+                + (f": the judge also wrote the answers of {', '.join(own)}" if own else "")
+            )
+        return notes
 
     @field_validator("license_name", "license_link")
     @classmethod
@@ -173,7 +212,7 @@ class BuildConfig(StrictModel):
         if "stages" not in self.model_fields_set or self.stages == list(build_stages.listed()):
             return self
         for spec in build_stages.STAGES:
-            if spec.name in self.stages and spec.config and getattr(self, spec.config) is None:
+            if spec.name in self.stages and spec.config and spec.section(self) is None:
                 raise ValueError(
                     f"stages lists {spec.name!r} but the config has no '{spec.name}:' section (the stage's settings)"
                 )
@@ -183,7 +222,7 @@ class BuildConfig(StrictModel):
     def _release_answers_end_naturally(self) -> "BuildConfig":
         """A server reports ``finish_reason: stop`` for a stop string as for a natural end, so an answer a stop
         string cut would pass as finished: generators whose answers go into a release set no ``stop``."""
-        if release.SPEC.name in self.stages:
+        if any(spec.name in self.stages for spec in build_stages.at(Position.RELEASE)):
             for i, g in enumerate(self.generators):
                 if g.stop:
                     raise ValueError(
@@ -280,23 +319,6 @@ def validate_config(model: type[M], data: object, file: str = "<config>") -> M:
 def parse_config(data: object, file: str = "<config>") -> BuildConfig:
     """Validate a build config mapping (see :func:`validate_config`)."""
     return validate_config(BuildConfig, data, file)
-
-
-def read_yaml(path: str | os.PathLike) -> object:
-    """A YAML file's data; ConfigError naming the file (and the line) when it cannot be read."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(path), None, "no such file") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(str(path), None, f"invalid UTF-8 at byte {exc.start}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(str(path), None, f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
 
 
 def load_config(path: str | os.PathLike) -> BuildConfig:

@@ -25,7 +25,7 @@ from rmb_build.pipeline.manifest import Accounting
 from rmb_build.pipeline.progress import BuildProgress, bars_wanted
 from rmb_build.pipeline.run_state import RunState, merge_stats
 from rmb_build.pipeline.runner import Log, Runner, TimedFuture
-from rmb_build.stages.spec import Position, StageEnv, StageSpec, open_store
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec, open_store
 
 if TYPE_CHECKING:
     from rmb_build.embed.store import EmbeddingStore
@@ -121,8 +121,8 @@ class BuildRun:
         set_parts.write_part(self.paths.sets, index, sets)
 
     def section(self, spec: StageSpec) -> object:
-        """``spec``'s section of the config (``spec.config``; None for none, or a section the config leaves out)."""
-        return getattr(self.cfg, spec.config) if spec.config else None
+        """``spec``'s section of the config (``StageSpec.section``)."""
+        return spec.section(self.cfg)
 
     def store(self) -> EmbeddingStore:
         """A new object on the build's embedding store (its figures are its own)."""
@@ -175,9 +175,10 @@ class BuildRun:
             self.state.add_work(spec.stage, timed.started, timed.seconds)
         return timed
 
-    def record(self, spec: StageSpec, outcomes: Sequence[Timed]) -> list[Any]:
-        """Adds batch outcomes to the run state under ``spec``'s stage: seconds of work only for
-        batches computed in this run; returns their values."""
+    def record(self, spec: StageSpec, outcomes: Sequence[Timed]) -> list[StageResult[Any]]:
+        """Adds batch outcomes to the run state under ``spec``'s stage: their failures and merged stats (the one
+        reader of every stage's ``StageResult``), seconds of work only for batches computed in this run; returns
+        their results."""
         stage = spec.stage
         rec = self.state.stage(stage)
         embedded = []
@@ -188,13 +189,13 @@ class BuildRun:
             else:
                 self.state.add_work(stage, t.started, t.seconds)
                 embedded.append(getattr(t, "embeddings", None) or {})
-            self.state.add_failures(getattr(t.value, "failures", None) or ())
-        rec.stats = merge_stats([rec.stats, *(stage_stats.stats_of(t.value) for t in outcomes)])
+            self.state.add_failures(t.value.failures)
+        rec.stats = merge_stats([rec.stats, *(t.value.stats for t in outcomes)])
         if any(embedded):  # the embedding store's figures, for batches computed in this run
             rec.stats["embeddings"] = merge_stats([rec.stats.get("embeddings") or {}, *embedded])
         cached = f" ({rec.cached_batches} from cache)" if rec.cached_batches else ""
         self.log.info("%s: %d batch(es)%s: %s", stage, len(outcomes), cached, stage_stats.brief(rec.stats))
-        failed = [f for t in outcomes for f in getattr(t.value, "failures", None) or ()]
+        failed = [f for t in outcomes for f in t.value.failures]
         if failed:
             self.log.info(
                 "%s: %d failed: %s (each listed in %s)",

@@ -125,7 +125,7 @@ def stage_key(spec: StageSpec, cfg: BuildConfig, *inputs: object) -> str:
     """One batch's key for ``spec`` (a ``StageSpec``): its stage, its code, its config section, then
     what the spec says the key reads, in this order: the section's endpoints, the stage's own
     identity parts, the encoder, the prompts, the batch's inputs."""
-    section = getattr(cfg, spec.config) if spec.config else None
+    section = spec.section(cfg)
     parts: list[object] = [spec.stage, code_version(spec.module), section]
     if spec.endpoints is not None:
         names = spec.endpoints(section)

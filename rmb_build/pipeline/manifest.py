@@ -164,13 +164,11 @@ def usage_section(usage: object) -> dict[str, Any]:
 
 def cast_section(cfg: BuildConfig) -> CastSection:
     """The preflight checks on the cast (judge vs generators, distinct generator models) and which the config relaxed."""
-    from rmb_build.pipeline.preflight import model_identity, relaxed_cast
-
     return CastSection(
-        distinct_generator_models=len({model_identity(cfg, g) for g in cfg.generators}),
+        distinct_generator_models=len({cfg.model_identity(g) for g in cfg.generators}),
         min_generators=cfg.min_generators,
         allow_self_judging=cfg.judge.allow_self_judging,
-        relaxed=relaxed_cast(cfg),
+        relaxed=cfg.relaxed_cast(),
     )
 
 

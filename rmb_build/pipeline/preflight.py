@@ -1,8 +1,9 @@
 """Checks a build config must pass before any work starts (after pydantic's own validation).
 
 Each failure is a ConfigError naming the config file and the field: a source that cannot be read,
-an endpoint whose API-key variable is unset, more embedded servers than the machine runs side by side, a ``stages`` list the pipeline cannot run, a cast
-whose judge is one of its generators or with fewer distinct generator models than ``min_generators``.
+an endpoint whose API-key variable is unset, more embedded servers than the machine runs side by side, a
+``stages`` list the pipeline cannot run; then each stage to run's own check (``StageSpec.check``: generation's
+asks the config's ``check_cast``).
 """
 
 from __future__ import annotations
@@ -11,14 +12,9 @@ import os
 
 from rmb_build.core.errors import ConfigError, InputError
 from rmb_build.core.machine import process_cap
-from rmb_build.llm.config import ModelRef
 from rmb_build.pipeline import stages as build_stages
 from rmb_build.pipeline.config import BuildConfig
-from rmb_build.stages import generate, judge
-from rmb_build.stages.generate import check_generators
 from rmb_build.stages.spec import Position, StageSpec
-
-# Stages that may be left out of ``stages``: the pipeline passes their input through.
 
 
 def check_sources(cfg: BuildConfig, file: str = "<config>") -> None:
@@ -40,16 +36,14 @@ def check_sources(cfg: BuildConfig, file: str = "<config>") -> None:
                 raise ConfigError(file, f"sources[{i}].labels", str(exc)) from None
 
 
-def used_endpoints(cfg: BuildConfig) -> dict[str, str]:
-    """Endpoint name -> the first field that uses it."""
-    refs = [(f"generators[{i}].endpoint", g.endpoint) for i, g in enumerate(cfg.generators)]
-    refs += [("judge.endpoint", cfg.judge.endpoint), ("guard.endpoint", cfg.guard.endpoint)]
-    if cfg.classifier.method == "llm" and cfg.classifier.endpoint:
-        refs.append(("classifier.endpoint", cfg.classifier.endpoint))
-    out: dict[str, str] = {}
-    for where, name in refs:
-        out.setdefault(name, where)
-    return out
+def used_endpoints(cfg: BuildConfig) -> list[str]:
+    """The endpoints the config's stage sections name (each stage's spec says which: ``StageSpec.endpoints``)."""
+    names: dict[str, None] = {}
+    for spec in build_stages.STAGES:
+        section = spec.section(cfg)
+        if spec.endpoints is not None and section is not None:
+            names.update(dict.fromkeys(spec.endpoints(section) or ()))
+    return list(names)
 
 
 def check_api_keys(cfg: BuildConfig, file: str = "<config>") -> None:
@@ -110,71 +104,18 @@ def _no_way_to_run(spec: StageSpec) -> str:
     return f"{spec.name!r} has no way to run at {spec.at.value}: its StageSpec sets no hook (on_run or on_batch)"
 
 
-def model_identity(cfg: BuildConfig, ref: ModelRef) -> tuple[str, str]:
-    """What makes two references the same model: the server behind the endpoint (its embedded model
-    or its URL, so two endpoint names for one server are one) and the model name."""
-    ep = cfg.endpoints[ref.endpoint]
-    server = f"embedded:{ep.embedded}" if ep.embedded else (ep.base_url or "").rstrip("/")
-    return server, ref.model
-
-
-def check_cast(cfg: BuildConfig, file: str = "<config>", *, judging: bool = True) -> None:
-    """At least ``min_generators`` distinct generator models, and (when ``judging``) a judge that is
-    none of them unless ``judge.allow_self_judging``: a judge favours its own answers."""
-    distinct = {model_identity(cfg, g) for g in cfg.generators}
-    if len(distinct) < cfg.min_generators:
-        raise ConfigError(
-            file,
-            "generators",
-            f"{len(distinct)} distinct generator model(s) (endpoint+model), fewer than min_generators "
-            f"{cfg.min_generators}: answers from many models are what make a benchmark; add generators "
-            f"or set min_generators: {len(distinct)}",
-        )
-    if judging and not cfg.judge.allow_self_judging:
-        judge = model_identity(cfg, cfg.judge)
-        for i, g in enumerate(cfg.generators):
-            if model_identity(cfg, g) == judge:
-                raise ConfigError(
-                    file,
-                    "judge.model",
-                    f"the judge {cfg.judge.model!r} on endpoint {cfg.judge.endpoint!r} is also generators[{i}] "
-                    f"({g.llm_name!r}) and would judge its own answers; use another judge or set "
-                    f"judge.allow_self_judging: true",
-                )
-
-
-def relaxed_cast(cfg: BuildConfig) -> list[str]:
-    """The cast checks a config relaxed, in words (for the manifest and the dataset card)."""
-    notes = []
-    default = BuildConfig.model_fields["min_generators"].default
-    if cfg.min_generators < default:
-        notes.append(
-            f"min_generators is {cfg.min_generators} (default {default}): the answers come from "
-            f"{len({model_identity(cfg, g) for g in cfg.generators})} distinct model(s)"
-        )
-    if cfg.judge.allow_self_judging:
-        judge = model_identity(cfg, cfg.judge)
-        own = [g.llm_name for g in cfg.generators if model_identity(cfg, g) == judge]
-        notes.append(
-            "judge.allow_self_judging is true"
-            + (f": the judge also wrote the answers of {', '.join(own)}" if own else "")
-        )
-    return notes
-
-
 def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     """All checks that need no LLM call; returns the stages to run."""
     stages = check_stages(cfg, file)
     check_sources(cfg, file)
     check_api_keys(cfg, file)
     check_servers(cfg, file)
-    if generate.SPEC.name in stages:
-        try:
-            check_generators(cfg.generators)
-        except ConfigError as exc:  # the stage does not know the file's name
-            prefix = f"{exc.file}: " + (f"field {exc.field!r}: " if exc.field else "")
-            raise ConfigError(file, exc.field, str(exc).removeprefix(prefix)) from None
-        check_cast(cfg, file, judging=judge.SPEC.name in stages)
+    for spec in build_stages.STAGES:
+        if spec.check is not None and (spec.runs_with or spec.stage) in stages:
+            try:
+                spec.check(cfg, stages)
+            except ConfigError as exc:  # the stage's check does not know the file's name
+                raise ConfigError(file, exc.field, exc.message) from None
     if cfg.run.task_runner == "dask":
         from importlib.util import find_spec
 

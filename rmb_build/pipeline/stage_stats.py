@@ -1,24 +1,12 @@
-"""Small in-flow helpers between the stage tasks: a result's stats, log lines, counts."""
+"""Small in-flow helpers between the stage tasks: a stage's stats and failures as log lines."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from rmb_build.pipeline.run_state import merge_stats
-
-
-def stats_of(value: object) -> dict[str, Any]:
-    """A stage result's stats; counts for results that carry none."""
-    stats = getattr(value, "stats", None)
-    if isinstance(stats, Mapping):
-        return dict(stats)
-    if hasattr(value, "kept") and hasattr(value, "removed"):
-        return {"kept": len(value.kept), "removed": len(value.removed)}
-    if isinstance(value, Sequence):
-        return {"items": len(value)}
-    return {}
 
 
 def brief(stats: Mapping[str, Any], limit: int = 8) -> str:

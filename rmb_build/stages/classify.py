@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 import numpy as np
-import yaml
 
 from rmb_build.core import atomic
 from rmb_build.core import paths as P
@@ -39,12 +38,13 @@ from rmb_build.core.prompting import load_prompt, prompt_hash
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import all_scenarios, is_known, parse_scenario_id
 from rmb_build.core.text import last_user_turn
+from rmb_build.core.yaml_file import parse_yaml
 from rmb_build.embed.encoder import DEFAULT_MODEL, Embed, Encoder, check_encoder, model_fingerprint
 from rmb_build.llm.types import ChatClient
 from rmb_build.stages.embed import embedded_first
 from rmb_build.stages.flow import batched
 from rmb_build.stages.options import ClassifierConfig, EmbeddingsConfig
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
@@ -107,8 +107,8 @@ def _check_example(ex: object) -> str | None:
 def load_taxonomy() -> dict[str, dict[str, Any]]:
     """``prompts/taxonomy.yaml`` as {scenario id: {"description", "examples"}}, checked against the 49.
     An example is a string (one user turn) or a list of turns (see ``example_conversation``)."""
-    data = yaml.safe_load(load_prompt(TAXONOMY_FILE)) or {}
-    scenarios = data.get("scenarios") or {}
+    data = parse_yaml(load_prompt(TAXONOMY_FILE), f"prompts/{TAXONOMY_FILE}")
+    scenarios = (data.get("scenarios") if isinstance(data, dict) else None) or {}
     wanted = [s.id for s in all_scenarios()]
     missing = [s for s in wanted if s not in scenarios]
     extra = [s for s in scenarios if not is_known(s)]
@@ -529,13 +529,13 @@ def build_classifier(
     return embedding_classifier(train_release, embeddings.model, embeddings.backend, embed)
 
 
-def classify_batch(env: StageEnv, queries: Sequence[Query]) -> list[Query]:
+def classify_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[list[Query]]:
     """The offline embedding classifier."""
     clf = build_classifier(env.section.train_release, env.embeddings, env.store)
-    return classify(queries, clf, env.section.min_confidence)
+    return _classified(classify(queries, clf, env.section.min_confidence))
 
 
-async def classify_llm_batch(env: StageEnv, queries: Sequence[Query]) -> list[Query]:
+async def classify_llm_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[list[Query]]:
     """The LLM classifier through the build's client (the embedding one for unusable replies)."""
     from rmb_build.stages.common import ask
 
@@ -544,7 +544,12 @@ async def classify_llm_batch(env: StageEnv, queries: Sequence[Query]) -> list[Qu
     clf = LLMClassifier(env.chat(), cfg.endpoint, cfg.model, fallback=fallback)
     results = await ask(env.chat(), clf.plan(queries), desc=clf.STAGE)
     preds = await asyncio.to_thread(clf.collect, queries, results)  # the fallback encodes on the CPU
-    return apply_predictions(queries, preds, cfg.min_confidence)
+    return _classified(apply_predictions(queries, preds, cfg.min_confidence))
+
+
+def _classified(queries: list[Query]) -> StageResult[list[Query]]:
+    """The classified queries, counted (the stage's ``items``)."""
+    return StageResult(queries, stats={"items": len(queries)})
 
 
 def _training_file(cfg: BuildConfig) -> list[object]:
@@ -565,7 +570,7 @@ async def classify_on_runner(run: BuildRun, flow: Flow) -> None:
     queries waiting on disk)."""
     queries = embedded_first(run, SPEC, flow, run.paths.run / P.DEDUPED_QUERIES)
     futures = [run.submit(SPEC, b) for b in batched(queries, run.cfg.run.batch_size)]
-    flow.queries = [q for part in run.record(SPEC, [f.result() for f in futures]) for q in part]
+    flow.queries = [q for part in run.record(SPEC, [f.result() for f in futures]) for q in part.records]
     flow.classified = True
 
 
@@ -573,7 +578,7 @@ async def classify_by_llm(run: BuildRun, flow: Flow) -> None:
     """The LLM classifier over the pool's batches, awaited together."""
     queries = flow.take_queries()
     runs = [run.acall(LLM_SPEC, b) for b in batched(queries, run.cfg.run.batch_size)]
-    flow.queries = [q for part in run.record(LLM_SPEC, await asyncio.gather(*runs)) for q in part]
+    flow.queries = [q for part in run.record(LLM_SPEC, await asyncio.gather(*runs)) for q in part.records]
     flow.classified = True
 
 

@@ -1,11 +1,10 @@
-"""What the LLM stages share: their result type and fitting long texts into a context."""
+"""What the LLM stages share: fitting long texts into a context, asking the client, reading answers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Generic, Iterable, Mapping, Sequence, TypeVar
+from typing import Iterable, Mapping, Sequence, TypeVar
 
-from rmb_build.core.records import Failure, Query, Response
+from rmb_build.core.records import Query, Response
 from rmb_build.core.text import unfinished_text
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
@@ -19,15 +18,6 @@ EMBEDDED_CONTEXT_MARGIN = 64  # tokens for the chat template and the estimate's 
 REMOTE_INPUT_TOKENS = 60_000  # fits every current API model; 5 MB answers are cut to this
 DEFAULT_INPUT_TOKENS = 3_000  # when the endpoint is unknown: fits a 4k-context model
 MIN_KEEP_CHARS = 200
-
-
-@dataclass
-class StageResult(Generic[T]):
-    """A stage's output: its records, and a Failure for every query (and generator) it could not do."""
-
-    records: list[T] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 def estimate_tokens(text: str) -> int:

@@ -22,7 +22,7 @@ from rmb_build.embed.similarity import BLOCK_SIZE, similar_pairs
 from rmb_build.embed.store import text_digest
 from rmb_build.stages.embed import embedded_first
 from rmb_build.stages.options import DedupConfig
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the run is the pipeline's, a layer above
     from rmb_build.pipeline.context import BuildRun
@@ -169,8 +169,9 @@ def dedup(
     return DedupResult(kept, removed)
 
 
-def dedup_batch(env: StageEnv, queries: Sequence[Query]) -> DedupResult:
-    return dedup(queries, env.section, embed=env.store)
+def dedup_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[DedupResult]:
+    deduped = dedup(queries, env.section, embed=env.store)
+    return StageResult(deduped, stats=deduped.stats)
 
 
 def embedded_texts(cfg: DedupConfig, queries: Sequence[Query]) -> list[str]:
@@ -182,7 +183,7 @@ async def dedup_pool(run: BuildRun, flow: Flow) -> None:
     """The flow's pool less its duplicates (its search texts embedded first, the queries waiting in the raw
     file gather wrote); what each kind of duplicate removed goes to the run's accounting."""
     queries = embedded_first(run, SPEC, flow, run.paths.raw / P.RAW_QUERIES, written=True)
-    deduped = run.record(SPEC, [run.submit(SPEC, queries).result()])[0]
+    deduped = run.record(SPEC, [run.submit(SPEC, queries).result()])[0].records
     run.acc.dedup_removed = dict(Counter(str(r.kind) for r in deduped.removed))
     flow.queries = deduped.kept
 

@@ -6,12 +6,12 @@ there. Uncached: the store is its cache. :func:`embedded_first` is how a stage w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rmb_build.core.records import Query
 from rmb_build.stages.flow import Flow, batched
 from rmb_build.stages.gather import read_queries, write_queries
-from rmb_build.stages.spec import StageEnv, StageSpec
+from rmb_build.stages.spec import StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the run is the pipeline's, a layer above
     from rmb_build.pipeline.context import BuildRun
@@ -19,10 +19,11 @@ if TYPE_CHECKING:  # the run is the pipeline's, a layer above
 EMBED_BATCH = 512  # texts per embedding task on a Dask cluster
 
 
-def embed_batch(env: StageEnv, texts: Sequence[str]) -> dict[str, Any]:
+def embed_batch(env: StageEnv, texts: Sequence[str]) -> StageResult[None]:
+    """``texts`` into the store: what it made is there (its figures are the run's ``embeddings``)."""
     assert env.store is not None  # an encoder stage's batch gets its store (pipeline/executor.py)
     env.store.add(texts)  # fills the store; reading every row back would cost a copy of them all
-    return {"texts": len(texts)}
+    return StageResult(None)
 
 
 SPEC = StageSpec("embed", embed_batch, encoder=True, keyed_inputs=False, cached=False, counts="texts", listed=False)

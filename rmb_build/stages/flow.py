@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
-from rmb_build.core.records import Failure, Query, Response
+from rmb_build.core.records import Query, Response
 from rmb_build.stages.spec import Entry
 
 if TYPE_CHECKING:  # the runner's timed result is the pipeline's, a layer above
@@ -63,12 +63,3 @@ class Batch:
     answers: list[Response] = field(default_factory=list)
     sets: SetsResult | None = None
     outcomes: dict[str, Timed] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Kept:
-    """What the flow keeps of a finished batch's stage result: its stats, failures and record count."""
-
-    stats: dict[str, object]
-    failures: tuple[Failure, ...]
-    count: int

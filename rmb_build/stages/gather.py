@@ -34,7 +34,7 @@ from rmb_build.stages.sources.label_sets import load_label_set
 from rmb_build.stages.sources.records import (
     Skip,
 )
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
@@ -179,8 +179,10 @@ def read_queries(path: str | os.PathLike) -> list[Query]:
     return out
 
 
-def gather_batch(env: StageEnv, quarantine_path: str, limit: int | None) -> GatherResult:
-    return gather(env.section, quarantine_path=quarantine_path, limit=limit)
+def gather_batch(env: StageEnv, quarantine_path: str, limit: int | None) -> StageResult[list[Query]]:
+    """The sources' queries; per source label, what each read, kept and turned away (the stage's stats)."""
+    gathered = gather(env.section, quarantine_path=quarantine_path, limit=limit)
+    return StageResult(gathered.queries, stats=gathered.stats)
 
 
 def _sources_identity(cfg: BuildConfig) -> list[object]:
@@ -198,9 +200,9 @@ def _sources_identity(cfg: BuildConfig) -> list[object]:
 async def gather_into(run: BuildRun, flow: Flow) -> None:
     """The gathered queries into the flow's pool, written to the raw folder, counted in the run's accounting."""
     gathered = run.record(SPEC, [run.call(SPEC, str(run.paths.raw / P.QUARANTINE), run.cfg.run.max_queries)])[0]
-    write_queries(gathered.queries, run.paths.raw / P.RAW_QUERIES)
-    run.acc.count_gathered(run.cfg, len(gathered.queries), gathered.stats)
-    flow.queries = gathered.queries
+    write_queries(gathered.records, run.paths.raw / P.RAW_QUERIES)
+    run.acc.count_gathered(run.cfg, len(gathered.records), gathered.stats)
+    flow.queries = gathered.records
 
 
 SPEC = StageSpec(

@@ -8,7 +8,6 @@ from rmb_build.core.errors import ConfigError
 from rmb_build.core.records import Failure, Query, Response
 from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
-    StageResult,
     ask,
     endpoint_of,
     estimate_tokens,
@@ -16,13 +15,15 @@ from rmb_build.stages.common import (
     index_queries,
     input_token_budget,
 )
+from rmb_build.stages.judge import STAGE as JUDGE_STAGE
 from rmb_build.stages.options import GeneratorConfig
 from rmb_build.stages.plan import Planned
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the run is the pipeline's, a layer above
+    from rmb_build.pipeline.config import BuildConfig
     from rmb_build.pipeline.context import BuildRun
-    from rmb_build.stages.flow import Batch, Flow, Kept
+    from rmb_build.stages.flow import Batch, Flow
 
 STAGE = "generate"  # the stage's one name: its SPEC's, its requests' and failures' stage
 Target = tuple[Query, GeneratorConfig, int]  # the query, its generator, characters cut from its conversation
@@ -39,6 +40,13 @@ def check_generators(generators: Sequence[GeneratorConfig]) -> None:
                 f"{g.llm_name!r} is already the name of generators[{seen[g.llm_name]}]; give each a distinct 'name'",
             )
         seen[g.llm_name] = i
+
+
+def check_generation(cfg: BuildConfig, stages: Sequence[str]) -> None:
+    """Preflight's check of the generators: distinct names, and the cast (``BuildConfig.check_cast``: enough
+    distinct models, and a judge that is none of them where ``judge`` runs)."""
+    check_generators(cfg.generators)
+    cfg.check_cast(judging=JUDGE_STAGE in stages)
 
 
 def build_request(query: Query, gen: GeneratorConfig, max_input_tokens: int) -> tuple[ChatRequest, int]:
@@ -104,17 +112,18 @@ def plan(
     return prepare(queries, generators, endpoints).requests
 
 
-def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageResult[Response]:
+def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageResult[list[Response]]:
     """Responses from the results of ``planned.requests``; failed or empty replies become Failures."""
-    out: StageResult[Response] = StageResult(failures=list(planned.failures), stats=dict(planned.stats))
+    records: list[Response] = []
+    failures = list(planned.failures)
     for (q, gen, cut), res in zip(planned.targets, results):
         text = (res.text or "").strip()
         if not res.ok:
-            out.failures.append(Failure(STAGE, q.id, gen.llm_name, res.error or "no reply"))
+            failures.append(Failure(STAGE, q.id, gen.llm_name, res.error or "no reply"))
         elif not text:
-            out.failures.append(Failure(STAGE, q.id, gen.llm_name, f"empty answer (finish_reason={res.finish_reason})"))
+            failures.append(Failure(STAGE, q.id, gen.llm_name, f"empty answer (finish_reason={res.finish_reason})"))
         else:
-            out.records.append(
+            records.append(
                 Response(
                     q.id,
                     gen.llm_name,
@@ -127,15 +136,16 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult]) -> StageRes
                     res.usage.completion_tokens,
                 )
             )
-    out.stats.update(
-        requests=len(planned.requests),
-        responses=len(out.records),
-        failures=len(out.failures),
-        inputs_cut=sum(1 for _, _, c in planned.targets if c),
-        chars_cut=sum(c for _, _, c in planned.targets),
-        cut_by_max_tokens=sum(1 for r in out.records if r.finish_reason == "length"),
-    )
-    return out
+    stats = {
+        **planned.stats,
+        "requests": len(planned.requests),
+        "responses": len(records),
+        "failures": len(failures),
+        "inputs_cut": sum(1 for _, _, c in planned.targets if c),
+        "chars_cut": sum(c for _, _, c in planned.targets),
+        "cut_by_max_tokens": sum(1 for r in records if r.finish_reason == "length"),
+    }
+    return StageResult(records, failures, stats)
 
 
 async def generate(
@@ -144,7 +154,7 @@ async def generate(
     client: ChatClient,
     *,
     endpoints: Mapping[str, Any] | None = None,
-) -> StageResult[Response]:
+) -> StageResult[list[Response]]:
     """One answer per (query, generator) through ``client.chat_many``; failures recorded, never raised.
 
     ``endpoints`` defaults to the client's (see :func:`prepare`).
@@ -159,7 +169,7 @@ def _what_generation_reads(query: Query) -> dict[str, Any]:
     return {"id": record["id"], "conversation": record["conversation"]}
 
 
-async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Response]:
+async def generate_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[list[Response]]:
     return await generate(queries, env.section, env.chat())
 
 
@@ -172,9 +182,9 @@ async def answer_batch(run: BuildRun, batch: Batch) -> None:
     run.log.info("%s: batch of %d queries -> %d answers", STAGE, len(queries), len(batch.answers))
 
 
-def count_answers(run: BuildRun, flow: Flow, kept: list[Kept]) -> None:
-    """The run summary's ``responses``: the answers every batch generated."""
-    flow.result["responses"] = sum(part.count for part in kept)
+def count_answers(run: BuildRun, flow: Flow, kept: list[StageResult[None]]) -> None:
+    """The run summary's ``responses``: the answers every batch generated (each batch's ``responses`` count)."""
+    flow.result["responses"] = sum(part.stats["responses"] for part in kept)
 
 
 SPEC = StageSpec(
@@ -188,6 +198,7 @@ SPEC = StageSpec(
     at=Position.ANSWERS,
     on_batch=answer_batch,
     recorded=count_answers,
+    check=check_generation,
 )
 
 

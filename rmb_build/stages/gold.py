@@ -43,7 +43,7 @@ from rmb_build.stages.judge import STAGE as JUDGE_STAGE
 from rmb_build.stages.judge import judge
 from rmb_build.stages.options import GoldConfig, GuardConfig, JudgeConfig
 from rmb_build.stages.sets import Candidate, answer_key, beats
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
@@ -155,9 +155,10 @@ async def gold_check(cfg: BuildConfig, client: ChatClient) -> tuple[dict[str, An
     return await _check(cfg.judge, cfg.guard, client)
 
 
-async def gold_batch(env: StageEnv[JudgeConfig], guard_cfg: GuardConfig) -> tuple[dict[str, Any], list[Failure]]:
+async def gold_batch(env: StageEnv[JudgeConfig], guard_cfg: GuardConfig) -> StageResult[dict[str, Any]]:
     """The stage's work: :func:`gold_check` with the judge's section (``env.section``) and ``guard_cfg``."""
-    return await _check(env.section, guard_cfg, env.chat())
+    section, failures = await _check(env.section, guard_cfg, env.chat())
+    return StageResult(section, failures)
 
 
 async def _check(
@@ -301,12 +302,13 @@ async def check_gold(run: BuildRun, flow: Flow) -> None:
             raise RMBError("--min-gold-agreement needs judge.gold in the build config")
         flow.checks[SPEC.name] = None
         return
-    section, failures = (await run.once(SPEC, cfg.guard)).value
+    checked = (await run.once(SPEC, cfg.guard)).value
+    section = checked.records
     flow.checks[SPEC.name] = section
     if run.planning:  # its replies may be stand-ins: no figure of it is printed or checked
         return
     state = run.state
-    state.add_failures(failures)
+    state.add_failures(checked.failures)
     state.stage(SPEC.name).stats = {k: v for k, v in section.items() if k != "stats"}
     state.flush(gold=section)
     run.log.info(

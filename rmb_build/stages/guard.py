@@ -26,7 +26,6 @@ from rmb_build.core.text import fill, render_conversation
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
-    StageResult,
     ask,
     endpoint_of,
     estimate_tokens,
@@ -37,7 +36,7 @@ from rmb_build.stages.common import (
 )
 from rmb_build.stages.options import GuardConfig
 from rmb_build.stages.plan import Planned
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 STAGE = "guard"  # the stage's one name: its SPEC's, its requests' and failures' stage
 PROMPT = "guard/llama_guard2.md"
@@ -243,19 +242,20 @@ def plan(
     return prepare(queries, responses, cfg, endpoints, every_prompt=every_prompt).requests
 
 
-def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: GuardConfig) -> StageResult[GuardLabel]:
+def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: GuardConfig) -> StageResult[list[GuardLabel]]:
     """A GuardLabel per result (``unknown`` plus a Failure for a reply it cannot read, counted as
     ``unreadable``); a call that brought no reply is a Failure without a label."""
     guard_name = f"{cfg.endpoint}/{cfg.model}"
-    out: StageResult[GuardLabel] = StageResult()
+    records: list[GuardLabel] = []
+    failures: list[Failure] = []
     for (qid, target, gen, _), res in zip(planned.targets, results):
         if not res.ok and res.text is None:  # a reply outside the schema is still read below
-            out.failures.append(Failure(STAGE, qid, gen, res.error or "no reply"))
+            failures.append(Failure(STAGE, qid, gen, res.error or "no reply"))
             continue
         v = read_reply(res)
         if v.verdict == UNKNOWN:
-            out.failures.append(Failure(STAGE, qid, gen, f"unreadable guard reply {(res.text or '')[:200]!r}"))
-        out.records.append(
+            failures.append(Failure(STAGE, qid, gen, f"unreadable guard reply {(res.text or '')[:200]!r}"))
+        records.append(
             GuardLabel(
                 qid,
                 target,
@@ -267,19 +267,19 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: GuardC
                 guard_name,
             )
         )
-    out.stats.update(
-        requests=len(planned.requests),
-        labels=len(out.records),
-        failures=len(out.failures),
-        unreadable=sum(1 for lb in out.records if lb.verdict == UNKNOWN),
-        inputs_cut=sum(1 for *_, cut in planned.targets if cut),
+    stats = {
+        "requests": len(planned.requests),
+        "labels": len(records),
+        "failures": len(failures),
+        "unreadable": sum(1 for lb in records if lb.verdict == UNKNOWN),
+        "inputs_cut": sum(1 for *_, cut in planned.targets if cut),
         **{
-            f"{t}_{v}": sum(1 for lb in out.records if lb.target == t and lb.verdict == v)
+            f"{t}_{v}": sum(1 for lb in records if lb.target == t and lb.verdict == v)
             for t in (PROMPT_TARGET, RESPONSE_TARGET)
             for v in (SAFE, UNSAFE, UNKNOWN)
         },
-    )
-    return out
+    }
+    return StageResult(records, failures, stats)
 
 
 async def guard(
@@ -290,7 +290,7 @@ async def guard(
     *,
     endpoints: Mapping[str, Any] | None = None,
     every_prompt: bool = False,
-) -> StageResult[GuardLabel]:
+) -> StageResult[list[GuardLabel]]:
     """A GuardLabel for every harmlessness prompt and every response to one; other queries are skipped
     (``every_prompt``: every query's prompt, see :func:`prepare`)."""
     planned = prepare(
@@ -315,7 +315,7 @@ def apply_prompt_scenarios(queries: Iterable[Query], labels: Iterable[GuardLabel
 
 async def guard_batch(
     env: StageEnv, queries: Sequence[Query], responses: Sequence[Response]
-) -> StageResult[GuardLabel]:
+) -> StageResult[list[GuardLabel]]:
     return await guard(queries, responses, env.section, env.chat())
 
 

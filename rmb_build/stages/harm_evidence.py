@@ -30,7 +30,7 @@ import numpy as np
 from rmb_build.core.records import Query
 from rmb_build.core.taxonomy import HARMLESSNESS, parse_scenario_id
 from rmb_build.stages.classify import EmbeddingClassifier, build_classifier
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the run is the pipeline's, a layer above
     from rmb_build.pipeline.context import BuildRun
@@ -136,20 +136,22 @@ __all__ = [
 ]
 
 
-def harm_evidence_batch(env: StageEnv, queries: list[Query], classified: bool) -> tuple[list[Query], dict[str, Any]]:
+def harm_evidence_batch(env: StageEnv, queries: list[Query], classified: bool) -> StageResult[list[Query]]:
     """The stage's work: ``queries`` with classified harmlessness labels lacking evidence turned away, by the
     build's embedding classifier over the vectors classification stored (``env.store``), and the counts.
     Labels a source gave (``classified`` false: no classify stage) are the source's, and pass, as do a
     label set's (people's) labels."""
     if not classified:
-        return queries, unclassified(queries)
+        return StageResult(queries, stats=unclassified(queries))
     clf = build_classifier(env.section.train_release, env.embeddings, env.store)
-    return require_evidence(queries, clf, env.section.harm_from_classifier)
+    kept, counts = require_evidence(queries, clf, env.section.harm_from_classifier)
+    return StageResult(kept, stats=counts)
 
 
 async def turn_away_unevidenced(run: BuildRun, flow: Flow) -> None:
     """The pool less the harmlessness labels without evidence; the counts logged and kept for the manifest."""
-    queries, harm = run.call(SPEC, flow.take_queries(), flow.classified).value
+    evidenced = run.call(SPEC, flow.take_queries(), flow.classified).value
+    harm = dict(evidenced.stats)
     run.log.info(
         "harm evidence: %d classified harmful, %d kept (P(harm) >= %.2f), turned away %s",
         harm["classified_harmful"],
@@ -157,7 +159,7 @@ async def turn_away_unevidenced(run: BuildRun, flow: Flow) -> None:
         harm["threshold"],
         harm["turned_away"] or "none",
     )
-    flow.queries = queries
+    flow.queries = evidenced.records
     flow.checks[SPEC.name] = section(harm)
 
 

@@ -20,7 +20,6 @@ from rmb_build.core.text import fill, render_conversation
 from rmb_build.llm.structured import MAX_SCORE, MIN_SCORE, first_json_object, score_reply_schema
 from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
-    StageResult,
     ask,
     endpoint_of,
     estimate_tokens,
@@ -31,7 +30,7 @@ from rmb_build.stages.common import (
 )
 from rmb_build.stages.options import JudgeConfig
 from rmb_build.stages.plan import Planned
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 STAGE = "judge"  # the stage's one name: its SPEC's, its requests' and failures' stage
 SYSTEM_PROMPT = "judge/system.md"
@@ -172,9 +171,10 @@ def plan(
     return prepare(queries, responses, cfg, endpoints).requests
 
 
-def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: JudgeConfig) -> StageResult[JudgeScore]:
+def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: JudgeConfig) -> StageResult[list[JudgeScore]]:
     """A JudgeScore per response with a usable sample among its ``cfg.samples`` results."""
-    out: StageResult[JudgeScore] = StageResult(failures=list(planned.failures), stats=dict(planned.stats))
+    records: list[JudgeScore] = []
+    failures = list(planned.failures)
     judge_name = f"{cfg.endpoint}/{cfg.model}"
     outcomes = [parse_judgement(res.parsed, res.text) if res.ok else (res.error or "no reply") for res in results]
     failed_samples = 0
@@ -183,12 +183,12 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: JudgeC
         good = [s for s in samples if isinstance(s, Judgement)]
         failed_samples += len(samples) - len(good)
         if not good:
-            out.failures.append(
+            failures.append(
                 Failure(STAGE, r.query_id, r.generator, f"no usable judgement in {len(samples)} samples: {samples[-1]}")
             )
             continue
         scores = tuple(s.score for s in good)
-        out.records.append(
+        records.append(
             JudgeScore(
                 r.query_id,
                 r.generator,
@@ -201,14 +201,15 @@ def collect(planned: Planned[Target], results: Sequence[ChatResult], cfg: JudgeC
                 len(samples) - len(good),
             )
         )
-    out.stats.update(
-        requests=len(planned.requests),
-        failed_samples=failed_samples,
-        reasks=sum(max(len(res.raw_texts) - 1, 0) for res in results),
-        scored=len(out.records),
-        failures=len(out.failures),
-    )
-    return out
+    stats = {
+        **planned.stats,
+        "requests": len(planned.requests),
+        "failed_samples": failed_samples,
+        "reasks": sum(max(len(res.raw_texts) - 1, 0) for res in results),
+        "scored": len(records),
+        "failures": len(failures),
+    }
+    return StageResult(records, failures, stats)
 
 
 async def judge(
@@ -218,7 +219,7 @@ async def judge(
     client: ChatClient,
     *,
     endpoints: Mapping[str, Any] | None = None,
-) -> StageResult[JudgeScore]:
+) -> StageResult[list[JudgeScore]]:
     """``cfg.samples`` pointwise judgements per response; a JudgeScore per response with a usable one."""
     planned = prepare(
         queries, responses, cfg, endpoints if endpoints is not None else getattr(client, "endpoints", None)
@@ -228,7 +229,7 @@ async def judge(
 
 async def judge_batch(
     env: StageEnv, queries: Sequence[Query], responses: Sequence[Response]
-) -> StageResult[JudgeScore]:
+) -> StageResult[list[JudgeScore]]:
     return await judge(queries, responses, env.section, env.chat())
 
 

@@ -45,7 +45,7 @@ from rmb_build.stages.guard import PROMPT_TARGET, SAFE, UNSAFE, guard
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
 from rmb_build.stages.options import GuardConfig, SelectConfig
 from rmb_build.stages.select import Selection, select, select_balanced, take_selection, write_selection
-from rmb_build.stages.spec import Entry, Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Entry, Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
@@ -312,12 +312,11 @@ class Settings:
 @dataclass
 class Routed:
     """What goal routing decided: the selection after it (``select.Selection``), the routing itself
-    (decisions per query, for the annotations), the guard's failures, and how many pool queries top-up
-    rounds could still draw (``top_up_room``: a dry run's bound where it cannot know the verdicts)."""
+    (decisions per query, for the annotations), and how many pool queries top-up rounds could still draw
+    (``top_up_room``: a dry run's bound where it cannot know the verdicts)."""
 
     selection: Selection
     routing: Routing
-    failures: list[Any] = field(default_factory=list)
     top_up_room: int = 0
 
 
@@ -351,7 +350,7 @@ async def route_batch(
     selected: list[Query],
     not_selected: dict[str, int],
     gold: dict | None = None,
-) -> Routed:
+) -> StageResult[Routed]:
     """The stage's work: ``selected`` routed by their prompts' guard verdicts, from the classified
     ``queries``; ``gold``: the gold check's section, whose guard precision says whether an ``unsafe``
     verdict is evidence.
@@ -397,7 +396,7 @@ async def route_batch(
     for reason, n in routing.dropped.items():
         not_selected[f"routing: {reason}"] = not_selected.get(f"routing: {reason}", 0) + n
     selection = write_selection(selected, queries, not_selected, sel, the.scenarios, the.selected_file)
-    return Routed(selection, routing, failures, room)
+    return StageResult(Routed(selection, routing, room), failures)
 
 
 def _moved_to_considered(not_selected: dict[str, int], topped_up: int) -> dict[str, int]:
@@ -422,7 +421,8 @@ async def route_by_guard(run: BuildRun, flow: Flow) -> None:
     rounds they may cause are the plan's estimate)."""
     settings = Settings.of(run.cfg, str(run.paths.run / P.SELECTED_QUERIES))
     gold = flow.checks.get(GOLD_SPEC.name)
-    routed = (await run.once(SPEC, settings, flow.queries, flow.selected, dict(run.acc.not_selected), gold)).value
+    done = (await run.once(SPEC, settings, flow.queries, flow.selected, dict(run.acc.not_selected), gold)).value
+    routed = done.records
     if run.planning:
         planner = run.client
         assert isinstance(planner, PlanningClient)  # a dry run's client
@@ -432,16 +432,16 @@ async def route_by_guard(run: BuildRun, flow: Flow) -> None:
         if bound:
             flow.estimates[TOP_UP_ESTIMATE] = bound
     else:
-        _keep(run, routed)
+        _keep(run, done)
     take_selection(run, flow, routed.selection)
     flow.release_notes.append(_release_note(run.cfg.route.scope, routed.routing))
 
 
-def _keep(run: BuildRun, routed: Routed) -> None:
+def _keep(run: BuildRun, done: StageResult[Routed]) -> None:
     """What the run keeps of routing: its failures, its stats, the log's lines."""
     state = run.state
-    state.add_failures(routed.failures)
-    stats = routed.routing.stats()
+    state.add_failures(done.failures)
+    stats = done.records.routing.stats()
     state.stage(SPEC.name).stats = stats
     state.flush()
     run.log.info(

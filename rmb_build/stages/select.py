@@ -19,7 +19,7 @@ from rmb_build.core.taxonomy import GOALS, parse_scenario_id
 from rmb_build.stages.classify import abstained
 from rmb_build.stages.gather import write_queries
 from rmb_build.stages.options import SelectConfig
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the run is the pipeline's, a layer above
     from rmb_build.pipeline.context import BuildRun
@@ -148,11 +148,13 @@ def write_selection(
     return Selection(list(selected), not_selected, short_goals(selected, pool, sel.min_per_goal, scenarios))
 
 
-def select_batch(env: StageEnv, queries: Sequence[Query], scenarios: Sequence[str] | None, path: str) -> Selection:
+def select_batch(
+    env: StageEnv, queries: Sequence[Query], scenarios: Sequence[str] | None, path: str
+) -> StageResult[Selection]:
     """The stage's work: :func:`select` over the classified ``queries`` (``env.section``: ``select:``),
     the selection written to ``path``."""
     chosen, not_selected = select(queries, env.section, scenarios)
-    return write_selection(chosen, queries, not_selected, env.section, scenarios, path)
+    return StageResult(write_selection(chosen, queries, not_selected, env.section, scenarios, path))
 
 
 def goal_counts(queries: Iterable[Query]) -> dict[str, int]:
@@ -168,7 +170,7 @@ def take_selection(run: BuildRun, flow: Flow, chosen: Selection) -> None:
 
 async def select_from_pool(run: BuildRun, flow: Flow) -> None:
     """The balanced selection from the classified pool (which stays in the flow: routing draws top-ups from it)."""
-    chosen = run.call(SPEC, flow.queries, run.cfg.scenarios, str(run.paths.run / P.SELECTED_QUERIES)).value
+    chosen = run.call(SPEC, flow.queries, run.cfg.scenarios, str(run.paths.run / P.SELECTED_QUERIES)).value.records
     take_selection(run, flow, chosen)
     run.log.info("selected %d of %d queries: %s", len(chosen.selected), len(flow.queries), goal_counts(chosen.selected))
 

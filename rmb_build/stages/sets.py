@@ -48,11 +48,11 @@ from rmb_build.stages.guard import (
 from rmb_build.stages.guard import STAGE as GUARD_STAGE
 from rmb_build.stages.judge import STAGE as JUDGE_STAGE
 from rmb_build.stages.options import SetsConfig
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the run is the pipeline's, a layer above
     from rmb_build.pipeline.context import BuildRun
-    from rmb_build.stages.flow import Batch, Flow, Kept
+    from rmb_build.stages.flow import Batch, Flow
 
 # Share of BoN lists by loser count in RMB's release (the sample: 75% 2, 21% 3, 3% 4, <1% 5-6).
 LOSER_WEIGHTS = {2: 0.75, 3: 0.20, 4: 0.035, 5: 0.01, 6: 0.005}
@@ -468,8 +468,9 @@ def build_sets_batch(
     responses: Sequence[Response],
     scores: Sequence[JudgeScore],
     labels: Sequence[GuardLabel],
-) -> SetsResult:
-    return build_sets(queries, responses, scores, labels, env.section)
+) -> StageResult[SetsResult]:
+    built = build_sets(queries, responses, scores, labels, env.section)
+    return StageResult(built, stats=built.stats)
 
 
 async def sets_of_batch(run: BuildRun, batch: Batch) -> None:
@@ -480,13 +481,13 @@ async def sets_of_batch(run: BuildRun, batch: Batch) -> None:
     labels = batch.outcomes[GUARD_STAGE].value.records
     queries = apply_prompt_scenarios(batch.queries, labels)
     built = batch.outcomes[SPEC.name] = run.call(SPEC, queries, batch.answers, scores, labels)
-    batch.sets = built.value
+    batch.sets = sets = built.value.records
     if not run.planning:
-        run.keep_sets(batch.index, built.value)
-        run.acc.add_batch(queries, batch.answers, scores, [*built.value.pairwise, *built.value.bon])
+        run.keep_sets(batch.index, sets)
+        run.acc.add_batch(queries, batch.answers, scores, [*sets.pairwise, *sets.bon])
 
 
-def count_items(run: BuildRun, flow: Flow, kept: list[Kept]) -> None:
+def count_items(run: BuildRun, flow: Flow, kept: list[StageResult[None]]) -> None:
     """The run summary's item counts, and the accounting's answers: requested (selected queries x generators)
     and failed."""
     counts = run.state.stage(SPEC.name).stats

@@ -11,7 +11,7 @@ flow's event loop), with :class:`StageEnv` holding what the run hands it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import (
@@ -29,6 +29,7 @@ from typing import (
 )
 
 from rmb_build.core.items import Item
+from rmb_build.core.records import Failure
 from rmb_build.embed.encoder import store_for
 from rmb_build.llm.types import ChatClient
 from rmb_build.stages.options import EmbeddingsConfig
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # the build config and run are the pipeline's, a layer above
     from rmb_build.embed.store import EmbeddingStore
     from rmb_build.pipeline.config import BuildConfig
     from rmb_build.pipeline.context import BuildRun
-    from rmb_build.stages.flow import Batch, Flow, Kept
+    from rmb_build.stages.flow import Batch, Flow
 
 
 class Position(Enum):
@@ -79,6 +80,22 @@ HOOKED = (Position.POOL, Position.SETS)
 IN_BATCH = (Position.QUERIES, Position.ANSWERS, Position.VERDICTS, Position.SETS, Position.ITEMS)
 
 
+Out = TypeVar("Out")  # what a stage's work produced
+
+
+@dataclass(frozen=True)
+class StageResult(Generic[Out]):
+    """What a stage's work gives for one batch, whatever the stage: what it produced (``records``: the records its
+    position hands on, or the value its hook reads), a Failure for each thing it could not do, and its counts
+    (``stats``: the run summary's and the manifest's ``stages[].stats``, merged over the stage's batches). The
+    one place that runs a stage's work refuses any other result (``pipeline/executor.py``); the run reads it in
+    one (``BuildRun.record``)."""
+
+    records: Out
+    failures: Sequence[Failure] = ()
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+
 Entry = tuple[Item, Mapping[str, Any]]  # an item of the release and its line of annotations.jsonl
 
 
@@ -92,7 +109,8 @@ class ReleaseWriter(Protocol):
 
 RunHook = Callable[["BuildRun", "Flow"], Awaitable[None]]  # a stage over the run: reads and sets the flow
 BatchHook = Callable[["BuildRun", "Batch"], Awaitable[None]]  # a stage in a batch's chain: reads and sets the batch
-Recorded = Callable[["BuildRun", "Flow", "list[Kept]"], None]  # what the run keeps of its recorded batches
+# what the run keeps of its recorded batches (each batch's result, its records dropped)
+Recorded = Callable[["BuildRun", "Flow", "list[StageResult[None]]"], None]
 
 
 @dataclass(frozen=True)
@@ -100,9 +118,11 @@ class StageSpec:
     """One build stage.
 
     - ``name``: its one name (config ``stages:``, the run summary, the cache, the Prefect task);
-    - ``work``: ``work(env, *inputs) -> result`` over one batch (for ``gold`` and ``route``, the whole
+    - ``work``: ``work(env, *inputs) -> StageResult`` over one batch (for ``gold`` and ``route``, the whole
       run's one batch); None for a step the flow runs itself (``release``);
     - ``config``: the build config's section the work gets as ``env.section`` and the key reads;
+    - ``section_of``: ``section_of(config) -> section``, what the work gets as its section where that is not the
+      ``config`` key as it is (``style``: its options and the build's judge; None where the key is left out);
     - ``endpoints``: the section's endpoint names the key reads (a function of the section; it may
       return None: no endpoint for this form of the stage);
     - ``identity``: what else of the config the key reads (a function of the whole config);
@@ -145,11 +165,13 @@ class StageSpec:
     - ``sends``: the stages whose LLM requests its work sends, where not its own (the gold check asks
       the judge and the guard): what its progress line counts;
     - ``embeds``: ``embeds(section, queries) -> texts``, the texts its batches look up in the build's
-      embedding store, embedded first (``embed`` batches) while the queries wait on disk.
+      embedding store, embedded first (``embed`` batches) while the queries wait on disk;
+    - ``check``: ``check(config, stages)``, preflight's check of what the stage needs of the config when it runs
+      (``stages``: the build's): raises ``ConfigError`` naming the field (preflight names the file).
     """
 
     name: str
-    work: Callable[..., Any] | None = None
+    work: Callable[..., StageResult[Any] | Awaitable[StageResult[Any]]] | None = None
     config: str | None = None
     endpoints: Callable[[Any], Sequence[str] | None] | None = None
     identity: Callable[[BuildConfig], list[object]] | None = None
@@ -177,6 +199,14 @@ class StageSpec:
     of: str | None = None
     sends: tuple[str, ...] = ()
     embeds: Callable[[Any, Sequence[Any]], list[str]] | None = None
+    section_of: Callable[[BuildConfig], object] | None = None
+    check: Callable[[BuildConfig, Sequence[str]], None] | None = None
+
+    def section(self, cfg: BuildConfig) -> object:
+        """Its section of ``cfg`` (``config``, or ``section_of``); None for none, or a section the config leaves out."""
+        if self.config is None:
+            return None
+        return self.section_of(cfg) if self.section_of is not None else getattr(cfg, self.config)
 
     @property
     def stage(self) -> str:

@@ -31,9 +31,9 @@ from rmb_build.core.text import fill, last_user_turn, render_conversation
 from rmb_build.llm.types import ChatRequest
 from rmb_build.release.style_set import style_file, style_record
 from rmb_build.stages import judge
-from rmb_build.stages.common import StageResult, ask, index_queries
+from rmb_build.stages.common import ask, index_queries
 from rmb_build.stages.options import JudgeConfig, StyleConfig
-from rmb_build.stages.spec import Entry, Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Entry, Position, StageEnv, StageResult, StageSpec
 
 if TYPE_CHECKING:  # the build config is the pipeline's, a layer above
     from rmb_build.pipeline.config import BuildConfig
@@ -67,6 +67,11 @@ class StyleSection(StrictModel):
 
     style: StyleConfig
     judge: JudgeConfig
+
+
+def style_section(cfg: BuildConfig) -> StyleSection | None:
+    """The stage's section: its options and the judge that checks its rewrites (None: no ``style:``, the stage off)."""
+    return StyleSection(style=cfg.style, judge=cfg.judge) if cfg.style is not None else None
 
 
 class Pair(StrictModel):
@@ -126,7 +131,7 @@ def _response(q: Query, name: str, text: str) -> Response:
     return Response(q.id, name, "", "", text, "stop")
 
 
-async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[Pair]) -> StageResult[Variants]:
+async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[Pair]) -> StageResult[list[Variants]]:
     """Every pair's six rewrites, checked; the pairs whose six all pass, as :class:`Variants`."""
     section: StyleSection = env.section
     cfg = section.style
@@ -157,7 +162,7 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
     scores = {(s.query_id, s.generator): s.mean for s in judged.records}
     dropped = dict.fromkeys(DROP_REASONS, 0)
     dropped["failed"] = len(SIDES) * len(STYLES) * (len(pairs) - len(todo))  # a pair whose query is not given
-    out: StageResult[Variants] = StageResult()
+    kept_items: list[Variants] = []
     for n, p, q in todo:
         kept: dict[str, list[str]] = {side: [] for side in SIDES}
         for side in SIDES:
@@ -177,7 +182,7 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
                 else:
                     kept[side].append(rewrite)
         if all(len(kept[side]) == len(STYLES) for side in SIDES):
-            out.records.append(
+            kept_items.append(
                 Variants(
                     p.query_id,
                     p.chosen,
@@ -188,19 +193,19 @@ async def style_batch(env: StageEnv, queries: Sequence[Query], pairs: Sequence[P
                     p.set_name,
                 )
             )
-    out.stats = {
+    stats = {
         "items": len(pairs),
-        "kept": len(out.records),
-        "dropped_items": len(pairs) - len(out.records),
+        "kept": len(kept_items),
+        "dropped_items": len(pairs) - len(kept_items),
         "rewrites": len(SIDES) * len(STYLES) * len(pairs),
         "rewrites_kept": len(SIDES) * len(STYLES) * len(pairs) - sum(dropped.values()),
         **{f"rewrites_dropped_{k}": v for k, v in dropped.items()},
         "judge_requests": judged.stats.get("requests", 0),
     }
     if cfg.bon:  # only then: without the switch the manifest's section is as it was
-        out.stats["bon_items"] = sum(p.set_name == BON_SET for p in pairs)
-        out.stats["bon_kept"] = sum(v.set_name == BON_SET for v in out.records)
-    return out
+        stats["bon_items"] = sum(p.set_name == BON_SET for p in pairs)
+        stats["bon_kept"] = sum(v.set_name == BON_SET for v in kept_items)
+    return StageResult(kept_items, stats=stats)
 
 
 def bon_loser(item: BonItem) -> int:
@@ -322,7 +327,8 @@ def calls_at_most(queries: int, cfg: BuildConfig) -> int:
 SPEC = StageSpec(
     STAGE,
     style_batch,
-    config="style_stage",
+    config="style",
+    section_of=style_section,
     endpoints=lambda s: [s.style.endpoint, s.judge.endpoint],
     prompts=("style", "judge", "criteria"),
     llm=True,

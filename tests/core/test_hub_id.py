@@ -1,5 +1,6 @@
 """One rule says what a Hub id is (``core.hub.is_hub_id``), for releases, benchmarks and models alike: a
-name that is no Hub id and no local path is refused as a missing file, never sent to the Hub."""
+name that is no Hub id and no local path is refused as a missing file, never sent to the Hub; ``--repo-id``, a
+pushed evaluation's id and the known-models table's ids are held to the same rule."""
 
 from __future__ import annotations
 
@@ -47,3 +48,16 @@ def test_a_model_that_is_no_folder_and_no_hub_id_is_a_missing_folder(tmp_path, m
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RMBError, match="no such folder"):
         locate("my model", RMOptions())
+
+
+@pytest.mark.parametrize("repo_id", ["me/demo", "_me/demo", "me/demo-", "me/.demo", "my org/demo", "me/demo/x"])
+def test_repo_id_options_follow_the_one_rule(repo_id):
+    import argparse
+
+    from rmb_build.commands._hub_push import check_push_options
+
+    args = argparse.Namespace(repo_id=repo_id, dry_run=True, out=None)
+    with pytest.raises(RMBError) as err:
+        check_push_options(args, (), ())
+    refused = f"--repo-id {repo_id!r}: expected ORG/NAME" == str(err.value)
+    assert refused is not is_hub_id(repo_id), str(err.value)  # an id passes on to the next check (--out)

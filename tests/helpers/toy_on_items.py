@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rmb_build.core.records import Query
-from rmb_build.stages.common import StageResult
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 SEEN: list[int] = []  # the item counts its work saw in this process (a dry run's plan included)
 
 
-def tally_batch(env: StageEnv, queries: Sequence[Query], built: Any) -> StageResult[dict[str, Any]]:
+def tally_batch(env: StageEnv, queries: Sequence[Query], built: Any) -> StageResult[list[dict[str, Any]]]:
     uids = [{"set": it.set_name, "uid": it.uid} for it in [*built.pairwise, *built.bon]]
     SEEN.append(len(uids))
     return StageResult(records=uids, stats={"tallied": len(uids)})

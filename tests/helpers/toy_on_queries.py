@@ -8,14 +8,13 @@ import dataclasses
 from typing import Sequence
 
 from rmb_build.core.records import Query
-from rmb_build.stages.common import StageResult
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 MARK = " (marked)"
 SEEN: list[int] = []  # the batch sizes its work saw in this process (a dry run's plan included)
 
 
-def mark_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[Query]:
+def mark_batch(env: StageEnv, queries: Sequence[Query]) -> StageResult[list[Query]]:
     SEEN.append(len(queries))
     marked = [
         dataclasses.replace(

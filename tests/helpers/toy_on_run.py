@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from rmb_build.core.records import Query
-from rmb_build.stages.common import StageResult
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 SEEN: list[int] = []  # the query counts its work saw in this process (a dry run's plan included)
 
 
-def count_run(env: StageEnv, queries: Sequence[Query]) -> StageResult[Query]:
+def count_run(env: StageEnv, queries: Sequence[Query]) -> StageResult[list[Query]]:
     SEEN.append(len(queries))
     return StageResult(records=list(queries), stats={"counted": len(queries)})
 

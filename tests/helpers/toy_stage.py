@@ -8,13 +8,14 @@ import dataclasses
 from typing import Sequence
 
 from rmb_build.core.records import Query, Response
-from rmb_build.stages.common import StageResult
-from rmb_build.stages.spec import Position, StageEnv, StageSpec
+from rmb_build.stages.spec import Position, StageEnv, StageResult, StageSpec
 
 SIGNATURE = " (signed)"
 
 
-async def sign_batch(env: StageEnv, queries: Sequence[Query], answers: Sequence[Response]) -> StageResult[Response]:
+async def sign_batch(
+    env: StageEnv, queries: Sequence[Query], answers: Sequence[Response]
+) -> StageResult[list[Response]]:
     signed = [dataclasses.replace(a, text=a.text + SIGNATURE) for a in answers]
     return StageResult(records=signed, stats={"signed": len(signed)})
 

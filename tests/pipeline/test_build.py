@@ -1,5 +1,7 @@
 """``pipeline/build.py`` runs every stage from what its spec declares: it imports no stage module and names no
-stage (a stage's knowledge is its module's: ``rmb_build/stages/<name>.py``, its spec and hooks)."""
+stage (a stage's knowledge is its module's: ``rmb_build/stages/<name>.py``, its spec and hooks). Preflight and the
+build config take what they need of a stage from its spec too (its section, its endpoints, its check, its position):
+neither imports a stage module, and preflight names no stage."""
 
 from __future__ import annotations
 
@@ -7,17 +9,21 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from rmb_build.pipeline import stages
 
-BUILD = Path(stages.__file__).with_name("build.py")
+PIPELINE = Path(stages.__file__).parent
+BUILD = PIPELINE / "build.py"
 STAGE_MODULES = {spec.work.__module__.rsplit(".", 1)[1] for spec in stages.STAGES if spec.work is not None} | {
     spec.name for spec in stages.STAGES if spec.work is None
 }
 
 
-def test_build_imports_no_stage_module():
+@pytest.mark.parametrize("module", ["build.py", "preflight.py", "config.py"])
+def test_imports_no_stage_module(module):
     imported = set()
-    for node in ast.walk(ast.parse(BUILD.read_text())):
+    for node in ast.walk(ast.parse((PIPELINE / module).read_text())):
         if isinstance(node, ast.ImportFrom) and node.module == "rmb_build.stages":
             imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rmb_build.stages."):
@@ -44,3 +50,16 @@ def test_build_names_no_stage():
 
 
 DOCUMENTED = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def test_preflight_names_no_stage():
+    """No stage's name as a name in the code or as a whole string: what a stage needs checked is its spec's (its
+    ``check``, its ``endpoints``). (Words of its messages may be stage names as English: "gather", "sets". The
+    build config's sections bear their stages' names: its keys are a contract.)"""
+    names = {spec.name for spec in stages.STAGES} | STAGE_MODULES
+    named = [
+        (node.lineno, node.id if isinstance(node, ast.Name) else node.value)
+        for node in ast.walk(ast.parse((PIPELINE / "preflight.py").read_text()))
+        if (isinstance(node, ast.Name) and node.id in names) or (isinstance(node, ast.Constant) and node.value in names)
+    ]
+    assert not named

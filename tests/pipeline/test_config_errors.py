@@ -104,6 +104,23 @@ def test_remote_endpoint_needs_its_key_variable(tmp_path, capsys, monkeypatch):
     preflight(parse_config(cfg))  # set: passes, and the value is never echoed anywhere
 
 
+def test_the_style_stages_remote_endpoint_needs_its_key_variable(tmp_path, monkeypatch):
+    """Every endpoint a stage's spec names (``StageSpec.endpoints``) is checked, the style stage's rewriter too."""
+    monkeypatch.delenv("RMB_TEST_MISSING_KEY", raising=False)
+    cfg = _config(
+        tmp_path,
+        endpoints={
+            "local": {"embedded": "smollm2"},
+            "rewriter": {"base_url": "https://api.example.com/v1", "api_key_env": "RMB_TEST_MISSING_KEY"},
+        },
+        style={"endpoint": "rewriter", "model": "gpt-x"},
+    )
+    with pytest.raises(
+        ConfigError, match=r"^b\.yaml: field 'endpoints\.rewriter\.api_key_env': .*RMB_TEST_MISSING_KEY"
+    ):
+        preflight(parse_config(cfg), "b.yaml")
+
+
 def test_unused_remote_endpoint_needs_no_key(tmp_path, monkeypatch):
     monkeypatch.delenv("RMB_TEST_MISSING_KEY", raising=False)
     cfg = _config(

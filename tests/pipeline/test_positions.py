@@ -133,7 +133,7 @@ def test_a_stage_on_queries_that_drops_one_is_refused_naming_it():
     """The accounting counts each selected query once: a stage on queries (or over the run) rewrites, never drops."""
     from rmb_build.core.errors import RMBError
     from rmb_build.pipeline.build import _same_queries
-    from rmb_build.stages.common import StageResult
+    from rmb_build.stages.spec import StageResult
 
     with pytest.raises(RMBError, match="stage 'mark' at queries: got 2 queries, returned 1"):
         _same_queries(toy_on_queries.SPEC, ["q1", "q2"], StageResult(records=["q1"]))

@@ -13,7 +13,7 @@ from build_cli_helpers import refused_build
 from rmb_build.core.errors import ConfigError
 from rmb_build.pipeline.config import load_config, parse_config
 from rmb_build.pipeline.manifest import cast_section
-from rmb_build.pipeline.preflight import check_cast, preflight
+from rmb_build.pipeline.preflight import preflight
 
 FOUR = [{"endpoint": "local", "model": m, "name": m} for m in ("m1", "m2", "m3")] + [
     {"endpoint": "remote", "model": "gpt-x", "name": "gpt-x"}
@@ -93,7 +93,7 @@ def test_the_cast_is_only_checked_for_the_stages_that_run(tmp_path):
     )
     preflight(judged_by_self)  # no judge stage: self-judging cannot happen
     with pytest.raises(ConfigError, match="judge.model"):
-        check_cast(judged_by_self)
+        judged_by_self.check_cast()
 
 
 def test_the_demo_relaxes_both_checks_explicitly_and_its_card_says_so():

@@ -199,6 +199,6 @@ def parse_downstream_config(data: object, file: str = "<config>") -> DownstreamC
 
 
 def load_downstream_config(path: str | Path) -> DownstreamConfig:
-    from rmb_build.pipeline.config import read_yaml
+    from rmb_build.core.yaml_file import read_yaml
 
     return parse_downstream_config(read_yaml(path), str(path))

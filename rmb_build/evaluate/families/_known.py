@@ -19,10 +19,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from rmb_build.core.errors import InputError, RMBError
+from rmb_build.core.hub import is_hub_id
 from rmb_build.core.paths import safe_name, user_cache_dir
+from rmb_build.core.yaml_file import parse_yaml
 
 if TYPE_CHECKING:
     from rmb_build.evaluate.rm_options import RMOptions
@@ -116,7 +116,7 @@ def _row(raw: object, where: str, index: int) -> KnownModel:
     unknown = sorted(set(raw) - names)
     if unknown:
         raise bad(unknown[0], f"unknown key (known: {', '.join(sorted(names))})")
-    if not isinstance(raw.get("id"), str) or raw["id"].count("/") > 1 or not raw["id"].strip():
+    if not isinstance(raw.get("id"), str) or not is_hub_id(raw["id"], org=False):
         raise bad("id", "a Hub id (org/name) or an API model name is required")
     kinds = {
         "family": str,
@@ -199,15 +199,7 @@ def _example(raw: dict, bad) -> Example:
 
 
 def _read(text: str, where: str) -> list[KnownModel]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(
-            where,
-            f"not valid YAML ({getattr(exc, 'problem', None) or 'parse error'})",
-            line=mark.line + 1 if mark else None,
-        ) from None
+    data = parse_yaml(text, where)
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise InputError(where, "must be a mapping with a list under 'models'", field="models")
     rows = [_row(raw, where, i) for i, raw in enumerate(data["models"])]

@@ -69,7 +69,9 @@ def test_rmb_models_lists_the_table(capsys):
             r"field 'example': scores: one finite number per response",
         ),
         ("models: {id: a/b}", r"field 'models': must be a mapping with a list under 'models'"),
-        ("models: [{id: a/b, family: [", r"line \d+: not valid YAML"),
+        ("models: [{id: a/b, family: [", r"line \d+: invalid YAML"),
+        ("models: [{id: my model}]", r"field 'id': a Hub id \(org/name\) or an API model name"),
+        ("models: [{id: org/name-}]", r"field 'id': a Hub id \(org/name\) or an API model name"),
     ],
 )
 def test_a_bad_extra_table_is_refused_in_one_line(tmp_path, monkeypatch, capsys, text, expected):
