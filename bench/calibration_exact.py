@@ -34,7 +34,7 @@ import numpy as np
 from scipy.special import stdtrit
 from scipy.stats import binom
 
-from rmb_build.core.intervals import clopper_pearson, mid_p, pooled_interval
+from rmb_build.core.intervals import clopper_pearson, macro_interval, mid_p, pooled_interval, scenario_draws
 from rmb_build.core.taxonomy import PAIRWISE_SET
 
 BAND = (0.93, 0.97)
@@ -134,13 +134,19 @@ def one_item_release(seed: int) -> list[np.ndarray]:
     return [np.array(cells[c]) for c in cal.RMB_CELLS]
 
 
-def goal_ends(k_scenarios: int) -> list[list[float]]:
-    """``pooled_interval`` of a goal of ``k_scenarios`` one-item scenarios, per count of wins (it reads only the
-    count: every scenario's floor is the same, the pool's variance a function of the count)."""
-    return [
-        pooled_interval([(1 / k_scenarios, np.array([1.0 if i < k else 0.0]), "g") for i in range(k_scenarios)])
-        for k in range(k_scenarios + 1)
-    ]
+def goal_ends(k_scenarios: int, alone: bool = False) -> list[list[float]]:
+    """A goal cell's interval (``macro_interval``; ``alone``: ``pooled_interval`` alone, before the share's mid-p
+    joined it) over ``k_scenarios`` one-item scenarios, per count of wins (each reads only the count: every
+    scenario's floor is the same, the pool's variance a function of the count)."""
+    out = []
+    for k in range(k_scenarios + 1):
+        outcomes = {f"Harmlessness/S{i + 1}": np.array([1.0 if i < k else 0.0]) for i in range(k_scenarios)}
+        if alone:
+            out.append(pooled_interval([(1 / k_scenarios, o, "Harmlessness") for o in outcomes.values()]))
+        else:
+            draws = {s: scenario_draws(o, 1, 0, s) for s, o in outcomes.items()}
+            out.append(macro_interval(draws, outcomes))
+    return out
 
 
 def overall_ends(counts: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -230,24 +236,22 @@ def one_item_rows(seed: int = 0, releases: int = 200) -> list[dict[str, Any]]:
     return out
 
 
-def equal_accuracy_rows(scenario_counts=(2, 4, 12, 37)) -> list[dict[str, Any]]:
+def equal_accuracy_rows(scenario_counts=(2, 3, 4, 6, 12, 37)) -> list[dict[str, Any]]:
     """A goal of one-item scenarios all of one accuracy (the least favourable truth: a binomial count), the
-    accuracy over the grid: the toolkit's coverage on average and at its least, beside mid-p of the count."""
+    accuracy over the grid: the toolkit's coverage on average and at its least, beside ``pooled_interval`` alone
+    and mid-p of the count."""
     out = []
     for k in scenario_counts:
-        ends, mid = goal_ends(k), [mid_p(j, k) for j in range(k + 1)]
         pmfs = [binom.pmf(np.arange(k + 1), k, p) for p in GRID]
-        pooled = np.array([coverage(pmf, ends, p) for pmf, p in zip(pmfs, GRID)])
-        plain = np.array([coverage(pmf, mid, p) for pmf, p in zip(pmfs, GRID)])
-        out.append(
-            {
-                "case": f"{k} one-item scenarios, one accuracy drawn from 0.4-0.95",
-                "toolkit": float(pooled.mean()),
-                "toolkit_min": float(pooled.min()),
-                "mid_p": float(plain.mean()),
-                "mid_p_min": float(plain.min()),
-            }
-        )
+        row: dict[str, Any] = {"case": f"{k} one-item scenarios, one accuracy drawn from 0.4-0.95"}
+        for name, ends in (
+            ("toolkit", goal_ends(k)),
+            ("pooled_alone", goal_ends(k, alone=True)),
+            ("mid_p", [mid_p(j, k) for j in range(k + 1)]),
+        ):
+            held = np.array([coverage(pmf, ends, p) for pmf, p in zip(pmfs, GRID)])
+            row.update({name: float(held.mean()), f"{name}_min": float(held.min())})
+        out.append(row)
     return out
 
 
