@@ -107,6 +107,25 @@ def test_concurrent_replies_equal_sequential_ones_at_temperature_zero(torch_serv
 
 
 @pytest.mark.slow
+def test_a_build_width_of_clients_connecting_at_once_is_queued_never_reset(torch_server):
+    """64 clients, 32 at a time (the default batch width): with socketserver's listen queue of 5, 3 of them were
+    reset before the server accepted them, while the decode loop held the interpreter."""
+    bodies = [
+        chat(f"{p} (Answer number {i}.)", max_tokens=8, temperature=0.7, seed=i) for i in range(11) for p in PROMPTS
+    ]
+
+    def ask(body: dict) -> object:
+        try:
+            return post(torch_server, body)[0]
+        except OSError as exc:  # a reset connection
+            return repr(exc)
+
+    with ThreadPoolExecutor(32) as pool:
+        statuses = list(pool.map(ask, bodies[:64]))
+    assert statuses == [200] * len(statuses), [s for s in statuses if s != 200][:3]
+
+
+@pytest.mark.slow
 def test_seeded_sampling_repeats_and_stop_strings_cut(torch_server):
     body = chat("Tell me a fun fact about cats.", max_tokens=16, temperature=0.9, seed=7)
     first, again = post(torch_server, body)[1], post(torch_server, body)[1]
