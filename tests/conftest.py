@@ -106,6 +106,30 @@ def smol_tokenizer_dir(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def default_classifier_trained_once():
+    """Under pytest-xdist, one worker trains the default classifier while the other waits and reads it back from
+    the shared ``RMB_CLASSIFIER_CACHE``: both workers reached their first classifier test within seconds of each
+    other and each trained it (17 s of CPU each on a loaded machine, the quick tier's two slowest tests)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    import fcntl
+
+    from rmb_build.stages import classify
+
+    train = classify._train_default
+
+    def one_worker_at_a_time(*args, **kwargs):
+        with open(Path(os.environ["RMB_CLASSIFIER_CACHE"]) / ".training.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            return train(*args, **kwargs)  # the second worker finds the first one's file and loads it
+
+    classify._train_default = one_worker_at_a_time
+    yield
+    classify._train_default = train
+
+
 def pytest_collection_modifyitems(config, items):
     """Slow tests first, the order otherwise kept: with two workers (``-n 2``) the long ones start early
     and the quick ones fill in at the end, so the workers finish together instead of one waiting on a

@@ -255,7 +255,6 @@ def atomic_dir(
     A full disk, a read-only place and the like raise RMBError: one line naming ``out``.
     """
     out = Path(out)
-    check_out_dir(out, owned, marks, flag)
     # absolute, so that its parent is where the sibling goes ("." has none); a link keeps pointing here
     target = Path(os.path.realpath(out) if out.is_symlink() else os.path.abspath(out))
     existed, tmp = target.exists(), None
@@ -263,6 +262,9 @@ def atomic_dir(
     try:
         _make_folder(target.parent)
         held.enter_context(lock.hold_out(out, flag))  # one writer of ``out`` at a time
+        # checked under the lock: another writer's swap (``out`` renamed away, its old files being removed)
+        # must read as "in use by", not as a missing or foreign folder or a raw FileNotFoundError
+        check_out_dir(out, owned, marks, flag)
         _sweep_stale(target)
         existed = target.exists()  # an output set aside by a killed writer is back
         token = secrets.token_hex(8)

@@ -114,6 +114,7 @@ def rewardbench_rows(rng: np.random.Generator, present: list[str]) -> tuple[list
     return rows, scores, {s: float(np.mean(h)) for s, h in hits.items()}
 
 
+@pytest.mark.slow  # over 4 s of its own under load (3-6 s of CPU)
 def test_rewardbench_sections_and_headline_equal_reward_benchs_for_every_subset():
     rng = np.random.default_rng(20250131)
     every = [*authors_code.EXAMPLE_COUNTS, *PREF_COLUMNS, "my-own-subset"]

@@ -69,6 +69,7 @@ def run(*args: str) -> int:
     return main(["evaluate", *args, "--rm", "baseline:length", "--no-progress", "--bootstrap", "50"])
 
 
+@pytest.mark.slow  # over 4 s of its own under load (3-6 s of CPU)
 def test_a_suite_equals_each_benchmarks_own_run_and_a_second_run_scores_nothing(tmp_path, capsys):
     suite = suite_file(tmp_path)
     cache = str(tmp_path / "cache")

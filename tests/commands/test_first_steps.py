@@ -76,6 +76,7 @@ def test_a_bad_rm_is_refused_before_the_release_is_read(release, tmp_path, capsy
     assert said in line, line
 
 
+@pytest.mark.slow  # over 4 s of its own under load (3-6 s of CPU)
 def test_evaluate_and_audit_do_not_list_a_built_releases_own_files_as_skipped(release, tmp_path, capsys):
     (release / "audit.json").write_text("{}")  # what a build writes beside manifest.json
     (release / "notes.txt").write_text("mine")  # a stranger's file is still listed

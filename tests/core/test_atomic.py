@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -151,6 +152,33 @@ def test_a_folder_another_host_may_be_writing_is_left_and_named(tmp_path, capsys
     assert theirs.is_dir()
     (line,) = capsys.readouterr().err.splitlines()
     assert str(theirs) in line and why in line
+
+
+def test_the_output_is_looked_at_only_while_its_lock_is_held(tmp_path, monkeypatch):
+    """The racing writers below failed now and then on a loaded machine: ``atomic_dir`` checked ``out`` before
+    taking its lock, so another writer's swap in between (``out`` renamed away, its old files being removed)
+    read as a raw FileNotFoundError or as a foreign folder instead of "in use by". Every check of ``out``
+    now happens while this writer holds the output's lock."""
+    out = tmp_path / "out"
+    _write(out, "one")
+    check, locked_at_check = atomic.check_out_dir, []
+
+    def check_and_say_whether_locked(folder, *args, **kwargs):
+        fd = os.open(lock.out_lock_file(folder), os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file's lock blocks this one
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            locked_at_check.append(False)
+        except BlockingIOError:
+            locked_at_check.append(True)
+        finally:
+            os.close(fd)
+        return check(folder, *args, **kwargs)
+
+    monkeypatch.setattr(atomic, "check_out_dir", check_and_say_whether_locked)
+    _write(out, "two")
+    assert (out / "a.txt").read_text() == "two"
+    assert locked_at_check and all(locked_at_check), locked_at_check
 
 
 # A writer that replaces ``out`` again and again; any error but a one-line refusal ends it non-zero.

@@ -66,6 +66,7 @@ def _manifest(release: Path) -> dict:
     return json.loads((release / "manifest.json").read_text())
 
 
+@pytest.mark.slow  # over 4 s of its own under load (3-6 s of CPU)
 def test_a_stub_build_with_style_writes_style_set_that_evaluate_scores(tmp_path):
     out, release = _build(tmp_path)
     pairs = {it.uid: it for it in read_release(release).items() if it.set_name == "pairwise"}
