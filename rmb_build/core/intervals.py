@@ -177,11 +177,28 @@ def macro_interval(members: Mapping[str, Draws], outcomes: Mapping[str, np.ndarr
             return mid_p(int(outcomes[name].sum()), len(outcomes[name]))
         return weighted_interval([(1.0, members[name])])
     weight = 1.0 / len(members)
-    pooled = pooled_interval([(weight, outcomes[s], goal_of(s)) for s in members])
     if all(len(outcomes[s]) == 1 and is_proportion(outcomes[s]) for s in members):
-        low, high = mid_p(int(sum(float(outcomes[s][0]) for s in members)), len(members))
+        return _one_item_macro([(s, float(outcomes[s][0])) for s in members], weight)
+    return pooled_interval([(weight, outcomes[s], goal_of(s)) for s in members])
+
+
+def _one_item_macro(members: list[tuple[str, float]], weight: float) -> list[float]:
+    """The macro of one-item scenarios (each outcome 0 or 1): ``pooled_interval`` and mid-p of the wins joined,
+    then made monotone in the wins. The two rules cross (the pooled one is skewed near 0 or all wins), so 12
+    one-item scenarios gave 11 wins a lower end of 0.463 below 10 wins' 0.496. The lower end is the least over
+    this layout with any of its losses turned to wins (losses turned in the members' order), the upper end the
+    greatest with any of its wins turned to losses: wider only, so coverage cannot drop."""
+    wins = [name for name, x in members if x == 1.0]
+    losses = [name for name, x in members if x != 1.0]
+
+    def joined(won: set[str]) -> list[float]:
+        pooled = pooled_interval([(weight, np.array([1.0 if n in won else 0.0]), goal_of(n)) for n, _ in members])
+        low, high = mid_p(len(won), len(members))
         return [min(pooled[0], low), max(pooled[1], high)]
-    return pooled
+
+    more = [joined(set(wins) | set(losses[:j])) for j in range(len(losses) + 1)]
+    fewer = [joined(set(wins[j:])) for j in range(len(wins) + 1)]
+    return [min(b[0] for b in more), max(b[1] for b in fewer)]
 
 
 def goal_of(scenario: str) -> str:

@@ -289,3 +289,18 @@ def test_a_macro_of_one_item_scenarios_holds_93_percent_at_every_accuracy(scenar
     grid = np.linspace(0.4, 0.95, 111)
     held = [sum(binom.pmf(k, scenarios, p) for k, (lo, hi) in enumerate(ends) if lo <= p <= hi) for p in grid]
     assert min(held) >= 0.94, (min(held), grid[int(np.argmin(held))])
+
+
+@pytest.mark.parametrize("goals", [("Helpfulness",), ("Helpfulness", "Harmlessness")])
+@pytest.mark.parametrize("n", [2, 3, 6, 12])
+def test_a_macro_of_one_item_scenarios_is_monotone_in_its_wins(n, goals):
+    """One more win never lowers either end: pooled_interval and mid-p of the wins, joined, crossed (12 one-item
+    scenarios: 11 wins had a lower end of 0.463, 10 wins 0.496; 2 wins an upper end below 1 win's)."""
+    names = [f"{goals[i % len(goals)]}/S{i}" for i in range(n)]
+    ends = [
+        macro_interval(dict.fromkeys(names), {s: np.array([1.0 if i < k else 0.0]) for i, s in enumerate(names)})
+        for k in range(n + 1)
+    ]
+    for k in range(n):
+        assert ends[k + 1][0] >= ends[k][0] - 1e-12 and ends[k + 1][1] >= ends[k][1] - 1e-12, (k, ends[k], ends[k + 1])
+    assert all(low < high for low, high in ends)
