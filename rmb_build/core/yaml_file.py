@@ -11,14 +11,29 @@ import yaml
 from rmb_build.core.errors import InputError
 
 
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` whose constructors' ValueError and OverflowError (an impossible date, a value its
+    explicit tag refuses: ``!!int abc``) are a ConstructorError marked with the node's line, as its other
+    errors are."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> object:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
+
+
 def parse_yaml(text: str, where: str) -> object:
     """``text`` (the YAML of ``where``: a file, or a packaged one's name) as data."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+    except RecursionError:
+        raise InputError(where, "invalid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(where, f"invalid YAML: {problem}", line=mark.line + 1 if mark else None) from None
+        raise InputError(where, f"invalid YAML: {problem}", line=line) from None
 
 
 def read_yaml(path: str | os.PathLike) -> object:

@@ -20,6 +20,12 @@ from rmb_build.core.yaml_file import parse_yaml, read_yaml
         (b"name: demo\nstages: [gather\n", r": line 3: invalid YAML: "),
         (b"a: 1\n  b: 2\n", r": line 2: invalid YAML: "),
         (b"name: d\xe9mo\n", r": invalid UTF-8 at byte 7"),
+        # what safe_load raises besides YAMLError: a date that cannot be, a value its explicit tag refuses
+        (b"name: x\nsince: 2024-02-30\n", r": line 2: invalid YAML: "),
+        (b"a: 2001-13-45\n", r": line 1: invalid YAML: "),
+        (b"a: 1\nb: !!int abc\n", r": line 2: invalid YAML: "),
+        (b"a: !!float x\n", r": line 1: invalid YAML: "),
+        (b"a: " + b"[" * 2000 + b"]" * 2000 + b"\n", ": invalid YAML: nested too deeply"),
     ],
 )
 def test_a_file_that_is_not_yaml_is_one_line_naming_it_and_the_line(tmp_path, content, said):
@@ -43,6 +49,16 @@ def test_a_suite_file_that_is_not_yaml_names_its_line(tmp_path):
     path.write_text("benchmarks:\n  - {release: a\n")
     with pytest.raises(InputError, match=r"suite\.yaml: line \d+: invalid YAML: "):
         read_suite(str(path))
+
+
+def test_an_evaluate_suite_that_yaml_cannot_construct_is_one_line_and_exit_2(tmp_path, capsys):
+    from rmb_build.cli import main
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("benchmarks:\n  - release: a\n    since: 2024-02-30\n")
+    assert main(["evaluate", "--suite", str(path), "--rm", "baseline:length", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{path}: line 3: invalid YAML: " in err, err
 
 
 def test_only_the_reader_parses_yaml():
