@@ -32,6 +32,8 @@ def parse_yaml(text: str, where: str) -> object:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
+        if isinstance(exc, yaml.reader.ReaderError):  # a character the reader refuses: no mark, a position
+            line = text.count("\n", 0, exc.position) + 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(where, f"invalid YAML: {problem}", line=line) from None
 

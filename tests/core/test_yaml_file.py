@@ -25,6 +25,7 @@ from rmb_build.core.yaml_file import parse_yaml, read_yaml
         (b"a: 2001-13-45\n", r": line 1: invalid YAML: "),
         (b"a: 1\nb: !!int abc\n", r": line 2: invalid YAML: "),
         (b"a: !!float x\n", r": line 1: invalid YAML: "),
+        (b'a: 1\nb: "x\x07"\n', r": line 2: invalid YAML: "),  # a control character: the reader's error
         (b"a: " + b"[" * 2000 + b"]" * 2000 + b"\n", ": invalid YAML: nested too deeply"),
     ],
 )
