@@ -13,9 +13,12 @@ from rmb_build.core.errors import RMBError
 
 REACH_TIMEOUT_S = 3.0
 _TRUE = {"1", "ON", "YES", "TRUE"}
-_HUB_PART = r"\w(?:[\w.-]*\w)?"  # the Hub's repository names: letters, digits, '_', '.', '-', no edge '.'/'-'
-HUB_ID = re.compile(rf"{_HUB_PART}/{_HUB_PART}")
-HUB_ID_OR_NAME = re.compile(rf"(?:{_HUB_PART}/)?{_HUB_PART}")
+# huggingface_hub's validate_repo_id, ASCII only (the Hub refuses what its \w lets through): each part 1-96 of
+# letters, digits, '_', '.', '-', no edge '.'/'-'; nowhere '--' or '..'; no '.git' at the end.
+_HUB_PART = r"\w(?:[\w.-]{0,94}\w)?"
+_NOWHERE = r"(?!.*(?:--|\.\.))(?!.*\.git$)"
+HUB_ID = re.compile(rf"{_NOWHERE}{_HUB_PART}/{_HUB_PART}", re.ASCII)
+HUB_ID_OR_NAME = re.compile(rf"{_NOWHERE}(?:{_HUB_PART}/)?{_HUB_PART}", re.ASCII)
 
 
 def is_hub_id(name: str, org: bool = True) -> bool:

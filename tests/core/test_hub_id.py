@@ -61,3 +61,53 @@ def test_repo_id_options_follow_the_one_rule(repo_id):
         check_push_options(args, (), ())
     refused = f"--repo-id {repo_id!r}: expected ORG/NAME" == str(err.value)
     assert refused is not is_hub_id(repo_id), str(err.value)  # an id passes on to the next check (--out)
+
+
+AGAINST_THE_HUB = [
+    "Zhou-Zoey/RMB-Reward-Model-Benchmark",
+    "allenai/reward-bench_2.v1",
+    "a/b",
+    "_me/demo",
+    "me/demo_",
+    "org/" + "x" * 96,
+    "org/" + "x" * 97,
+    "o" * 97 + "/name",
+    "org/a..b",
+    "org/a--b",
+    "org..x/b",
+    "org/a.-b",
+    "org/-a",
+    "org/a-",
+    "org/.a",
+    "org/a.",
+    "org/a.git",
+    "org/a b",
+    "org/a+b",
+    "org/",
+    "/name",
+    "a/b/c",
+]
+
+
+@pytest.mark.parametrize("repo_id", AGAINST_THE_HUB)
+def test_a_hub_id_is_what_huggingface_hub_validates(repo_id):
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+        valid = True
+    except HFValidationError:
+        valid = False
+    assert is_hub_id(repo_id) is valid
+
+
+@pytest.mark.parametrize("repo_id", ["org/naïve", "orgé/name", "org/a..b", "org/a--b", "org/" + "x" * 97])
+def test_a_name_the_hub_refuses_is_refused_before_the_work(repo_id):
+    import argparse
+
+    from rmb_build.commands._hub_push import check_push_options
+
+    assert not is_hub_id(repo_id) and not is_hub_id(repo_id, org=False)
+    args = argparse.Namespace(repo_id=repo_id, dry_run=True, out=None)
+    with pytest.raises(RMBError, match=r"expected ORG/NAME"):
+        check_push_options(args, (), ())
