@@ -116,7 +116,12 @@ def _row(raw: object, where: str, index: int) -> KnownModel:
     unknown = sorted(set(raw) - names)
     if unknown:
         raise bad(unknown[0], f"unknown key (known: {', '.join(sorted(names))})")
-    if not isinstance(raw.get("id"), str) or not is_hub_id(raw["id"], org=False):
+    model_id = raw.get("id")
+    if not isinstance(model_id, str) or not (
+        is_hub_id(model_id, org=False)
+        if raw.get("rm", "hf") == "hf"
+        else model_id and model_id.count("/") <= 1  # an API's own model name: 'ft:gpt-4o-mini:acme::x1'
+    ):
         raise bad("id", "a Hub id (org/name) or an API model name is required")
     kinds = {
         "family": str,

@@ -93,3 +93,17 @@ def test_a_missing_extra_table_and_a_generative_row_in_hf_are_refused(tmp_path, 
     monkeypatch.setenv("RMB_KNOWN_MODELS", str(tmp_path / "absent.yaml"))
     assert main(["models"]) == 2
     assert "absent.yaml: cannot read it ($RMB_KNOWN_MODELS)" in capsys.readouterr().err
+
+
+def test_an_api_model_row_is_named_as_its_api_names_it(tmp_path, monkeypatch):
+    """A generative judge's row names an API model (``ft:...:acme::x1``), no Hub id; an hf row is a Hub id."""
+    from rmb_build.core.errors import InputError
+
+    path = tmp_path / "rows.yaml"
+    path.write_text("models: [{id: 'ft:gpt-4o-mini:acme::x1', rm: openai}, {id: 'org/model:x', rm: openai}, {id: o/m}]")
+    monkeypatch.setenv("RMB_KNOWN_MODELS", str(path))
+    assert lookup("ft:gpt-4o-mini:acme::x1").rm == "openai" and lookup("org/model:x").rm == "openai"
+    for bad in ("models: [{id: 'org/a:b'}]", "models: [{id: 'a/b/c', rm: openai}]", "models: [{id: '', rm: openai}]"):
+        path.write_text(bad)  # each of another size: the extra table is read again
+        with pytest.raises(InputError, match=r"field 'id': a Hub id"):
+            known_models()
