@@ -4,25 +4,18 @@ length-neutral figure is its plain accuracy, and a module of further checks plug
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+from bench_helpers import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def calibration():
-    return load("calibration", ROOT / "bench" / "calibration.py")
+    return load_bench("calibration")
 
 
 def test_every_check_returns_rows_of_the_contracted_shape(calibration, monkeypatch):

@@ -3,12 +3,9 @@ least coverage any interval could have there (issue 47's diagnostic rows)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from bench_helpers import load_bench
 from scipy.stats import binom
 
 from rmb_build.core.intervals import pooled_interval
@@ -16,12 +13,7 @@ from rmb_build.core.intervals import pooled_interval
 
 @pytest.fixture(scope="module")
 def exact():
-    path = Path(__file__).resolve().parents[2] / "bench" / "calibration_exact.py"
-    spec = importlib.util.spec_from_file_location("calibration_exact", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("calibration_exact")
 
 
 def test_no_interval_reaches_the_band_at_few_items_and_one_fixed_accuracy(exact):

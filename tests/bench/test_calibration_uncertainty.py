@@ -3,23 +3,15 @@ and on a release of tiny scenarios rmb_overall's interval covers the truth it dr
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from bench_helpers import load_bench
 
 FIELDS = {"estimator", "estimand", "case", "draws", "truth", "mean_estimate", "bias", "coverage95", "mean_width"}
 
 
 @pytest.fixture(scope="module")
 def calib():
-    path = Path(__file__).resolve().parents[2] / "bench" / "calibration_uncertainty.py"
-    spec = importlib.util.spec_from_file_location("calibration_uncertainty", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("calibration_uncertainty")
 
 
 def test_each_estimator_gives_rows_of_the_contracted_shape(calib):

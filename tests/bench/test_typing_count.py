@@ -3,12 +3,12 @@ annotations that are ``Any`` alone; on the package it prints the figure issue 51
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import textwrap
 from pathlib import Path
 
 import pytest
+from bench_helpers import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,10 +39,7 @@ lam = lambda q: q
 
 @pytest.fixture(scope="module")
 def counter():
-    spec = importlib.util.spec_from_file_location("typing_count", ROOT / "bench" / "typing_count.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("typing_count")
 
 
 def test_the_count_is_exact_on_a_source_of_known_answer(counter, tmp_path, capsys):
