@@ -30,6 +30,8 @@ from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+from stub_endpoint import QueuedServer
+
 FAULTS = (
     "429",
     "429_retry_after",
@@ -182,11 +184,6 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # as the stub endpoint's: clients connecting at once are queued, never reset
-
-
 class FaultProxy:
     """A proxy to ``upstream`` (a base URL) that injects faults; a context manager.
 
@@ -300,7 +297,7 @@ class FaultProxy:
 
     def _listen(self, port: int) -> None:
         handler = type("Handler", (self.handler_class,), {"proxy": self})
-        self._server = _Server(("127.0.0.1", port), handler)
+        self._server = QueuedServer(("127.0.0.1", port), handler)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever,

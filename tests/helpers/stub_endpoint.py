@@ -183,9 +183,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-class _Server(ThreadingHTTPServer):
+class QueuedServer(ThreadingHTTPServer):
+    """One thread a connection; many clients connecting at once (64 requests in flight) are queued, not reset
+    (socketserver's listen queue is 5)."""
+
     daemon_threads = True
-    request_queue_size = 128  # many clients connecting at once (64 requests in flight) are queued, not refused
+    request_queue_size = 128
 
 
 class StubEndpoint:
@@ -212,7 +215,7 @@ class StubEndpoint:
         self._held: dict[str, int] = {}  # stage -> requests still answered before holding
         self._released = threading.Event()
         self._released.set()
-        self._server: _Server | None = None
+        self._server: QueuedServer | None = None
 
     @property
     def base_url(self) -> str:
@@ -274,7 +277,7 @@ class StubEndpoint:
 
     def start(self) -> "StubEndpoint":
         handler = type("Handler", (_Handler,), {"stub": self})
-        self._server = _Server(("127.0.0.1", 0), handler)
+        self._server = QueuedServer(("127.0.0.1", 0), handler)
         self.port = self._server.server_address[1]
         threading.Thread(
             target=self._server.serve_forever,
