@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import logging
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +28,8 @@ LEGACY_CACHE = Path.home() / ".cache" / "rmb_build" / "models"
 
 CACHE_ENV = "RMB_MODEL_CACHE"
 
+log = logging.getLogger(__name__)
+
 
 def model_cache_dir() -> Path:
     """The embedded models' cache (assembled GGUF files, the torch backend's prepared weights): $RMB_MODEL_CACHE,
@@ -37,43 +39,87 @@ def model_cache_dir() -> Path:
 
 def ready_model_cache() -> Path:
     """``model_cache_dir()``; the default one with what the old cache (``LEGACY_CACHE``) held moved in first, so
-    that no model is assembled or prepared again (once a process; one line on stderr where anything moved or
-    could not)."""
+    that no model is assembled or prepared again (once a process; one log line where anything moved or could
+    not: see ``_adopt_legacy``)."""
     if not os.environ.get(CACHE_ENV):
         _adopt_legacy(LEGACY_CACHE, model_cache_dir())
     return model_cache_dir()
 
 
+def _note(line: str, *, trouble: bool = True) -> None:
+    """A cache note, one line through logging: the CLI's handler, which a build's live progress bars write
+    above themselves (``logging_redirect_tqdm`` in ``pipeline/progress.py``), never through a bar."""
+    log.log(logging.WARNING if trouble else logging.INFO, "%s", line)
+
+
 @functools.cache
 def _adopt_legacy(legacy: Path, cache: Path) -> None:
+    """Move the entries of the old root ``legacy`` into ``cache`` by renaming them. Moved only where they would
+    leave ``legacy`` for good: a ``legacy`` that is a link (to a shared store, say) or the same folder as
+    ``cache`` or either inside the other is left whole; an entry that is a link (a relative one would dangle),
+    or that ``cache`` has already, stays. One note says what moved and what stayed."""
+    if legacy.is_symlink():
+        target = Path(os.path.realpath(legacy))
+        _note(
+            f"the embedded models' old cache {legacy} is a symbolic link to {target}: nothing moved from it; "
+            f"to use its models, set RMB_MODEL_CACHE={target}"
+        )
+        return
+    if not legacy.is_dir():
+        return
+    if _same_or_nested(legacy, cache):
+        _note(f"the embedded models' cache {cache} is the old cache {legacy}, or one inside the other: nothing moved")
+        return
     try:
-        entries = [e for e in legacy.iterdir() if not e.name.startswith(".")]  # a writer's temporary folder stays
+        entries = sorted(e for e in legacy.iterdir() if not e.name.startswith("."))  # a writer's temporary stays
     except OSError:
         return
-    moved = 0
+    moved, links, present = 0, 0, 0
     try:
         cache.mkdir(parents=True, exist_ok=True)
         for entry in entries:
-            if not os.path.lexists(cache / entry.name):
+            if entry.is_symlink():
+                links += 1
+            elif os.path.lexists(cache / entry.name):
+                present += 1
+            else:
                 try:
                     os.rename(entry, cache / entry.name)
                     moved += 1
                 except FileNotFoundError:  # another process moved it meanwhile
                     pass
     except OSError as exc:
-        print(
-            f"note: the embedded models' old cache {legacy} could not be moved into {cache} ({exc.strerror or exc}); "
-            "move its folders there by hand, or they are made again",
-            file=sys.stderr,
+        _note(
+            f"the embedded models' old cache {legacy} could not be moved into {cache} ({exc.strerror or exc}); "
+            f"moved {moved}; move its folders there by hand, or they are made again"
         )
         return
     for folder in (legacy, legacy.parent):
+        if folder.is_symlink():
+            break
         try:
             folder.rmdir()  # only where empty
         except OSError:
             break
-    if moved:
-        print(f"note: moved {moved} embedded model cache entries from {legacy} to {cache}", file=sys.stderr)
+    if not moved and not links and not present:
+        return
+    left = [f"{links} a symbolic link"] if links else []
+    left += [f"{present} already in {cache}"] if present else []
+    said = f"moved {moved} embedded model cache entries from {legacy} to {cache}"
+    if left:
+        said += f"; left {links + present} there ({', '.join(left)})"
+    _note(said, trouble=bool(left))
+
+
+def _same_or_nested(a: Path, b: Path) -> bool:
+    """Whether folders ``a`` and ``b`` are one (through links or a bind mount) or one holds the other."""
+    try:
+        if b.exists() and os.path.samefile(a, b):
+            return True
+    except OSError:
+        pass
+    real_a, real_b = Path(os.path.realpath(a)), Path(os.path.realpath(b))
+    return real_a.is_relative_to(real_b) or real_b.is_relative_to(real_a)
 
 
 class MissingModelPackage(ImportError):

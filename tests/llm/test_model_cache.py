@@ -11,6 +11,20 @@ from pathlib import Path
 from rmb_build.llm import embedded_models, torch_engine
 from rmb_build.llm.embedded_models import model_cache_dir, ready_model_cache
 
+# ``_adopt_legacy`` unwrapped: each test moves its own pair of folders (the real one runs once a process)
+adopt = embedded_models._adopt_legacy.__wrapped__
+NOTES = "rmb_build.llm.embedded_models"
+
+
+def _model(folder: Path, name: str = "SmolLM2.torch-abc", content: str = "{}") -> Path:
+    (folder / name).mkdir(parents=True)
+    (folder / name / "config.json").write_text(content)
+    return folder / name
+
+
+def _notes(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == NOTES]
+
 
 def _slow_dequantise(gguf: Path, folder: Path) -> None:
     """Stands in for the minute of dequantising: says who wrote, then writes after a pause."""
@@ -43,9 +57,10 @@ def test_two_servers_preparing_one_model_at_once_write_it_once_and_both_load_it(
     assert [p.name for p in cache.iterdir()] == [mine.name]  # no temporary folder, no lock file left
 
 
-def test_the_old_model_cache_is_moved_under_the_user_cache_once_and_said(tmp_path, monkeypatch, capsys):
+def test_the_old_model_cache_is_moved_under_the_user_cache_once_and_said(tmp_path, monkeypatch, caplog):
     """Issue 49: the models had their own root (``~/.cache/rmb_build/models``) beside rmb's (``~/.cache/rmb``).
     They now live in ``models`` under rmb's; what the old root holds is moved in (one line), not made again."""
+    caplog.set_level("INFO", NOTES)
     monkeypatch.delenv(embedded_models.CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     legacy = tmp_path / "home" / ".cache" / "rmb_build" / "models"
@@ -57,10 +72,9 @@ def test_the_old_model_cache_is_moved_under_the_user_cache_once_and_said(tmp_pat
     assert ready_model_cache() == model_cache_dir()
     assert (model_cache_dir() / "SmolLM2.torch-abc" / "config.json").is_file()
     assert not (legacy / "SmolLM2.torch-abc").exists()
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"moved 1 embedded model cache entries from {legacy}" in err, err
+    assert _notes(caplog) == [f"moved 1 embedded model cache entries from {legacy} to {model_cache_dir()}"]
     ready_model_cache()
-    assert capsys.readouterr().err == ""  # said once
+    assert len(_notes(caplog)) == 1  # said once
     monkeypatch.setenv(embedded_models.CACHE_ENV, str(tmp_path / "mine"))
     assert ready_model_cache() == tmp_path / "mine"
 
@@ -75,3 +89,132 @@ def test_doctor_lists_the_model_cache_and_an_old_one_left(tmp_path, monkeypatch)
     assert str(model_cache_dir()).startswith(caches["rmb (user cache)"])
     (tmp_path / "old").mkdir()
     assert str(tmp_path / "old") in caches_report().values()
+
+
+def test_a_new_root_that_links_to_the_old_one_keeps_its_models_and_its_target(tmp_path, caplog):
+    """A reviewer's finding: a user who linked the new root to the old one by hand. The entries were "moved" onto
+    themselves, and where the old root held nothing but hidden folders the final ``rmdir`` removed the folder
+    the new root points to: the link dangled, and a torch server could not create its cache."""
+    caplog.set_level("INFO", NOTES)
+    old, new = tmp_path / "old" / "models", tmp_path / "new"
+    old.mkdir(parents=True)
+    new.symlink_to(old, target_is_directory=True)
+    adopt(old, new)
+    assert old.is_dir() and new.is_dir(), "the link's target was removed"
+    _model(old)
+    adopt(old, new)
+    assert (new / "SmolLM2.torch-abc" / "config.json").is_file() and new.is_symlink()
+    notes = _notes(caplog)
+    assert len(notes) == 2 and all(f"{new} is the old cache {old}" in n for n in notes), notes
+
+
+def test_an_old_root_that_links_to_a_shared_store_keeps_its_models(tmp_path, caplog):
+    """A reviewer's finding: the old root linked to a team's model store; its models were moved out of it."""
+    caplog.set_level("INFO", NOTES)
+    shared, old, new = tmp_path / "team-models", tmp_path / "home" / "models", tmp_path / "new"
+    _model(shared)
+    old.parent.mkdir()
+    old.symlink_to(shared, target_is_directory=True)
+    adopt(old, new)
+    assert (shared / "SmolLM2.torch-abc" / "config.json").is_file() and old.is_symlink()
+    assert not (new / "SmolLM2.torch-abc").exists()
+    (note,) = _notes(caplog)
+    assert f"{old} is a symbolic link to {shared}" in note and f"RMB_MODEL_CACHE={shared}" in note, note
+
+
+def test_a_linked_entry_of_the_old_root_is_left_and_counted(tmp_path, caplog):
+    """A reviewer's finding: a link inside the old root was moved as it was, so a relative one dangled."""
+    caplog.set_level("INFO", NOTES)
+    old, new = tmp_path / "cache" / "rmb_build" / "models", tmp_path / "new"
+    _model(old.parent / "elsewhere", "SmolLM2.torch-def")
+    old.mkdir(parents=True)
+    (old / "SmolLM2.torch-def").symlink_to("../elsewhere/SmolLM2.torch-def")
+    _model(old)
+    adopt(old, new)
+    assert (new / "SmolLM2.torch-abc" / "config.json").is_file()
+    assert not os.path.lexists(new / "SmolLM2.torch-def"), "a relative link moved: it dangles there"
+    assert (old / "SmolLM2.torch-def" / "config.json").is_file()
+    (note,) = _notes(caplog)
+    assert f"moved 1 embedded model cache entries from {old} to {new}" in note, note
+    assert "left 1 there (1 a symbolic link)" in note, note
+
+
+def test_roots_one_inside_the_other_move_nothing(tmp_path, caplog):
+    caplog.set_level("INFO", NOTES)
+    old = tmp_path / "old"
+    _model(old)
+    for new in (old / "new", tmp_path):  # the new root inside the old one; the old root inside the new one
+        adopt(old, new)
+        assert (old / "SmolLM2.torch-abc" / "config.json").is_file() and not (new / "SmolLM2.torch-abc").exists()
+    notes = _notes(caplog)
+    assert len(notes) == 2 and all("one inside the other: nothing moved" in n for n in notes), notes
+
+
+def test_an_entry_the_new_root_has_already_is_kept_and_the_old_one_counted(tmp_path, caplog):
+    caplog.set_level("INFO", NOTES)
+    old, new = tmp_path / "old", tmp_path / "new"
+    _model(old, content='{"old": 1}')
+    _model(old, "SmolLM2.tokenizer-abc")
+    _model(new, content='{"new": 1}')
+    adopt(old, new)
+    assert (new / "SmolLM2.torch-abc" / "config.json").read_text() == '{"new": 1}'
+    assert (old / "SmolLM2.torch-abc" / "config.json").read_text() == '{"old": 1}'
+    assert (new / "SmolLM2.tokenizer-abc").is_dir() and not (old / "SmolLM2.tokenizer-abc").exists()
+    (note,) = _notes(caplog)
+    assert f"moved 1 embedded model cache entries from {old} to {new}; left 1 there (1 already in {new})" in note
+
+
+def test_an_old_root_that_cannot_be_moved_from_is_said_and_left(tmp_path, caplog, monkeypatch):
+    """A read-only old root (simulated: this suite may run as root, whom permissions do not stop)."""
+    caplog.set_level("INFO", NOTES)
+    old, new = tmp_path / "old", tmp_path / "new"
+    _model(old)
+
+    def refuse(src: object, dst: object) -> None:
+        raise PermissionError(13, "Permission denied", str(src))
+
+    monkeypatch.setattr(embedded_models.os, "rename", refuse)
+    adopt(old, new)
+    assert (old / "SmolLM2.torch-abc" / "config.json").is_file()
+    (note,) = _notes(caplog)
+    assert f"the embedded models' old cache {old} could not be moved into {new} (Permission denied)" in note, note
+
+
+def test_an_old_root_that_is_a_file_is_left_alone(tmp_path, caplog):
+    caplog.set_level("INFO", NOTES)
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.write_text("not a folder")
+    adopt(old, new)
+    assert old.read_text() == "not a folder" and _notes(caplog) == []
+
+
+def test_the_cache_note_lands_on_a_line_of_its_own_above_a_live_progress_bar(tmp_path, capsys, caplog):
+    """A reviewer's finding: the note was printed to stderr while ``rmb build``'s bars were live (the first torch
+    server starts mid-stage), so it ran on from a bar's text, mid-line. It now goes through logging, which the
+    build's bars write above themselves, as every other line of the build."""
+    import logging
+    import re
+    import sys
+
+    from rmb_build.pipeline.progress import BuildProgress
+
+    caplog.set_level("INFO", NOTES)  # as the CLI sets rmb_build's loggers
+    old, new = tmp_path / "old", tmp_path / "new"
+    _model(old)
+    console = logging.StreamHandler(sys.stderr)  # the CLI's console handler (``cli.configure_logging``)
+    logging.getLogger().addHandler(console)
+    try:
+        progress = BuildProgress(logging.getLogger("test.cache.note"), "bars")
+        try:
+            progress.expect("generate", 3)
+            progress.begin("generate")
+            adopt(old, new)
+        finally:
+            progress.close()
+    finally:
+        logging.getLogger().removeHandler(console)
+    err = capsys.readouterr().err
+    note = f"moved 1 embedded model cache entries from {old} to {new}"
+    assert "generate" in err  # a bar was drawn
+    assert [part for part in re.split(r"[\r\n]", err) if "embedded model cache" in part] == [note], err
+    assert f"\n{note}\n" in err.replace("\r", "\n"), err
