@@ -4,7 +4,8 @@ Serves the part of the OpenAI API the build uses (``GET /v1/models``, ``POST /v1
 streaming) from ``torch_engine.BatchEngine``s, one per model, on the standard library's threading HTTP
 server: each request waits in its own thread while the engine decodes it together with the others, and a
 request whose client hangs up (it timed out, or died) is dropped from the batch, its slot free for the next
-(``GET /health`` counts the rows decoding, waiting and dropped). A bad request gets HTTP 400 with one line in
+(``GET /health`` counts the rows decoding, waiting and dropped); one that only stopped sending is answered
+(``ClientWatch``). A bad request gets HTTP 400 with one line in
 ``error.message``; the process exits when its parent is gone.
 """
 
@@ -38,18 +39,54 @@ class ClientGone(Exception):
     """The request's client hung up before its reply: nothing to answer."""
 
 
-def peer_gone(sock: socket.socket) -> bool:
-    """Whether the client of ``sock`` has hung up: the socket reads as ended (or failed), not merely idle. A
-    client that sends more (a pipelined request) is still there."""
+_HUNG_UP = select.POLLHUP | select.POLLERR | select.POLLNVAL
+# an interim reply an HTTP/1.1 client must accept and skip (RFC 9110, 15.2), sent to learn whether it is there
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def peer_state(sock: socket.socket) -> str:
+    """``here`` (idle, waiting for its reply, or sending more: a pipelined request), ``ended`` (it sends no more:
+    it closed the socket, or only shut its sending side and still reads; TCP tells the two apart once something
+    is sent to it) or ``gone`` (the socket reports the peer hung up or reset it)."""
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        if not readable:
-            return False
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        events = poller.poll(0)
+        if not events:
+            return "here"
+        if events[0][1] & _HUNG_UP:
+            return "gone"
+        return "ended" if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"" else "here"
     except BlockingIOError:
-        return False
+        return "here"
     except (OSError, ValueError):  # reset by the peer; a closed socket
-        return True
+        return "gone"
+
+
+def peer_gone(sock: socket.socket) -> bool:
+    """Whether the client of ``sock`` is known to have hung up (``peer_state``)."""
+    return peer_state(sock) == "gone"
+
+
+class ClientWatch:
+    """``gone()`` for a request whose reply is being computed: whether its client has hung up. A client that
+    stopped sending once its request was sent (``shutdown(SHUT_WR)``, as some HTTP clients do) still waits for
+    the reply; one that closed its socket does not, and the two read alike. So the first time the client reads
+    as ended it is sent ``CONTINUE`` (``probe``; HTTP/1.0 allows no interim reply: None), which a closed socket
+    answers with a reset, and it is gone once its socket says so."""
+
+    def __init__(self, sock: socket.socket, probe: bytes | None = CONTINUE):
+        self.sock, self.probe = sock, probe
+
+    def __call__(self) -> bool:
+        state = peer_state(self.sock)
+        if state == "ended" and self.probe is not None:
+            probe, self.probe = self.probe, None
+            try:
+                self.sock.sendall(probe)
+            except OSError:
+                return True
+        return state == "gone"
 
 
 class BadRequest(ValueError):
@@ -255,7 +292,8 @@ def handler(service: Service) -> type[BaseHTTPRequestHandler]:
             try:
                 if not isinstance(body, dict):
                     raise BadRequest("the body must be a JSON object")
-                self._reply(200, service.complete(body, gone=lambda: peer_gone(self.connection)))
+                watch = ClientWatch(self.connection, CONTINUE if self.request_version == "HTTP/1.1" else None)
+                self._reply(200, service.complete(body, gone=watch))
             except ClientGone:
                 log.info("a client hung up before its reply: its row dropped")
                 self.close_connection = True

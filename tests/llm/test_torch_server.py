@@ -334,3 +334,130 @@ def test_the_dry_runs_torch_count_is_the_torch_servers_prompt_tokens(torch_serve
     for req in reqs:
         status, reply = post(torch_server, {**chat("", max_tokens=1), "messages": req.message_dicts()})
         assert status == 200 and reply["usage"]["prompt_tokens"] == count(req), (req, reply)
+
+
+def _tcp_pair() -> tuple:
+    """A connected TCP pair on 127.0.0.1 (server side, client side): TCP, not a socketpair, since a closed
+    TCP peer reads as one that only stopped sending until something is sent to it."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        server_side, _ = listener.accept()
+    return server_side, client
+
+
+def test_a_client_that_only_stopped_sending_is_still_there_and_a_closed_one_is_gone():
+    """A reviewer's finding: a client that shut its sending side once its request was sent (``SHUT_WR``, which
+    some HTTP clients do) read as gone and its request was dropped. It is sent one interim ``100 Continue``,
+    which a closed client answers with a reset and a half-closed one reads and skips."""
+    import socket
+    import time
+
+    from rmb_build.llm._torch_server import CONTINUE, ClientWatch
+
+    server_side, client = _tcp_pair()
+    with server_side, client:
+        watch = ClientWatch(server_side)
+        assert not watch()  # idle, waiting for its reply: nothing sent to it
+        client.shutdown(socket.SHUT_WR)
+        assert not any(watch() for _ in range(5))
+        client.settimeout(10)
+        assert client.recv(100) == CONTINUE  # once
+        server_side.sendall(b"the reply")
+        assert client.recv(100) == b"the reply"
+    server_side, client = _tcp_pair()
+    with server_side:
+        watch = ClientWatch(server_side)
+        client.close()
+        _until(watch, "a closed client never read as gone", 30)
+    server_side, client = _tcp_pair()
+    with server_side:  # an HTTP/1.0 client: no interim reply allowed, so kept until its reply is written
+        watch = ClientWatch(server_side, probe=None)
+        client.close()
+        time.sleep(0.1)
+        assert not watch()
+
+
+class _FakeService:
+    """A torch server's service without a model: a reply takes until the test says the client has done what it
+    does, then a few looks at whether it is still there."""
+
+    def __init__(self):
+        import threading
+
+        self.client_done, self.dropped = threading.Event(), threading.Event()
+
+    def complete(self, body: dict, gone) -> dict:
+        import time
+
+        from rmb_build.llm._torch_server import ClientGone
+
+        self.client_done.wait(30)
+        for _ in range(300):
+            if gone():
+                self.dropped.set()
+                raise ClientGone
+            if body.get("closes") is not True and _ >= 10:  # ten looks, half a second: the reply is ready
+                return {"choices": [{"message": {"role": "assistant", "content": "hi"}}]}
+            time.sleep(0.05)
+        raise AssertionError("the closed client was never seen gone")
+
+
+def test_the_server_answers_a_half_closed_client_and_drops_a_closed_one():
+    """The real handler and server class on a service without a model: an HTTP/1.1 client that sends its request
+    and shuts its sending side gets its reply (the interim 100 skipped by http.client, as RFC 9110 asks of every
+    client); one that closes its socket has its request dropped."""
+    import http.client
+    import socket
+    import threading
+
+    from rmb_build.llm._torch_server import _Server, handler
+
+    for closes in (False, True):
+        service = _FakeService()
+        server = _Server(("127.0.0.1", 0), handler(service))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            body = json.dumps({"model": "x", "closes": closes}).encode()
+            sock = socket.create_connection(server.server_address, timeout=30)
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            if closes:
+                sock.close()
+                service.client_done.set()
+                assert service.dropped.wait(30)
+                continue
+            sock.shutdown(socket.SHUT_WR)
+            service.client_done.set()
+            reply = http.client.HTTPResponse(sock)
+            reply.begin()
+            assert reply.status == 200 and json.loads(reply.read())["choices"][0]["message"]["content"] == "hi"
+            assert not service.dropped.is_set()
+            sock.close()
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.mark.slow
+def test_the_real_server_answers_a_client_that_shut_its_sending_side(torch_server):
+    import http.client
+    import socket
+
+    body = json.dumps(chat("Say hi.", max_tokens=4)).encode()
+    host, port = torch_server.base_url.split("//")[1].split("/")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=120) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        sock.shutdown(socket.SHUT_WR)
+        reply = http.client.HTTPResponse(sock)
+        reply.begin()
+        assert reply.status == 200 and json.loads(reply.read())["choices"][0]["message"]["content"]
+    assert _health(torch_server)["dropped"] == 0
