@@ -299,18 +299,25 @@ def atomic_dir(
         raise RMBError(f"{flag} {out}: cannot write: {line} ({kept})") from exc
 
 
-def write_once(out: str | os.PathLike, write: Callable[[Path], object], *, flag: str, wait_s: float) -> Path:
+def write_once(
+    out: str | os.PathLike,
+    write: Callable[[Path], object],
+    *,
+    flag: str,
+    wait_s: float,
+    on_wait: Callable[[str], object] | None = None,
+) -> Path:
     """``out``, a cache folder: written by ``write(folder)`` through ``atomic_dir`` unless it exists already.
 
     Where another process is writing it (two servers preparing one model at once), this one waits up to
     ``wait_s`` seconds for that writer and takes its folder rather than being refused or writing it twice;
     a writer that dies leaves no folder, and the one waiting writes it. A wait run out is RMBError naming the
-    writer.
+    writer; ``on_wait(writer)`` is told as the wait begins.
     """
     out = Path(out)
     if out.is_dir():
         return out
-    with lock.hold_out(out, flag, wait_s=wait_s):
+    with lock.hold_out(out, flag, wait_s=wait_s, on_wait=on_wait):
         if not out.is_dir():
             with atomic_dir(out, flag=flag) as folder:  # the lock is ours already: atomic_dir's own goes on
                 write(folder)

@@ -51,11 +51,12 @@ def _holder(fd: int, patience_s: float = 2.0) -> str:
 WAIT = "wait for it to end or stop it"
 
 
-def _take(path: Path, what: str, hint: str, wait_s: float = 0.0) -> int:
+def _take(path: Path, what: str, hint: str, wait_s: float = 0.0, on_wait: Callable[[str], object] | None = None) -> int:
     """An open descriptor of ``path`` holding its lock. A holder may remove the file on letting go while
     we open it: the lock is ours only if ``path`` is still the file we locked. A lock held by another is
-    waited for up to ``wait_s`` seconds before the refusal."""
+    waited for up to ``wait_s`` seconds before the refusal; ``on_wait(holder)`` is told once, as the wait begins."""
     deadline = time.monotonic() + wait_s
+    told = False
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         try:
@@ -63,6 +64,9 @@ def _take(path: Path, what: str, hint: str, wait_s: float = 0.0) -> int:
         except OSError as exc:
             held = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
             if held and time.monotonic() < deadline:
+                if on_wait is not None and not told:
+                    told = True
+                    on_wait(_holder(fd))
                 os.close(fd)
                 time.sleep(0.1)
                 continue
@@ -84,10 +88,16 @@ _held: dict[str, int] = {}  # lock files this process holds -> how many blocks h
 
 
 @contextmanager
-def hold(path: str | os.PathLike, what: str, hint: str = WAIT, wait_s: float = 0.0) -> Iterator[None]:
+def hold(
+    path: str | os.PathLike,
+    what: str,
+    hint: str = WAIT,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], object] | None = None,
+) -> Iterator[None]:
     """Hold the lock ``path`` for the block; RMBError "``what``: in use by pid … on …" if another has it
-    (after ``wait_s`` seconds of waiting for it, where given). A block inside one holding the same lock (a
-    command's, then ``atomic_dir``'s) just goes on."""
+    (after ``wait_s`` seconds of waiting for it, where given; ``on_wait`` is told the holder as the wait
+    begins). A block inside one holding the same lock (a command's, then ``atomic_dir``'s) just goes on."""
     path = Path(os.path.abspath(path))
     key = str(path)
     if key in _held:
@@ -99,7 +109,7 @@ def hold(path: str | os.PathLike, what: str, hint: str = WAIT, wait_s: float = 0
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = _take(path, what, hint, wait_s)
+        fd = _take(path, what, hint, wait_s, on_wait)
     except FileExistsError:  # mkdir's word for a file in the way
         raise RMBError(f"{what}: cannot write: {path.parent}: {os.strerror(errno.ENOTDIR)}") from None
     except OSError as exc:
@@ -122,9 +132,15 @@ def hold(path: str | os.PathLike, what: str, hint: str = WAIT, wait_s: float = 0
 
 
 @contextmanager
-def hold_out(out: str | os.PathLike, flag: str = "--out", hint: str = WAIT, wait_s: float = 0.0) -> Iterator[None]:
+def hold_out(
+    out: str | os.PathLike,
+    flag: str = "--out",
+    hint: str = WAIT,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], object] | None = None,
+) -> Iterator[None]:
     """One writer of an output folder (or file) at a time (``out_lock_file``)."""
-    with hold(out_lock_file(out), f"{flag} {out}", hint, wait_s):
+    with hold(out_lock_file(out), f"{flag} {out}", hint, wait_s, on_wait):
         yield
 
 

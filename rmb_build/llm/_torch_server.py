@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from rmb_build.core.lifeline import die_with_parent
-from rmb_build.llm.torch_engine import BatchEngine, EngineError, Row, Sampling, load, prepared
+from rmb_build.llm.torch_engine import PREPARE_WAIT_S, BatchEngine, EngineError, Row, Sampling, load, prepared
 
 log = logging.getLogger("rmb_build.llm.torch_server")
 
@@ -331,13 +331,16 @@ def serve(config: Mapping[str, object]) -> None:
     except OSError as exc:
         log.error("cannot create the model cache %s: %s", cache_dir, exc.strerror or exc)
         raise SystemExit(2) from None
+    # another process preparing a model is waited for until then (``EmbeddedServer`` derives it from its timeout)
+    prepare_until = time.monotonic() + float(str(config.get("prepare_wait_s", PREPARE_WAIT_S)))
     engines: dict[str, BatchEngine] = {}
     models = config["models"]
     assert isinstance(models, list)
     for entry in models:
         start = time.perf_counter()
         try:
-            model, tokenizer = load(prepared(Path(entry["gguf"]), cache_dir), threads)
+            folder = prepared(Path(entry["gguf"]), cache_dir, wait_s=max(0.0, prepare_until - time.monotonic()))
+            model, tokenizer = load(folder, threads)
         except EngineError as exc:  # one line in the log the parent's ServerError quotes, no traceback
             log.error("%s", exc)
             raise SystemExit(2) from None

@@ -26,6 +26,12 @@ BACKEND_EXTRAS = {"torch": "build", "llama_cpp": "llama-cpp"}
 # Requests one torch server decodes together: SmolLM2-135M on one CPU thread gave 25 tokens/s at 8 rows, 38 at 16,
 # 49 at 32 (bench/README.md, `embedded_backends` section, 2026-11-28).
 TORCH_MAX_BATCH = 32
+# How long a torch server may take to start (``EmbeddedServer``): a first start dequantises the GGUF file into the
+# model cache (a minute on 2 busy cores). Of it, TORCH_LOAD_S is kept for loading a prepared model (torch's import,
+# the weights, the grammar's token table); a server waits for another preparing its model the rest at most, so it
+# stops with one line naming that process before its parent's startup timeout kills it.
+TORCH_STARTUP_S = 300.0
+TORCH_LOAD_S = 60.0
 
 
 def backend_installed(backend: str) -> bool:

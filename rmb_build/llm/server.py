@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.lifeline import pdeathsig_preexec
+from rmb_build.llm.config import TORCH_LOAD_S, TORCH_STARTUP_S
 from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,6 @@ def default_threads() -> int:
 
 
 BACKENDS = ("llama_cpp", "torch")
-TORCH_STARTUP_S = 300.0  # a first start dequantises the GGUF file into the model cache (a minute on 2 busy cores)
 
 
 class EmbeddedServer:
@@ -186,6 +186,9 @@ class EmbeddedServer:
             models.append({"alias": name, "gguf": str(path), "n_ctx": self.n_ctx})
         cache = Path(self.model_cache_dir) if self.model_cache_dir else ready_model_cache()
         return {
+            # what the startup timeout leaves beside a load: a server waiting for another's preparation stops
+            # with one line naming it rather than being killed by the timeout mid-wait
+            "prepare_wait_s": max(0.0, self.startup_s - TORCH_LOAD_S),
             "port": port,
             "models": models,
             "threads": self.n_threads or default_threads(),
@@ -243,8 +246,13 @@ class EmbeddedServer:
                 f"last log lines ({self.log_path}): {_tail(self.log_path)}"
             )
 
+    @property
+    def startup_s(self) -> float:
+        """How long the server may take to answer once started (a torch one at least TORCH_STARTUP_S)."""
+        return max(self.startup_timeout_s, TORCH_STARTUP_S) if self.backend == "torch" else self.startup_timeout_s
+
     def _wait_healthy(self, proc: subprocess.Popen) -> None:
-        timeout = max(self.startup_timeout_s, TORCH_STARTUP_S) if self.backend == "torch" else self.startup_timeout_s
+        timeout = self.startup_s
         deadline = time.monotonic() + timeout
         url = f"http://127.0.0.1:{self.port}/v1/models"
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy

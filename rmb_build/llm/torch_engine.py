@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, cast
 
-from rmb_build.llm.config import TORCH_MAX_BATCH
+from rmb_build.llm.config import TORCH_LOAD_S, TORCH_MAX_BATCH, TORCH_STARTUP_S
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +53,8 @@ def _content_tag(gguf: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-PREPARE_WAIT_S = 900.0  # how long a server waits for another preparing the same model (a minute, 2 busy cores)
+# how long ``prepared`` waits for another process preparing the same model, unless told: what a server's startup leaves
+PREPARE_WAIT_S = TORCH_STARTUP_S - TORCH_LOAD_S
 
 
 def prepared_folder(gguf: Path, cache_dir: Path) -> Path:
@@ -61,12 +62,13 @@ def prepared_folder(gguf: Path, cache_dir: Path) -> Path:
     return cache_dir / f"{gguf.stem}.torch-{_content_tag(gguf)}"
 
 
-def prepared(gguf: Path, cache_dir: Path) -> Path:
+def prepared(gguf: Path, cache_dir: Path, wait_s: float = PREPARE_WAIT_S) -> Path:
     """A transformers folder (safetensors, config, tokenizer) for ``gguf``, dequantised on first use.
 
     Keyed by the file's content (``_content_tag``) and written whole or not at all (``atomic.write_once``): a
-    second server preparing the same model meanwhile waits for the first's folder; a cache folder that cannot
-    be written is an EngineError naming it.
+    second server preparing the same model meanwhile waits up to ``wait_s`` seconds for the first's folder
+    (a warning says so as the wait begins); a wait run out or a cache folder that cannot be written is an
+    EngineError naming it.
     """
     from rmb_build.core.atomic import write_once
     from rmb_build.core.errors import RMBError
@@ -75,7 +77,13 @@ def prepared(gguf: Path, cache_dir: Path) -> Path:
     if (out / "config.json").is_file():
         return out
     try:
-        return write_once(out, lambda folder: _dequantise(gguf, folder), flag="the model cache", wait_s=PREPARE_WAIT_S)
+        return write_once(
+            out,
+            lambda folder: _dequantise(gguf, folder),
+            flag="the model cache",
+            wait_s=wait_s,
+            on_wait=lambda holder: log.warning("waiting up to %.0fs for %s, being prepared by %s", wait_s, out, holder),
+        )
     except RMBError as exc:
         raise EngineError(str(exc)) from None
 

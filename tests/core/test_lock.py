@@ -91,3 +91,20 @@ print(won)
     # a second holder would find the flag file there (FileExistsError: a traceback, and a non-zero exit)
     assert all(k.returncode == 0 for k in kids), [err for _, err in results]
     assert sum(int(o) for o, _ in results) > 0
+
+
+def test_a_taker_that_waits_is_told_the_holder_once_as_the_wait_begins(tmp_path):
+    out = tmp_path / "ev"
+    child = hold_in_child(out)
+    told: list[str] = []
+    try:
+        with pytest.raises(RMBError, match=f"in use by pid {child.pid}"):
+            with lock.hold_out(out, wait_s=0.5, on_wait=told.append):
+                pass
+    finally:
+        child.kill()
+        child.wait()
+    assert len(told) == 1 and told[0].startswith(f"pid {child.pid} on ")
+    with lock.hold_out(out, wait_s=0.5, on_wait=told.append):  # free: no wait, nothing told
+        pass
+    assert len(told) == 1

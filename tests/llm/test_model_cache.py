@@ -218,3 +218,48 @@ def test_the_cache_note_lands_on_a_line_of_its_own_above_a_live_progress_bar(tmp
     assert "generate" in err  # a bar was drawn
     assert [part for part in re.split(r"[\r\n]", err) if "embedded model cache" in part] == [note], err
     assert f"\n{note}\n" in err.replace("\r", "\n"), err
+
+
+def test_a_server_waiting_for_another_preparing_its_model_stops_with_that_line_before_its_startup_timeout(
+    tmp_path, monkeypatch
+):
+    """A reviewer's finding: a torch server waited up to 900 s for another process preparing its model, its parent
+    only 300 s for it to start, so it was killed mid-wait with "did not answer within 300s" and no word of what
+    it waited for. The wait is now what the startup timeout leaves beside a load, said as it begins; a wait run
+    out stops the server with one line naming the process preparing (timeouts shrunk to seconds here)."""
+    import pytest
+
+    from rmb_build.core import lock
+    from rmb_build.llm import server as server_module
+    from rmb_build.llm.server import EmbeddedServer, ServerError
+
+    gguf, cache = tmp_path / "model.gguf", tmp_path / "cache"
+    gguf.write_bytes(b"GGUF" + bytes(4096))
+    monkeypatch.setattr(server_module, "TORCH_STARTUP_S", 60.0)
+    monkeypatch.setattr(server_module, "TORCH_LOAD_S", 58.0)
+    server = EmbeddedServer(
+        (),
+        model_files={"m": gguf},
+        backend="torch",
+        model_cache_dir=cache,
+        log_path=tmp_path / "server.log",
+        startup_timeout_s=1,
+    )
+    assert server._config(1)["prepare_wait_s"] == 2.0
+    folder = torch_engine.prepared_folder(gguf, cache)
+    with lock.hold_out(folder, "the model cache"), pytest.raises(ServerError) as refused:  # another is preparing
+        server.start()
+    line = str(refused.value)
+    assert "\n" not in line and "exited with status 2 while starting" in line, line
+    assert f"waiting up to 2s for {folder}, being prepared by pid {os.getpid()}" in line, line
+    assert f"the model cache {folder}: in use by pid {os.getpid()}" in line, line
+    assert not folder.exists()
+
+
+def test_the_prepare_wait_leaves_a_torch_servers_startup_time_to_load():
+    from rmb_build.llm import config, server
+
+    assert 0 < torch_engine.PREPARE_WAIT_S == config.TORCH_STARTUP_S - config.TORCH_LOAD_S
+    long = server.EmbeddedServer(backend="torch", startup_timeout_s=600)
+    assert long.startup_s == 600 and long.startup_s - config.TORCH_LOAD_S > torch_engine.PREPARE_WAIT_S
+    assert server.EmbeddedServer(backend="torch").startup_s == config.TORCH_STARTUP_S
