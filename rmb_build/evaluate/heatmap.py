@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from rmb_build.core.atomic import open_atomic
 from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
 from rmb_build.core.plot_text import plain_text
 from rmb_build.core.taxonomy import BON_SET, HAZARD_CATEGORIES, PAIRWISE_SET, parse_scenario_id
@@ -124,11 +125,13 @@ def _draw(results: Mapping[str, Any], path: str | Path) -> Path | None:
 
 
 def save_png(fig: Figure, path: Path) -> Path:
-    """Save ``fig`` to the PNG ``path`` whole or not at all (a temporary file renamed), then close it."""
+    """Save ``fig`` to the PNG ``path`` whole or not at all (``core.atomic.open_atomic``), then close it, also
+    when saving fails."""
     import matplotlib.pyplot as plt
 
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight", pad_inches=0.12)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with open_atomic(path) as fh:
+            fig.savefig(fh, format="png", dpi=120, bbox_inches="tight", pad_inches=0.12)
+    finally:
+        plt.close(fig)
     return path
