@@ -143,16 +143,13 @@ def check_out_dir(out: str | os.PathLike, owned: Collection[str], marks: Collect
 def _fsync_tree(root: Path) -> None:
     for folder, _dirs, files in os.walk(root):
         for name in files:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(folder)
+            _fsync(os.path.join(folder, name))
+        _fsync(folder)
 
 
-def _fsync_dir(folder: str | os.PathLike) -> None:
-    fd = os.open(folder, os.O_RDONLY)
+def _fsync(path: str | os.PathLike) -> None:
+    """Flush a file's, or a folder's entries', writes to the disk."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -192,7 +189,7 @@ def _swap_in(tmp: Path, target: Path, token: str) -> None:
         shutil.rmtree(backup, ignore_errors=True)
     os.unlink(target / MARKER)
     try:
-        _fsync_dir(target.parent)
+        _fsync(target.parent)
     except OSError:
         pass  # the rename is done; only its durability across a power cut is in doubt
 

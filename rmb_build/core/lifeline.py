@@ -66,4 +66,19 @@ def die_with_parent(parent: int, *, signal_too: bool = True, sig: int = signal.S
     threading.Thread(target=_watch, args=(parent,), daemon=True, name="rmb-lifeline").start()
 
 
-__all__ = ["die_with_parent", "pdeathsig_preexec", "started_by_main_thread"]
+PARENT_ENV = "RMB_PARENT_PID"  # the environment variable naming a child's parent, for it to watch
+
+
+def parent_env() -> dict[str, str]:
+    """What a child's environment holds for :func:`die_with_named_parent`: this process's pid."""
+    return {PARENT_ENV: str(os.getpid())}
+
+
+def die_with_named_parent(*, signal_too: bool = True) -> None:
+    """:func:`die_with_parent` for the parent this process's environment names (``parent_env``); none: nothing."""
+    parent = int(os.environ.get(PARENT_ENV, "0"))
+    if parent:
+        die_with_parent(parent, signal_too=signal_too)
+
+
+__all__ = ["die_with_named_parent", "die_with_parent", "parent_env", "pdeathsig_preexec", "started_by_main_thread"]

@@ -176,17 +176,18 @@ _wrappers: list[Callable[[int, Any], None]] = []  # this module's wrappers of a 
 _previous_hook: list[Callable[[Any], Any]] = [sys.unraisablehook]
 
 
+def _clear_state() -> None:
+    """Forget every stop: the state :func:`handlers` starts and ends with."""
+    for state in (_received, _callbacks, _raise_again, _redelivering, _waiting_since, _caught):
+        state.clear()
+
+
 @contextlib.contextmanager
 def handlers() -> Iterator[None]:
     """SIGINT and SIGTERM note the stop and raise KeyboardInterrupt (in the main thread; elsewhere
     signals cannot be handled and this does nothing). A signal this process was started with ignored
     (a job started in the background ignores Ctrl-C) stays ignored. The state starts and ends empty."""
-    _received.clear()
-    _callbacks.clear()
-    _raise_again.clear()
-    _redelivering.clear()
-    _waiting_since.clear()
-    _caught.clear()
+    _clear_state()
     previous = {}
     hook = None
     if threading.current_thread() is threading.main_thread():
@@ -202,12 +203,7 @@ def handlers() -> Iterator[None]:
             signal.signal(sig, handler)
         if hook is not None and sys.unraisablehook is _redeliver:
             sys.unraisablehook = hook
-        _received.clear()
-        _callbacks.clear()
-        _raise_again.clear()
-        _redelivering.clear()
-        _waiting_since.clear()
-        _caught.clear()
+        _clear_state()
 
 
 @contextlib.contextmanager

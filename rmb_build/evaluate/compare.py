@@ -58,6 +58,7 @@ from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.intervals import pooled_difference
 from rmb_build.core.jsonl import read_jsonl_objects
 from rmb_build.core.taxonomy import BON_SET, GOALS, PAIRWISE_SET, SETS, parse_scenario_id
+from rmb_build.evaluate.metrics import goals_of
 
 DEFAULT_RESAMPLES = 10_000  # Monte Carlo draws (the name predates this method)
 ALPHA = 0.05
@@ -309,14 +310,6 @@ def difference(
 # --- compare ----------------------------------------------------------------------------------------------------
 
 
-def _goals(scenarios: Sequence[str]) -> dict[str, list[str]]:
-    """Scenario ids per goal, goals in RMB's order."""
-    goals: dict[str, list[str]] = defaultdict(list)
-    for s in scenarios:
-        goals[parse_scenario_id(s).goal].append(s)
-    return {g: goals[g] for g in [g for g in GOALS if g in goals] + sorted(g for g in goals if g not in GOALS)}
-
-
 def _group(paired: Mapping[str, Paired], members: list[str], pseudo: np.ndarray) -> dict[str, Any]:
     """Macro and micro comparisons of one group of scenarios."""
     ms = [paired[s] for s in members]
@@ -332,7 +325,7 @@ def _rmb_overall(by_set: Mapping[str, dict[str, Paired]], pseudo: np.ndarray) ->
     cells = {
         f"{s}/{g}": [paired[x] for x in members]
         for s, paired in by_set.items()
-        for g, members in _goals(list(paired)).items()
+        for g, members in goals_of(list(paired)).items()
     }
     cells = {c: cells[c] for c in RMB_CELLS if c in cells}
     if not cells:
@@ -437,7 +430,7 @@ def compare_pairs(
         }
         result[set_name] = {
             "overall": _group(paired, list(paired), pseudo),
-            "goals": {g: _group(paired, m, pseudo) for g, m in _goals(list(paired)).items()},
+            "goals": {g: _group(paired, m, pseudo) for g, m in goals_of(list(paired)).items()},
         }
     overall = _rmb_overall(by_set, pseudo)
     if overall is not None:

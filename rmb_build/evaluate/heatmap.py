@@ -9,12 +9,16 @@ each cell shows the accuracy and its n (marked when under ``FEW_ITEMS``), and th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
+from rmb_build.core.atomic import open_atomic
 from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
 from rmb_build.core.plot_text import plain_text
 from rmb_build.core.taxonomy import BON_SET, HAZARD_CATEGORIES, PAIRWISE_SET, parse_scenario_id
 from rmb_build.evaluate.metrics import scenario_order
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SET_TITLES = {PAIRWISE_SET: "Pairwise", BON_SET: "Best-of-N"}
 DEFAULT_CHANCE = {PAIRWISE_SET: 0.5, BON_SET: 0.25}  # results without per-scenario chance (older files)
@@ -117,8 +121,17 @@ def _draw(results: Mapping[str, Any], path: str | Path) -> Path | None:
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight", pad_inches=0.12)
-    plt.close(fig)
-    tmp.replace(path)
+    return save_png(fig, path)
+
+
+def save_png(fig: Figure, path: Path) -> Path:
+    """Save ``fig`` to the PNG ``path`` whole or not at all (``core.atomic.open_atomic``), then close it, also
+    when saving fails."""
+    import matplotlib.pyplot as plt
+
+    try:
+        with open_atomic(path) as fh:
+            fig.savefig(fh, format="png", dpi=120, bbox_inches="tight", pad_inches=0.12)
+    finally:
+        plt.close(fig)
     return path

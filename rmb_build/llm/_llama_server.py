@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rmb_build.core.lifeline import die_with_parent
+from rmb_build.core.lifeline import die_with_named_parent
 
 
 def disable_extra_buffer_types() -> None:
@@ -54,9 +54,7 @@ def register_gemma3_format() -> None:
 
 
 def main(argv: list[str]) -> None:
-    parent = int(os.environ.get("RMB_PARENT_PID", "0"))
-    if parent:
-        die_with_parent(parent, signal_too=False)  # the parent set the signal where it could (server.py)
+    die_with_named_parent(signal_too=False)  # the parent set the signal where it could (server.py)
     if os.environ.get("RMB_LLAMA_EXTRA_BUFTS") != "1":
         disable_extra_buffer_types()
     register_gemma3_format()

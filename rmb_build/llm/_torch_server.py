@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import select
 import socket
 import sys
@@ -24,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Mapping
 
-from rmb_build.core.lifeline import die_with_parent
+from rmb_build.core.lifeline import die_with_named_parent
 from rmb_build.llm.torch_engine import PREPARE_WAIT_S, BatchEngine, EngineError, Row, Sampling, load, prepared
 
 log = logging.getLogger("rmb_build.llm.torch_server")
@@ -365,9 +364,7 @@ class _Server(ThreadingHTTPServer):
 
 
 def main(argv: list[str]) -> None:
-    parent = int(os.environ.get("RMB_PARENT_PID", "0"))
-    if parent:
-        die_with_parent(parent, signal_too=False)  # the parent set the signal where it could (server.py)
+    die_with_named_parent(signal_too=False)  # the parent set the signal where it could (server.py)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     serve(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
 

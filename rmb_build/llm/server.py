@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from rmb_build.core.errors import RMBError
-from rmb_build.core.lifeline import pdeathsig_preexec
+from rmb_build.core.lifeline import parent_env, pdeathsig_preexec
 from rmb_build.llm.config import TORCH_LOAD_S, TORCH_STARTUP_S
 from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage
 
@@ -212,7 +212,7 @@ class EmbeddedServer:
             port = free_port()
             cfg = Path(self._tmp.name) / "config.json"
             cfg.write_text(json.dumps(self._config(port)), encoding="utf-8")
-            env = {"OMP_WAIT_POLICY": "passive", **os.environ, "RMB_PARENT_PID": str(os.getpid())}
+            env = {"OMP_WAIT_POLICY": "passive", **os.environ, **parent_env()}
             with open(self.log_path, "ab") as logf:
                 proc = self.proc = subprocess.Popen(
                     self._command(cfg),

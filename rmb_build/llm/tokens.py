@@ -14,10 +14,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from rmb_build.llm.config import EndpointConfig
 from rmb_build.llm.types import ChatRequest
+
+if TYPE_CHECKING:
+    from rmb_build.llm.embedded_models import EmbeddedModel
 
 Counter = Callable[[ChatRequest], int]
 
@@ -49,14 +52,23 @@ def exact_counter(endpoint: EndpointConfig) -> Counter | None:
     return next((c for c in (counter(endpoint.embedded) for counter in counters) if c is not None), None)
 
 
+def _own_template(model: str) -> EmbeddedModel | None:
+    """The embedded model ``model`` where it chats in its own template (no chat format of ours): only then can
+    its tokenizer count a prompt as its server renders it."""
+    from rmb_build.llm.embedded_models import EMBEDDED
+
+    entry = EMBEDDED.get(model) if model in EMBEDDED else None
+    return entry if entry is not None and entry.chat_format is None else None
+
+
 @functools.lru_cache(maxsize=None)
 def _torch_counter(model: str) -> Counter | None:
     """The torch server's own count: its tokenizer (the prepared model's, else the same read from the GGUF file)
     and ``torch_engine.chat_prompt_tokens``."""
-    from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage, ready_model_cache
+    from rmb_build.llm.embedded_models import MissingModelPackage, ready_model_cache
 
-    entry = EMBEDDED.get(model) if model in EMBEDDED else None
-    if entry is None or entry.chat_format is not None:
+    entry = _own_template(model)
+    if entry is None:
         return None
     try:
         from rmb_build.llm.torch_engine import chat_prompt_tokens, served_tokenizer
@@ -75,10 +87,10 @@ def _torch_counter(model: str) -> Counter | None:
 
 @functools.lru_cache(maxsize=None)
 def _gguf_counter(model: str) -> Counter | None:
-    from rmb_build.llm.embedded_models import EMBEDDED, MissingModelPackage
+    from rmb_build.llm.embedded_models import MissingModelPackage
 
-    entry = EMBEDDED.get(model) if model in EMBEDDED else None
-    if entry is None or entry.chat_format is not None:
+    entry = _own_template(model)
+    if entry is None:
         return None
     try:
         from llama_cpp import Llama

@@ -26,7 +26,7 @@ from rmb_build.core.items import Item, PairwiseItem
 from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
 from rmb_build.release.read import ANNOTATIONS_FILE, MANIFEST_FILE, Release
-from rmb_build.release.rmb_format import load_json_object, parse_item
+from rmb_build.release.rmb_format import load_json_object, parse_item, turns_json
 from rmb_build.release.style_set import STYLE_SET, StyleRecord, parse_record, record_from_row, style_row
 
 SPLIT = "test"
@@ -318,13 +318,7 @@ def _raw_item(set_name: str, row: dict[str, Any], where: str, index: int) -> dic
     def answer(text_col: str, model_col: str) -> dict[str, Any]:
         return {"llm_name": row[model_col], "answer": row[text_col]}
 
-    turns = []
-    for t in row["conversation"] or []:
-        turn = {"content": t.get("content")}
-        if t.get("language") is not None:
-            turn["language"] = t["language"]
-        turn["role"] = t.get("role")
-        turns.append(turn)
+    turns = turns_json(row["conversation"])
     if set_name == PAIRWISE_SET:
         return {
             "pair_uid": row["uid"],

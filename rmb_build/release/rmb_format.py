@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator, NoReturn
+from typing import Any, Iterable, Iterator, Mapping, NoReturn
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.items import Answer, BonItem, Item, PairwiseItem, Turn
@@ -125,6 +125,19 @@ def _category_path(ctx: _Ctx, obj: dict) -> str:
     if not isinstance(value, str):
         raise ctx.fail("category_path", f"expected a string, got {type(value).__name__}")
     return value
+
+
+def turns_json(turns: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """A conversation column's turns (the Hugging Face form's rows) as RMB's ``conversation_input`` records,
+    for ``parse_item`` to check as it checks a set file's."""
+    out = []
+    for t in turns or []:
+        turn = {"content": t.get("content")}
+        if t.get("language") is not None:
+            turn["language"] = t["language"]
+        turn["role"] = t.get("role")
+        out.append(turn)
+    return out
 
 
 def parse_item(set_name: str, raw: object, scenario_id: str, file: str, index: int, strict: bool = True) -> Item:

@@ -22,7 +22,7 @@ from rmb_build.core.errors import InputError
 from rmb_build.core.items import Conversation
 from rmb_build.core.paths import check_relative_id
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, is_known, parse_scenario_id
-from rmb_build.release.rmb_format import _conversation, _Ctx, load_json_file
+from rmb_build.release.rmb_format import _conversation, _Ctx, load_json_file, turns_json
 
 STYLE_FOLDER = "Style_set"
 STYLE_SET = "style"
@@ -173,13 +173,7 @@ def style_row(rec: StyleRecord) -> dict[str, Any]:
 
 def record_from_row(row: dict[str, Any]) -> dict[str, Any]:
     """A ``style`` row back as the record of a Style_set file, for ``parse_record`` to check as it checks one."""
-    turns = []
-    for t in row.get("conversation") or []:
-        turn = {"content": t.get("content")}
-        if t.get("language") is not None:
-            turn["language"] = t["language"]
-        turn["role"] = t.get("role")
-        turns.append(turn)
+    turns = turns_json(row.get("conversation"))
     return {
         "id": row.get("uid"),
         "prompt": row.get("prompt"),

@@ -84,6 +84,17 @@ def endpoint_of(
     return None
 
 
+def endpoints_of(
+    client: object, endpoints: Mapping[str, EndpointConfig] | None = None
+) -> Mapping[str, EndpointConfig] | None:
+    """The endpoints an LLM stage plans with: ``endpoints`` where given, else the client's own (the build's
+    client and a planner's view carry the config's); None where neither is known."""
+    if endpoints is not None:
+        return endpoints
+    known = getattr(client, "endpoints", None)
+    return known if isinstance(known, Mapping) else None
+
+
 TRUNCATED = "length"  # finish_reason of an answer cut at max_tokens
 CUT_AT_MAX_TOKENS = "cut at max_tokens"
 

@@ -10,6 +10,7 @@ from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     ask,
     endpoint_of,
+    endpoints_of,
     estimate_tokens,
     fit_texts,
     index_queries,
@@ -159,7 +160,7 @@ async def generate(
 
     ``endpoints`` defaults to the client's (see :func:`prepare`).
     """
-    planned = prepare(queries, generators, endpoints if endpoints is not None else getattr(client, "endpoints", None))
+    planned = prepare(queries, generators, endpoints_of(client, endpoints))
     return collect(planned, await ask(client, planned.requests, desc=STAGE))
 
 

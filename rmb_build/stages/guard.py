@@ -28,6 +28,7 @@ from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     ask,
     endpoint_of,
+    endpoints_of,
     estimate_tokens,
     finished,
     fit_texts,
@@ -297,7 +298,7 @@ async def guard(
         queries,
         responses,
         cfg,
-        endpoints if endpoints is not None else getattr(client, "endpoints", None),
+        endpoints_of(client, endpoints),
         every_prompt=every_prompt,
     )
     return collect(planned, await ask(client, planned.requests, desc=STAGE), cfg)

@@ -22,6 +22,7 @@ from rmb_build.llm.types import ChatClient, ChatRequest, ChatResult
 from rmb_build.stages.common import (
     ask,
     endpoint_of,
+    endpoints_of,
     estimate_tokens,
     finished,
     fit_texts,
@@ -221,9 +222,7 @@ async def judge(
     endpoints: Mapping[str, Any] | None = None,
 ) -> StageResult[list[JudgeScore]]:
     """``cfg.samples`` pointwise judgements per response; a JudgeScore per response with a usable one."""
-    planned = prepare(
-        queries, responses, cfg, endpoints if endpoints is not None else getattr(client, "endpoints", None)
-    )
+    planned = prepare(queries, responses, cfg, endpoints_of(client, endpoints))
     return collect(planned, await ask(client, planned.requests, desc=STAGE), cfg)
 
 

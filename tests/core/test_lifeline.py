@@ -82,3 +82,22 @@ def test_children_die_with_a_sigkilled_parent_and_outlive_a_finished_thread(tmp_
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_child_watches_the_parent_its_environment_names():
+    """``parent_env`` names this process to a child; ``die_with_named_parent`` there exits at once where the named
+    process is not its parent (gone already), and ties nothing where none is named."""
+    from rmb_build.core.lifeline import PARENT_ENV, parent_env
+
+    code = "from rmb_build.core.lifeline import die_with_named_parent; die_with_named_parent(); print('alive')"
+    env = {k: v for k, v in os.environ.items() if k != PARENT_ENV}
+
+    def child(extra: dict[str, str]) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True)
+
+    named = child(parent_env())
+    assert (named.returncode, named.stdout) == (0, "alive\n")
+    unnamed = child({})
+    assert (unnamed.returncode, unnamed.stdout) == (0, "alive\n")
+    gone = child({PARENT_ENV: str(os.getpid() + 999_999)})  # no parent of the child's
+    assert (gone.returncode, gone.stdout) == (1, "")

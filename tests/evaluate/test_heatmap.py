@@ -72,3 +72,24 @@ def test_names_are_drawn_as_plain_text(tmp_path, name):
     res = build_results(preds, rm=f"python:{name}:score", release="r", ties="strict", resamples=10)
     assert write_heatmap(res, tmp_path / "h.png") == tmp_path / "h.png"
     _png_size(tmp_path / "h.png")
+
+
+def test_a_png_that_fails_to_save_leaves_the_old_file_no_temp_and_no_open_figure(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from rmb_build.evaluate.heatmap import save_png
+
+    path = tmp_path / "plot.png"
+    path.write_bytes(b"the old plot")
+    fig = plt.figure()
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    with pytest.raises(OSError):
+        save_png(fig, path)
+    assert path.read_bytes() == b"the old plot"
+    assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]
+    assert not plt.fignum_exists(fig.number)

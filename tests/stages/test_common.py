@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rmb_build.llm.config import EndpointConfig
-from rmb_build.stages.common import estimate_tokens, fit_texts, input_token_budget
+from rmb_build.stages.common import endpoints_of, estimate_tokens, fit_texts, input_token_budget
 
 
 def test_fit_texts_cuts_only_the_long_text_and_fits_the_budget():
@@ -32,3 +32,11 @@ def test_budget_follows_the_endpoint():
     assert input_token_budget(embedded, 512) < 2048 - 512
     assert input_token_budget(remote, 512) > input_token_budget(embedded, 512)
     assert input_token_budget(None, 512, overhead_tokens=100) < input_token_budget(None, 512)
+
+
+def test_a_stage_plans_with_the_endpoints_given_else_the_clients():
+    given = {"a": EndpointConfig(embedded="smollm2", n_ctx=2048)}
+    client = type("Client", (), {"endpoints": {"b": EndpointConfig(embedded="smollm2", n_ctx=4096)}})()
+    assert endpoints_of(client, given) is given
+    assert endpoints_of(client) is client.endpoints
+    assert endpoints_of(object()) is None

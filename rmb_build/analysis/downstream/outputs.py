@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from rmb_build.core.atomic import write_json, write_text
 from rmb_build.core.plot_text import plain_text
 from rmb_build.core.redact import redact_json
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from rmb_build.evaluate.heatmap import save_png
 
 SMALL_GRADER_NOTE = (
     "The grader here is the embedded SmolLM2-135M: far too small to grade answers (it scores '2+2=4' as 2/10), "
@@ -131,16 +129,6 @@ def write_report(
 PLOT_TITLES = {"scatter.png": "benchmark figure vs downstream score", "best_of_k.png": "best-of-k curves"}
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight", pad_inches=0.12)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
-
-
 def plot_label(key: str) -> str:
     """An RM's name on a plot: a ``python:`` or ``scores:`` spec shows its file's name, not its folders
     (downstream.json and report.md keep the whole spec)."""
@@ -226,7 +214,7 @@ def write_scatter(result: Mapping[str, Any], path: Path, note: str | None = None
     ax.grid(alpha=0.3)
     if note:  # what the figure cannot show: why its correlation means nothing
         fig.text(0.01, -0.02, textwrap.fill(note, 110), fontsize=6.5, va="top", color="#a00000")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def write_curves(result: Mapping[str, Any], path: Path) -> Path:
@@ -248,7 +236,7 @@ def write_curves(result: Mapping[str, Any], path: Path) -> Path:
     ax.set_title(f"{result['name']}: best-of-k, {result['n_prompts']} prompts", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def write_outputs(result: Mapping[str, Any], out: str | Path, note: str | None = None) -> dict[str, Path | None]:

@@ -141,13 +141,10 @@ async def sample(
     cfg: DownstreamConfig, queries: Sequence[Query], client: LLMClient | PlanningClient
 ) -> dict[str, list[Response]]:
     """Each prompt's samples that came back non-empty, in sample order."""
+    from rmb_build.stages.common import responses_by_query
     from rmb_build.stages.generate import generate
 
-    got = await generate(queries, policy_generators(cfg), client)
-    out: dict[str, list[Response]] = {}
-    for r in got.records:
-        out.setdefault(r.query_id, []).append(r)
-    return out
+    return responses_by_query((await generate(queries, policy_generators(cfg), client)).records)
 
 
 def _judge_config(g: GraderConfig) -> JudgeConfig:
