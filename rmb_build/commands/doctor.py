@@ -94,7 +94,11 @@ def caches_report() -> dict[str, str]:
         "embedded models (assembled GGUF files, the torch backend's weights)": str(model_cache_dir()),
         "builds (data/, runs/ with each build's LLM cache)": str(workdir()),
     }
-    if LEGACY_CACHE.is_dir():
+    if LEGACY_CACHE.is_symlink():  # _adopt_legacy leaves a linked old place whole
+        caches["embedded models, old place (a link, left as it is: RMB_MODEL_CACHE may name its target)"] = str(
+            LEGACY_CACHE
+        )
+    elif LEGACY_CACHE.is_dir():
         caches["embedded models, old place (moved into the one above on the next start)"] = str(LEGACY_CACHE)
     return caches
 

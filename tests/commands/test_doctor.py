@@ -39,3 +39,15 @@ def test_doctor_json_is_one_object(tmp_path, monkeypatch, capsys):
     rep = json.loads(capsys.readouterr().out)
     assert rep["torch"]["version"] == torch.__version__ and rep["extras"]["build"]["installed"] is True
     assert set(rep["extras"]) == set(PROVIDED_BY.values())
+
+
+def test_doctor_says_a_linked_old_model_cache_is_left_as_it_is(tmp_path, monkeypatch):
+    from rmb_build.commands.doctor import caches_report
+    from rmb_build.llm import embedded_models
+
+    store, old = tmp_path / "team-store", tmp_path / "old-models"
+    store.mkdir()
+    old.symlink_to(store)
+    monkeypatch.setattr(embedded_models, "LEGACY_CACHE", old)
+    labels = [label for label, path in caches_report().items() if path == str(old)]
+    assert labels == ["embedded models, old place (a link, left as it is: RMB_MODEL_CACHE may name its target)"]
