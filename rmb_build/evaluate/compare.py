@@ -9,8 +9,9 @@ predictions.jsonl: the set, the turns' role and content, the answers), scenarios
 
 Method. A figure over several scenarios and at least ``POOLED_FROM`` (100) items (``rmb_overall``, its cells, a
 goal) gets ``core.intervals.pooled_difference``: a t interval and p from the items' differences, each scenario's
-variance shrunk toward its goal's pooled one and never below what its own items allow, so that a scenario of one
-item counts with its goal's spread and a small unsure one beside a large sure one with its own. The construction below,
+variance shrunk toward its goal's pooled one, and toward what its own items allow where the pool is under a third
+of that, so that a scenario of one item counts with its goal's spread and a small unsure one beside a large sure
+one with its own. The construction below,
 conservative by design, kept a scenario of one item at a pseudo-item's full weight: on every RMB scenario with 1
 to 4 items, two RMs of equal accuracy got a mean p of 0.70 and no rejection (docs/calibration-uncertainty.md).
 Below that size, and for one scenario, the construction stays (exact McNemar for one scenario of 0/1 outcomes).

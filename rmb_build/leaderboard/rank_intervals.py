@@ -1,4 +1,4 @@
-"""Rank uncertainty for one release's table: each RM's 95% rank interval and the benchmark's separability, both
+"""Rank uncertainty for one release's table: each RM's rank range and the benchmark's separability, both
 read off the one set of pairwise tests the table's "vs. next" column shows (``ranking.pair_tests``: ``rmb
 compare``'s paired test of ``rmb_overall`` on the items the two RMs share).
 
@@ -6,7 +6,9 @@ compare``'s paired test of ``rmb_overall`` on the items the two RMs share).
   pair separated beside a p of 0.05 or more for it.
 - ``rank_ci``: from 1 + the number of RMs significantly better than it to N - the number significantly worse.
   Estimand: the RM's rank by the RMs' expected ``rmb_overall`` (each scenario's accuracy over its population of
-  items), 1 + the number of RMs whose expected figure is strictly higher.
+  items), 1 + the number of RMs whose expected figure is strictly higher. A range of whole places, not a 95%
+  interval: it misses the true rank only where a test errs in the wrong direction (one side of a 5% test), so it
+  holds it nearly always (100% of the calibration suite's draws; docs/calibration-uncertainty.md).
 
 An item bootstrap (the method this replaces) gives a scenario of one item no variance, so on releases of tiny
 scenarios it called two RMs of equal accuracy separated far more often than 5% of the time;

@@ -87,3 +87,6 @@ def test_two_protocols_of_one_model_are_two_rows_with_their_own_rank_intervals(t
         ("baseline:other", "2&ndash;2", "baseline:other"),
         (spec, "3&ndash;3", f"{spec} (protocol rewardbench)"),
     ]
+    # a range of whole places read off 5% tests holds the true rank nearly always: no "95%" claim (issue 47's band)
+    assert "rank<br>range</th>" in page and "rank<br>95%" not in page
+    assert "<b>rank 95%</b>" not in page and "no 95% interval" in page
