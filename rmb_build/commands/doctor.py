@@ -82,7 +82,7 @@ def caches_report() -> dict[str, str]:
     from rmb_build.benchmarks.fetch import cache_dir
     from rmb_build.core.paths import user_cache_dir, workdir
     from rmb_build.evaluate.cache import default_cache_dir
-    from rmb_build.llm.embedded_models import LEGACY_CACHE, model_cache_dir
+    from rmb_build.llm.embedded_models import LEGACY_CACHE, linked_legacy, model_cache_dir
     from rmb_build.stages.classify import trained_classifier_dir
 
     caches = {
@@ -94,7 +94,7 @@ def caches_report() -> dict[str, str]:
         "embedded models (assembled GGUF files, the torch backend's weights)": str(model_cache_dir()),
         "builds (data/, runs/ with each build's LLM cache)": str(workdir()),
     }
-    if LEGACY_CACHE.is_symlink():  # _adopt_legacy leaves a linked old place whole
+    if linked_legacy(LEGACY_CACHE) is not None:  # _adopt_legacy leaves a linked old place whole
         caches["embedded models, old place (a link, left as it is: RMB_MODEL_CACHE may name its target)"] = str(
             LEGACY_CACHE
         )

@@ -64,10 +64,12 @@ def _take(path: Path, what: str, hint: str, wait_s: float = 0.0, on_wait: Callab
         except OSError as exc:
             held = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
             if held and time.monotonic() < deadline:
-                if on_wait is not None and not told:
-                    told = True
-                    on_wait(_holder(fd))
-                os.close(fd)
+                try:
+                    if on_wait is not None and not told:
+                        told = True
+                        on_wait(_holder(fd))
+                finally:
+                    os.close(fd)
                 time.sleep(0.1)
                 continue
             holder = _holder(fd) if held else ""

@@ -67,22 +67,27 @@ def peer_gone(sock: socket.socket) -> bool:
     return peer_state(sock) == "gone"
 
 
+PROBE_EVERY_S = 2.0  # how often a client that stopped sending is probed again (HTTP allows many interim replies)
+
+
 class ClientWatch:
     """``gone()`` for a request whose reply is being computed: whether its client has hung up. A client that
     stopped sending once its request was sent (``shutdown(SHUT_WR)``, as some HTTP clients do) still waits for
     the reply; one that closed its socket does not, and the two read alike. So the first time the client reads
     as ended it is sent ``CONTINUE`` (``probe``; HTTP/1.0 allows no interim reply: None), which a closed socket
-    answers with a reset, and it is gone once its socket says so."""
+    answers with a reset, and it is gone once its socket says so. While it reads as ended the probe is sent again
+    every ``every_s`` seconds: a half-closed client that closes later is then found gone too."""
 
-    def __init__(self, sock: socket.socket, probe: bytes | None = CONTINUE):
-        self.sock, self.probe = sock, probe
+    def __init__(self, sock: socket.socket, probe: bytes | None = CONTINUE, every_s: float = PROBE_EVERY_S):
+        self.sock, self.probe, self.every_s = sock, probe, every_s
+        self.next_probe = 0.0
 
     def __call__(self) -> bool:
         state = peer_state(self.sock)
-        if state == "ended" and self.probe is not None:
-            probe, self.probe = self.probe, None
+        if state == "ended" and self.probe is not None and time.monotonic() >= self.next_probe:
+            self.next_probe = time.monotonic() + self.every_s
             try:
-                self.sock.sendall(probe)
+                self.sock.sendall(self.probe)
             except OSError:
                 return True
         return state == "gone"

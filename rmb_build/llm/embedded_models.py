@@ -58,11 +58,12 @@ def _adopt_legacy(legacy: Path, cache: Path) -> None:
     leave ``legacy`` for good: a ``legacy`` that is a link (to a shared store, say) or the same folder as
     ``cache`` or either inside the other is left whole; an entry that is a link (a relative one would dangle),
     or that ``cache`` has already, stays. One note says what moved and what stayed."""
-    if legacy.is_symlink():
+    link = linked_legacy(legacy)
+    if link is not None:
         target = Path(os.path.realpath(legacy))
         _note(
-            f"the embedded models' old cache {legacy} is a symbolic link to {target}: nothing moved from it; "
-            f"to use its models, set RMB_MODEL_CACHE={target}"
+            f"the embedded models' old cache {legacy} is in a symbolic link ({link}) to {os.path.realpath(link)}: "
+            f"nothing moved from it; to use its models, set RMB_MODEL_CACHE={target}"
         )
         return
     if not legacy.is_dir():
@@ -81,7 +82,7 @@ def _adopt_legacy(legacy: Path, cache: Path) -> None:
             if entry.is_symlink():
                 links += 1
             elif os.path.lexists(cache / entry.name):
-                present += 1
+                present += os.path.lexists(entry)  # not one another process has just moved
             else:
                 try:
                     os.rename(entry, cache / entry.name)
@@ -95,8 +96,6 @@ def _adopt_legacy(legacy: Path, cache: Path) -> None:
         )
         return
     for folder in (legacy, legacy.parent):
-        if folder.is_symlink():
-            break
         try:
             folder.rmdir()  # only where empty
         except OSError:
@@ -107,8 +106,14 @@ def _adopt_legacy(legacy: Path, cache: Path) -> None:
     left += [f"{present} already in {cache}"] if present else []
     said = f"moved {moved} embedded model cache entries from {legacy} to {cache}"
     if left:
-        said += f"; left {links + present} there ({', '.join(left)})"
-    _note(said, trouble=bool(left))
+        said += f"; left {links + present} there ({', '.join(left)}); they are not used: delete them to silence this"
+    _note(said, trouble=bool(left) and moved > 0)  # what stays is said loudly once, then at INFO
+
+
+def linked_legacy(legacy: Path) -> Path | None:
+    """The symbolic link ``legacy`` is reached through (itself or its parent, e.g. ``~/.cache/rmb_build`` linked
+    to a team's store), whose contents are not this user's to move; None where neither is a link."""
+    return next((p for p in (legacy, legacy.parent) if p.is_symlink()), None)
 
 
 def _same_or_nested(a: Path, b: Path) -> bool:

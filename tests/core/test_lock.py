@@ -108,3 +108,24 @@ def test_a_taker_that_waits_is_told_the_holder_once_as_the_wait_begins(tmp_path)
     with lock.hold_out(out, wait_s=0.5, on_wait=told.append):  # free: no wait, nothing told
         pass
     assert len(told) == 1
+
+
+def test_an_on_wait_that_raises_leaves_no_descriptor_open(tmp_path):
+    """A reviewer's finding: ``on_wait`` ran before the waiting descriptor was closed, so one that raised leaked it."""
+    import os
+
+    out = tmp_path / "ev"
+    child = hold_in_child(out)
+
+    def refuse(holder: str) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        with pytest.raises(KeyboardInterrupt):
+            with lock.hold_out(out, wait_s=5, on_wait=refuse):
+                pass
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        child.kill()
+        child.wait()

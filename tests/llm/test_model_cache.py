@@ -119,7 +119,39 @@ def test_an_old_root_that_links_to_a_shared_store_keeps_its_models(tmp_path, cap
     assert (shared / "SmolLM2.torch-abc" / "config.json").is_file() and old.is_symlink()
     assert not (new / "SmolLM2.torch-abc").exists()
     (note,) = _notes(caplog)
-    assert f"{old} is a symbolic link to {shared}" in note and f"RMB_MODEL_CACHE={shared}" in note, note
+    assert f"{old} is in a symbolic link ({old}) to {shared}" in note and f"RMB_MODEL_CACHE={shared}" in note, note
+
+
+def test_an_old_root_under_a_linked_folder_keeps_its_models(tmp_path, caplog):
+    """A reviewer's finding: ``~/.cache/rmb_build`` (the old root's parent) linked to a team's store; its models
+    were moved out of the store and its ``models`` folder removed."""
+    caplog.set_level("INFO", NOTES)
+    store, home, new = tmp_path / "team", tmp_path / "home", tmp_path / "new"
+    _model(store / "models")
+    home.mkdir()
+    (home / "rmb_build").symlink_to(store, target_is_directory=True)
+    old = home / "rmb_build" / "models"
+    adopt(old, new)
+    assert (store / "models" / "SmolLM2.torch-abc" / "config.json").is_file()
+    assert not (new / "SmolLM2.torch-abc").exists()
+    (note,) = _notes(caplog)
+    assert f"in a symbolic link ({home / 'rmb_build'})" in note and "nothing moved" in note, note
+
+
+def test_entries_another_process_moved_meanwhile_are_not_counted_as_left(tmp_path, caplog, monkeypatch):
+    """A reviewer's finding: two processes adopting at once each counted the entries the other had just moved as
+    'already there' and warned that they were left, when nothing was."""
+    caplog.set_level("INFO", NOTES)
+    old, new = tmp_path / "old", tmp_path / "new"
+    _model(old, "SmolLM2.torch-abc")
+    _model(new, "SmolLM2.torch-def")  # moved there by the other process after this one listed the old root
+    stale = [old / "SmolLM2.torch-abc", old / "SmolLM2.torch-def"]
+    real_iterdir = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda self: iter(stale) if self == old else real_iterdir(self))
+    adopt(old, new)
+    (note,) = _notes(caplog)
+    assert note == f"moved 1 embedded model cache entries from {old} to {new}", note
+    assert all(r.levelname == "INFO" for r in caplog.records if r.name == NOTES)
 
 
 def test_a_linked_entry_of_the_old_root_is_left_and_counted(tmp_path, caplog):
@@ -162,6 +194,8 @@ def test_an_entry_the_new_root_has_already_is_kept_and_the_old_one_counted(tmp_p
     assert (new / "SmolLM2.tokenizer-abc").is_dir() and not (old / "SmolLM2.tokenizer-abc").exists()
     (note,) = _notes(caplog)
     assert f"moved 1 embedded model cache entries from {old} to {new}; left 1 there (1 already in {new})" in note
+    adopt(old, new)  # the next start: what stays is said again, quietly (a reviewer: a warning on every start)
+    assert [r.levelname for r in caplog.records if r.name == NOTES] == ["WARNING", "INFO"]
 
 
 def test_an_old_root_that_cannot_be_moved_from_is_said_and_left(tmp_path, caplog, monkeypatch):

@@ -379,6 +379,24 @@ def test_a_client_that_only_stopped_sending_is_still_there_and_a_closed_one_is_g
         assert not watch()
 
 
+def test_a_half_closed_client_that_closes_later_is_found_gone():
+    """A reviewer's finding: the probe went once, so a client that shut its sending side, read the probe and then
+    closed was never sent anything again, never reset, and its row decoded to the end."""
+    import socket
+
+    from rmb_build.llm._torch_server import CONTINUE, ClientWatch
+
+    server_side, client = _tcp_pair()
+    with server_side:
+        watch = ClientWatch(server_side, every_s=0.05)
+        client.shutdown(socket.SHUT_WR)
+        assert not watch()
+        client.settimeout(10)
+        assert client.recv(100) == CONTINUE
+        client.close()
+        _until(watch, "a client that half-closed and then closed never read as gone", 30)
+
+
 class _FakeService:
     """A torch server's service without a model: a reply takes until the test says the client has done what it
     does, then a few looks at whether it is still there."""
