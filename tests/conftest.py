@@ -130,6 +130,52 @@ def default_classifier_trained_once():
     classify._train_default = train
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "draws_heatmaps: the test draws real heatmap.png files (the others get a placeholder: see heatmaps_as_placeholders)",
+    )
+
+
+def _placeholder_png() -> bytes:
+    """A valid 1x1 grey PNG."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b"")
+    )
+
+
+@pytest.fixture(autouse=True)
+def heatmaps_as_placeholders(request, monkeypatch):
+    """A heatmap.png is worked out from the results as the real one is (``heatmap.grid``: its rows, colours, cell
+    texts, labels and title) and written as a 1x1 PNG, unless the test is marked ``draws_heatmaps``: matplotlib's
+    drawing took about 0.35 s of CPU a heatmap, some 200 of them in the quick tier, and only the tests marked
+    look at what it draws (``tests/evaluate/test_heatmap.py``, the RM specs drawn as plain text or redacted)."""
+    if request.node.get_closest_marker("draws_heatmaps"):
+        yield
+        return
+    from rmb_build.evaluate import heatmap
+
+    def placeholder(results, path):
+        if heatmap.grid(results) is None:
+            return None
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.png")
+        tmp.write_bytes(_placeholder_png())
+        tmp.replace(path)
+        return path
+
+    monkeypatch.setattr(heatmap, "_draw", placeholder)
+    yield
+
+
 def pytest_collection_modifyitems(config, items):
     """Slow tests first, the order otherwise kept: with two workers (``-n 2``) the long ones start early
     and the quick ones fill in at the end, so the workers finish together instead of one waiting on a

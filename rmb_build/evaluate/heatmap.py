@@ -8,6 +8,7 @@ each cell shows the accuracy and its n (marked when under ``FEW_ITEMS``), and th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -60,6 +61,48 @@ def write_heatmap(results: Mapping[str, Any], path: str | Path) -> Path | None:
         return _draw(results, path)
 
 
+@dataclass(frozen=True)
+class Grid:
+    """What the heatmap draws, worked out from the results before any drawing: its columns (sets) and rows
+    (scenarios), each cell's colour (-1..1, NaN where the set lacks the scenario) and text, the labels and title."""
+
+    sets: list[str]
+    rows: list[str]
+    colour: Any  # a (rows x sets) numpy array
+    cells: list[list[str | None]]  # None: the set has no items of the scenario
+    column_labels: list[str]
+    row_labels: list[str]
+    title: str
+
+
+def grid(results: Mapping[str, Any]) -> Grid | None:
+    """The heatmap of ``results``, as data; None when it has no scenario."""
+    import numpy as np
+
+    sets = [s for s in (PAIRWISE_SET, BON_SET) if results.get(s, {}).get("scenarios")]
+    rows = scenario_order(list({sc: None for s in sets for sc in results[s]["scenarios"]}))
+    if not rows:
+        return None
+    colour = np.full((len(rows), len(sets)), np.nan)
+    cells: list[list[str | None]] = [[None] * len(sets) for _ in rows]
+    for j, s in enumerate(sets):
+        for i, sc in enumerate(rows):
+            cell = results[s]["scenarios"].get(sc)
+            if cell is not None:
+                colour[i, j] = relative_to_chance(cell["accuracy"], _chance(results, s, sc))
+                few = FEW_MARK if few_items(cell["n"]) else ""
+                cells[i][j] = f"{100 * cell['accuracy']:.0f}%  n={cell['n']}{few}"
+    return Grid(
+        sets=sets,
+        rows=rows,
+        colour=colour,
+        cells=cells,
+        column_labels=[f"{SET_TITLES[s]}\nchance {100 * set_chance(results, s):.0f}%" for s in sets],
+        row_labels=[_label(r) for r in rows],
+        title=f"{results['rm']}: accuracy per scenario",
+    )
+
+
 def _draw(results: Mapping[str, Any], path: str | Path) -> Path | None:
     import matplotlib
 
@@ -68,38 +111,28 @@ def _draw(results: Mapping[str, Any], path: str | Path) -> Path | None:
     import numpy as np
     from matplotlib.colors import ListedColormap
 
-    sets = [s for s in (PAIRWISE_SET, BON_SET) if results.get(s, {}).get("scenarios")]
-    rows = scenario_order(list({sc: None for s in sets for sc in results[s]["scenarios"]}))
-    if not rows:
+    drawn = grid(results)
+    if drawn is None:
         return None
-    colour = np.full((len(rows), len(sets)), np.nan)
-    for j, s in enumerate(sets):
-        for i, sc in enumerate(rows):
-            if sc in results[s]["scenarios"]:
-                colour[i, j] = relative_to_chance(results[s]["scenarios"][sc]["accuracy"], _chance(results, s, sc))
-
+    sets, rows, colour = drawn.sets, drawn.rows, drawn.colour
     fig, ax = plt.subplots(figsize=(COL_IN * len(sets), ROW_IN * len(rows)))
     ax.set_position((0, 0, 1, 1))  # labels and the colour bar sit outside; savefig crops to them
     cmap = ListedColormap(plt.get_cmap("RdBu")(np.linspace(0.08, 0.92, 256)))
     im = ax.imshow(np.ma.masked_invalid(colour), cmap=cmap, vmin=-1, vmax=1, aspect="auto")
     ax.set_facecolor("#e6e6e6")  # a scenario the set lacks
-    ax.set_xticks(
-        range(len(sets)), [f"{SET_TITLES[s]}\nchance {100 * set_chance(results, s):.0f}%" for s in sets], fontsize=8
-    )
+    ax.set_xticks(range(len(sets)), drawn.column_labels, fontsize=8)
     ax.xaxis.tick_top()
-    ax.set_yticks(range(len(rows)), [_label(r) for r in rows], fontsize=LABEL_PT)
+    ax.set_yticks(range(len(rows)), drawn.row_labels, fontsize=LABEL_PT)
     ax.tick_params(length=0)
-    for i, sc in enumerate(rows):
-        for j, s in enumerate(sets):
-            cell = results[s]["scenarios"].get(sc)
-            if cell is None:
+    for i, row in enumerate(drawn.cells):
+        for j, text in enumerate(row):
+            if text is None:
                 ax.text(j, i, "no items", ha="center", va="center", fontsize=CELL_PT, color="#777777")
                 continue
-            few = FEW_MARK if few_items(cell["n"]) else ""
             ax.text(
                 j,
                 i,
-                f"{100 * cell['accuracy']:.0f}%  n={cell['n']}{few}",
+                text,
                 ha="center",
                 va="center",
                 fontsize=CELL_PT,
@@ -111,7 +144,7 @@ def _draw(results: Mapping[str, Any], path: str | Path) -> Path | None:
             ax.axhline(i - 0.5, color="black", linewidth=0.9)
     for j in range(1, len(sets)):
         ax.axvline(j - 0.5, color="white", linewidth=2)
-    ax.set_title(f"{results['rm']}: accuracy per scenario", fontsize=9, pad=28)
+    ax.set_title(drawn.title, fontsize=9, pad=28)
     height = ROW_IN * len(rows)
     cax = fig.add_axes((0.1, -0.32 / height, 0.8, 0.1 / height))  # 0.22 in below the grid, 0.1 in tall
     bar = fig.colorbar(im, cax=cax, orientation="horizontal", ticks=[-1, 0, 1])

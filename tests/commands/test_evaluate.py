@@ -440,6 +440,7 @@ def test_clean_release_has_no_defect_section_and_labels_every_figure(tmp_path):
     assert report.index("## RMB overall") < report.index("## Summary")
 
 
+@pytest.mark.draws_heatmaps
 def test_an_rm_spec_holding_mathtext_does_not_stop_evaluate_after_scoring(tmp_path):
     """Issue 48 item 8: `--rm python:<a path with $\\foo$>` scored every item, then stopped at the heatmap's
     title with ParseFatalException (exit 1, nothing written). The spec is drawn as text."""

@@ -159,6 +159,7 @@ class _DrawnText:
         monkeypatch.setattr(Figure, "savefig", spy)
 
 
+@pytest.mark.draws_heatmaps
 def test_text_drawn_into_heatmaps_holds_no_credential(tmp_path, monkeypatch, capsys, stub, env):
     """The heatmap's title is made from the RM spec: evaluate's, and the leaderboard's from a results.json
     written before evaluate redacted its spec (its pages, their names and the copied results.json too)."""

@@ -9,6 +9,8 @@ import pytest
 from rmb_build.evaluate.heatmap import relative_to_chance, set_chance, write_heatmap
 from rmb_build.evaluate.metrics import build_results
 
+pytestmark = pytest.mark.draws_heatmaps  # what these tests check is the drawing
+
 
 def test_colour_scale_is_anchored_at_chance():
     assert relative_to_chance(0.5, 0.5) == 0 and relative_to_chance(0.25, 0.25) == 0

@@ -165,6 +165,7 @@ def test_length_baseline_agrees_with_independent_rules_on_real_sample(rmb_sample
     assert sum(v["n"] for v in lb.values()) == len(release.pairwise)
 
 
+@pytest.mark.draws_heatmaps
 def test_predictions_are_one_line_per_item(rmb_sample, tmp_path):
     release = read_release(rmb_sample)
     evaluate(

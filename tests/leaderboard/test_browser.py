@@ -16,7 +16,7 @@ from rmb_build.leaderboard.entries import CELLS, MEAN, cells
 from rmb_build.leaderboard.ranking import ALPHA
 
 # Chromium and a page server per module: tens of seconds in subprocesses, as the review page's browser test
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.draws_heatmaps]
 
 
 @pytest.fixture(scope="module", params=["own", "sample"])

@@ -77,6 +77,7 @@ def test_a_page_refuses_figures_it_cannot_check(folders, tmp_path, capsys):
     assert len(err) == 1 and str(bare / "predictions.jsonl") in err[0], err
 
 
+@pytest.mark.draws_heatmaps
 @pytest.mark.parametrize("name", [r"hf:$\foo$", "baseline:$" + "{" * 300 + "}" * 300 + "$"])
 def test_an_rm_spec_holding_mathtext_is_drawn_as_text(folders, tmp_path, name):
     """main stopped `rmb leaderboard` with ParseFatalException (RecursionError for the nested one)."""

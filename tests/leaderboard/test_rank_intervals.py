@@ -75,6 +75,7 @@ def test_without_item_outcomes_no_interval_is_made_up(boards, tmp_path):
     assert rank_uncertainty(entries[:1], {}, resamples=100) == {"reason": "one reward model: nothing to rank against"}
 
 
+@pytest.mark.slow  # starts Chromium (the tier's rule: docs/testing.md); 5-6 s of CPU with its children
 def test_the_page_shows_rank_intervals_separability_and_the_style_columns(browser, boards, tmp_path):  # noqa: F811
     from selenium.webdriver.support.ui import Select
 

@@ -1,0 +1,65 @@
+"""The tier CPU bench (``bench/tier_cpu.py``): on records whose answer is known its figures add up, and two runs
+print side by side with their ratio."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bench_helpers import load_bench
+
+
+@pytest.fixture(scope="module")
+def tier_cpu():
+    return load_bench("tier_cpu")
+
+
+def _record(cpu: float, tests: dict[str, tuple[float, float]]) -> dict:
+    """A run of two workers and pytest-xdist's controller: ``tests`` by node id, (self, children) CPU seconds."""
+    workers = [
+        {
+            "worker": f"gw{k}",
+            "collected_items": 3,
+            "before_tests": 10.0,
+            "total": 10.0 + sum(s + c for s, c in tests.values()) / 2 + 0.5,
+            "total_self": 0.0,
+            "tests": [
+                {"test": name, "self": s, "children": c, "wall": 1.0}
+                for n, (name, (s, c)) in enumerate(tests.items())
+                if n % 2 == k
+            ],
+        }
+        for k in (0, 1)
+    ]
+    controller = {
+        "worker": "main",
+        "collected_items": 0,
+        "before_tests": 0,
+        "total": cpu,
+        "total_self": 2.0,
+        "tests": [],
+    }
+    return {"cpu": cpu, "processes": [*workers, controller]}
+
+
+BEFORE = {"tests/a.py::one": (4.0, 0.0), "tests/a.py::two": (1.0, 1.0), "tests/b.py::three": (2.0, 0.0)}
+AFTER = {"tests/a.py::one": (1.0, 0.0), "tests/a.py::two": (1.0, 1.0), "tests/b.py::three": (2.0, 0.0)}
+
+
+def test_the_figures_add_up(tier_cpu):
+    figures = tier_cpu.summary(_record(40.0, BEFORE))
+    assert figures["cpu, tests' own (all workers)"] == 8.0 and figures["tests run"] == 3
+    assert figures["controller (its own CPU)"] == 2.0
+    assert figures["gw0: start-up and collection"] == 10.0 and figures["gw0: tests"] + figures["gw1: tests"] == 8.0
+    assert tier_cpu.per_file(_record(40.0, BEFORE)) == {"tests/a.py": 6.0, "tests/b.py": 2.0}
+
+
+def test_two_runs_side_by_side(tier_cpu, tmp_path, capsys):
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps(_record(40.0, BEFORE)))
+    after.write_text(json.dumps(_record(30.0, AFTER)))
+    ratios = tier_cpu.main(["compare", str(before), str(after), "--top", "2"])
+    assert ratios == {"cpu_whole_run_ratio": 0.75, "cpu_tests_ratio": 0.625}
+    out = capsys.readouterr().out
+    assert "   4.00    1.00  tests/a.py::one" in out  # the test that moved most comes first
+    assert json.loads(out.strip().splitlines()[-1]) == ratios
