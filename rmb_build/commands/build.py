@@ -44,8 +44,8 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--runner",
         choices=["prefect", "local"],
         default="prefect",
-        help="prefect (default): each batch a Prefect task (persisted results, the UI, Dask); "
-        "local: in this process, no server (the same release)",
+        help="prefect (default): each batch a Prefect task (persisted results, the UI; Dask with run.task_runner: "
+        'dask and pip install "rmb_build[dask]"); local: in this process, no server (the same release)',
     )
     p.add_argument(
         "--no-progress",

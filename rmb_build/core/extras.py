@@ -10,7 +10,7 @@ from rmb_build.core.errors import RMBError
 # import name -> the extra that installs it; tests/project/test_packaging.py checks this against pyproject.toml
 PROVIDED_BY = {
     "prefect": "build",
-    "prefect_dask": "build",
+    "prefect_dask": "dask",
     "llama_cpp": "llama-cpp",
     "llguidance": "build",
     "gguf": "build",

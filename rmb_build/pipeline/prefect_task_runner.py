@@ -13,10 +13,14 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rmb_build.core.errors import ConfigError
+from rmb_build.core.extras import install_line
 from rmb_build.pipeline.config import RunConfig
 
 if TYPE_CHECKING:
     from prefect.task_runners import TaskRunner
+
+# run.task_runner: dask without prefect-dask (the dask extra, not the build extra's)
+DASK_MISSING = f"'dask' needs the prefect-dask package, which the dask extra installs: {install_line('dask')}"
 
 
 def make_task_runner(run: RunConfig, file: str = "<config>") -> TaskRunner[Any]:
@@ -30,9 +34,7 @@ def make_task_runner(run: RunConfig, file: str = "<config>") -> TaskRunner[Any]:
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError:
-        raise ConfigError(
-            file, "run.task_runner", "'dask' needs the prefect-dask package: pip install 'rmb_build[dask]'"
-        ) from None
+        raise ConfigError(file, "run.task_runner", DASK_MISSING) from None
     if run.dask_address:
         return DaskTaskRunner(address=run.dask_address)
     return DaskTaskRunner()

@@ -119,8 +119,8 @@ def preflight(cfg: BuildConfig, file: str = "<config>") -> list[str]:
     if cfg.run.task_runner == "dask":
         from importlib.util import find_spec
 
+        from rmb_build.pipeline.prefect_task_runner import DASK_MISSING
+
         if find_spec("prefect_dask") is None:
-            raise ConfigError(
-                file, "run.task_runner", "'dask' needs the prefect-dask package: pip install 'rmb_build[dask]'"
-            )
+            raise ConfigError(file, "run.task_runner", DASK_MISSING)
     return stages

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -99,15 +98,15 @@ def test_package_data_globs_cover_every_criteria_file():
 
 
 def _wheel_build_command(src: Path, out: Path) -> list[str]:
-    """pip wheel without build isolation where the local setuptools can build this project (no registry
-    access then), else with it (pip fetches the build requirements)."""
+    """pip wheel without build isolation where the local setuptools can build this project (pyproject's
+    build-system floor, 70.1: it builds wheels itself; no registry access then), else with it (pip fetches the build
+    requirements)."""
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)]
     try:
         setuptools_version = tuple(int(x) for x in version("setuptools").split(".")[:2])
     except PackageNotFoundError:
         return cmd
-    has_bdist_wheel = setuptools_version >= (70, 1) or importlib.util.find_spec("wheel") is not None
-    return cmd + ["--no-build-isolation"] if setuptools_version >= (69, 0) and has_bdist_wheel else cmd
+    return cmd + ["--no-build-isolation"] if setuptools_version >= (70, 1) else cmd
 
 
 @pytest.mark.slow  # over 4 s under load (the tier's rule: docs/testing.md)

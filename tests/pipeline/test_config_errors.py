@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,29 @@ def test_dask_runner_without_prefect_dask_is_a_config_error(tmp_path):
     else:
         runner = make_task_runner(cfg.run)
         assert type(runner).__name__ == "DaskTaskRunner"
+
+
+def test_dask_runner_names_the_dask_extra_where_prefect_dask_is_absent(tmp_path, monkeypatch):
+    """prefect-dask is the dask extra's, not the build extra's: both checks of run.task_runner: dask say, in one
+    line, which extra installs it (rmb_build.core.extras' install line)."""
+    pytest.importorskip("prefect")
+    import importlib.util
+
+    from rmb_build.core.extras import install_line
+    from rmb_build.pipeline.prefect_task_runner import make_task_runner
+
+    cfg = parse_config(_config(tmp_path, run={"task_runner": "dask", "dask_address": "tcp://127.0.0.1:8786"}))
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "prefect_dask" else find_spec(name, *a)
+    )
+    monkeypatch.setitem(sys.modules, "prefect_dask", None)  # its import fails as where it is not installed
+    for check in (lambda: preflight(cfg), lambda: make_task_runner(cfg.run)):
+        with pytest.raises(ConfigError) as err:
+            check()
+        message = str(err.value)
+        assert "\n" not in message and "run.task_runner" in message, message
+        assert "prefect-dask" in message and install_line("dask") in message, message
 
 
 def test_embedded_servers_are_capped_by_the_machine(tmp_path, capsys, monkeypatch):

