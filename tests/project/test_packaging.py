@@ -151,9 +151,11 @@ def _venv(path: Path) -> tuple[str, Path]:
     return python, Path(purelib)
 
 
-def _without_the_build_extra(tmp_path: Path) -> str:
+def _without_the_build_extra(tmp_path: Path, *, this_install: bool = True) -> str:
     """A fresh venv whose packages are this one's less the build extra's own distributions (a folder of
-    links, on its path through a .pth file); its python."""
+    links, on its path through a .pth file), with rmb_build as this venv installed it unless ``this_install`` is
+    False (a wheel to be installed there: pip would take a linked rmb_build of the same version as the wheel
+    and skip it, or, told to reinstall, remove the linked one's files through the links); its python."""
     skip = set()
     for dist in _extra("build"):
         try:
@@ -167,6 +169,8 @@ def _without_the_build_extra(tmp_path: Path) -> str:
     python, purelib = _venv(tmp_path / "venv")
     for entry in site.iterdir():
         if entry.name.startswith(("rmb_build", "__editable__")):
+            if not this_install:
+                continue
             # rmb_build itself as installed: an editable install's .pth and finder must sit in the site folder
             # to be run (they map rmb_build.prompts to the top-level prompts/), a wheel's package beside them
             (purelib / entry.name).symlink_to(entry)
@@ -322,7 +326,7 @@ def test_the_wheel_runs_evaluate_without_the_build_extra_and_ships_every_file(tm
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    python = _without_the_build_extra(tmp_path)
+    python = _without_the_build_extra(tmp_path, this_install=False)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the wheel's rmb_build, not the sources'
     out = subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q",
