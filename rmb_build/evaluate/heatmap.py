@@ -20,6 +20,7 @@ from rmb_build.evaluate.metrics import scenario_order
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from numpy.typing import NDArray
 
 SET_TITLES = {PAIRWISE_SET: "Pairwise", BON_SET: "Best-of-N"}
 DEFAULT_CHANCE = {PAIRWISE_SET: 0.5, BON_SET: 0.25}  # results without per-scenario chance (older files)
@@ -68,7 +69,7 @@ class Grid:
 
     sets: list[str]
     rows: list[str]
-    colour: Any  # a (rows x sets) numpy array
+    colour: NDArray[Any]  # rows x sets
     cells: list[list[str | None]]  # None: the set has no items of the scenario
     column_labels: list[str]
     row_labels: list[str]
