@@ -151,12 +151,13 @@ def goal_ends(k_scenarios: int, alone: bool = False) -> list[list[float]]:
 
 def overall_ends(counts: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """``pooled_interval``'s arithmetic for rmb_overall over cells of one-item scenarios, vectorised over count
-    vectors ``counts`` (..., cells): a scenario's floor is 3/16 (``p (1 - p)`` at 3/4 or 1/4), its cell's pooled
-    variance ``m (1 - m) (K + 1) / K``, its prior the larger, its df 4 (tests/bench/test_calibration_exact.py
+    vectors ``counts`` (..., cells): a scenario's variance is its cell's pooled variance ``m (1 - m) (K + 1) / K``
+    but at least 1/4 (``plausible_variance``: one item's mid-p interval always holds one half; 1/4 is above the
+    floor of 3/16, ``p (1 - p)`` at 3/4 or 1/4), its df 4 (tests/bench/test_calibration_exact.py
     checks this equals ``pooled_interval``)."""
     k, size = np.asarray(counts, dtype=float), np.asarray(sizes, dtype=float)
     m = k / size
-    prior = np.maximum(m * (1 - m) * (size + 1) / size, 3 / 16)
+    prior = np.maximum(m * (1 - m) * (size + 1) / size, 0.25)
     w = 1 / (len(size) * size)
     var = np.sum(size * w**2 * prior, axis=-1)
     estimate = m.mean(axis=-1)

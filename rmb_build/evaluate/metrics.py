@@ -3,10 +3,13 @@
 macro = mean of the group's scenario accuracies; micro = mean over the group's items. Harmlessness
 scenarios belong to no task. 95% intervals come from ``rmb_build/core/intervals.py``: mid-p for
 a proportion (Clopper-Pearson's Monte Carlo extension for ties counted half), and for macro means and ``rmb_overall``
-Wilson's interval with each scenario's variance shrunk toward its goal's pooled one; none has zero width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``.
+Wilson's interval with each scenario's variance shrunk toward its goal's pooled one; none has zero width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``; a macro over several scenarios some of
+which hold fewer than ``FEW_ITEMS`` carries ``"few_item_scenarios": <how many>``: its interval is conservative
+there (over 95%), calibrated where every scenario holds ``FEW_ITEMS`` or more (docs/calibration.md).
 
 ``rmb_overall`` is RMB's headline: the four cells (pairwise/BoN x Helpfulness/Harmlessness), each
-that set's goal ``macro``, and their plain mean; ``few_items`` lists the cells resting on few items.
+that set's goal ``macro``, and their plain mean; ``few_items`` lists the cells resting on few items,
+``few_item_scenarios`` counts, per cell and under the mean, the scenarios of few items its interval pools.
 """
 
 from __future__ import annotations
@@ -139,6 +142,9 @@ def aggregate_set(
         }
         if few_items(total):
             row["few_items"] = True
+        small = sum(few_items(n[s]) for s in members)
+        if small and len(members) > 1:  # its macro interval is conservative there (core.intervals.pooled_interval)
+            row["few_item_scenarios"] = small
         return row
 
     tasks: dict[str, list[str]] = defaultdict(list)
@@ -183,6 +189,10 @@ def rmb_overall(samples: Mapping[str, SetDraws]) -> dict[str, Any]:
         "missing": missing,
     }
     out["few_items"] = [c for c in RMB_CELLS if c in cells and few_items(cells[c][2])]
+    # scenarios of few items under a pooled (conservative) interval: a cell's own, and all of them under the mean's
+    small = {c: sum(few_items(len(sm.outcomes[s])) for s in members) for c, (*_, members, sm) in cells.items()}
+    pooled_cells = {c: small[c] if len(cells[c][3]) > 1 else 0 for c in small}
+    out["few_item_scenarios"] = {c: pooled_cells.get(c, 0) for c in RMB_CELLS} | {"mean": sum(small.values())}
     if cells:
         out["mean"] = float(np.mean([v[0] for v in cells.values()]))
         parts = [

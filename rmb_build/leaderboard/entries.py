@@ -51,6 +51,11 @@ class Entry:
         return self.rm.partition(":")[0]
 
     @property
+    def few_item_scenarios(self) -> dict[str, int]:
+        """Per column, how many scenarios of few items its interval pools (conservative there; {} in older files)."""
+        return dict((self.results.get("rmb_overall") or {}).get("few_item_scenarios") or {})
+
+    @property
     def missing(self) -> list[str]:
         """The cells the release has no items for (``rmb_overall`` is then the mean of the others)."""
         return [c for c in CELLS if self.values[c] is None]
@@ -214,8 +219,13 @@ def check_whole(results: dict[str, Any], rows: list[dict[str, Any]], where: str)
 def _with_current_intervals(results: dict[str, Any], rows: list[dict[str, Any]] | None) -> dict[str, Any]:
     """``results`` whose figures carry today's intervals. A results.json written before them (no
     ``intervals``) has percentile-bootstrap intervals, of zero width on unanimous groups: they are
-    recomputed from its predictions (``rows``), or dropped (shown as missing) when it has none."""
-    if "intervals" in results:
+    recomputed from its predictions (``rows``), or dropped (shown as missing) when it has none. One written
+    under an earlier interval rule (its ``intervals.method``) is recomputed where its predictions are at hand, so
+    that one page shows one rule; without them it is shown as written."""
+    from rmb_build.core.intervals import METHOD
+
+    recorded = results.get("intervals")
+    if recorded is not None and (recorded.get("method") == METHOD or rows is None):
         return results
     if rows is not None:
         from rmb_build.evaluate.metrics import build_results

@@ -54,6 +54,20 @@ def _few(n: int | None):
     )
 
 
+def _pooled_mark(few_item_scenarios: int | None):
+    """The mark beside an interval that pools scenarios of few items (nothing otherwise)."""
+    from markupsafe import Markup
+
+    from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK
+
+    if not few_item_scenarios:
+        return ""
+    return Markup(
+        f'<span class="few" title="pools {few_item_scenarios} scenario(s) of fewer than {FEW_ITEMS} items: '
+        f'wider than a 95% interval needs">{FEW_MARK}</span>'
+    )
+
+
 def _p_value(p: float, resamples: int) -> str:
     # A bootstrap p of 0 only says "below one resample's worth".
     return f"< {1 / resamples:.4f}" if p == 0 else f"= {p:.4f}"
@@ -91,6 +105,7 @@ def environment():
         or_missing=_or_missing,
         defects_phrase=_defects_phrase,
         few=_few,
+        pooled_mark=_pooled_mark,
         p_value=_p_value,
         short_sha=_short_sha,
     )

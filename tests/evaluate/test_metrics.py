@@ -332,3 +332,31 @@ def test_rmb_overall_interval_on_scenarios_of_1_to_4_items_is_as_wide_as_the_tru
         lo, hi = rmb_overall({s: set_draws(rows, s, draws=20) for s in ("pairwise", "bon")})["ci95"]["mean"]
         implied.append((hi - lo) / 3.92)
     assert float(np.mean(implied)) == pytest.approx(truth, rel=0.2)
+
+
+def test_a_macro_pooling_scenarios_of_few_items_says_how_many_and_the_report_marks_its_interval():
+    """A goal of a 200-item scenario beside a 3-item one: its macro's interval is conservative there (core.intervals
+    ``plausible_variance``), so the row counts the small scenario and report.md marks the interval; a goal whose
+    scenarios all hold 10 items or more carries no count."""
+    from rmb_build.evaluate.report import render_markdown
+
+    rows = [{"set": "pairwise", "scenario": "Harmlessness/S1", "outcome": float(i % 20 != 0)} for i in range(200)]
+    rows += [{"set": "pairwise", "scenario": "Harmlessness/S2", "outcome": 1.0} for _ in range(3)]
+    rows += [
+        {"set": "pairwise", "scenario": "Helpfulness/Chat/Discussion", "outcome": float(i % 3 != 0)} for i in range(30)
+    ]
+    rows += [
+        {"set": "pairwise", "scenario": "Helpfulness/Chat/Open QA", "outcome": float(i % 4 != 0)} for i in range(12)
+    ]
+    results = build_results(rows, rm="x", release="r", ties="strict", resamples=50)
+    goals = results["pairwise"]["goals"]
+    assert goals["Harmlessness"]["few_item_scenarios"] == 1
+    assert "few_item_scenarios" not in goals["Helpfulness"]
+    assert results["rmb_overall"]["few_item_scenarios"]["pairwise/Harmlessness"] == 1
+    assert results["rmb_overall"]["few_item_scenarios"]["pairwise/Helpfulness"] == 0
+    assert results["rmb_overall"]["few_item_scenarios"]["mean"] == 1
+    text = render_markdown(results)
+    low, high = (100 * x for x in goals["Harmlessness"]["ci95_macro"])
+    assert f"[{low:.1f}, {high:.1f}] †" in text
+    low, high = (100 * x for x in goals["Helpfulness"]["ci95_macro"])
+    assert f"[{low:.1f}, {high:.1f}] |" in text

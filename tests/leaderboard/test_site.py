@@ -342,5 +342,8 @@ def test_a_cell_over_few_items_is_marked(tmp_path):
     assert main(["leaderboard", str(folder), "--out", str(tmp_path / "site")]) == 0
     row = (tmp_path / "site" / "index.html").read_text(encoding="utf-8").split('data-rm="baseline:length"')[1]
     cells = row.split("</tr>")[0].split('data-col="')[1:]
-    marked = {c.split('"')[0] for c in cells if 'class="few"' in c}
+    marked = {c.split('"')[0] for c in cells if 'class="few" title="3 items' in c}
     assert marked == {"pairwise/Harmlessness"}
+    # the mean's interval pools that 3-item scenario: marked as wider than a 95% interval needs
+    pooled = {c.split('"')[0] for c in cells if 'title="pools 1 scenario(s) of fewer than 10 items' in c}
+    assert pooled == {"mean"}
