@@ -214,18 +214,14 @@ def prepare(
         messages, cut = _guard_prompt(by_id[qid].conversation, text, cfg.prompt_format, budget, reply)
         out.targets.append((qid, target, gen, cut))
         out.requests.append(
-            ChatRequest(
-                cfg.endpoint,
-                cfg.model,
+            cfg.request(
                 messages,
-                temperature=cfg.temperature,
-                top_p=cfg.top_p,
+                stage=STAGE,
+                tag=qid,
                 max_tokens=max_tokens,
                 response_schema=verdict_schema() if reply == JSON_REPLY else None,
                 schema_name="guard_verdict",
                 max_reasks=0,  # a reply outside the schema is read by the text parser, or counted unreadable
-                stage=STAGE,
-                tag=qid,
             )
         )
     return out

@@ -142,20 +142,15 @@ def prepare(
         out.targets.append((r, crit))
         for k in range(cfg.samples):  # seed k: samples differ, and a re-run without the cache asks the same
             out.requests.append(
-                ChatRequest(
-                    cfg.endpoint,
-                    cfg.model,
+                cfg.request(
                     messages,
-                    temperature=cfg.temperature,
-                    top_p=cfg.top_p,
-                    max_tokens=cfg.max_tokens,
+                    stage=STAGE,
+                    tag=f"{r.query_id}:{r.generator}",
                     seed=k,
                     sample_index=k,
                     response_schema=schema,
                     schema_name="judgement",
                     max_reasks=cfg.max_reasks,
-                    stage=STAGE,
-                    tag=f"{r.query_id}:{r.generator}",
                 )
             )
     out.stats["inputs_cut"] = inputs_cut
