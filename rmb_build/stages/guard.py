@@ -30,7 +30,7 @@ from rmb_build.stages.common import (
     endpoint_of,
     endpoints_of,
     estimate_tokens,
-    finished,
+    finished_only,
     fit_texts,
     index_queries,
     input_token_budget,
@@ -325,5 +325,5 @@ SPEC = StageSpec(
     llm=True,
     counts="answers",
     at=Position.VERDICTS,
-    takes=lambda _section, answers: finished(answers),  # an answer cut at max_tokens never reaches a release
+    takes=finished_only,
 )
