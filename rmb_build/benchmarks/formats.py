@@ -3,7 +3,7 @@
 Formats: ``rmb`` (RMB's folder layout or its Hugging Face form) and the formats registered in
 ``benchmarks.BENCHMARK_FORMATS``, one module each (``rewardbench``, ``rewardbench2``, ``rm-bench``,
 ``judgebench``: JSON / JSON Lines / Parquet files, a folder of them, or a Hub id). ``rmb`` as a source
-(when no such local folder exists) is the official RMB release, downloaded once (``release/fetch.py``).
+(when no such local folder exists) is the official RMB release, downloaded once (``benchmarks/fetch.py``).
 
 Detection, used unless a format is given, goes by each format's distinctive fields, as its registry entry
 (``base.BenchmarkFormat``) declares them, and never guesses (a file none of whose records has any of them

@@ -1,10 +1,10 @@
 """Not a subcommand: what ``rmb publish`` and ``rmb push-results`` share, their ``--repo-id``, ``--private``,
-``--dry-run`` and ``--out`` options and the checks of them made before any slow work."""
+``--dry-run`` and ``--out`` options, the checks of them made before any slow work, and the push or dry run's end."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 
 def add_push_options(parser: argparse.ArgumentParser, written: str) -> None:
@@ -31,3 +31,13 @@ def check_push_options(args: argparse.Namespace, own_entries: Collection[str], m
         check_out_dir(args.out, own_entries, marks)
     if not args.dry_run:
         check_can_push()  # before any work: offline or without a token nothing could be pushed
+
+
+def push_unless_dry_run(args: argparse.Namespace, push: Callable[[], str]) -> int:
+    """The command's end, once --out is written: with --dry-run a line saying nothing was pushed; otherwise
+    ``push()``, and the URL it gives printed. Returns the exit code."""
+    if args.dry_run:
+        print(f"dry run: nothing pushed to {args.repo_id}")
+        return 0
+    print(f"pushed to {push()}")
+    return 0

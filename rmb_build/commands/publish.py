@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rmb_build.commands._hub_push import add_push_options, check_push_options
+from rmb_build.commands._hub_push import add_push_options, check_push_options, push_unless_dry_run
 from rmb_build.core.lock import locks_out
 
 # What an earlier publish of ours leaves in --out; anything else there is someone else's and is kept safe.
@@ -83,9 +83,6 @@ def run(args: argparse.Namespace) -> int:
         with atomic.atomic_dir(args.out, OWN_ENTRIES, MARKS) as tmp:  # replaces an earlier publish as a whole
             written = write_hf_release(release, tmp, card, annotations=annotations)
         print(f"wrote {len(written)} files to {args.out} ({report.total} audit defects noted in the card)")
-    if args.dry_run:
-        print(f"dry run: nothing pushed to {args.repo_id}")
-        return 0
-    url = push_release(release, args.repo_id, card, private=args.private, annotations=annotations)
-    print(f"pushed to {url}")
-    return 0
+    return push_unless_dry_run(
+        args, lambda: push_release(release, args.repo_id, card, private=args.private, annotations=annotations)
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from rmb_build.commands._hub_push import add_push_options, check_push_options
+from rmb_build.commands._hub_push import add_push_options, check_push_options, push_unless_dry_run
 from rmb_build.core.lock import locks_out
 
 MARKS = {"README.md"}  # written by every push-results
@@ -33,14 +33,12 @@ def run(args: argparse.Namespace) -> int:
         with atomic.atomic_dir(args.out, ENTRIES, MARKS) as tmp:  # replaces an earlier output as a whole
             write_form(results, rows, tmp, args.repo_id)
         print(f"wrote {args.out}: results.json and {len(rows)} item predictions, with a card")
-    if args.dry_run:
-        print(f"dry run: nothing pushed to {args.repo_id}")
-        return 0
-    if args.out:
-        url = push_form(args.out, args.repo_id, private=args.private)
-    else:
+
+    def push() -> str:
+        if args.out:
+            return push_form(args.out, args.repo_id, private=args.private)
         with tempfile.TemporaryDirectory(prefix="rmb-push-") as tmp:
             write_form(results, rows, tmp, args.repo_id)
-            url = push_form(tmp, args.repo_id, private=args.private)
-    print(f"pushed to {url}")
-    return 0
+            return push_form(tmp, args.repo_id, private=args.private)
+
+    return push_unless_dry_run(args, push)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Literal
+from typing import Literal, Sequence, Unpack
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
 from rmb_build.core.options import StrictModel
 from rmb_build.core.redact import redact
+from rmb_build.llm.types import ChatRequest, RequestFields
 
 DEADLINE_S = 300.0
 SILENCE_LIMIT_S = 600.0
@@ -193,3 +194,20 @@ class ModelRef(StrictModel):
     temperature: float = Field(default=0.0, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int = Field(default=512, ge=1)
+
+    def request(
+        self, messages: Sequence[tuple[str, str]], *, stage: str, tag: str, **fields: Unpack[RequestFields]
+    ) -> ChatRequest:
+        """A request to this model with its settings (temperature, top_p, max_tokens); ``fields`` say the rest
+        (a reply schema, a seed, stops) or a max_tokens of the request's own."""
+        fields.setdefault("max_tokens", self.max_tokens)
+        return ChatRequest(
+            self.endpoint,
+            self.model,
+            tuple(messages),
+            temperature=self.temperature,
+            top_p=self.top_p,
+            stage=stage,
+            tag=tag,
+            **fields,
+        )

@@ -8,7 +8,7 @@ API key, timeout, retry count, stage or tag (those only describe how and why we 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol, Sequence, TypedDict
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,18 @@ class ChatRequest:
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]
+
+
+class RequestFields(TypedDict, total=False):
+    """What a stage's request says beyond its model's settings (``ModelRef.request``): ChatRequest's fields."""
+
+    max_tokens: int
+    seed: int | None
+    sample_index: int
+    response_schema: dict[str, Any] | None
+    schema_name: str
+    stop: tuple[str, ...]
+    max_reasks: int
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The build as a Prefect flow: every batch a Prefect task (``runner.PrefectRunner``), CPU batches on the
+"""The build as a Prefect flow: every batch a Prefect task (``PrefectRunner``), CPU batches on the
 task runner ``run.task_runner`` names (a thread pool, or Dask), results persisted in the run folder,
 runs visible in Prefect's UI. Call ``env.configure_prefect`` before this module is imported."""
 

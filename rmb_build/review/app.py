@@ -30,7 +30,7 @@ import hmac
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Awaitable, Callable, Mapping
 from urllib.parse import parse_qs, quote, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -64,6 +64,7 @@ HEADERS = {
 STATIC = {"review.css": "text/css", "review.js": "text/javascript"}
 FORM_FIELDS = {"label": ("csrf", "pos", "choice", "flag", "note"), "undo": ("csrf",)}
 REPEATABLE = ("flag",)
+Handler = Callable[[Request], Awaitable[Response]]
 _POSITION = re.compile(r"0|[1-9][0-9]{0,8}")  # ASCII only: int() reads '٣' and '+3', and 10**23 overflows SQLite
 
 
@@ -285,27 +286,33 @@ def create_app(page: ReviewPage) -> Starlette:
         item = await run_in_threadpool(_item_view, page, current, everything == "1")
         return html("item.html", item=item, **common)
 
-    async def _checked(request: Request, action: str) -> tuple[str, str | None, dict[str, list[str]]] | Response:
-        """Who posts (name and token from the URL), from which site, and their form: the body is read last."""
-        token = _query_one(request, "t")
-        name = _who(page, request, token)
-        if isinstance(name, Response):
-            return name
-        if not _same_site(request):
-            return _forbidden("a request from another site")
-        form = await _form(request, FORM_FIELDS[action])
-        if isinstance(form, Response):
-            return form
-        if not _same(_one(form, "csrf"), page.csrf(name)):
-            return _forbidden("the form's token does not match; reload the page")
-        return name, token, form
+    def posted(action: str) -> Callable[[Callable[[str, dict[str, list[str]]], None]], Handler]:
+        """A POST handler: who posts (name and token from the URL), from which site, and their form (the body is
+        read last) checked; then ``act(name, form)``, then back to their page."""
 
-    @_bad_requests
-    async def label(request: Request) -> Response:
-        checked = await _checked(request, "label")
-        if isinstance(checked, Response):
-            return checked
-        name, token, form = checked
+        def handler(act: Callable[[str, dict[str, list[str]]], None]) -> Handler:
+            @_bad_requests
+            async def post(request: Request) -> Response:
+                token = _query_one(request, "t")
+                name = _who(page, request, token)
+                if isinstance(name, Response):
+                    return name
+                if not _same_site(request):
+                    return _forbidden("a request from another site")
+                form = await _form(request, FORM_FIELDS[action])
+                if isinstance(form, Response):
+                    return form
+                if not _same(_one(form, "csrf"), page.csrf(name)):
+                    return _forbidden("the form's token does not match; reload the page")
+                act(name, form)
+                return RedirectResponse(_here(name, token), status_code=303, headers=HEADERS)
+
+            return post
+
+        return handler
+
+    @posted("label")
+    def label(name: str, form: dict[str, list[str]]) -> None:
         pos = _position(_one(form, "pos"))
         a = page.store.assignment(name, pos)
         if a is None:
@@ -324,16 +331,10 @@ def create_app(page: ReviewPage) -> Starlette:
             raise BadRequest(f"field 'note': longer than {MAX_NOTE} characters")
         flags = tuple(f for f in FLAGS if f in given)
         page.store.save(Label(a.key.set, a.key.uid, name, choice, flags, note), shown=shown, pos=pos)
-        return RedirectResponse(_here(name, token), status_code=303, headers=HEADERS)
 
-    @_bad_requests
-    async def undo(request: Request) -> Response:
-        checked = await _checked(request, "undo")
-        if isinstance(checked, Response):
-            return checked
-        name, token, _ = checked
+    @posted("undo")
+    def undo(name: str, form: dict[str, list[str]]) -> None:
         page.store.undo(name)
-        return RedirectResponse(_here(name, token), status_code=303, headers=HEADERS)
 
     def static(file: str):
         async def serve(request: Request) -> Response:

@@ -113,6 +113,12 @@ def finished(responses: Iterable[Response]) -> list[Response]:
     return [r for r in responses if unfinished(r) is None]
 
 
+def finished_only(_section: object, answers: Sequence[Response]) -> list[Response]:
+    """A verdict stage's ``takes`` (judge, guard): its section aside, the finished answers; an answer cut at
+    max_tokens never reaches a release, so no call is spent on it."""
+    return finished(answers)
+
+
 def index_queries(queries: Iterable[Query]) -> dict[str, Query]:
     """Queries by id; the first of several with the same id wins (callers count the repeats)."""
     out: dict[str, Query] = {}

@@ -60,19 +60,7 @@ def build_request(query: Query, gen: GeneratorConfig, max_input_tokens: int) -> 
             messages[0] = ("system", f"{gen.system_prompt}\n\n{messages[0][1]}")
         else:
             messages.insert(0, ("system", gen.system_prompt))
-    req = ChatRequest(
-        gen.endpoint,
-        gen.model,
-        tuple(messages),
-        temperature=gen.temperature,
-        top_p=gen.top_p,
-        max_tokens=gen.max_tokens,
-        seed=gen.seed,
-        stop=tuple(gen.stop),
-        stage=STAGE,
-        tag=query.id,
-    )
-    return req, cut
+    return gen.request(messages, stage=STAGE, tag=query.id, seed=gen.seed, stop=tuple(gen.stop)), cut
 
 
 def _unanswerable(query: Query) -> str | None:

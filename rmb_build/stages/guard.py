@@ -30,7 +30,7 @@ from rmb_build.stages.common import (
     endpoint_of,
     endpoints_of,
     estimate_tokens,
-    finished,
+    finished_only,
     fit_texts,
     index_queries,
     input_token_budget,
@@ -214,18 +214,14 @@ def prepare(
         messages, cut = _guard_prompt(by_id[qid].conversation, text, cfg.prompt_format, budget, reply)
         out.targets.append((qid, target, gen, cut))
         out.requests.append(
-            ChatRequest(
-                cfg.endpoint,
-                cfg.model,
+            cfg.request(
                 messages,
-                temperature=cfg.temperature,
-                top_p=cfg.top_p,
+                stage=STAGE,
+                tag=qid,
                 max_tokens=max_tokens,
                 response_schema=verdict_schema() if reply == JSON_REPLY else None,
                 schema_name="guard_verdict",
                 max_reasks=0,  # a reply outside the schema is read by the text parser, or counted unreadable
-                stage=STAGE,
-                tag=qid,
             )
         )
     return out
@@ -329,5 +325,5 @@ SPEC = StageSpec(
     llm=True,
     counts="answers",
     at=Position.VERDICTS,
-    takes=lambda _section, answers: finished(answers),  # an answer cut at max_tokens never reaches a release
+    takes=finished_only,
 )

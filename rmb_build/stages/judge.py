@@ -24,7 +24,7 @@ from rmb_build.stages.common import (
     endpoint_of,
     endpoints_of,
     estimate_tokens,
-    finished,
+    finished_only,
     fit_texts,
     index_queries,
     input_token_budget,
@@ -142,20 +142,15 @@ def prepare(
         out.targets.append((r, crit))
         for k in range(cfg.samples):  # seed k: samples differ, and a re-run without the cache asks the same
             out.requests.append(
-                ChatRequest(
-                    cfg.endpoint,
-                    cfg.model,
+                cfg.request(
                     messages,
-                    temperature=cfg.temperature,
-                    top_p=cfg.top_p,
-                    max_tokens=cfg.max_tokens,
+                    stage=STAGE,
+                    tag=f"{r.query_id}:{r.generator}",
                     seed=k,
                     sample_index=k,
                     response_schema=schema,
                     schema_name="judgement",
                     max_reasks=cfg.max_reasks,
-                    stage=STAGE,
-                    tag=f"{r.query_id}:{r.generator}",
                 )
             )
     out.stats["inputs_cut"] = inputs_cut
@@ -241,5 +236,5 @@ SPEC = StageSpec(
     llm=True,
     counts="answers",
     at=Position.VERDICTS,
-    takes=lambda _section, answers: finished(answers),  # an answer cut at max_tokens never reaches a release
+    takes=finished_only,
 )

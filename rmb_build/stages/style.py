@@ -115,16 +115,7 @@ def _rewrite_request(cfg: StyleConfig, q: Query, answer: str, style: str, tag: s
         conversation=render_conversation(q.conversation),
         answer=answer,
     )
-    return ChatRequest(
-        cfg.endpoint,
-        cfg.model,
-        (("user", user),),
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        max_tokens=cfg.max_tokens,
-        stage=STAGE,
-        tag=tag,
-    )
+    return cfg.request((("user", user),), stage=STAGE, tag=tag)
 
 
 def _response(q: Query, name: str, text: str) -> Response:

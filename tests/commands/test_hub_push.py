@@ -41,3 +41,20 @@ def test_a_push_that_cannot_start_is_refused_before_the_input_is_read(tmp_path, 
     out = tmp_path / "out"
     assert main([command, str(tmp_path / "no-such-input"), "--repo-id", "me/demo", "--dry-run", "--out", str(out)]) == 2
     assert "no-such-input" in capsys.readouterr().err  # a dry run needs no token: the input is read
+
+
+def test_a_dry_run_ends_with_one_line_and_pushes_nothing(capsys):
+    import argparse
+
+    from rmb_build.commands._hub_push import push_unless_dry_run
+
+    pushed: list[str] = []
+
+    def push() -> str:
+        pushed.append("me/demo")
+        return "https://huggingface.co/datasets/me/demo"
+
+    assert push_unless_dry_run(argparse.Namespace(dry_run=True, repo_id="me/demo"), push) == 0
+    assert capsys.readouterr().out == "dry run: nothing pushed to me/demo\n" and not pushed
+    assert push_unless_dry_run(argparse.Namespace(dry_run=False, repo_id="me/demo"), push) == 0
+    assert capsys.readouterr().out == "pushed to https://huggingface.co/datasets/me/demo\n" and pushed == ["me/demo"]

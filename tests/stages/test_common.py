@@ -40,3 +40,14 @@ def test_a_stage_plans_with_the_endpoints_given_else_the_clients():
     assert endpoints_of(client, given) is given
     assert endpoints_of(client) is client.endpoints
     assert endpoints_of(object()) is None
+
+
+def test_judge_and_guard_take_only_finished_answers_by_one_rule():
+    from rmb_build.core.records import Response
+    from rmb_build.stages import guard, judge
+    from rmb_build.stages.common import finished_only
+
+    done = Response("q1", "a", "m", "local", "A whole answer.", "stop")
+    cut = Response("q1", "b", "m", "local", "An answer cut", "length")
+    assert judge.SPEC.takes is guard.SPEC.takes is finished_only
+    assert finished_only(None, [done, cut]) == [done]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator, Sequence
 
+from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Turn
 from rmb_build.evaluate import loading as T
 from rmb_build.evaluate.adapters import ADAPTERS, RewardModel, ScoreText
@@ -110,6 +111,11 @@ class HFRewardModel(RewardModel):
             if self.options.deterministic:
                 T.deterministic_kernels()
             dtype = T.torch_dtype(T.resolve_dtype(self.options, self.device))
+            if self.family.needs_remote_code and not self.options.trust_remote_code:
+                raise RMBError(
+                    f"model {self.ref.name!r}: the {self.family.name} family runs the model's own code; add "
+                    "--trust-remote-code to run it"
+                )
             model = self.family.load(self.ref, self.options, self.device, dtype)
             if getattr(model, "config", None) is not None and self.tokenizer.pad_token_id is not None:
                 model.config.pad_token_id = self.tokenizer.pad_token_id

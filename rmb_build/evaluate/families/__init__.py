@@ -59,7 +59,9 @@ class Family:
     load: LoadModel
     score: ScoreBatch
     finish_ids: FinishIds | None = None
-    needs_remote_code: bool = False  # the real checkpoints ship their own modelling code
+    # the real checkpoints ship their own modelling code (without it transformers' own class for the model_type may
+    # load, without the head): ``hf:`` refuses to load one without --trust-remote-code
+    needs_remote_code: bool = False
     alone: bool = False  # ``score`` runs each text alone (no padding), whatever the batch
 
 

@@ -22,10 +22,6 @@ if TYPE_CHECKING:
 def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModel
 
-    if not options.trust_remote_code:
-        raise RMBError(
-            f"model {ref.name!r}: the first-output family runs the model's own code; add --trust-remote-code to run it"
-        )
     model = T.load_checked(AutoModel, ref, options, "a reward model with its own code", dtype=dtype)
     return T.place(model, options, device)
 

@@ -21,11 +21,6 @@ if TYPE_CHECKING:
 def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModel
 
-    if not options.trust_remote_code:
-        raise RMBError(
-            f"model {ref.name!r}: the internlm2-reward family runs the model's own code; add "
-            "--trust-remote-code to run it"
-        )
     model = T.load_checked(AutoModel, ref, options, "an InternLM2 reward model", dtype=dtype)
     if getattr(model.config, "reward_token_id", None) is None or not hasattr(model, "v_head"):
         raise RMBError(

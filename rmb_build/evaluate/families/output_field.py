@@ -27,10 +27,6 @@ FIELDS = ("score", "rewards", "logits")
 def load(ref: T.ModelRef, options: RMOptions, device: str, dtype: torch.dtype) -> PreTrainedModel:
     from transformers import AutoModelForSequenceClassification
 
-    if not options.trust_remote_code:  # else transformers' own class for the model_type loads, without the head
-        raise RMBError(
-            f"model {ref.name!r}: the output-field family runs the model's own code; add --trust-remote-code to run it"
-        )
     model = T.load_checked(
         AutoModelForSequenceClassification, ref, options, "a reward model with its own code", dtype=dtype
     )
