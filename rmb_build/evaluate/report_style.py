@@ -33,7 +33,9 @@ def style_section(style: Mapping[str, Any] | None) -> list[str]:
         f"RM-Bench's matrix over {style['n_records']} style records: **hard** = chosen in a plainer style than "
         "rejected, **normal** = the same style, **easy** = chosen fancier; a tie counts as wrong. "
         "**prefers detailed / markdown**: how often the detailed (markdown) variant of the same answer scored "
-        "above its concise (plain) one. Groups are means of their scenarios; intervals over records.",
+        "above its concise (plain) one. Groups are means of their scenarios; intervals over records. "
+        f"{FEW_MARK} beside n: fewer than 10 records, or (a group) scenarios of fewer than 10 records pooled, whose "
+        "intervals are wider than 95% needs.",
         "",
         *_table(style),
     ]
@@ -59,7 +61,7 @@ def _table(style: Mapping[str, Any]) -> list[str]:
     groups += [(t, v) for t, v in style["tasks"].items()]
     groups += [(s, v) for s, v in style["scenarios"].items()]
     for name, row in groups:
-        n = f"{row['n']} {FEW_MARK}" if few_items(row["n"]) else str(row["n"])
+        n = f"{row['n']} {FEW_MARK}" if few_items(row["n"]) or row.get("few_item_scenarios") else str(row["n"])
         out.append(f"| {name} | {n} | " + " | ".join(_cell(row, c) for c in STYLE_COLUMNS) + " |")
     return out + [""]
 

@@ -162,3 +162,30 @@ def test_a_style_figures_interval_holds_about_95_percent_where_records_are_fract
         lo, hi = _figures(rows, 1, d)["overall"]["ci95"]["average"]
         held += lo <= truth <= hi
     assert 0.92 <= held / draws <= 0.975, held
+
+
+def test_a_style_group_pooling_scenarios_of_few_records_counts_them_and_the_report_marks_it():
+    """Two scenarios of 3 records beside one of 30: the overall and goal rows count the two small ones (their
+    intervals are conservative there) and report.md marks the row; a scenario row itself carries no count."""
+    from rmb_build.evaluate.report_style import style_section
+    from rmb_build.evaluate.style import _figures
+
+    sizes = {
+        "Helpfulness/Chat/Discussion": 30,
+        "Helpfulness/Code/Documentation": 3,
+        "Helpfulness/Code/Data Management": 3,
+    }
+    rows = [
+        {"scenario": s, "average": (i % 4) / 4, "hard": 0.5, "normal": 0.5, "easy": 0.5}
+        | {"prefers_detailed": float(i % 2), "prefers_markdown": 0.5}
+        for s, n in sizes.items()
+        for i in range(n)
+    ]
+    figures = _figures(rows, 1, 0)
+    assert figures["overall"]["few_item_scenarios"] == 2
+    assert figures["goals"]["Helpfulness"]["few_item_scenarios"] == 2
+    assert figures["tasks"]["Helpfulness/Code"]["few_item_scenarios"] == 2
+    assert "few_item_scenarios" not in figures["tasks"]["Helpfulness/Chat"]
+    assert "few_item_scenarios" not in figures["scenarios"]["Helpfulness/Code/Documentation"]
+    text = "\n".join(style_section({**figures, "n_records": len(rows)}))
+    assert "| overall | 36 † |" in text and "| Helpfulness/Chat | 30 |" in text
