@@ -30,9 +30,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rmb-test-prefect-"))
-# One trained default classifier for the whole session, its subprocesses included (as a user's cache
-# keeps it between runs); tests of that cache point it elsewhere.
-os.environ.setdefault("RMB_CLASSIFIER_CACHE", tempfile.mkdtemp(prefix="rmb-test-classifiers-"))
+# One trained default classifier for every session, their subprocesses included, kept between runs as a user's
+# cache keeps it (its file is named by the taxonomy, the encoder, classify.py's code and the library versions, so
+# a change to any of them trains it again): training it took about 16 s of CPU, once per session, the quick
+# tier's largest single cost. Tests of that cache point it elsewhere.
+os.environ.setdefault(
+    "RMB_CLASSIFIER_CACHE",
+    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rmb", "test-classifiers"),
+)
 # Tests move $XDG_CACHE_HOME (below); the Hugging Face cache and the embedded models' (a dequantised model is
 # a minute's work) stay where they were.
 os.environ.setdefault(
@@ -132,7 +137,9 @@ def default_classifier_trained_once():
     train = classify._train_default
 
     def one_worker_at_a_time(*args, **kwargs):
-        with open(Path(os.environ["RMB_CLASSIFIER_CACHE"]) / ".training.lock", "w") as lock:
+        folder = Path(os.environ["RMB_CLASSIFIER_CACHE"])
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".training.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             return train(*args, **kwargs)  # the second worker finds the first one's file and loads it
 
