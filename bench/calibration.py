@@ -135,12 +135,15 @@ def macro_checks(draws: int, seed: int) -> list[dict[str, Any]]:
     layouts = {
         "12 scenarios of 1-4 items": (1, 5, 12),
         "12 scenarios of 20-200 items": (20, 201, 12),
+        "12 scenarios of 10-20 items": (10, 21, 12),
         "37 scenarios of 1-200 items": (1, 201, 37),
     }
     uneven = {  # one large sure scenario beside small unsure ones: the goal's pooled variance is the large one's
         "uneven: 200 items at 0.99, 4 at 0.5": ((200, 4), (0.99, 0.5)),
         "uneven: 200 items at 0.95, 3 at 0.5, 3 at 0.6": ((200, 3, 3), (0.95, 0.5, 0.6)),
         "uneven: 100 items at 0.9, 10 at 0.5": ((100, 10), (0.9, 0.5)),
+        "uneven: 200 items at 0.95, 3 at 0.5, 30 at 0.9": ((200, 3, 30), (0.95, 0.5, 0.9)),
+        "uneven: 200 items at 0.95, 10 at 0.5, 30 at 0.9": ((200, 10, 30), (0.95, 0.5, 0.9)),
     }
     for name, spec in [*layouts.items(), *uneven.items()]:
         if name in uneven:
@@ -166,7 +169,11 @@ def macro_checks(draws: int, seed: int) -> list[dict[str, Any]]:
 def overall_checks(draws: int, seed: int) -> list[dict[str, Any]]:
     """``rmb_overall``'s interval over the four cells (8 helpfulness and 4 harmlessness scenarios a set)."""
     rows = []
-    for name, lo, hi in (("every scenario 1-4 items", 1, 5), ("every scenario 20-200 items", 20, 201)):
+    for name, lo, hi in (
+        ("every scenario 1-4 items", 1, 5),
+        ("every scenario 10-20 items", 10, 21),
+        ("every scenario 20-200 items", 20, 201),
+    ):
         rng = np.random.default_rng([seed, lo, hi])
         cells = [(s, g, k) for s in ("pairwise", "bon") for g, k in (("Helpfulness", 8), ("Harmlessness", 4))]
         layout = {(s, g): (rng.integers(lo, hi, k), rng.uniform(0.5, 0.9, k)) for s, g, k in cells}
