@@ -41,7 +41,7 @@ METHOD = (
     "half, Clopper-Pearson carried through the mean by seeded Monte Carlo; "
     "for means of several scenario accuracies, Wilson's interval at the Korn-Graubard effective size, each "
     "scenario's variance shrunk toward its goal's pooled variance (never below its own with half a win and half a "
-    "loss added: p(1-p) at its smoothed mean for 0/1 outcomes; a scenario of fewer than 10 0/1 outcomes never below "
+    "loss added: p(1-p) at its smoothed mean for 0/1 outcomes; a scenario of fewer than 10 outcomes never below "
     "the largest p(1-p) its own mid-p interval allows), "
     "with Student's t on the variance's Satterthwaite degrees of freedom, widened to hold mid-p of the share of wins "
     "where every scenario holds one item (see rmb_build/core/intervals.py)"
@@ -101,6 +101,15 @@ def plausible_variance(k: int, n: int) -> float:
     those few items cannot rule out (0.25 wherever the interval holds one half)."""
     lo, hi = mid_p(k, n)
     return 0.25 if lo <= 0.5 <= hi else max(lo * (1 - lo), hi * (1 - hi))
+
+
+def _plausible_variance_of(outcomes: np.ndarray) -> float:
+    """``plausible_variance`` of outcomes in [0, 1]: their sum's whole counts either side (a tie's 0.5 or a style
+    record's fraction spreads less than a win or a loss, ``p (1 - p)`` bounds it), so a tie never narrows the
+    interval below an outcome all won's."""
+    total, n = float(np.sum(outcomes)), len(outcomes)
+    low, high = int(np.floor(total + 1e-9)), int(np.ceil(total - 1e-9))
+    return max(plausible_variance(low, n), plausible_variance(high, n))
 
 
 def is_proportion(outcomes: np.ndarray) -> bool:
@@ -250,7 +259,8 @@ def pooled_interval(parts: Sequence[tuple[float, np.ndarray, str]], alpha: float
     - p)`` at the mean so smoothed, the largest variance an outcome in [0, 1] of that mean can have; for
     fractions, such as a style record's share of its cells, their own spread): a goal whose pool is one large,
     sure scenario would otherwise lend its small variance to small, unsure ones. A scenario of fewer than
-    ``FEW_ITEMS`` 0/1 outcomes gets at least ``plausible_variance``, the largest its own mid-p interval allows: a
+    ``FEW_ITEMS`` outcomes gets at least ``plausible_variance``, the largest its own mid-p interval allows (of the
+    whole counts either side of its sum, for ties and fractions): a
     3-item scenario at 0.5 all won floored at 0.11 left a goal of 200 items at 0.95, 3 at 0.5 and 30 at 0.9 at 86.8%
     coverage (99.2% with it; docs/calibration.md). Such a figure is conservative, over 97%, and marked
     (``few_item_scenarios``); where every scenario holds ``FEW_ITEMS`` or more the rule is unchanged. The pool's variance is the residuals around each
@@ -335,10 +345,10 @@ class _ShrunkVariances:
         floored = own > (pool_variance if kind == "outcomes" else DIFFERENCE_FLOOR_RATIO * pool_variance)
         prior = np.where(floored, own, pool_variance)
         self.variance = (squares + POOL_PRIOR_ITEMS * prior) / self.scenario_df
-        if kind == "outcomes":  # few 0/1 outcomes: never below the variance their own interval cannot rule out
+        if kind == "outcomes":  # few outcomes: never below the variance their own interval cannot rule out
             for i, v in enumerate(values):
-                if few_items(len(v)) and is_proportion(v):
-                    self.variance[i] = max(self.variance[i], plausible_variance(int(v.sum()), len(v)))
+                if few_items(len(v)):
+                    self.variance[i] = max(self.variance[i], _plausible_variance_of(v))
 
 
 def pooled_difference(

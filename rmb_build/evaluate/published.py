@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from rmb_build.core import atomic
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.hub import is_hub_id
+from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
 from rmb_build.core.redact import redact, redact_json
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import check_prediction, read_predictions, release_id
@@ -182,12 +183,21 @@ def render_card(results: dict[str, Any], repo_id: str) -> str:
         "| --- | --- | --- | --- |",
     ]
     ci, n = overall.get("ci95") or {}, overall.get("n") or {}
+    small = overall.get("few_item_scenarios") or {}
     for cell, value in [*(overall.get("cells") or {}).items(), ("rmb_overall", overall.get("mean"))]:
         key = "mean" if cell == "rmb_overall" else cell
         lo_hi = ci.get(key)
         interval = f"[{_pct(lo_hi[0])}, {_pct(lo_hi[1])}]" if isinstance(lo_hi, list) and len(lo_hi) == 2 else "–"
-        lines.append(f"| {cell} | {_pct(value)} | {interval} | {n.get(key, '–')} |")
+        items = n.get(key, "–")
+        if isinstance(items, int) and few_items(items):
+            items = f"{items} {FEW_MARK}"
+        if small.get(key) and interval != "–":
+            interval += f" {FEW_MARK}"
+        lines.append(f"| {cell} | {_pct(value)} | {interval} | {items} |")
     lines += [
+        "",
+        f"{FEW_MARK} beside a count: fewer than {FEW_ITEMS} items; beside an interval: it pools scenarios of fewer "
+        f"than {FEW_ITEMS} items and is wider than a 95% interval needs.",
         "",
         "## Files",
         "",

@@ -79,7 +79,7 @@ def _group(c: _Checker, value: object, field: str) -> None:
     """A task, goal or overall figure: macro, micro, n, their intervals."""
     g = c.mapping(value, field)
     c.keys(g, field, c.fraction, ("macro", "micro"))
-    c.keys(g, field, c.count, ("n", "n_scenarios"))
+    c.keys(g, field, c.count, ("n", "n_scenarios", "few_item_scenarios"))
     c.keys(g, field, c.interval, ("ci95_macro", "ci95_micro"))
 
 
@@ -105,6 +105,7 @@ def _overall(c: _Checker, value: object, field: str) -> None:
     c.fraction(o.get("mean"), f"{field}.mean")
     c.each(o.get("ci95"), f"{field}.ci95", c.interval)
     c.each(o.get("n"), f"{field}.n", c.count)
+    c.each(o.get("few_item_scenarios"), f"{field}.few_item_scenarios", c.count)
 
 
 def _figures(c: _Checker, value: object, field: str, figures: tuple[str, ...]) -> None:
@@ -113,7 +114,7 @@ def _figures(c: _Checker, value: object, field: str, figures: tuple[str, ...]) -
     for fig in figures:
         c.fraction(g.get(fig), f"{field}.{fig}")
     c.each(g.get("ci95"), f"{field}.ci95", c.interval)
-    c.count(g.get("n"), f"{field}.n")
+    c.keys(g, field, c.count, ("n", "few_item_scenarios"))
 
 
 SCORING_COUNTS = ("naive", "unique", "cached", "scored", "failed", "from_file")

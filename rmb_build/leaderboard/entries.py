@@ -236,10 +236,13 @@ def _with_current_intervals(results: dict[str, Any], rows: list[dict[str, Any]] 
             rm=results["rm"],
             release=str(results.get("release", "")),
             ties=results.get("ties", "strict"),
-            resamples=drawn.get("resamples", 4000),
-            seed=drawn.get("seed", 0),
+            resamples=drawn.get("resamples", (recorded or {}).get("draws", 4000)),
+            seed=drawn.get("seed", (recorded or {}).get("seed", 0)),
         )
-        return {**results, **{k: fresh[k] for k in (PAIRWISE_SET, BON_SET, "rmb_overall", "intervals")}}
+        out = {**results, **{k: fresh[k] for k in (PAIRWISE_SET, BON_SET, "rmb_overall", "intervals")}}
+        if isinstance(results.get("style"), dict):  # its records are not read here: shown without the old intervals
+            out["style"] = _without_style_intervals(results["style"])
+        return out
     overall = results.get("rmb_overall") or {}
     return {
         **results,
@@ -249,6 +252,25 @@ def _with_current_intervals(results: dict[str, Any], rows: list[dict[str, Any]] 
             for s in (PAIRWISE_SET, BON_SET)
         },
     }
+
+
+def _without_style_intervals(style: dict[str, Any]) -> dict[str, Any]:
+    """results.json's ``style`` (and its ``bon`` part) with every group's ``ci95`` and few-record count dropped."""
+    out = dict(style)
+    for part in ("scenarios", "tasks", "goals"):
+        if isinstance(style.get(part), dict):
+            out[part] = {k: _no_ci(v) for k, v in style[part].items()}
+    if isinstance(style.get("overall"), dict):
+        out["overall"] = _no_ci(style["overall"])
+    if isinstance(style.get("bon"), dict):
+        out["bon"] = _without_style_intervals(style["bon"])
+    return out
+
+
+def _no_ci(group: Any) -> Any:
+    if not isinstance(group, dict):
+        return group
+    return {k: v for k, v in group.items() if k not in ("ci95", "few_item_scenarios")}
 
 
 def assign_slugs(entries: list[Entry]) -> None:

@@ -63,7 +63,7 @@ def _pooled_mark(few_item_scenarios: int | None):
     if not few_item_scenarios:
         return ""
     return Markup(
-        f'<span class="few" title="pools {few_item_scenarios} scenario(s) of fewer than {FEW_ITEMS} items: '
+        f'<span class="few" title="pools {int(few_item_scenarios)} scenario(s) of fewer than {FEW_ITEMS} items: '
         f'wider than a 95% interval needs">{FEW_MARK}</span>'
     )
 

@@ -17,16 +17,18 @@ STYLE = (
 LENGTH = ("length/neutral", "length-neutral pairwise")
 
 
-def figures(entry: Entry) -> dict[str, tuple[float | None, list[float] | None]]:
-    """column -> (value, ci95) of the entry; absent where its results have none."""
-    out: dict[str, tuple[float | None, list[float] | None]] = {}
+def figures(entry: Entry) -> dict[str, tuple[float | None, list[float] | None, int]]:
+    """column -> (value, ci95, scenarios of few records its interval pools) of the entry; absent where its
+    results have none."""
+    out: dict[str, tuple[float | None, list[float] | None, int]] = {}
     overall = (entry.results.get("style") or {}).get("overall")
     if overall:
+        small = int(overall.get("few_item_scenarios") or 0)
         for key, _, fig in STYLE:
-            out[key] = (overall.get(fig), (overall.get("ci95") or {}).get(fig))
+            out[key] = (overall.get(fig), (overall.get("ci95") or {}).get(fig), small)
     lc = (entry.results.get("length_control") or {}).get("overall")
     if lc:
-        out[LENGTH[0]] = (lc.get("length_neutral"), lc.get("length_neutral_ci95"))
+        out[LENGTH[0]] = (lc.get("length_neutral"), lc.get("length_neutral_ci95"), 0)
     return out
 
 

@@ -189,3 +189,21 @@ def test_a_hub_id_is_read_from_the_hub_cache_offline(evaluated, tmp_path):
     assert pages and [p.read_bytes() for p in pages] == [
         p.read_bytes() for p in sorted((tmp_path / "from-folder" / "rm").rglob("results.json"))
     ]
+
+
+def test_the_cards_headline_marks_few_items_and_intervals_pooling_small_scenarios():
+    """The pushed card's table carries the report's marks: † beside a count under 10 items and beside an interval
+    that pools scenarios of fewer than 10 items (conservative there)."""
+    from rmb_build.evaluate.published import render_card
+
+    overall = {
+        "cells": {"pairwise/Helpfulness": 0.7, "pairwise/Harmlessness": 0.6},
+        "mean": 0.65,
+        "ci95": {"pairwise/Helpfulness": [0.6, 0.8], "pairwise/Harmlessness": [0.2, 0.9], "mean": [0.5, 0.8]},
+        "n": {"pairwise/Helpfulness": 40, "pairwise/Harmlessness": 4},
+        "few_item_scenarios": {"pairwise/Helpfulness": 0, "pairwise/Harmlessness": 2, "mean": 2},
+    }
+    card = render_card({"rm": "baseline:length", "release": "r", "rmb_overall": overall}, "me/x")
+    assert "| pairwise/Helpfulness | 70.0 | [60.0, 80.0] | 40 |" in card
+    assert "| pairwise/Harmlessness | 60.0 | [20.0, 90.0] † | 4 † |" in card
+    assert "| rmb_overall | 65.0 | [50.0, 80.0] † |" in card

@@ -330,3 +330,22 @@ def test_a_macro_of_one_item_scenarios_is_monotone_in_its_wins(n, goals):
     for k in range(n):
         assert ends[k + 1][0] >= ends[k][0] - 1e-12 and ends[k + 1][1] >= ends[k][1] - 1e-12, (k, ends[k], ends[k + 1])
     assert all(low < high for low, high in ends)
+
+
+def test_a_tie_in_a_scenario_of_few_items_takes_the_few_item_floor_as_a_win_or_a_loss_does():
+    """A reviewer's goal (200 items at 0.95, 30 at 0.9, 3 with ties counted half): the few-item floor applied to
+    0/1 outcomes only, so [1, 1, 0.5] kept a variance of 0.11 and got [0.649, 0.975], narrower than [1, 1, 0]'s
+    and with a lower end above it. Outcomes that are not 0 or 1 take the floor of the whole counts either side.
+    (All won reads lower still, [0.417, 0.998]: Wilson's interval at an effective size near 1, docs/calibration.md
+    "Found, not fixed".)"""
+    from rmb_build.core.intervals import pooled_interval
+
+    big = np.array([1.0] * 190 + [0.0] * 10)
+    mid = np.array([1.0] * 27 + [0.0] * 3)
+
+    def ends(small):
+        return pooled_interval([(1 / 3, big, "g"), (1 / 3, mid, "g"), (1 / 3, np.array(small), "g")])
+
+    tied, lost_one = ends([1.0, 1.0, 0.5]), ends([1.0, 1.0, 0.0])
+    assert tied[1] - tied[0] >= 0.95 * (lost_one[1] - lost_one[0]), (tied, lost_one)
+    assert lost_one[0] <= tied[0] + 1e-12 and lost_one[1] <= tied[1] + 1e-12, (tied, lost_one)

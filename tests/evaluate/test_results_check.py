@@ -73,6 +73,26 @@ def test_a_scenarios_accuracy_or_count_is_checked_where_the_heatmap_reads_it(fol
         assert len(err) == 1 and f"field 'pairwise.scenarios.{scenario}.{key}" in err[0], err
 
 
+@pytest.mark.parametrize("value", ['3" onmouseover="alert(1)', "abc", 2.5, -1, [1]])
+def test_a_count_of_few_item_scenarios_that_is_not_one_is_refused_before_a_page_shows_it(
+    folder, tmp_path, capsys, value
+):
+    """The leaderboard draws ``few_item_scenarios`` into a title attribute: a reviewer's pushed file carried an
+    onmouseover there, and a string crashed the page's build with a traceback."""
+    field = "rmb_overall.few_item_scenarios.mean"
+    copy, _ = _spoiled(folder, tmp_path, field, value)
+    assert main(["leaderboard", str(copy), "--out", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"field '{field}'" in err[0], err
+    copy, _ = _spoiled(folder, tmp_path / "whole", "rmb_overall.few_item_scenarios", value)
+    assert main(["leaderboard", str(copy), "--out", str(tmp_path / "site")]) == 2
+    assert "few_item_scenarios" in capsys.readouterr().err
+    copy, _ = _spoiled(folder, tmp_path / "goal", "pairwise.goals.Helpfulness.few_item_scenarios", value)
+    assert main(["leaderboard", str(copy), "--out", str(tmp_path / "site")]) == 2
+    assert "pairwise.goals.Helpfulness.few_item_scenarios" in capsys.readouterr().err
+    assert not (tmp_path / "site" / "index.html").exists()
+
+
 def test_the_figures_evaluate_writes_pass():
     from rmb_build.evaluate.results_check import check_figures
 

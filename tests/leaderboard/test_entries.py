@@ -84,3 +84,26 @@ def test_an_rm_spec_holding_mathtext_is_drawn_as_text(folders, tmp_path, name):
     edited = _edited(folders[0], tmp_path / "named", lambda r: r.update(rm=name))
     assert main(["leaderboard", str(edited), "--out", str(tmp_path / "site"), "--resamples", "50"]) == 0
     assert list((tmp_path / "site" / "rm").rglob("heatmap.png"))
+
+
+def test_results_written_under_an_earlier_interval_rule_are_shown_under_todays(folders, tmp_path):
+    """A results.json whose ``intervals.method`` is not today's: its figures' intervals are recomputed from its
+    predictions with the draws and seed it recorded (also where it lacks ``bootstrap``), and its style
+    intervals, whose records the page does not read, are dropped rather than shown under the new rule's name."""
+    from rmb_build.core.intervals import METHOD
+
+    current = json.loads((folders[0] / "results.json").read_text())
+    style_group = {"hard": 0.5, "n": 3, "ci95": {"hard": [0.1, 0.9]}, "few_item_scenarios": 2}
+
+    def edit(results):
+        results["intervals"] = {**results["intervals"], "method": "an earlier rule", "draws": 300, "seed": 3}
+        results.pop("bootstrap", None)
+        results["rmb_overall"]["ci95"]["mean"] = [0.0, 1.0]
+        results["style"] = {"overall": style_group, "goals": {"Helpfulness": style_group}, "n_records": 3}
+
+    entry = load_entry(_edited(folders[0], tmp_path / "old", edit))
+    assert entry.results["intervals"]["method"] == METHOD
+    assert (entry.results["intervals"]["draws"], entry.results["intervals"]["seed"]) == (300, 3)
+    assert entry.ci95["mean"] == pytest.approx(current["rmb_overall"]["ci95"]["mean"])
+    assert "ci95" not in entry.results["style"]["overall"] and entry.results["style"]["overall"]["hard"] == 0.5
+    assert "ci95" not in entry.results["style"]["goals"]["Helpfulness"]
