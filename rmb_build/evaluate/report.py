@@ -38,7 +38,7 @@ def _pooled_ci(ci: list[float], few_item_scenarios: int) -> str:
 FEW_NOTE = (
     f"{FEW_MARK} beside a count: fewer than {FEW_ITEMS} items, read the figure with its interval; beside an "
     f"interval: it pools scenarios of fewer than {FEW_ITEMS} items, and is wider than a 95% interval needs "
-    "(it held the truth in 97-99% of simulated draws, docs/calibration.md)."
+    "(it held the truth in 97-100% of simulated draws, docs/calibration.md)."
 )
 
 
