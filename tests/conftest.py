@@ -30,14 +30,31 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rmb-test-prefect-"))
-# One trained default classifier for every session, their subprocesses included, kept between runs as a user's
-# cache keeps it (its file is named by the taxonomy, the encoder, classify.py's code and the library versions, so
-# a change to any of them trains it again): training it took about 16 s of CPU, once per session, the quick
-# tier's largest single cost. Tests of that cache point it elsewhere.
-os.environ.setdefault(
-    "RMB_CLASSIFIER_CACHE",
-    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rmb", "test-classifiers"),
-)
+
+
+def _writable_or_temp(folder: str, prefix: str) -> str:
+    """``folder``, created, where this user may write there; else a fresh temporary folder (a read-only home or
+    shared store costs the run a new classifier or tokenizer, not an error)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+        return folder
+    except OSError:
+        return tempfile.mkdtemp(prefix=prefix)
+
+
+# One trained default classifier for every session, their subprocesses included, kept between runs in the real
+# user cache (not the per-test $XDG_CACHE_HOME below) as a user's cache keeps it: its file is named by the
+# taxonomy, the encoder, the code classify.py reaches and the versions of the libraries the encoding and the fit
+# run on (stages.classify._default_key), so a change to any of them trains it again. Training took about 16 s of
+# CPU once per session, the quick tier's largest single cost. Tests of that cache point it elsewhere; set
+# RMB_CLASSIFIER_CACHE (and RMB_MODEL_CACHE) to an empty folder for a run from nothing (docs/testing.md).
+if "RMB_CLASSIFIER_CACHE" not in os.environ:
+    os.environ["RMB_CLASSIFIER_CACHE"] = _writable_or_temp(
+        os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rmb", "test-classifiers"),
+        "rmb-test-classifiers-",
+    )
 # Tests move $XDG_CACHE_HOME (below); the Hugging Face cache and the embedded models' (a dequantised model is
 # a minute's work) stay where they were.
 os.environ.setdefault(
@@ -50,7 +67,8 @@ os.environ.setdefault(
 
 @pytest.fixture(autouse=True)
 def user_cache_in_tmp(tmp_path_factory, monkeypatch):
-    """$XDG_CACHE_HOME (rmb's default score cache) in a fresh temporary folder: tests never write to the home."""
+    """$XDG_CACHE_HOME (rmb's default score cache) in a fresh temporary folder: a test's own caches never reach
+    the home. The session's trained classifier and SmolLM2's converted tokenizer do, on purpose (above)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
 
 
@@ -107,17 +125,19 @@ def smol_tokenizer_dir():
     key = hashlib.sha256(
         f"{stat.st_size}:{stat.st_mtime_ns}:{transformers.__version__}:{tokenizers.__version__}".encode()
     ).hexdigest()[:16]
-    shared = Path(os.environ["RMB_MODEL_CACHE"]) / "tests"
-    shared.mkdir(parents=True, exist_ok=True)
+    shared = Path(_writable_or_temp(os.path.join(os.environ["RMB_MODEL_CACHE"], "tests"), "rmb-test-tokenizer-"))
     folder = shared / f"smol-tokenizer-{key}"
     with open(shared / f"smol-tokenizer-{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes; other workers and sessions wait
-        if not (folder / "tokenizer_config.json").is_file():
+        if not all((folder / name).is_file() for name in ("tokenizer_config.json", "tokenizer.json")):
             tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             partial = folder.with_name(folder.name + f".tmp-{os.getpid()}")
             shutil.rmtree(partial, ignore_errors=True)
             tok.save_pretrained(partial)
-            shutil.rmtree(folder, ignore_errors=True)  # a folder left without its config by an older layout
+            for written in partial.iterdir():  # on disk before the name says it is whole
+                with open(written, "rb") as f:
+                    os.fsync(f.fileno())
+            shutil.rmtree(folder, ignore_errors=True)  # a folder left without its files (a crash, a hand)
             partial.rename(folder)
     return folder
 

@@ -38,9 +38,9 @@ def audit_key(release: Release, content_sha256: str) -> str:
     """What the audit of ``release`` depends on: its items' content (``content_sha256``, the release's
     ``release_sha256``), the order of each file's items (a defect names its file and index), its Style_set
     and the code the audit runs."""
+    from rmb_build.core.code_version import code_version
     from rmb_build.core.prompting import load_prompt
     from rmb_build.evaluate.style import style_sha256
-    from rmb_build.pipeline.keys import code_version
     from rmb_build.release.audit.kinds.leaked_instruction import LEAK_PATTERNS_FILE
 
     # Each file's items in order, with the category path as stored (the content hash reads items through

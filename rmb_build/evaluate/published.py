@@ -184,20 +184,24 @@ def render_card(results: dict[str, Any], repo_id: str) -> str:
     ]
     ci, n = overall.get("ci95") or {}, overall.get("n") or {}
     small = overall.get("few_item_scenarios") or {}
+    marked = False
     for cell, value in [*(overall.get("cells") or {}).items(), ("rmb_overall", overall.get("mean"))]:
         key = "mean" if cell == "rmb_overall" else cell
         lo_hi = ci.get(key)
         interval = f"[{_pct(lo_hi[0])}, {_pct(lo_hi[1])}]" if isinstance(lo_hi, list) and len(lo_hi) == 2 else "–"
         items = n.get(key, "–")
         if isinstance(items, int) and few_items(items):
-            items = f"{items} {FEW_MARK}"
+            items, marked = f"{items} {FEW_MARK}", True
         if small.get(key) and interval != "–":
-            interval += f" {FEW_MARK}"
+            interval, marked = f"{interval} {FEW_MARK}", True
         lines.append(f"| {cell} | {_pct(value)} | {interval} | {items} |")
+    if marked:
+        lines += [
+            "",
+            f"{FEW_MARK} beside a count: fewer than {FEW_ITEMS} items; beside an interval: it pools scenarios of "
+            f"fewer than {FEW_ITEMS} items and is wider than a 95% interval needs.",
+        ]
     lines += [
-        "",
-        f"{FEW_MARK} beside a count: fewer than {FEW_ITEMS} items; beside an interval: it pools scenarios of fewer "
-        f"than {FEW_ITEMS} items and is wider than a 95% interval needs.",
         "",
         "## Files",
         "",

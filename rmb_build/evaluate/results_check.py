@@ -117,6 +117,8 @@ def _figures(c: _Checker, value: object, field: str, figures: tuple[str, ...]) -
     c.keys(g, field, c.count, ("n", "few_item_scenarios"))
 
 
+# the most Monte Carlo draws a page redraws a file's intervals with (evaluate's default is 4,000)
+MAX_RECORDED_DRAWS = 100_000
 SCORING_COUNTS = ("naive", "unique", "cached", "scored", "failed", "from_file")
 STYLE_FIGURES = ("hard", "normal", "easy", "average", "prefers_detailed", "prefers_markdown")
 
@@ -187,7 +189,10 @@ def check_figures(results: Mapping[str, object], where: str) -> None:
     )
     for part, key in (("bootstrap", "resamples"), ("intervals", "draws")):
         block = c.mapping(results.get(part), part)
-        c.count(block.get(key), f"{part}.{key}")
+        draws = block.get(key)
+        c.count(draws, f"{part}.{key}")
+        if isinstance(draws, int) and not 1 <= draws <= MAX_RECORDED_DRAWS:  # a page redraws its intervals with it
+            raise c.fail(f"{part}.{key}", f"expected 1 to {MAX_RECORDED_DRAWS:,} draws", draws)
         seed = block.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise c.fail(f"{part}.seed", "expected a whole number", seed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from rmb_build.core.intervals import few_items
 from rmb_build.leaderboard.entries import Entry
 
 STYLE = (
@@ -23,7 +24,9 @@ def figures(entry: Entry) -> dict[str, tuple[float | None, list[float] | None, i
     out: dict[str, tuple[float | None, list[float] | None, int]] = {}
     overall = (entry.results.get("style") or {}).get("overall")
     if overall:
-        small = int(overall.get("few_item_scenarios") or 0)
+        # a group of several scenarios counts its few-record ones; one scenario of few records is one
+        n = overall.get("n")
+        small = int(overall.get("few_item_scenarios") or (1 if isinstance(n, int) and few_items(n) else 0))
         for key, _, fig in STYLE:
             out[key] = (overall.get(fig), (overall.get("ci95") or {}).get(fig), small)
     lc = (entry.results.get("length_control") or {}).get("overall")

@@ -8,17 +8,12 @@ imported).
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import importlib
-import importlib.util
 import json
 from collections.abc import Iterable
-from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from rmb_build import __version__
+from rmb_build.core.code_version import code_version
 from rmb_build.core.jsonable import jsonable
 
 if TYPE_CHECKING:
@@ -30,59 +25,6 @@ def fingerprint(*parts: object) -> str:
     """A 32-hex-digit hash of JSON-able parts (dataclasses and pydantic models included)."""
     payload = json.dumps(jsonable(parts, strict=True), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
-
-
-def _source_file(name: str) -> Path | None:
-    """The file of module ``name`` (found, not imported; a package's parents are), or None."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, AttributeError, ValueError):  # a name inside a module, not a module
-        return None
-    origin = getattr(spec, "origin", None) if spec is not None else None
-    return Path(origin) if origin and origin.endswith(".py") else None
-
-
-def _imports(name: str) -> set[str]:
-    """The rmb_build modules (outside the pipeline) that module ``name`` imports anywhere: at its top
-    and inside its functions, so that editing a helper imported where it is used changes the key too."""
-    path = _source_file(name)
-    if path is None:
-        return set()
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)  # ``from package import module``
-    return {
-        m
-        for m in found
-        if m.startswith("rmb_build.") and not m.startswith("rmb_build.pipeline") and _source_file(m) is not None
-    }
-
-
-def reached_modules(module_name: str) -> set[str]:
-    """``module_name`` and every rmb_build module (outside the pipeline) it reaches through its imports."""
-    seen: set[str] = set()
-    stack = [module_name]
-    while stack:
-        name = stack.pop()
-        if name not in seen:
-            seen.add(name)
-            stack.extend(_imports(name) - seen)
-    return seen
-
-
-@lru_cache(maxsize=None)
-def code_version(module_name: str) -> str:
-    """Hash of the source of ``module_name`` and every rmb_build module it reaches."""
-    h = hashlib.sha256(__version__.encode())
-    for name in sorted(reached_modules(module_name)):
-        path = _source_file(name)
-        source = path.read_text(encoding="utf-8") if path is not None else ""
-        h.update(name.encode() + b"\0" + source.encode("utf-8") + b"\0")
-    return h.hexdigest()[:16]
 
 
 def by_cache_key(context: object, parameters: dict[str, Any]) -> str:

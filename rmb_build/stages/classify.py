@@ -351,13 +351,26 @@ def trained_classifier_dir() -> Path:
     return Path(os.environ.get("RMB_CLASSIFIER_CACHE") or user_cache_dir() / "classifiers")
 
 
-def _default_key(encoder: str, backend: str, taxonomy_hash: str) -> str:
-    """Changes whenever the trained classifier could: the taxonomy, the encoder, this module's code
-    (the fit, the threshold's cross-validation) and the numeric libraries' versions."""
-    import sklearn
+# the libraries whose versions can move the trained classifier: the encoder's stack and the fit's
+TRAINING_LIBRARIES = ("torch", "transformers", "sentence-transformers", "tokenizers", "scipy", "scikit-learn", "numpy")
 
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    for part in (taxonomy_hash, model_fingerprint(encoder, backend), sklearn.__version__, np.__version__):
+
+def _default_key(encoder: str, backend: str, taxonomy_hash: str) -> str:
+    """Changes whenever the trained classifier could: the taxonomy, the encoder, the code this module reaches
+    (the fit, the threshold's cross-validation, the encoder's embedding: ``core.code_version``) and the versions
+    of the libraries the encoding and the fit run on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from rmb_build.core.code_version import code_version
+
+    def installed(name: str) -> str:
+        try:
+            return f"{name}=={version(name)}"
+        except PackageNotFoundError:
+            return f"{name} absent"
+
+    digest = hashlib.sha256(code_version(__name__).encode())
+    for part in (taxonomy_hash, model_fingerprint(encoder, backend), *map(installed, TRAINING_LIBRARIES)):
         digest.update(b"\0" + part.encode())
     return digest.hexdigest()[:32]
 

@@ -207,3 +207,6 @@ def test_the_cards_headline_marks_few_items_and_intervals_pooling_small_scenario
     assert "| pairwise/Helpfulness | 70.0 | [60.0, 80.0] | 40 |" in card
     assert "| pairwise/Harmlessness | 60.0 | [20.0, 90.0] † | 4 † |" in card
     assert "| rmb_overall | 65.0 | [50.0, 80.0] † |" in card
+    assert "† beside a count" in card
+    plain = {**overall, "n": {"pairwise/Helpfulness": 40, "pairwise/Harmlessness": 40}, "few_item_scenarios": {}}
+    assert "†" not in render_card({"rm": "baseline:length", "release": "r", "rmb_overall": plain}, "me/x")

@@ -99,3 +99,14 @@ def test_the_figures_evaluate_writes_pass():
     check_figures({"rm": "x", "pairwise": {}, "bon": {}}, "r.json")  # an older, sparser file: nothing required
     with pytest.raises(InputError, match="field 'rm'"):
         check_figures({"rm": ["x"], "pairwise": {}, "bon": {}}, "r.json")
+
+
+@pytest.mark.parametrize("value", [0, 10**9])
+@pytest.mark.parametrize("field", ["intervals.draws", "bootstrap.resamples"])
+def test_a_recorded_count_of_draws_a_page_cannot_redraw_with_is_one_line(folder, tmp_path, capsys, field, value):
+    """A page redraws a file's intervals with its recorded draws (where they are of an earlier rule): 0 ended in
+    a traceback, 10^9 would fill the memory."""
+    copy, _ = _spoiled(folder, tmp_path, field, value)
+    assert main(["leaderboard", str(copy), "--out", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"field '{field}'" in err[0], err

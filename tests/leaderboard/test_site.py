@@ -347,3 +347,18 @@ def test_a_cell_over_few_items_is_marked(tmp_path):
     # the mean's interval pools that 3-item scenario: marked as wider than a 95% interval needs
     pooled = {c.split('"')[0] for c in cells if 'title="pools 1 scenario(s) of fewer than 10 items' in c}
     assert pooled == {"mean"}
+
+
+def test_a_style_column_over_one_scenario_of_few_records_is_marked_as_report_md_marks_it():
+    """report.md marks a style overall of one 3-record scenario (its interval is the few-item rule's); the
+    leaderboard's style column read only ``few_item_scenarios``, which a one-scenario group does not carry."""
+    from types import SimpleNamespace
+
+    from rmb_build.leaderboard.style_columns import figures
+
+    one = {"hard": 0.5, "n": 3, "ci95": {"hard": [0.1, 0.9]}}
+    assert figures(SimpleNamespace(results={"style": {"overall": one}}))["style/hard"][2] == 1
+    many = {**one, "n": 40, "few_item_scenarios": 2}
+    assert figures(SimpleNamespace(results={"style": {"overall": many}}))["style/hard"][2] == 2
+    whole = {**one, "n": 40}
+    assert figures(SimpleNamespace(results={"style": {"overall": whole}}))["style/hard"][2] == 0

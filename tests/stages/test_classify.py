@@ -308,3 +308,36 @@ def test_abstention_below_the_threshold_is_kept_and_counted():
 
 def copy_with_threshold(clf: EmbeddingClassifier, threshold: float) -> EmbeddingClassifier:
     return EmbeddingClassifier(clf.model, clf.encoder, clf.trained_on, threshold)
+
+
+def test_the_trained_classifiers_name_changes_with_the_encoders_code_and_the_libraries_it_runs_on(
+    tmp_path, monkeypatch
+):
+    """A reviewer negated the encoder's output: the cached classifier's name did not change (it hashed
+    classify.py alone), so a test loaded a classifier fitted on the old vectors and failed. The name now hashes
+    the code classify reaches and the versions of the encoding's and the fit's libraries."""
+    import importlib.metadata
+
+    from rmb_build.core import code_version as cv
+    from rmb_build.stages import classify
+
+    before = classify._default_key("all-MiniLM-L6-v2", "torch", "t")
+    real = cv._source_file("rmb_build.embed.encoder")
+    edited = tmp_path / "encoder.py"
+    edited.write_text(real.read_text() + "\n# an edit\n")
+    original = cv._source_file
+    monkeypatch.setattr(
+        cv, "_source_file", lambda name: edited if name == "rmb_build.embed.encoder" else original(name)
+    )
+    cv.code_version.cache_clear()
+    try:
+        assert classify._default_key("all-MiniLM-L6-v2", "torch", "t") != before
+    finally:
+        monkeypatch.setattr(cv, "_source_file", original)
+        cv.code_version.cache_clear()
+    assert classify._default_key("all-MiniLM-L6-v2", "torch", "t") == before
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.0" if name == "transformers" else real_version(name)
+    )
+    assert classify._default_key("all-MiniLM-L6-v2", "torch", "t") != before
