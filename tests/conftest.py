@@ -213,7 +213,9 @@ def heatmaps_as_placeholders(request, monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Slow tests first, the order otherwise kept: with two workers (``-n 2``) the long ones start early
-    and the quick ones fill in at the end, so the workers finish together instead of one waiting on a
-    build that happened to come last."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Slow tests first, then those marked ``torch``, the order otherwise kept: with two workers (``-n 2``, the
+    work-stealing schedule) the long ones start early and the quick ones fill in at the end, so the workers finish
+    together instead of one waiting on a build that happened to come last; and the ``torch`` tests, at the front of
+    the first worker's half, all run there (the other steals from the end), so the other worker never imports
+    torch, transformers and sentence-transformers or loads the encoder."""
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, item.get_closest_marker("torch") is None))

@@ -78,6 +78,7 @@ def test_lists_exact_and_near_duplicates_with_similarity(tmp_path, capsys):
     assert {(h["set"], h["uid"]) for h in json.loads(out.read_text())["items"]} == {("pairwise", "0"), ("bon", "0")}
 
 
+@pytest.mark.torch
 def test_another_release_as_training_set_and_bad_arguments(tmp_path, capsys):
     root = _release(tmp_path)
     assert main(["contamination", str(root), str(root)]) == 0

@@ -45,6 +45,8 @@ from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench  # noqa: E40
 from rmb_build.benchmarks.tables import Row  # noqa: E402
 from rmb_build.evaluate.outcomes import predict  # noqa: E402
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 REPO = Path(__file__).resolve().parents[2]
 RMBENCH_COMMIT = "73c52d7b27b361621361ec959ac6c0eb9bb7a689"
 # get_average_over_rewardbench's Prior Sets columns and its weights [2, 2, 2, 2, 1] (Prior Sets last).

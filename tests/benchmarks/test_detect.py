@@ -136,6 +136,7 @@ def test_inputs_that_are_no_benchmark(tmp_path, capsys):
     assert "bad.parquet: not a readable Parquet file" in err
 
 
+@pytest.mark.torch
 def test_a_hub_id_offline_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     err = evaluate_error(tmp_path, "nobody-here/no-such-benchmark", capsys)

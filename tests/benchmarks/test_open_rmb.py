@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from formats_helpers import Server, archive_bytes
 
 from rmb_build.benchmarks.fetch import URL_ENV
@@ -16,6 +17,7 @@ from rmb_build.pipeline.config import parse_config
 from rmb_build.stages import gold
 
 
+@pytest.mark.torch
 def test_rmb_by_name_opens_the_official_release_everywhere(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     with Server(archive_bytes(tmp_path)) as server:

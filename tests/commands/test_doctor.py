@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 import torch
 from huggingface_hub import constants
 
 from rmb_build import __version__
 from rmb_build.cli import main
 from rmb_build.core.extras import PROVIDED_BY
+
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
 
 def test_doctor_says_torchs_build_the_device_the_extras_and_the_caches(tmp_path, monkeypatch, capsys):

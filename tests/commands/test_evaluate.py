@@ -222,6 +222,7 @@ def test_interrupted_scoring_resumes_from_the_cache(tmp_path, capsys):
     assert "scored 2 texts, 4 from the cache" in capsys.readouterr().out
 
 
+@pytest.mark.torch
 def test_hugging_face_form_gives_the_same_results(tmp_path):
     from rmb_build.release.card import render_card
     from rmb_build.release.hf import write_hf_release

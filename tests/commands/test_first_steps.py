@@ -117,6 +117,7 @@ def test_rmb_results_row_with_a_misspelt_reward_names_it(release, tmp_path, caps
     assert "field 'reject_reward': missing (the row has 'reject_rewrd': misspelt?)" in line, line
 
 
+@pytest.mark.torch
 def test_a_release_folder_itself_is_read_as_before(release, tmp_path):
     shutil.copytree(release, tmp_path / "RMB_dataset")
     assert main(["audit", str(tmp_path / "RMB_dataset"), "--json", str(tmp_path / "a.json")]) in (0, 1)

@@ -141,6 +141,7 @@ def _publish(release: Path, out: Path) -> int:
     )
 
 
+@pytest.mark.torch
 def test_publish_into_an_earlier_out_on_a_full_disk_keeps_it_whole(tmp_path, disk_full, capsys):
     out = tmp_path / "hf"
     assert _publish(small_release(tmp_path / "rel"), out) == 0

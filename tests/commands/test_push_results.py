@@ -50,6 +50,7 @@ def ranked(sources) -> list[dict]:
     ]
 
 
+@pytest.mark.torch
 def test_dry_run_loads_with_datasets_and_holds_the_evaluation_unchanged(evaluated, tmp_path):
     from datasets import load_dataset
 

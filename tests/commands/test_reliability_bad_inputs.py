@@ -191,6 +191,7 @@ def test_build_rejects_a_bad_config_in_one_line(tmp_path, capsys, path):
     assert not (tmp_path / "runs").exists() and not (tmp_path / "data").exists()
 
 
+@pytest.mark.torch
 def test_hf_form_with_an_escaping_scenario_is_rejected(tmp_path, capsys):
     hf = tmp_path / "hf"
     code, err = _cli(

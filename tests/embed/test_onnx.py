@@ -45,6 +45,7 @@ def test_the_backend_is_part_of_the_fingerprint():
     assert model_fingerprint(backend="onnx-int8") != model_fingerprint(backend="onnx")
 
 
+@pytest.mark.torch
 def test_a_model_that_is_not_mean_pooled_is_refused(tmp_path):
     folder = tmp_path / "cls-model"
     shutil.copytree(model_path(), folder)

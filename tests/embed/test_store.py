@@ -146,6 +146,7 @@ def test_a_store_whose_meta_names_another_dtype_is_refused(tmp_path):
         EmbeddingStore(tmp_path, "counting@1", CountingEncoder())
 
 
+@pytest.mark.torch
 def test_real_minilm_vectors_from_the_store_equal_direct_encoding(tmp_path):
     from rmb_build.embed.encoder import embed, model_fingerprint
 

@@ -30,6 +30,8 @@ from tests.evaluate.families.test_value_head import eurus, grm, starling  # noqa
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 SIZES = (1, 4, 32)
 WORDS = "the quick brown fox jumps over the lazy dog while a cat watches from the warm window".split()
 

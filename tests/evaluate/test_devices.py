@@ -21,6 +21,8 @@ from rmb_build.release.write import write_release
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 
 def _alive(pid: int, start: int) -> bool:
     try:

@@ -28,6 +28,8 @@ from rmb_build.evaluate.run import evaluate
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 TOL = 1e-6
 
 

@@ -99,6 +99,7 @@ def _stages(embed, tmp_path: Path, tag: str):
     return result, labelled, report
 
 
+@pytest.mark.torch
 def test_stages_through_one_store_encode_each_text_once_and_agree_with_the_plain_encoder(tmp_path):
     enc = Counting()
     store = _store(tmp_path / "emb", enc)
@@ -130,6 +131,7 @@ def test_stages_through_one_store_encode_each_text_once_and_agree_with_the_plain
     np.testing.assert_array_equal(again(sorted(asked)), store(sorted(asked)))
 
 
+@pytest.mark.torch
 def test_a_classifier_refuses_vectors_of_another_encoder(tmp_path):
     clf = EmbeddingClassifier.fit([t for t, _ in TRAIN], [s for _, s in TRAIN], abstain=False)
     other = EmbeddingStore(tmp_path, "another-encoder@1", Encoder())
@@ -282,6 +284,7 @@ def test_the_encoder_runs_with_no_query_held(tmp_path, monkeypatch):
     assert {q.id for q in selected} <= {q.id for q in deduped}
 
 
+@pytest.mark.torch
 def test_audit_and_contamination_reuse_a_store_folder(tmp_path, capsys):
     from rmb_build.cli import main
     from tests.analysis.test_contamination import _release as tiny_release
@@ -339,6 +342,7 @@ def test_audit_and_contamination_reuse_a_store_folder(tmp_path, capsys):
     assert "--embedding-backend tf" in capsys.readouterr().err
 
 
+@pytest.mark.torch
 def test_embed_in_groups_keeps_each_text_its_own_row(monkeypatch):
     """``embed`` encodes length-sorted groups (the allocator trimmed between them): with groups of 3,
     every row is still its own text's, as one plain sentence-transformers call gives it."""

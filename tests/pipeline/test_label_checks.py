@@ -199,6 +199,7 @@ def test_build_routes_goals_by_the_guard(tmp_path):
     assert release.manifest["accounting"]["balanced"] is True
 
 
+@pytest.mark.torch
 def test_an_unmeasured_guard_makes_no_query_harmlessness(tmp_path):
     """Without gold prompts to measure its precision, the guard's 'unsafe' is not evidence of harm: the
     classifier's label stands and the verdicts set aside are counted with their reason."""
@@ -272,6 +273,7 @@ def _gold_requests(stub: StubEndpoint) -> int:
     return sum(1 for r in stub.requests if "gold question" in json.dumps(r.body))
 
 
+@pytest.mark.torch
 def test_gold_agreement_is_measured_and_recorded(tmp_path):
     from rmb_build.pipeline.run import run_local
 
@@ -372,6 +374,7 @@ def test_judge_check_prints_the_per_goal_table(tmp_path, capsys):
     assert json.loads((tmp_path / "gold.json").read_text())["overall"]["n"] == 8
 
 
+@pytest.mark.torch
 def test_the_build_log_shows_the_gold_check_as_a_table(tmp_path, caplog):
     """Not a Python tuple (``{'Helpfulness': (1.0, 4)}``): per goal the agreement, judged n, interval
     and unjudged, and the pairs asked."""

@@ -46,6 +46,7 @@ def stub_build(tmp_path: Path, runner: str) -> Path:
     return Path(out["release"])
 
 
+@pytest.mark.torch
 def test_a_stub_build_writes_the_pinned_bytes_on_the_local_runner(tmp_path):
     assert pinned_files(stub_build(tmp_path, "local")) == PINNED
 

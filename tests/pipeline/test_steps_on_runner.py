@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from stub_endpoint import StubEndpoint
 
 from rmb_build.core.paths import BuildPaths
@@ -31,6 +32,7 @@ class _Seen(LocalRunner):
         return await super().acall(spec, key, env, inputs)
 
 
+@pytest.mark.torch
 def test_every_step_of_a_build_with_gold_and_routing_goes_through_the_runner_in_stage_order(tmp_path):
     gold = _write_gold(tmp_path / "gold", 9, 3)
     with StubEndpoint() as stub:

@@ -45,6 +45,7 @@ def test_timed_block_counts_even_when_it_fails(tmp_path):
     assert len(state.stage("gold").spans) == 1 and len(state.spans) == 1
 
 
+@pytest.mark.torch
 def test_build_times_gold_and_route_and_its_timing_adds_up(tmp_path):
     from rmb_build.pipeline.run import run_local
 

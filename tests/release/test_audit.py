@@ -176,6 +176,7 @@ def test_every_defect_kind_is_found_with_its_uid(defective: Path):
             assert {"set", "uid", "file", "detail"} <= set(e)
 
 
+@pytest.mark.torch
 def test_a_clean_release_has_no_defect(tmp_path: Path):
     root = write_files(
         tmp_path / "clean",
@@ -195,6 +196,7 @@ def test_a_clean_release_has_no_defect(tmp_path: Path):
     assert report.checks["near_duplicates"] == "embeddings"
 
 
+@pytest.mark.torch
 def test_near_duplicates_by_embedding_only_across_scenarios(tmp_path: Path):
     root = write_files(
         tmp_path / "near",

@@ -76,6 +76,7 @@ def built(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.torch
 def test_dry_run_publish_loads_and_round_trips(built: Path, tmp_path: Path, capsys):
     from datasets import load_dataset
 
@@ -136,6 +137,7 @@ def test_card_header_and_text(built: Path):
     assert "@inproceedings{zhou2025rmb" in body and "2410.09893" in body
 
 
+@pytest.mark.torch
 def test_publish_refuses_without_a_licence(built: Path, tmp_path: Path, capsys):
     manifest = json.loads((built / "manifest.json").read_text())
     manifest["sources"][0]["license"] = None
@@ -180,6 +182,7 @@ def test_publish_guards_out_dir_repo_id_and_push(built: Path, tmp_path: Path, ca
         push_release(read_release(built), "me/demo", "card")
 
 
+@pytest.mark.torch
 def test_hf_reader_validates_like_the_rmb_reader(tmp_path: Path):
     release = Release(name="odd", root=None)
     release.add(
@@ -216,6 +219,7 @@ def test_hf_reader_validates_like_the_rmb_reader(tmp_path: Path):
         read_hf_release(str(tmp_path / "missing"))
 
 
+@pytest.mark.torch
 def test_dataset_dict_shape_without_annotations(tmp_path: Path):
     release = Release(name="p", root=None)
     release.add(_items()[0])
@@ -237,6 +241,7 @@ def test_dataset_dict_shape_without_annotations(tmp_path: Path):
         release_to_dataset_dict(release, annotations=[{"set": "pairwise", "uid": "0", "chosen_score": "high"}])
 
 
+@pytest.mark.torch
 def test_writing_again_replaces_the_previous_form(built: Path, tmp_path: Path):
     out = tmp_path / "hf"
     full = read_release(built)
@@ -288,6 +293,7 @@ def test_without_a_configured_name_the_card_names_the_licence_by_its_words(built
     assert SENTENCE in body
 
 
+@pytest.mark.torch
 def test_a_known_licence_id_goes_on_the_card_as_it_is(built: Path, tmp_path: Path, capsys):
     _with_licence(built, "CC-BY-4.0")
     meta, body = _meta(render_card(read_release(built), repo_id="me/demo"))
@@ -297,6 +303,7 @@ def test_a_known_licence_id_goes_on_the_card_as_it_is(built: Path, tmp_path: Pat
     assert _meta((out / "README.md").read_text())[0]["license"] == "cc-by-4.0"
 
 
+@pytest.mark.torch
 def test_publish_refuses_a_card_licence_the_hub_does_not_take_in_one_line(built: Path, tmp_path: Path, capsys):
     out = tmp_path / "hf"
     args = ["publish", str(built), "--repo-id", "me/demo", "--dry-run", "--out", str(out), "--no-embeddings"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from style_helpers import SCENARIOS, style_records, write_style_file, write_style_release
 
 from rmb_build.cli import main
@@ -83,6 +84,7 @@ def test_a_clean_style_set_has_no_style_defects(tmp_path):
     assert len(read_rmb_release(release).style) == sum(len(v) for v in style_records(np.random.default_rng(1)).values())
 
 
+@pytest.mark.torch
 def test_publish_writes_a_style_configuration_that_reads_back(tmp_path, capsys):
     from rmb_build.release.load import read_release
 

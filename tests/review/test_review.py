@@ -226,6 +226,7 @@ def _labels(store, rel, votes):
             store.save(Label(set_name, uid, annotator, "tie" if flags else choice, flags))
 
 
+@pytest.mark.torch
 def test_export_writes_labels_figures_and_a_gold_release_audit_finds_the_overruled(tmp_path):
     rel_dir = small_release(tmp_path / "rel")
     rel = read_rmb_release(rel_dir)

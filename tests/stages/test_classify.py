@@ -110,6 +110,7 @@ def _small_classifier() -> EmbeddingClassifier:
     return EmbeddingClassifier.fit(texts, labels)
 
 
+@pytest.mark.torch
 def test_predictions_abstain_below_the_threshold_and_classify_applies_them():
     clf = _small_classifier()
     queries = [_q(n, text) for n, text in enumerate(HELD_OUT_SAMPLE)]
@@ -124,6 +125,7 @@ def test_predictions_abstain_below_the_threshold_and_classify_applies_them():
     assert all(q.scenario_id is None and q.confidence is not None for q in strict)
 
 
+@pytest.mark.torch
 def test_a_trained_classifier_is_kept_between_processes_and_read_back_exactly(tmp_path, monkeypatch, caplog):
     from rmb_build.core.prompting import prompt_hash
     from rmb_build.stages import classify as mod
@@ -194,6 +196,7 @@ def test_select_balanced_spreads_over_scenarios_and_goals():
     assert len(select_balanced(queries, 100, per_scenario=2)) == 8
 
 
+@pytest.mark.torch
 def test_llm_classifier_requests_and_fallback_on_a_real_unreachable_endpoint(tmp_path):
     from rmb_build.llm import LLMClient
 
@@ -278,6 +281,7 @@ def test_abstain_threshold_is_chosen_by_cross_validation_on_the_training_example
     assert abstain_threshold(X[:5], ["a", "a", "a", "b", "c"]) == 0.0  # too few to cross-validate
 
 
+@pytest.mark.torch
 def test_abstention_below_the_threshold_is_kept_and_counted():
     import dataclasses
 

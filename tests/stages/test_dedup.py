@@ -92,6 +92,7 @@ def test_dedup_with_given_embeddings_keeps_provenance():
         dedup(queries, embeddings=vecs[:2])
 
 
+@pytest.mark.torch
 def test_dedup_on_real_embeddings_and_against_existing_queries():
     queries = [
         _q(0, "How do I reverse a list in Python?"),

@@ -122,6 +122,7 @@ def test_ids_are_stable_and_duplicate_source_ids_are_quarantined(tmp_path):
     assert a.stats["jsonl:dup.jsonl"]["quarantined"] == 1
 
 
+@pytest.mark.torch
 def test_json_array_parquet_and_hf_sources(tmp_path):
     import datasets
 
@@ -154,6 +155,7 @@ def test_rmb_release_source_keeps_labels(rmb_sample):
     assert len(english.queries) == 20 and all(q.language in (None, "English") for q in english.queries)
 
 
+@pytest.mark.torch
 def test_unreadable_sources_name_the_file(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         gather([source_config(kind="jsonl", path=str(tmp_path / "absent.jsonl"))])

@@ -144,6 +144,7 @@ def test_style_bon_adds_each_bon_winner_and_its_last_loser_which_audit_evaluate_
     ]
 
 
+@pytest.mark.torch
 def test_rewrites_that_move_the_score_or_flip_a_refusal_are_dropped_and_counted(tmp_path):
     def change(style: str, answer: str) -> str | None:
         if style == "concise" and "quality 9" in answer:  # the strong generator's answers: a refusal now
@@ -167,6 +168,7 @@ def test_rewrites_that_move_the_score_or_flip_a_refusal_are_dropped_and_counted(
     assert all("quality 8" not in v and not is_refusal(v) for r in records for v in r.chosen + r.rejected)
 
 
+@pytest.mark.torch
 def test_without_a_style_section_no_style_set_and_no_rewrite(tmp_path):
     out, release = _build(tmp_path, style=False)
     assert not (release / "Style_set").exists() and out["rewrite_requests"] == 0

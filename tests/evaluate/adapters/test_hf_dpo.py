@@ -21,6 +21,8 @@ from rmb_build.evaluate.scoring import collect_texts
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 
 def _tiny_llama_config(vocab_size: int, **kw):
     return tiny_config(transformers.LlamaConfig, vocab_size, **kw)

@@ -30,6 +30,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 SPECIAL = ["<|source|>", "<|candidate1|>", "<|candidate2|>"]
 
 

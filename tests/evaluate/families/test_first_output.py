@@ -18,6 +18,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 MODELING = """
 import torch
 from torch import nn

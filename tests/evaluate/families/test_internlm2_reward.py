@@ -23,6 +23,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 REWARD_TOKEN = 3  # <repo_name> in SmolLM2's vocabulary: a special token no text holds (the real ones: 92527)
 
 CONFIGURATION = """

@@ -17,6 +17,8 @@ from rmb_build.evaluate.adapters import RMOptions, load_rm
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 WIDTH, OBJECTIVES = 16, 30
 
 

@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 
 @pytest.fixture(scope="module")
 def nemotron(smol_tokenizer_dir, tmp_path_factory):

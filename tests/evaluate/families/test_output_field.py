@@ -23,6 +23,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 OBJECTIVES, GATE = 5, 16
 
 MODELING = """

@@ -18,6 +18,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 HUB_ID = "tiny-org/Qwen3-RM-lookalike"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 CONVERSATION = [{"role": "user", "content": "Tips for better sleep?"}]

@@ -18,6 +18,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
+pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
+
 
 def write_checkpoint(folder, config, backbone_prefix: str, head: dict, tok, seed: int):
     """A random backbone's weights under ``backbone_prefix.`` plus ``head``, as one model.safetensors."""
