@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICK_TIER = ["-n", "2", "-m", "not slow"]
+QUICK_TIER = ["-n", "2", "--dist", "worksteal", "-m", "not slow"]
 OUT_ENV = "TIER_CPU_OUT"  # the folder each worker writes its record into
 
 

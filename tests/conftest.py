@@ -29,7 +29,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="rmb-test-prefect-"))
+if "PREFECT_HOME" not in os.environ:  # made once, by the controller; its workers inherit it
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="rmb-test-prefect-")
 
 
 def _writable_or_temp(folder: str, prefix: str) -> str:
@@ -63,6 +64,12 @@ os.environ.setdefault(
 os.environ.setdefault(
     "RMB_MODEL_CACHE", os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rmb", "models")
 )
+# SmolLM2's converted tokenizer (smol_tokenizer_dir), chosen once by the controller so that its workers share one
+# folder and one lock, also where the model cache cannot be written
+if "RMB_TEST_TOKENIZER_CACHE" not in os.environ:
+    os.environ["RMB_TEST_TOKENIZER_CACHE"] = _writable_or_temp(
+        os.path.join(os.environ["RMB_MODEL_CACHE"], "tests"), "rmb-test-tokenizer-"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +132,7 @@ def smol_tokenizer_dir():
     key = hashlib.sha256(
         f"{stat.st_size}:{stat.st_mtime_ns}:{transformers.__version__}:{tokenizers.__version__}".encode()
     ).hexdigest()[:16]
-    shared = Path(_writable_or_temp(os.path.join(os.environ["RMB_MODEL_CACHE"], "tests"), "rmb-test-tokenizer-"))
+    shared = Path(os.environ["RMB_TEST_TOKENIZER_CACHE"])
     folder = shared / f"smol-tokenizer-{key}"
     with open(shared / f"smol-tokenizer-{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes; other workers and sessions wait

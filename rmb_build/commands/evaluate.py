@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Iterator
 
-from rmb_build.core.intervals import DEFAULT_DRAWS
+from rmb_build.core.intervals import DEFAULT_DRAWS, MAX_DRAWS
 from rmb_build.core.lock import locks_out
 from rmb_build.evaluate.cache import DEFAULT_CACHE_HELP, default_cache_dir
 from rmb_build.evaluate.rm_options import add_flags
@@ -204,8 +204,8 @@ def run(args: argparse.Namespace) -> int:
     given = from_args(args)  # every RM option checked before any work
     spec = f"scores:{args.scores}" if args.scores else args.rm
     check_rm(spec)  # a bad --rm is refused before the release is read
-    if args.bootstrap < 1:
-        raise RMBError("--bootstrap must be at least 1")
+    if not 1 <= args.bootstrap <= MAX_DRAWS:  # a page reads back what evaluate writes (results_check)
+        raise RMBError(f"--bootstrap must be 1 to {MAX_DRAWS:,}")
     if given.get("devices") and args.device:
         raise RMBError("--devices and --device: give one (--devices runs one replica on each)")
     config = None

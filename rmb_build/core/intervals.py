@@ -34,6 +34,8 @@ import numpy as np
 
 ALPHA = 0.05
 DEFAULT_DRAWS = 4000
+# the most Monte Carlo draws evaluate takes, and a page redraws a file's intervals with (25 times the default)
+MAX_DRAWS = 100_000
 FEW_ITEMS = 10
 FEW_MARK = "†"  # beside a figure over fewer than FEW_ITEMS items, in every report, plot and page
 METHOD = (

@@ -14,6 +14,7 @@ from typing import Callable, Mapping
 
 from rmb_build.core.errors import InputError
 from rmb_build.core.finite import describe, finite_float
+from rmb_build.core.intervals import MAX_DRAWS
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 
 SLACK = 1e-9  # rounding of a bound computed at 0 or 1
@@ -117,8 +118,6 @@ def _figures(c: _Checker, value: object, field: str, figures: tuple[str, ...]) -
     c.keys(g, field, c.count, ("n", "few_item_scenarios"))
 
 
-# the most Monte Carlo draws a page redraws a file's intervals with (evaluate's default is 4,000)
-MAX_RECORDED_DRAWS = 100_000
 SCORING_COUNTS = ("naive", "unique", "cached", "scored", "failed", "from_file")
 STYLE_FIGURES = ("hard", "normal", "easy", "average", "prefers_detailed", "prefers_markdown")
 
@@ -191,8 +190,8 @@ def check_figures(results: Mapping[str, object], where: str) -> None:
         block = c.mapping(results.get(part), part)
         draws = block.get(key)
         c.count(draws, f"{part}.{key}")
-        if isinstance(draws, int) and not 1 <= draws <= MAX_RECORDED_DRAWS:  # a page redraws its intervals with it
-            raise c.fail(f"{part}.{key}", f"expected 1 to {MAX_RECORDED_DRAWS:,} draws", draws)
+        if isinstance(draws, int) and not 1 <= draws <= MAX_DRAWS:  # a page redraws its intervals with it
+            raise c.fail(f"{part}.{key}", f"expected 1 to {MAX_DRAWS:,} draws", draws)
         seed = block.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise c.fail(f"{part}.seed", "expected a whole number", seed)

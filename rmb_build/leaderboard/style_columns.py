@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from rmb_build.core.intervals import few_items
 from rmb_build.leaderboard.entries import Entry
 
 STYLE = (
@@ -18,20 +17,20 @@ STYLE = (
 LENGTH = ("length/neutral", "length-neutral pairwise")
 
 
-def figures(entry: Entry) -> dict[str, tuple[float | None, list[float] | None, int]]:
-    """column -> (value, ci95, scenarios of few records its interval pools) of the entry; absent where its
-    results have none."""
-    out: dict[str, tuple[float | None, list[float] | None, int]] = {}
+def figures(entry: Entry) -> dict[str, tuple[float | None, list[float] | None, int, int | None]]:
+    """column -> (value, ci95, scenarios of few records its interval pools, records) of the entry; absent where
+    its results have none."""
+    out: dict[str, tuple[float | None, list[float] | None, int, int | None]] = {}
     overall = (entry.results.get("style") or {}).get("overall")
     if overall:
-        # a group of several scenarios counts its few-record ones; one scenario of few records is one
         n = overall.get("n")
-        small = int(overall.get("few_item_scenarios") or (1 if isinstance(n, int) and few_items(n) else 0))
+        records = n if isinstance(n, int) else None
+        pooled = int(overall.get("few_item_scenarios") or 0)  # set only where several scenarios are pooled
         for key, _, fig in STYLE:
-            out[key] = (overall.get(fig), (overall.get("ci95") or {}).get(fig), small)
+            out[key] = (overall.get(fig), (overall.get("ci95") or {}).get(fig), pooled, records)
     lc = (entry.results.get("length_control") or {}).get("overall")
     if lc:
-        out[LENGTH[0]] = (lc.get("length_neutral"), lc.get("length_neutral_ci95"), 0)
+        out[LENGTH[0]] = (lc.get("length_neutral"), lc.get("length_neutral_ci95"), 0, None)
     return out
 
 

@@ -352,7 +352,10 @@ def trained_classifier_dir() -> Path:
 
 
 # the libraries whose versions can move the trained classifier: the encoder's stack and the fit's
-TRAINING_LIBRARIES = ("torch", "transformers", "sentence-transformers", "tokenizers", "scipy", "scikit-learn", "numpy")
+TRAINING_LIBRARIES = (
+    *("torch", "transformers", "sentence-transformers", "tokenizers", "onnxruntime", "onnx"),
+    *("scipy", "scikit-learn", "numpy"),
+)
 
 
 def _default_key(encoder: str, backend: str, taxonomy_hash: str) -> str:

@@ -454,3 +454,19 @@ def test_an_rm_spec_holding_mathtext_does_not_stop_evaluate_after_scoring(tmp_pa
         + ["--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"), "--no-progress", "--bootstrap", "20"]
     )
     assert rc == 0 and (tmp_path / "out" / "heatmap.png").is_file()
+
+
+@pytest.mark.parametrize("draws, refused", [(0, True), (100_001, True), (100_000, False)])
+def test_a_draws_count_a_page_could_not_read_back_is_refused_before_any_work(tmp_path, capsys, draws, refused):
+    """A reviewer's case: evaluate took --bootstrap 100001 and wrote a results.json that rmb leaderboard and
+    push-results then refused; the one cap (core.intervals.MAX_DRAWS) is now checked where the number is given."""
+    rel = tiny_release(tmp_path / "rel")
+    out = tmp_path / "out"
+    args = ["evaluate", "--release", str(rel), "--rm", "baseline:length", "--out", str(out)]
+    code = main([*args, "--cache", str(tmp_path / "cache"), "--no-progress", "--bootstrap", str(draws)])
+    if refused:
+        assert code == 2 and not out.exists()
+        assert "--bootstrap must be 1 to 100,000" in capsys.readouterr().err
+    else:
+        assert code == 0
+        assert main(["push-results", str(out), "--repo-id", "me/x", "--dry-run", "--out", str(tmp_path / "hf")]) == 0

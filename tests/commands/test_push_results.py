@@ -19,6 +19,10 @@ from rmb_build.cli import main
 from rmb_build.leaderboard.entries import assign_slugs, load_entry
 from rmb_build.leaderboard.ranking import rank_groups, release_groups
 
+# the whole module: one test loads datasets (torch), and its module fixture, which the others share, must not be
+# built twice by the ordering that puts torch tests first (tests/conftest.py)
+pytestmark = pytest.mark.torch
+
 DATA = "predictions/test-00000-of-00001.parquet"
 
 
@@ -50,7 +54,6 @@ def ranked(sources) -> list[dict]:
     ]
 
 
-@pytest.mark.torch
 def test_dry_run_loads_with_datasets_and_holds_the_evaluation_unchanged(evaluated, tmp_path):
     from datasets import load_dataset
 

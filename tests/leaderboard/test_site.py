@@ -350,15 +350,14 @@ def test_a_cell_over_few_items_is_marked(tmp_path):
 
 
 def test_a_style_column_over_one_scenario_of_few_records_is_marked_as_report_md_marks_it():
-    """report.md marks a style overall of one 3-record scenario (its interval is the few-item rule's); the
-    leaderboard's style column read only ``few_item_scenarios``, which a one-scenario group does not carry."""
+    """report.md marks a style overall of one 3-record scenario beside its count ("fewer than 10 items"); the
+    leaderboard's style column read only ``few_item_scenarios`` (pooled scenarios), which a one-scenario group does
+    not carry. The column now has the records for the count's mark; the pooled mark stays for pooled groups."""
     from types import SimpleNamespace
 
     from rmb_build.leaderboard.style_columns import figures
 
     one = {"hard": 0.5, "n": 3, "ci95": {"hard": [0.1, 0.9]}}
-    assert figures(SimpleNamespace(results={"style": {"overall": one}}))["style/hard"][2] == 1
+    assert figures(SimpleNamespace(results={"style": {"overall": one}}))["style/hard"][2:] == (0, 3)
     many = {**one, "n": 40, "few_item_scenarios": 2}
-    assert figures(SimpleNamespace(results={"style": {"overall": many}}))["style/hard"][2] == 2
-    whole = {**one, "n": 40}
-    assert figures(SimpleNamespace(results={"style": {"overall": whole}}))["style/hard"][2] == 0
+    assert figures(SimpleNamespace(results={"style": {"overall": many}}))["style/hard"][2:] == (2, 40)
