@@ -16,8 +16,10 @@ never raised out of a batch; only a config mistake (ConfigError, before any call
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -77,6 +79,17 @@ def _usage_row() -> dict[str, Any]:
     }
 
 
+def _close_loop_at_exit(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """Close a client's loop that ``close()`` did not (a stop interrupted it, or it never ran)."""
+    if loop.is_closed():
+        return
+    if loop.is_running():
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+    if not loop.is_running():
+        loop.close()
+
+
 class LLMClient:
     """One client for all endpoints of a build config (see the module docstring).
 
@@ -121,6 +134,10 @@ class LLMClient:
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="llm-client", daemon=True)
+        # a stop can come before close() ends: the loop is then closed at exit, not by its finaliser during the
+        # interpreter's teardown (which found its self-pipe gone and printed a traceback under the stop's line)
+        self._close_at_exit = functools.partial(_close_loop_at_exit, self._loop, self._thread)
+        atexit.register(self._close_at_exit)
         self._thread.start()
 
     # ---- the client's event loop ---------------------------------------------------------------
@@ -638,6 +655,7 @@ class LLMClient:
             self._thread.join(60)
             if not self._loop.is_running():
                 self._loop.close()
+                atexit.unregister(self._close_at_exit)
             with self._server_lock:
                 servers, self._servers = self._servers, []
             for server in servers:

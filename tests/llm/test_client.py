@@ -381,3 +381,25 @@ def test_a_reply_that_is_not_a_json_object_is_a_malformed_response_saying_so(tmp
             result = client.run([ChatRequest("stub", "m", (("user", "hi"),))])[0]
     assert not result.ok
     assert "malformed response: TypeError: the reply is a JSON list, not an object" in result.error
+
+
+@pytest.mark.parametrize("stopped", [True, False])
+def test_a_client_whose_close_a_stop_cut_short_leaves_nothing_at_exit(tmp_path, stopped):
+    """A stranger's run: `rmb build` stopped by SIGINT 0.53 s into its stages printed its one line, then the
+    interpreter's teardown finalised the client's loop after its self-pipe socket and printed a traceback
+    (ValueError: Invalid file descriptor: -1). A loop that close() did not close (its stop interrupted, or never
+    called) is now closed at exit: nothing is printed, not even the unclosed loop's ResourceWarning."""
+    code = (
+        "import sys\n"
+        "from rmb_build.llm.client import LLMClient\n"
+        "c = LLMClient(endpoints={}, cache_dir=sys.argv[1])\n"
+        + ("c._loop.call_soon_threadsafe(c._loop.stop); c._thread.join()\n" if stopped else "")
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code, str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "unclosed event loop" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
