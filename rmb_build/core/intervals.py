@@ -55,6 +55,16 @@ def few_items(n: int) -> bool:
     return 0 < n < FEW_ITEMS
 
 
+# what FEW_MARK beside an interval means (few_item_scenarios), in every report, card and page
+POOLED_FEW_NOTE = f"it pools scenarios of fewer than {FEW_ITEMS} items and is wider than a 95% interval needs"
+
+
+def few_item_scenarios(sizes: Sequence[int]) -> int:
+    """How many scenarios of fewer than ``FEW_ITEMS`` items a pooled interval over scenarios of these sizes pools:
+    its interval is conservative there (``plausible_variance``). One scenario's interval is its own: 0."""
+    return sum(few_items(n) for n in sizes) if len(sizes) > 1 else 0
+
+
 def clopper_pearson(k: int, n: int, alpha: float = ALPHA) -> list[float]:
     """The exact two-sided interval of a proportion ``k / n`` (n > 0)."""
     from scipy.stats import beta

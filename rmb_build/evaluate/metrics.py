@@ -24,6 +24,7 @@ from rmb_build.core.intervals import (
     DEFAULT_DRAWS,
     FEW_ITEMS,
     Draws,
+    few_item_scenarios,
     few_items,
     macro_interval,
     mean_interval,
@@ -142,8 +143,8 @@ def aggregate_set(
         }
         if few_items(total):
             row["few_items"] = True
-        small = sum(few_items(n[s]) for s in members)
-        if small and len(members) > 1:  # its macro interval is conservative there (core.intervals.pooled_interval)
+        small = few_item_scenarios([n[s] for s in members])
+        if small:
             row["few_item_scenarios"] = small
         return row
 
@@ -190,9 +191,11 @@ def rmb_overall(samples: Mapping[str, SetDraws]) -> dict[str, Any]:
     }
     out["few_items"] = [c for c in RMB_CELLS if c in cells and few_items(cells[c][2])]
     # scenarios of few items under a pooled (conservative) interval: a cell's own, and all of them under the mean's
-    small = {c: sum(few_items(len(sm.outcomes[s])) for s in members) for c, (*_, members, sm) in cells.items()}
-    pooled_cells = {c: small[c] if len(cells[c][3]) > 1 else 0 for c in small}
-    out["few_item_scenarios"] = {c: pooled_cells.get(c, 0) for c in RMB_CELLS} | {"mean": sum(small.values())}
+    sizes = {c: [len(sm.outcomes[s]) for s in members] for c, (*_, members, sm) in cells.items()}
+    # (the mean's interval is pooled_interval's even over one scenario)
+    out["few_item_scenarios"] = {c: few_item_scenarios(sizes.get(c, [])) for c in RMB_CELLS} | {
+        "mean": sum(few_items(k) for cell in sizes.values() for k in cell)
+    }
     if cells:
         out["mean"] = float(np.mean([v[0] for v in cells.values()]))
         parts = [

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rmb_build.core.atomic import write_text
-from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
+from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, POOLED_FEW_NOTE, few_items
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.coverage import partial_note
 from rmb_build.evaluate.heatmap import SET_TITLES, write_heatmap
@@ -37,8 +37,7 @@ def _pooled_ci(ci: list[float], few_item_scenarios: int) -> str:
 
 FEW_NOTE = (
     f"{FEW_MARK} beside a count: fewer than {FEW_ITEMS} items, read the figure with its interval; beside an "
-    f"interval: it pools scenarios of fewer than {FEW_ITEMS} items, and is wider than a 95% interval needs "
-    "(it held the truth in 97-100% of simulated draws, docs/calibration.md)."
+    f"interval: {POOLED_FEW_NOTE} (it held the truth in 97-100% of simulated draws, docs/calibration.md)."
 )
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from rmb_build.benchmarks.rmbench import LEVELS, TIE_RULE, difficulty
 from rmb_build.core.errors import InputError
-from rmb_build.core.intervals import few_items, goal_of, pooled_interval
+from rmb_build.core.intervals import few_item_scenarios, goal_of, pooled_interval
 from rmb_build.core.items import Answer, Item, PairwiseItem
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET, parse_scenario_id
 from rmb_build.evaluate.metrics import aggregate_set
@@ -139,8 +139,8 @@ def _group(
             out[fig], n = g["macro"], g["n"]
             out["n_scenarios"] = g["n_scenarios"]
         ci[fig] = pooled_interval([(1 / len(members), values[fig][s], goal_of(s)) for s in members])
-    small = sum(few_items(len(values[FIGURES[0]][s])) for s in members)
-    if small and len(members) > 1:  # its intervals pool scenarios of few records: conservative there
+    small = few_item_scenarios([len(values[FIGURES[0]][s]) for s in members])
+    if small:  # its intervals pool scenarios of few records: conservative there
         out["few_item_scenarios"] = small
     return {**out, "n": n, "ci95": ci}
 
