@@ -259,6 +259,8 @@ def _main(argv: list[str], program: bool) -> int:
             if debugging(args):
                 _print_traceback(*sys.exc_info())
             print(stop_line(args, argv, signum), file=sys.stderr)
+            if program and not debugging(args):
+                stop.quiet_teardown()  # kept after handlers(): the interpreter's teardown comes after them
     # Stopped. Only exit handlers run from here (servers stopping): another Ctrl-C must not cut them short.
     if program:
         for sig in stop.SIGNALS:

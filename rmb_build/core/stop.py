@@ -240,6 +240,20 @@ def noting_sigterm() -> Iterator[None]:
             signal.signal(signal.SIGTERM, theirs)
 
 
+def quiet_teardown() -> None:
+    """For a process that ends stopped, after its stop's line: what the interpreter's teardown finalises says
+    nothing, as inside :func:`handlers` once the caller has the stop (:func:`_redeliver`). A stop can cut an
+    object off while it is being built or closed (an event loop made, or closed, by a coroutine the stop
+    interrupted); the collector finalises it among its parts, here after its self-pipe socket, and its
+    ``__del__`` failed under the stop's line (``Exception ignored in: BaseEventLoop.__del__``,
+    ``ValueError: Invalid file descriptor: -1``)."""
+    sys.unraisablehook = _say_nothing
+
+
+def _say_nothing(unraisable: sys.UnraisableHookArgs) -> None:
+    """The teardown's hook: reads no global (the interpreter may have cleared this module's by then)."""
+
+
 def clear_unhandled_interrupt() -> None:
     """Let the command's exit code stand. CPython ends a process as an unhandled Ctrl-C (killed by SIGINT,
     or 130) whenever a KeyboardInterrupt once left code run through ``PyRun_String`` (code a C extension

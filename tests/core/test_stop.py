@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -269,6 +271,49 @@ def test_the_stopped_works_teardown_says_nothing_after_the_stop_line(ctrl_c_live
     with stop.handlers():  # without a stop, a failing finalizer is reported as ever
         _HalfBuilt()
     assert [type(r.exc_value) for r in reported] == [AttributeError]
+
+
+_TEARDOWN = """
+import gc, os, signal, sys
+import rmb_build.cli as cli
+
+class HalfBuilt:  # as an event loop a stop cut off, finalised by the teardown after its self-pipe socket
+    def __del__(self):
+        raise ValueError("Invalid file descriptor: -1")
+
+def command(args):
+    gc.disable()  # the cycle is left to the interpreter's teardown
+    cycle = HalfBuilt()
+    cycle.me = cycle
+    if STOP:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10**8):
+            pass
+    return 0
+
+STOP = sys.argv[-1] == "stop"
+cli._call = command
+sys.argv = ["rmb", "doctor"]
+sys.exit(cli.main())
+"""
+
+
+@pytest.mark.parametrize("stopped", [True, False])
+def test_a_stopped_processs_teardown_says_nothing_after_the_stop_line(tmp_path, stopped):
+    """CI's run: ``rmb build`` stopped by SIGTERM 0.01 s into its stages printed its one line, then the
+    interpreter's teardown finalised an event loop the stop had cut off, after its self-pipe socket
+    (``Exception ignored in: BaseEventLoop.__del__``). A process that ends stopped says nothing after its line;
+    one that ends as usual still reports a failing finalizer."""
+    script = tmp_path / "teardown.py"
+    script.write_text(_TEARDOWN)
+    args = [sys.executable, str(script), "stop" if stopped else "run"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, env={**os.environ, "RMB_DEBUG": "0"})
+    lines = done.stderr.splitlines()
+    if stopped:
+        assert done.returncode == 143 and len(lines) == 1, done.stderr
+        assert lines[0].startswith("rmb doctor: stopped by SIGTERM; "), done.stderr
+    else:
+        assert done.returncode == 0 and "Exception ignored in" in done.stderr, done.stderr
 
 
 def test_an_import_that_hangs_is_stopped_anyway(ctrl_c_live, tmp_path, monkeypatch):
