@@ -246,12 +246,14 @@ def quiet_teardown() -> None:
     object off while it is being built or closed (an event loop made, or closed, by a coroutine the stop
     interrupted); the collector finalises it among its parts, here after its self-pipe socket, and its
     ``__del__`` failed under the stop's line (``Exception ignored in: BaseEventLoop.__del__``,
-    ``ValueError: Invalid file descriptor: -1``)."""
+    ``ValueError: Invalid file descriptor: -1``), as does a thread a library runs at exit to drain its queues
+    to a server the stop cut off."""
     sys.unraisablehook = _say_nothing
+    threading.excepthook = _say_nothing
 
 
-def _say_nothing(unraisable: sys.UnraisableHookArgs) -> None:
-    """The teardown's hook: reads no global (the interpreter may have cleared this module's by then)."""
+def _say_nothing(report: object) -> None:
+    """The teardown's hooks: read no global (the interpreter may have cleared this module's by then)."""
 
 
 def clear_unhandled_interrupt() -> None:
