@@ -178,7 +178,7 @@ def _print_traceback(kind, value, tb) -> None:
     print(redact("".join(traceback.format_exception(kind, value, tb))), end="", file=sys.stderr)
 
 
-def _quiet_teardown() -> None:
+def _quiet_unwinding() -> None:
     """At a stop, the event loop's reports from its teardown (a task that failed while it was
     cancelled, e.g. on a server the same Ctrl-C stopped) belong to the stop the CLI reports, as does a
     coroutine the stop kept from being awaited."""
@@ -228,7 +228,9 @@ def _main(argv: list[str], program: bool) -> int:
                 parser.print_help()
                 return 2
             if not debugging(args):
-                stop.on_stop(_quiet_teardown)
+                stop.on_stop(_quiet_unwinding)
+                if program:  # the hooks are the process's: a caller's own (a test runner's) are left alone
+                    stop.on_stop(stop.quiet_threads)
             code = _call(args)
             stop.check()  # a command that ran on after a stop (its exception swallowed) was stopped
             sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
@@ -260,7 +262,7 @@ def _main(argv: list[str], program: bool) -> int:
                 _print_traceback(*sys.exc_info())
             print(stop_line(args, argv, signum), file=sys.stderr)
             if program and not debugging(args):
-                stop.quiet_teardown()  # kept after handlers(): the interpreter's teardown comes after them
+                stop.quiet_exit()  # kept after handlers(): the interpreter's teardown comes after them
     # Stopped. Only exit handlers run from here (servers stopping): another Ctrl-C must not cut them short.
     if program:
         for sig in stop.SIGNALS:

@@ -11,7 +11,9 @@ finalizer, a callback: "Exception ignored in ...") and the command ran on, muted
 swallowed stop is delivered again at once (:func:`_redeliver`, from ``sys.unraisablehook``); a command's
 loop calls :func:`check` between steps; and the CLI treats a command that returns after a stop as
 stopped. A stop that arrives inside an import is raised when the import has finished (a native extension
-interrupted while it initialises can abort the process); a second Ctrl-C is raised at once.
+interrupted while it initialises can abort the process); a second Ctrl-C is raised at once. In a process
+that ends stopped, threads that fail from the stop on and the interpreter's teardown print nothing under the
+line (:func:`quiet_threads`, :func:`quiet_exit`).
 """
 
 from __future__ import annotations
@@ -240,20 +242,23 @@ def noting_sigterm() -> Iterator[None]:
             signal.signal(signal.SIGTERM, theirs)
 
 
-def quiet_teardown() -> None:
-    """For a process that ends stopped, after its stop's line: what the interpreter's teardown finalises says
-    nothing, as inside :func:`handlers` once the caller has the stop (:func:`_redeliver`). A stop can cut an
-    object off while it is being built or closed (an event loop made, or closed, by a coroutine the stop
-    interrupted); the collector finalises it among its parts, here after its self-pipe socket, and its
-    ``__del__`` failed under the stop's line (``Exception ignored in: BaseEventLoop.__del__``,
-    ``ValueError: Invalid file descriptor: -1``), as does a thread a library runs at exit to drain its queues
-    to a server the stop cut off."""
-    sys.unraisablehook = _say_nothing
+def quiet_threads() -> None:
+    """From a stop on, a thread that fails (a library's worker whose server the stop cut off) is part of the
+    stopped work's unwinding: it prints nothing under the stop's line."""
     threading.excepthook = _say_nothing
 
 
+def quiet_exit() -> None:
+    """For a process that ends stopped, once its line is printed: the interpreter's teardown says nothing, as
+    inside :func:`handlers` once the caller has the stop (:func:`_redeliver`). The collector finalises what the
+    stop cut off among its parts (an event loop asyncio.run had made when the stop landed, after its self-pipe
+    socket: "Exception ignored in: BaseEventLoop.__del__"), and threads drain at exit."""
+    sys.unraisablehook = _say_nothing
+    quiet_threads()
+
+
 def _say_nothing(report: object) -> None:
-    """The teardown's hooks: read no global (the interpreter may have cleared this module's by then)."""
+    """The hooks of a stopped process: read no global (the interpreter may have cleared this module's by then)."""
 
 
 def clear_unhandled_interrupt() -> None:
