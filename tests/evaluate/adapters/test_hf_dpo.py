@@ -12,14 +12,15 @@ import math
 
 import pytest
 from families_helpers import small_release, tiny_config
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.run import evaluate
 from rmb_build.evaluate.scoring import collect_texts
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 

@@ -10,12 +10,13 @@ import shutil
 
 import pytest
 from families_helpers import HIDDEN, texts, tiny_config
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 

@@ -10,13 +10,14 @@ import json
 
 import pytest
 from families_helpers import last_hidden, save_lookalike, small_release, texts, tiny_config
+from lazy_modules import importorskip_on_use
 
 from rmb_build.cli import main
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
+safetensors_torch = importorskip_on_use("safetensors.torch")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
