@@ -43,8 +43,8 @@ class WorldPMLookalike(Qwen2PreTrainedModel):
 
 
 @pytest.fixture(scope="module")
-def worldpm(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def worldpm(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     folder = tmp_path_factory.mktemp("worldpm")
     (folder / "modeling_worldpm.py").write_text(MODELING)
     spec = importlib.util.spec_from_file_location("worldpm_lookalike", folder / "modeling_worldpm.py")

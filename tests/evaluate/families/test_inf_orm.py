@@ -21,8 +21,8 @@ pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
 
 @pytest.fixture(scope="module")
-def inform(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def inform(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     config = tiny_config(transformers.LlamaConfig, len(tok), architectures=["INFORMForSequenceClassification"])
     torch.manual_seed(50)
     backbone = transformers.LlamaModel(config)

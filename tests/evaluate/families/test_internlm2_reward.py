@@ -69,8 +69,8 @@ class InternLM2ForRewardModel(PreTrainedModel):
 
 
 @pytest.fixture(scope="module")
-def internlm(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def internlm(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     folder = tmp_path_factory.mktemp("internlm2-reward")
     (folder / "configuration_internlm2.py").write_text(CONFIGURATION)
     (folder / "modeling_internlm2.py").write_text(MODELING)

@@ -33,8 +33,8 @@ def _state(shapes, gaps):
 
 
 @pytest.fixture(scope="module")
-def ldl(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def ldl(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     config = tiny_config(
         transformers.Gemma2Config,
         len(tok),

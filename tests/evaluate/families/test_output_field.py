@@ -96,8 +96,8 @@ def header(tok):
 
 
 @pytest.fixture(scope="module")
-def armo(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def armo(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     folder = tmp_path_factory.mktemp("armo")
     (folder / "modeling_custom.py").write_text(MODELING.format(pattern=header(tok)))
     spec = importlib.util.spec_from_file_location("armo_lookalike", folder / "modeling_custom.py")

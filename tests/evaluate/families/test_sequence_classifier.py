@@ -28,8 +28,8 @@ RESPONSES = ["Keep a regular bedtime and a dark, cool room.", "idk lol"]
 
 
 @pytest.fixture(scope="module")
-def qwen3_rm(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def qwen3_rm(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     config = tiny_config(transformers.Qwen3Config, len(tok), head_dim=8, num_labels=1, pad_token_id=tok.pad_token_id)
     torch.manual_seed(30)
     model = transformers.Qwen3ForSequenceClassification(config)
