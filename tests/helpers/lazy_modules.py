@@ -35,6 +35,7 @@ def on_use(name: str) -> Any:
 def importorskip_on_use(name: str, reason: str | None = None) -> Any:
     """As ``pytest.importorskip(name, reason=reason)`` at a test module's top (the module skipped, with the reason,
     where ``name`` is not installed), but ``name`` is imported by the first test that reads one of its attributes."""
+    __tracebackhide__ = True  # the skip's line in the summary is the test module's, as importorskip's is
     try:
         found = importlib.util.find_spec(name)
     except ModuleNotFoundError:  # its parent package is missing
