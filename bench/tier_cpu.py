@@ -9,9 +9,15 @@ workers, their children). ``compare`` prints two runs side by side (totals, then
 most) with the ratio after/before. A test that imports torch first pays for the import: costs move between
 tests with the order, so compare files and totals more than single tests.
 
+Each record also says after which test torch, transformers and sentence-transformers first stood in the process's
+``sys.modules`` (``imported_first``). ``torch-check`` runs the unmarked quick tests in one process and fails (exit 1),
+naming the test, when one of those appears after a test not marked ``torch`` or during collection: such a test costs
+the worker that was meant never to import them (``tests/conftest.py``'s ordering) 5-10 s of CPU. A module is
+reported once, by the first test that imports it: mark what it names and run it again.
+
 Run: ``nice -n 10 python bench/tier_cpu.py run --out before.json [-- PYTEST ARGS]`` (one run at a time
 per checkout), then ``python bench/tier_cpu.py compare before.json after.json [--top N]``, or
-``python bench/tier_cpu.py show run.json [--top N]``.
+``python bench/tier_cpu.py show run.json [--top N]``; ``nice -n 10 python bench/tier_cpu.py torch-check``.
 """
 
 from __future__ import annotations
@@ -32,7 +38,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK_TIER = ["-n", "2", "--dist", "worksteal", "-m", "not slow"]
+UNMARKED_QUICK = ["-p", "no:xdist", "-m", "not slow and not torch"]
 OUT_ENV = "TIER_CPU_OUT"  # the folder each worker writes its record into
+CHECK_ENV = "TIER_CPU_TORCH_CHECK"  # set: the run fails where a watched module came in unmarked
+# What the ``torch`` mark is for (pyproject.toml's markers): loading the encoder imports sentence-transformers.
+TORCH_MODULES = ("torch", "transformers", "sentence_transformers")
+COLLECTION = "(start-up and collection)"
 
 
 def _cpu_self() -> float:
@@ -49,17 +60,34 @@ def _cpu_children() -> float:
 
 _tests: list[dict[str, Any]] = []
 _marks: dict[str, float] = {}
+_imported_first: dict[str, str] = {}  # a watched module -> the test after which it was first in sys.modules
+_unmarked: list[str] = []  # "test: module" where the test that brought it in is not marked torch
+
+
+def _newly_imported(where: str, marked: bool) -> None:
+    for name in TORCH_MODULES:
+        if name in sys.modules and name not in _imported_first:
+            _imported_first[name] = where
+            if not marked:
+                _unmarked.append(f"{where}: {name}")
+
+
+def pytest_sessionstart(session: Any) -> None:
+    for state in (_tests, _marks, _imported_first, _unmarked):  # one record per session
+        state.clear()
 
 
 def pytest_collection_finish(session: Any) -> None:
     _marks["collected_self"], _marks["collected_children"] = _cpu_self(), _cpu_children()
     _marks["collected_items"] = len(session.items)
+    _newly_imported(COLLECTION, marked=False)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     self0, children0, wall0 = _cpu_self(), _cpu_children(), time.monotonic()
     yield
+    _newly_imported(item.nodeid, marked=item.get_closest_marker("torch") is not None)
     _tests.append(
         {
             "test": item.nodeid,
@@ -71,6 +99,8 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
 
 
 def pytest_sessionfinish(session: Any) -> None:
+    if os.environ.get(CHECK_ENV) and _unmarked and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     folder = os.environ.get(OUT_ENV)
     if not folder:
         return
@@ -82,19 +112,31 @@ def pytest_sessionfinish(session: Any) -> None:
         "total": round(_cpu_self() + _cpu_children(), 3),
         "total_self": round(_cpu_self(), 3),
         "tests": _tests,
+        "imported_first": _imported_first,
     }
     Path(folder, f"{worker}.json").write_text(json.dumps(record))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if os.environ.get(CHECK_ENV) and _unmarked:
+        terminalreporter.section("imported torch, transformers or sentence-transformers unmarked")
+        for line in _unmarked:
+            terminalreporter.write_line(f"{line} (mark the test torch: pyproject.toml's markers)")
 
 
 # --- the script ---
 
 
+def _pytest_command(pytest_args: list[str], **env_extra: str) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ, **env_extra)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
+    return [sys.executable, "-m", "pytest", "-q", "-p", "tier_cpu", "-p", "no:cacheprovider", *pytest_args], env
+
+
 def run(out: Path, pytest_args: list[str]) -> dict[str, Any]:
     """Run pytest with the plugin; the records of every process, the run's CPU and wall time, in one JSON."""
     with tempfile.TemporaryDirectory(prefix="tier-cpu-") as folder:
-        env = dict(os.environ, **{OUT_ENV: folder})
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "tier_cpu", "-p", "no:cacheprovider", *pytest_args]
+        command, env = _pytest_command(pytest_args, **{OUT_ENV: folder})
         children0, wall0 = _cpu_children(), time.monotonic()
         completed = subprocess.run(command, cwd=ROOT, env=env)
         whole = _cpu_children() - children0
@@ -176,10 +218,20 @@ def compare(before: dict[str, Any], after: dict[str, Any], top: int) -> dict[str
 def show(result: dict[str, Any], top: int) -> None:
     for key, value in summary(result).items():
         print(f"{key:45s} {value:9.1f}")
+    for record in result["processes"]:
+        for name, test in record.get("imported_first", {}).items():
+            print(f"{record['worker']}: {name} first imported by {test}")
     for title, table in (("files", per_file(result)), ("tests", per_test(result))):
         print(f"--- {title} by CPU s")
         for key, cpu in sorted(table.items(), key=lambda kv: -kv[1])[:top]:
             print(f"{cpu:7.2f}  {key}")
+
+
+def torch_check(pytest_args: list[str]) -> int:
+    """Run the tests (by default the unmarked quick ones, in one process) failing where a watched module came in
+    unmarked; pytest's exit status."""
+    command, env = _pytest_command(pytest_args, **{CHECK_ENV: "1"})
+    return subprocess.run(command, cwd=ROOT, env=env).returncode
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -195,7 +247,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p_show = sub.add_parser("show", help="one record")
     p_show.add_argument("record", type=Path)
     p_show.add_argument("--top", type=int, default=40)
+    p_check = sub.add_parser("torch-check", help="fail where an unmarked test imports torch, transformers or ST")
+    p_check.add_argument("pytest_args", nargs="*", help=f"after --; default: {' '.join(UNMARKED_QUICK)}")
     args = parser.parse_args(argv)
+    if args.command == "torch-check":
+        sys.exit(torch_check(args.pytest_args or UNMARKED_QUICK))
     if args.command == "run":
         result = run(args.out, args.pytest_args or QUICK_TIER)
         figures = summary(result)

@@ -31,18 +31,27 @@ def _imports(name: str) -> set[str]:
     path = _source_file(name)
     if path is None:
         return set()
+    stat = path.stat()
+    return set(_imports_of_file(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=None)
+def _imports_of_file(path: str, mtime_ns: int, size: int) -> frozenset[str]:
+    """``_imports`` of the file at ``path`` as it is at that time and size: each stage's key walked the modules it
+    reaches, and the stages reach mostly the same ones (eight stages parsed 75 modules 424 times, 1.3 s of CPU in
+    each process that builds)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(Path(path).read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names)  # ``from package import module``
-    return {
+    return frozenset(
         m
         for m in found
         if m.startswith("rmb_build.") and not m.startswith("rmb_build.pipeline") and _source_file(m) is not None
-    }
+    )
 
 
 def reached_modules(module_name: str) -> set[str]:

@@ -4,6 +4,7 @@ print side by side with their ratio."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from bench_helpers import load_bench
@@ -63,3 +64,56 @@ def test_two_runs_side_by_side(tier_cpu, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "   4.00    1.00  tests/a.py::one" in out  # the test that moved most comes first
     assert json.loads(out.strip().splitlines()[-1]) == ratios
+
+
+_TWO_TESTS = """
+import sys
+import types
+
+import pytest
+
+
+@pytest.mark.torch
+def test_marked():
+    sys.modules["rmb_fake_torch"] = types.ModuleType("rmb_fake_torch")
+
+
+def test_unmarked():
+    sys.modules["rmb_fake_transformers"] = types.ModuleType("rmb_fake_transformers")
+"""
+
+
+def test_the_torch_check_fails_on_a_test_that_imports_torch_unmarked(tier_cpu, tmp_path, monkeypatch):
+    """Stand-ins for torch and transformers, so that the check runs in this process whatever it imported before."""
+    fakes = ("rmb_fake_torch", "rmb_fake_transformers")
+    monkeypatch.setattr(tier_cpu, "TORCH_MODULES", fakes)
+    monkeypatch.setenv(tier_cpu.CHECK_ENV, "1")
+    monkeypatch.delenv(tier_cpu.OUT_ENV, raising=False)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # no xdist, hypothesis, ... in the inner run
+    module = "test_one_unmarked"  # a name not imported before in this process
+    (tmp_path / f"{module}.py").write_text(_TWO_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    torch: as the project's\n")
+    # no:unraisableexception: its gc.collect() calls at the inner run's end took 1 s in a worker holding torch
+    try:
+        code = pytest.main(
+            [
+                str(tmp_path),
+                "-c",
+                str(tmp_path / "pytest.ini"),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:unraisableexception",
+            ],
+            plugins=[tier_cpu],
+        )
+    finally:
+        for name in (*fakes, module):
+            sys.modules.pop(name, None)
+    assert code == pytest.ExitCode.TESTS_FAILED  # both tests passed: the check failed the run
+    assert tier_cpu._imported_first == {
+        "rmb_fake_torch": f"{module}.py::test_marked",
+        "rmb_fake_transformers": f"{module}.py::test_unmarked",
+    }
+    assert tier_cpu._unmarked == [f"{module}.py::test_unmarked: rmb_fake_transformers"]  # the marked one passes

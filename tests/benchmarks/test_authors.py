@@ -34,16 +34,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from formats_helpers import ans, evaluate, write_jsonl
+from lazy_modules import importorskip_on_use, on_use
 
-pd = pytest.importorskip("pandas", reason="the authors' RewardBench code needs pandas")
-datasets = pytest.importorskip("datasets", reason="the authors' RewardBench 2 code needs datasets")
+from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench
+from rmb_build.benchmarks.tables import Row
+from rmb_build.evaluate.outcomes import predict
 
-import authors_code  # noqa: E402
-from formats_helpers import ans, evaluate, write_jsonl  # noqa: E402
-
-from rmb_build.benchmarks import rewardbench, rewardbench2, rmbench  # noqa: E402
-from rmb_build.benchmarks.tables import Row  # noqa: E402
-from rmb_build.evaluate.outcomes import predict  # noqa: E402
+# pandas, datasets and the authors' code (which imports both) on first use: the worker that collects this module
+# without running it does not import them
+pd = importorskip_on_use("pandas", reason="the authors' RewardBench code needs pandas")
+datasets = importorskip_on_use("datasets", reason="the authors' RewardBench 2 code needs datasets")
+authors_code = on_use("authors_code")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -55,7 +57,10 @@ HEADLINE_WEIGHTS = [2, 2, 2, 2, 1]
 RMBENCH_DOMAINS = ["chat", "math", "code", "safety"]
 TOL = 1e-9
 
-datasets.disable_progress_bars()
+
+@pytest.fixture(autouse=True, scope="module")
+def _datasets_quiet():
+    datasets.disable_progress_bars()
 
 
 def figures(release, scores: dict[str, float], ties: str) -> list[dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from families_helpers import small_release
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.items import Turn
 from rmb_build.evaluate.adapters import RMOptions, ScoreText, load_rm
@@ -27,8 +28,8 @@ from tests.evaluate.families.test_output_field import armo  # noqa: F401
 from tests.evaluate.families.test_sequence_classifier import qwen3_rm  # noqa: F401
 from tests.evaluate.families.test_value_head import eurus, grm, starling  # noqa: F401
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+importorskip_on_use("torch")
+importorskip_on_use("transformers")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 

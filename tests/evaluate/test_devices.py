@@ -12,14 +12,15 @@ from pathlib import Path
 
 import protocol_helpers as H
 import pytest
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.items import Answer, PairwiseItem
 from rmb_build.pipeline.watchdog import descendants
 from rmb_build.release.read import Release
 from rmb_build.release.write import write_release
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+importorskip_on_use("torch")
+importorskip_on_use("transformers")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 

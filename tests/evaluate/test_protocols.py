@@ -18,6 +18,7 @@ import json
 
 import protocol_helpers as H
 import pytest
+from lazy_modules import importorskip_on_use
 
 from rmb_build.cli import main
 from rmb_build.core.errors import RMBError
@@ -25,8 +26,8 @@ from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.protocols import PROTOCOLS, protocol
 from rmb_build.evaluate.run import evaluate
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 

@@ -12,14 +12,15 @@ import math
 
 import pytest
 from families_helpers import small_release, tiny_config
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.run import evaluate
 from rmb_build.evaluate.scoring import collect_texts
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -35,30 +36,30 @@ def _save_model(model, tok, folder):
 
 
 @pytest.fixture(scope="module")
-def tiny_rm(smol_tokenizer_dir, tmp_path_factory):
+def tiny_rm(smol_tokenizer, tmp_path_factory):
     """A randomly initialised LlamaForSequenceClassification (1 label) with SmolLM2's tokenizer."""
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    tok = smol_tokenizer
     torch.manual_seed(0)
     cfg = _tiny_llama_config(len(tok), num_labels=1, pad_token_id=tok.pad_token_id)
     model = transformers.LlamaForSequenceClassification(cfg)
     return _save_model(model, tok, tmp_path_factory.mktemp("tiny-rm"))
 
 
-def _causal(smol_tokenizer_dir, tmp_path_factory, seed):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def _causal(smol_tokenizer, tmp_path_factory, seed):
+    tok = smol_tokenizer
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(_tiny_llama_config(len(tok)))
     return _save_model(model, tok, tmp_path_factory.mktemp(f"tiny-lm-{seed}"))
 
 
 @pytest.fixture(scope="module")
-def tiny_policy(smol_tokenizer_dir, tmp_path_factory):
-    return _causal(smol_tokenizer_dir, tmp_path_factory, 1)
+def tiny_policy(smol_tokenizer, tmp_path_factory):
+    return _causal(smol_tokenizer, tmp_path_factory, 1)
 
 
 @pytest.fixture(scope="module")
-def tiny_reference(smol_tokenizer_dir, tmp_path_factory):
-    return _causal(smol_tokenizer_dir, tmp_path_factory, 2)
+def tiny_reference(smol_tokenizer, tmp_path_factory):
+    return _causal(smol_tokenizer, tmp_path_factory, 2)
 
 
 def _reference_hf_scores(model_dir, texts):
@@ -393,12 +394,12 @@ def test_dpo_refuses_a_policy_without_its_lm_head(tiny_rm, tiny_reference):
         rm._load()
 
 
-def test_tied_weights_and_buffers_are_not_reported_missing(smol_tokenizer_dir, tmp_path):
+def test_tied_weights_and_buffers_are_not_reported_missing(smol_tokenizer, tmp_path):
     """A checkpoint whose LM head is tied to its embeddings (not saved twice) loads: tied copies and buffers
     such as rotary ``inv_freq`` are not parameters the checkpoint lacks."""
     from rmb_build.evaluate import loading as T
 
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    tok = smol_tokenizer
     torch.manual_seed(3)
     model = transformers.LlamaForCausalLM(_tiny_llama_config(len(tok), tie_word_embeddings=True))
     folder = _save_model(model, tok, tmp_path / "tied")

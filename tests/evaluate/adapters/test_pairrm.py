@@ -18,6 +18,7 @@ import string
 
 import pytest
 from families_helpers import small_release
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.core.items import Turn
@@ -26,9 +27,9 @@ from rmb_build.evaluate.adapters.pairrm import CONV_INSTRUCTION
 from rmb_build.evaluate.run import evaluate
 from rmb_build.evaluate.scoring import collect_pairs
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
+safetensors_torch = importorskip_on_use("safetensors.torch")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -88,20 +89,24 @@ def _tokenizer(folder):
     return transformers.AutoTokenizer.from_pretrained(folder)
 
 
-class _LookAlike(torch.nn.Module):
-    """The real checkpoint's module layout, independent of the adapter's own class."""
+def _look_alike(config):
+    """The real checkpoint's module layout, independent of the adapter's own class (a class made on use: torch is
+    imported by the tests that run, not when the module is collected)."""
 
-    def __init__(self, config):
-        super().__init__()
-        h = config.hidden_size
-        self.pretrained_model = transformers.DebertaV2Model(config)
-        self.head_layer = torch.nn.Sequential(
-            torch.nn.Dropout(0.05),
-            torch.nn.Linear(2 * h, h),
-            torch.nn.Tanh(),
-            torch.nn.Dropout(0.05),
-            torch.nn.Linear(h, 1),
-        )
+    class _LookAlike(torch.nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            h = config.hidden_size
+            self.pretrained_model = transformers.DebertaV2Model(config)
+            self.head_layer = torch.nn.Sequential(
+                torch.nn.Dropout(0.05),
+                torch.nn.Linear(2 * h, h),
+                torch.nn.Tanh(),
+                torch.nn.Dropout(0.05),
+                torch.nn.Linear(h, 1),
+            )
+
+    return _LookAlike(config)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +135,7 @@ def pairrm_dir(tmp_path_factory):
     config.source_prefix_id, config.cand1_prefix_id, config.cand2_prefix_id = (ids[t] for t in SPECIAL)
     config.sep_token_id = tok.sep_token_id
     torch.manual_seed(0)
-    model = _LookAlike(config)
+    model = _look_alike(config)
     with torch.no_grad():
         # Random weights make the hidden state at <|candidate1|> / <|candidate2|> mostly that token's own
         # embedding, so every pair would get the same verdict; one embedding for both, and stronger layers,

@@ -9,14 +9,15 @@ import importlib.util
 
 import pytest
 from families_helpers import last_hidden, save_lookalike, texts, tiny_config
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.families import first_output
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
+safetensors_torch = importorskip_on_use("safetensors.torch")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -42,8 +43,8 @@ class WorldPMLookalike(Qwen2PreTrainedModel):
 
 
 @pytest.fixture(scope="module")
-def worldpm(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def worldpm(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     folder = tmp_path_factory.mktemp("worldpm")
     (folder / "modeling_worldpm.py").write_text(MODELING)
     spec = importlib.util.spec_from_file_location("worldpm_lookalike", folder / "modeling_worldpm.py")

@@ -13,15 +13,16 @@ import json
 
 import pytest
 from families_helpers import texts, without_tensors
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.families import internlm2_reward
 from rmb_build.evaluate.loading import pad, render
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
+safetensors_torch = importorskip_on_use("safetensors.torch")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -68,8 +69,8 @@ class InternLM2ForRewardModel(PreTrainedModel):
 
 
 @pytest.fixture(scope="module")
-def internlm(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def internlm(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     folder = tmp_path_factory.mktemp("internlm2-reward")
     (folder / "configuration_internlm2.py").write_text(CONFIGURATION)
     (folder / "modeling_internlm2.py").write_text(MODELING)

@@ -10,12 +10,13 @@ import shutil
 
 import pytest
 from families_helpers import HIDDEN, texts, tiny_config
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -32,8 +33,8 @@ def _state(shapes, gaps):
 
 
 @pytest.fixture(scope="module")
-def ldl(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def ldl(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     config = tiny_config(
         transformers.Gemma2Config,
         len(tok),

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import pytest
 from families_helpers import last_hidden, save_lookalike, texts, tiny_config, without_tensors
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
+safetensors_torch = importorskip_on_use("safetensors.torch")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
 
 @pytest.fixture(scope="module")
-def nemotron(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def nemotron(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     config = tiny_config(transformers.LlamaConfig, len(tok), tie_word_embeddings=False)
     torch.manual_seed(60)
     model = transformers.LlamaForCausalLM(config)

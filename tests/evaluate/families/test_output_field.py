@@ -14,14 +14,15 @@ from types import SimpleNamespace
 
 import pytest
 from families_helpers import texts, tiny_config, without_tensors
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 from rmb_build.evaluate.families import output_field
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
+safetensors_torch = importorskip_on_use("safetensors.torch")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -95,8 +96,8 @@ def header(tok):
 
 
 @pytest.fixture(scope="module")
-def armo(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def armo(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     folder = tmp_path_factory.mktemp("armo")
     (folder / "modeling_custom.py").write_text(MODELING.format(pattern=header(tok)))
     spec = importlib.util.spec_from_file_location("armo_lookalike", folder / "modeling_custom.py")

@@ -10,13 +10,14 @@ import json
 
 import pytest
 from families_helpers import last_hidden, save_lookalike, small_release, texts, tiny_config
+from lazy_modules import importorskip_on_use
 
 from rmb_build.cli import main
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
+safetensors_torch = importorskip_on_use("safetensors.torch")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -27,8 +28,8 @@ RESPONSES = ["Keep a regular bedtime and a dark, cool room.", "idk lol"]
 
 
 @pytest.fixture(scope="module")
-def qwen3_rm(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def qwen3_rm(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     config = tiny_config(transformers.Qwen3Config, len(tok), head_dim=8, num_labels=1, pad_token_id=tok.pad_token_id)
     torch.manual_seed(30)
     model = transformers.Qwen3ForSequenceClassification(config)

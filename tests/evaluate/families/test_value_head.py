@@ -10,13 +10,14 @@ import json
 
 import pytest
 from families_helpers import HIDDEN, last_hidden, texts, tiny_config, without_tensors
+from lazy_modules import importorskip_on_use
 
 from rmb_build.core.errors import RMBError
 from rmb_build.evaluate.adapters import RMOptions, load_rm
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+torch = importorskip_on_use("torch")
+transformers = importorskip_on_use("transformers")
+safetensors_torch = importorskip_on_use("safetensors.torch")
 
 pytestmark = pytest.mark.torch  # see the marker in pyproject.toml
 
@@ -45,8 +46,8 @@ def check_scores(rm, reference):
 
 
 @pytest.fixture(scope="module")
-def starling(smol_tokenizer_dir, tmp_path_factory):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def starling(smol_tokenizer, tmp_path_factory):
+    tok = smol_tokenizer
     config = tiny_config(transformers.LlamaConfig, len(tok), architectures=["LlamaForSequenceClassification"])
     torch.manual_seed(10)
     head = {"v_head.weight": torch.randn(1, HIDDEN)}
@@ -89,11 +90,11 @@ def test_starling_7b_layout_with_a_second_copy_of_the_backbone_loads(starling, t
 
 
 @pytest.fixture(scope="module")
-def eurus(smol_tokenizer_dir, tmp_path_factory):
+def eurus(smol_tokenizer, tmp_path_factory):
     """Eurus-RM-7b's layout (a Mistral backbone) with the auto_map its real checkpoint ships; the look-alike
     modelling file stands in for its real remote code, which cannot be fetched here. The family builds its own
     head and does not run that code."""
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    tok = smol_tokenizer
     config = tiny_config(
         transformers.MistralConfig,
         len(tok),
@@ -141,9 +142,9 @@ def test_eurus_regression_head_matches_hand_computation_and_its_own_code(eurus):
 
 
 @pytest.fixture(scope="module")
-def grm(smol_tokenizer_dir, tmp_path_factory):
+def grm(smol_tokenizer, tmp_path_factory):
     """GRM sftreg's layout: ``v_head.summary`` = Linear(hidden, 16), ReLU, Linear(16, 1) as its config says."""
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    tok = smol_tokenizer
     config = tiny_config(
         transformers.LlamaConfig, len(tok), vhead_layer_type="mlp", vhead_num_neurons=16, vhead_num_layers=1
     )
@@ -169,8 +170,8 @@ def test_grm_mlp_value_head(grm):
     check_scores(rm, reference)
 
 
-def test_grm_linear_value_head(smol_tokenizer_dir, tmp_path):
-    tok = transformers.AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+def test_grm_linear_value_head(smol_tokenizer, tmp_path):
+    tok = smol_tokenizer
     config = tiny_config(transformers.LlamaConfig, len(tok), vhead_layer_type="linear")
     torch.manual_seed(40)
     head = {"v_head.summary.weight": torch.randn(1, HIDDEN), "v_head.summary.bias": torch.randn(1)}
