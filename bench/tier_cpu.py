@@ -230,6 +230,9 @@ def show(result: dict[str, Any], top: int) -> None:
 def torch_check(pytest_args: list[str]) -> int:
     """Run the tests (by default the unmarked quick ones, in one process) failing where a watched module came in
     unmarked; pytest's exit status."""
+    if any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) for a in pytest_args):
+        # the imports are seen in the workers, whose exit status pytest's controller does not take
+        raise SystemExit("tier_cpu.py torch-check: runs in one process; drop -n/--numprocesses/--dist")
     command, env = _pytest_command(pytest_args, **{CHECK_ENV: "1"})
     return subprocess.run(command, cwd=ROOT, env=env).returncode
 

@@ -117,3 +117,10 @@ def test_the_torch_check_fails_on_a_test_that_imports_torch_unmarked(tier_cpu, t
         "rmb_fake_transformers": f"{module}.py::test_unmarked",
     }
     assert tier_cpu._unmarked == [f"{module}.py::test_unmarked: rmb_fake_transformers"]  # the marked one passes
+
+
+@pytest.mark.parametrize("args", [["-n", "2"], ["-n2"], ["--numprocesses=2"], ["--dist", "worksteal"]])
+def test_the_torch_check_refuses_workers_whose_failures_it_would_not_see(tier_cpu, args):
+    """In xdist's workers the check's failure never reached the run's exit status: it passed where it should fail."""
+    with pytest.raises(SystemExit, match="runs in one process"):
+        tier_cpu.torch_check([*args, "tests/core"])

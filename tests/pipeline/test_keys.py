@@ -1,35 +1,9 @@
-"""A batch's cache key covers the code its stage reaches: modules imported at the top of a module and
-those imported inside its functions, so editing either makes the key change."""
+"""A batch's cache key: the code its stage reaches (``core.code_version``, tests/core/test_code_version.py) and
+what the batch holds."""
 
 from __future__ import annotations
 
-from rmb_build.core import code_version as code_version_module
 from rmb_build.pipeline import keys
-
-
-def test_reached_modules_follow_imports_inside_functions():
-    reached = code_version_module.reached_modules("rmb_build.stages.gold")
-    assert "rmb_build.stages.judge" in reached  # imported at the top
-    assert "rmb_build.benchmarks.formats" in reached  # imported only inside _gold_inputs
-    assert not any(m.startswith("rmb_build.pipeline") for m in reached)
-
-
-def test_the_code_version_changes_when_a_function_level_import_changes(tmp_path, monkeypatch):
-    before = code_version_module.code_version("rmb_build.stages.gold")
-    edited = tmp_path / "formats.py"
-    real = code_version_module._source_file("rmb_build.benchmarks.formats")
-    edited.write_text(real.read_text() + "\n# an edit\n")
-    original = code_version_module._source_file
-    monkeypatch.setattr(
-        code_version_module,
-        "_source_file",
-        lambda name: edited if name == "rmb_build.benchmarks.formats" else original(name),
-    )
-    code_version_module.code_version.cache_clear()
-    try:
-        assert code_version_module.code_version("rmb_build.stages.gold") != before
-    finally:
-        code_version_module.code_version.cache_clear()
 
 
 def _query(scenario: str, prompt: str = "How do I pick a lock?"):
