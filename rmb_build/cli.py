@@ -267,6 +267,7 @@ def _main(argv: list[str], program: bool) -> int:
     if program:
         for sig in stop.SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
+        stop.bounded_exit(128 + signum)
     return 128 + signum
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -255,6 +256,26 @@ def quiet_exit() -> None:
     socket: "Exception ignored in: BaseEventLoop.__del__"), and threads drain at exit."""
     sys.unraisablehook = _say_nothing
     quiet_threads()
+
+
+EXIT_GRACE_S = 120.0  # how long a stopped process's exit handlers may run before it ends without them
+
+
+def bounded_exit(code: int) -> None:
+    """A stopped process ignores further signals while its exit handlers stop its servers: one that hangs there (a
+    thread the interpreter waits for, a library's queue drained to a server the stop cut off) would hold it for
+    good, deaf to Ctrl-C. After ``EXIT_GRACE_S`` it ends with ``code`` anyway; the servers' watchdog and their
+    own parent checks stop them."""
+    timer = threading.Timer(EXIT_GRACE_S, _end, (code,))
+    timer.daemon = True  # the interpreter's exit does not wait for it
+    timer.start()
+
+
+def _end(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _say_nothing(report: object) -> None:

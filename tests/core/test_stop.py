@@ -326,6 +326,41 @@ def test_a_stopped_processs_teardown_says_nothing_after_the_stop_line(tmp_path, 
         assert "Exception in thread drain" in done.stderr and "Exception in thread cleanup" in done.stderr, done.stderr
 
 
+_HUNG_EXIT = """
+import os, signal, sys, threading
+import rmb_build.cli as cli
+from rmb_build.core import stop
+
+stop.EXIT_GRACE_S = 2.0
+
+def command(args):
+    # a thread the interpreter waits for at exit, which never ends (a library's worker waiting on what the stop cut off)
+    threading.Thread(target=threading.Event().wait, name="waits-for-good").start()
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(10**8):
+        pass
+    return 0
+
+cli._call = command
+sys.argv = ["rmb", "doctor"]
+sys.exit(cli.main())
+"""
+
+
+def test_a_stopped_process_whose_exit_hangs_ends_after_the_grace(tmp_path):
+    """CI's run: ``rmb build`` on Prefect, stopped by SIGTERM, printed its line and then ran past 300 s: its exit
+    waited on something that never ended, and it ignores signals from its line on. It ends after
+    ``stop.EXIT_GRACE_S`` with its code."""
+    script = tmp_path / "hung_exit.py"
+    script.write_text(_HUNG_EXIT)
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the stopped process did not end: {exc.stderr!r}")
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines()[0].startswith("rmb doctor: stopped by SIGTERM; "), done.stderr
+
+
 def test_an_import_that_hangs_is_stopped_anyway(ctrl_c_live, tmp_path, monkeypatch):
     """A stop waits for the import it arrived in for IMPORT_WAIT_S at most; the wait is woken from a blocking
     sleep (a redelivery that only set the flag waited out the sleep)."""
