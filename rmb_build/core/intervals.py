@@ -59,6 +59,16 @@ def few_items(n: int) -> bool:
 POOLED_FEW_NOTE = f"it pools scenarios of fewer than {FEW_ITEMS} items and is wider than a 95% interval needs"
 
 
+def few_count_note(unit: str = "items") -> str:
+    """What FEW_MARK beside a count of ``unit`` means, in every report, card and page: the figure's interval there is
+    conservative (mid-p holds the truth in 97-100% of draws below 10 items, docs/calibration.md), not a 95% one."""
+    return f"fewer than {FEW_ITEMS} {unit}: read the figure with its interval, which is conservative there (wider than 95% needs)"
+
+
+# FEW_MARK's two meanings in one line, under a table that marks counts and intervals
+FEW_NOTE = f"{FEW_MARK} beside a count: {few_count_note()}; beside an interval: {POOLED_FEW_NOTE}"
+
+
 def few_item_scenarios(sizes: Sequence[int]) -> int:
     """How many scenarios of fewer than ``FEW_ITEMS`` items a pooled interval over scenarios of these sizes pools:
     its interval is conservative there (``plausible_variance``). One scenario's interval is its own: 0."""

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from rmb_build.core import atomic
 from rmb_build.core.errors import InputError, RMBError
 from rmb_build.core.hub import is_hub_id
-from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, POOLED_FEW_NOTE, few_items
+from rmb_build.core.intervals import FEW_MARK, FEW_NOTE, few_items
 from rmb_build.core.redact import redact, redact_json
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.compare import check_prediction, read_predictions, release_id
@@ -198,7 +198,7 @@ def render_card(results: dict[str, Any], repo_id: str) -> str:
     if marked:
         lines += [
             "",
-            f"{FEW_MARK} beside a count: fewer than {FEW_ITEMS} items; beside an interval: {POOLED_FEW_NOTE}.",
+            f"{FEW_NOTE}.",
         ]
     lines += [
         "",

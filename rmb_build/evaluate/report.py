@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rmb_build.core.atomic import write_text
-from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, POOLED_FEW_NOTE, few_items
+from rmb_build.core.intervals import FEW_MARK, few_items
+from rmb_build.core.intervals import FEW_NOTE as INTERVALS_FEW_NOTE
 from rmb_build.core.taxonomy import BON_SET, PAIRWISE_SET
 from rmb_build.evaluate.coverage import partial_note
 from rmb_build.evaluate.heatmap import SET_TITLES, write_heatmap
@@ -35,10 +36,7 @@ def _pooled_ci(ci: list[float], few_item_scenarios: int) -> str:
     return f"{_ci(ci)} {FEW_MARK}" if few_item_scenarios else _ci(ci)
 
 
-FEW_NOTE = (
-    f"{FEW_MARK} beside a count: fewer than {FEW_ITEMS} items, read the figure with its interval; beside an "
-    f"interval: {POOLED_FEW_NOTE} (it held the truth in 97-100% of simulated draws, docs/calibration.md)."
-)
+FEW_NOTE = f"{INTERVALS_FEW_NOTE} (it held the truth in 97-100% of simulated draws, docs/calibration.md)."
 
 
 def _group_table(title: str, groups: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from rmb_build.core.intervals import FEW_MARK, few_items
+from rmb_build.core.intervals import FEW_MARK, POOLED_FEW_NOTE, few_count_note, few_items
 
 STYLE_COLUMNS = ("easy", "normal", "hard", "average", "prefers_detailed", "prefers_markdown")
 
@@ -34,8 +34,7 @@ def style_section(style: Mapping[str, Any] | None) -> list[str]:
         "rejected, **normal** = the same style, **easy** = chosen fancier; a tie counts as wrong. "
         "**prefers detailed / markdown**: how often the detailed (markdown) variant of the same answer scored "
         "above its concise (plain) one. Groups are means of their scenarios; intervals over records. "
-        f"{FEW_MARK} beside n: fewer than 10 records, or (a group) scenarios of fewer than 10 records pooled, whose "
-        "intervals are wider than 95% needs.",
+        f"{FEW_MARK} beside n: {few_count_note('records')}; beside a group's n: {POOLED_FEW_NOTE}.",
         "",
         *_table(style),
     ]

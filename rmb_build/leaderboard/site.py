@@ -45,26 +45,23 @@ def _few(n: int | None):
     """The mark beside a figure over fewer than FEW_ITEMS items (nothing otherwise)."""
     from markupsafe import Markup
 
-    from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
+    from rmb_build.core.intervals import FEW_MARK, few_count_note, few_items
 
     if n is None or not few_items(n):
         return ""
-    return Markup(
-        f'<span class="few" title="{n} items, fewer than {FEW_ITEMS}: read it with its interval">{FEW_MARK}</span>'
-    )
+    return Markup(f'<span class="few" title="{n} items, {few_count_note()}">{FEW_MARK}</span>')
 
 
 def _pooled_mark(few_item_scenarios: int | None):
     """The mark beside an interval that pools scenarios of few items (nothing otherwise)."""
     from markupsafe import Markup
 
-    from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK
+    from rmb_build.core.intervals import FEW_MARK, POOLED_FEW_NOTE
 
     if not few_item_scenarios:
         return ""
     return Markup(
-        f'<span class="few" title="pools {int(few_item_scenarios)} scenario(s) of fewer than {FEW_ITEMS} items: '
-        f'wider than a 95% interval needs">{FEW_MARK}</span>'
+        f'<span class="few" title="{POOLED_FEW_NOTE} ({int(few_item_scenarios)} scenario(s))">{FEW_MARK}</span>'
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping
 
-from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, few_items
+from rmb_build.core.intervals import FEW_MARK, few_count_note, few_items
 
 CHANCE = 0.5
 NOT_FOUND = "gold release not found"
@@ -36,7 +36,7 @@ def table(section: Mapping[str, Any]) -> str:
         n = f"{a['n']} {FEW_MARK}" if few_items(a["n"]) else a["n"]
         rows.append(f"| {goal} | {a['value']:.3f} | {n} | {lo:.3f}-{hi:.3f} | {a['ties']} | {a.get('unjudged', 0)} |")
     if any(few_items(a.get("n", 0)) for _, a in entries):
-        rows += ["", f"{FEW_MARK} fewer than {FEW_ITEMS} pairs: read the agreement with its interval."]
+        rows += ["", f"{FEW_MARK} {few_count_note('pairs')}."]
     asked = sum(a.get("asked", a.get("n", 0) + a.get("unjudged", 0)) for a in section.get("agreement", {}).values())
     reasons: Counter[str] = Counter()
     for a in section.get("agreement", {}).values():

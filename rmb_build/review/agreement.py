@@ -20,7 +20,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rmb_build.core.intervals import FEW_MARK, METHOD, few_items, mean_interval
+from rmb_build.core.intervals import FEW_MARK, METHOD, few_count_note, few_items, mean_interval
 from rmb_build.core.taxonomy import PAIRWISE_SET, SETS
 from rmb_build.release.review_labels import Label, by_item, judging, majority, outcome, overrules
 from rmb_build.review.sample import ItemKey
@@ -225,7 +225,7 @@ def markdown(report: dict, release: str) -> str:
             lines += [f"| {s} | {_cell(v)} |" for s, v in f["scenarios"].items()]
             if f["excluded"]:
                 lines += ["", "Left out: " + ", ".join(f"{k} {v}" for k, v in f["excluded"].items())]
-    lines += ["", f"{FEW_MARK}: fewer than 10 items; read the interval.", "", "## Items people overruled", ""]
+    lines += ["", f"{FEW_MARK}: {few_count_note()}.", "", "## Items people overruled", ""]
     if not report["overruled"]:
         lines.append("None.")
     for o in report["overruled"]:
