@@ -25,21 +25,18 @@ def _source_file(name: str) -> Path | None:
     return Path(origin) if origin and origin.endswith(".py") else None
 
 
-def _imports(name: str) -> set[str]:
-    """The rmb_build modules (outside the pipeline) that module ``name`` imports anywhere: at its top
-    and inside its functions, so that editing a helper imported where it is used changes the key too."""
+def _source(name: str) -> str:
+    """The source text of module ``name`` ("" where it has no .py file)."""
     path = _source_file(name)
-    if path is None:
-        return set()
-    return set(_imports_of_source(path.read_text(encoding="utf-8")))
+    return path.read_text(encoding="utf-8") if path is not None else ""
 
 
 @lru_cache(maxsize=None)
 def _imports_of_source(source: str) -> frozenset[str]:
-    """``_imports`` of a module's source, parsed once a process (keyed by the text itself: an edit that keeps
-    the file's size and time stamp is still seen): each stage's key walked the modules it reaches, and the stages
-    reach mostly the same ones (eight stages parsed 75 modules 424 times, 1.3 s of CPU in each process that
-    builds)."""
+    """The rmb_build modules (outside the pipeline) a module's source imports anywhere, parsed once a process
+    (keyed by the text itself: an edit that keeps the file's size and time stamp is still seen): each stage's key
+    walked the modules it reaches, and the stages reach mostly the same ones (eight stages parsed 75 modules 424
+    times, 1.3 s of CPU in each process that builds)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -54,25 +51,30 @@ def _imports_of_source(source: str) -> frozenset[str]:
     )
 
 
-def reached_modules(module_name: str) -> set[str]:
-    """``module_name`` and every rmb_build module (outside the pipeline) it reaches through its imports."""
-    seen: set[str] = set()
+def reached_sources(module_name: str) -> dict[str, str]:
+    """``module_name`` and every rmb_build module (outside the pipeline) it reaches through its imports (at its top
+    and inside its functions, so that editing a helper imported where it is used counts too), each with its
+    source: each file read once, so that the imports followed and the text hashed are the same version of it."""
+    sources: dict[str, str] = {}
     stack = [module_name]
     while stack:
         name = stack.pop()
-        if name not in seen:
-            seen.add(name)
-            stack.extend(_imports(name) - seen)
-    return seen
+        if name not in sources:
+            sources[name] = _source(name)
+            stack.extend(_imports_of_source(sources[name]) - sources.keys())
+    return sources
+
+
+def reached_modules(module_name: str) -> set[str]:
+    """``module_name`` and every rmb_build module (outside the pipeline) it reaches through its imports."""
+    return set(reached_sources(module_name))
 
 
 @lru_cache(maxsize=None)
 def code_version(module_name: str) -> str:
     """Hash of the source of ``module_name`` and every rmb_build module it reaches."""
     h = hashlib.sha256(__version__.encode())
-    for name in sorted(reached_modules(module_name)):
-        path = _source_file(name)
-        source = path.read_text(encoding="utf-8") if path is not None else ""
+    for name, source in sorted(reached_sources(module_name).items()):
         h.update(name.encode() + b"\0" + source.encode("utf-8") + b"\0")
     return h.hexdigest()[:16]
 
