@@ -29,6 +29,7 @@ import numpy as np
 from rmb_build.core.intervals import adjusted_wald, mean_interval
 from rmb_build.evaluate.length_control import length_neutral
 from rmb_build.evaluate.metrics import rmb_overall, set_draws
+from rmb_build.evaluate.style import BIAS
 from rmb_build.evaluate.style import _figures as style_figures
 
 ROW_KEYS = ("estimator", "estimand", "case", "draws", "truth", "mean_estimate", "bias", "coverage95", "mean_width")
@@ -288,6 +289,17 @@ def _style_values(m: np.ndarray) -> dict[str, np.ndarray]:
     return {**out, "average": m.reshape(len(m), 9).mean(axis=1)}
 
 
+def bias_probabilities(rng, k: int, style: float) -> np.ndarray:
+    """``k`` records' probabilities that a variant one style step up (detailed over concise, markdown over detailed)
+    scores above the same answer's variant below it: ``style`` logits plus the record's own SD-1 logit."""
+    return 1 / (1 + np.exp(-(style + rng.normal(0, 1.0, size=k))))
+
+
+def bias_outcomes(rng, probabilities: np.ndarray) -> np.ndarray:
+    """A record's ``prefers_*`` value: the share of its two answers (chosen, rejected) whose upper variant won."""
+    return (rng.random((len(probabilities), 2)) < probabilities[:, None]).mean(axis=1)
+
+
 def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
     rows = []
     draws = min(draws, STYLE_DRAWS)
@@ -301,14 +313,16 @@ def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
         truth = {
             f: float(v.mean()) for f, v in _style_values(style_records(rng, TRUTH_RECORDS, content, style)).items()
         }
+        for bias in BIAS:
+            truth[bias] = float(bias_probabilities(rng, TRUTH_RECORDS, style).mean())
         scen = [f"Helpfulness/Task{k % scenarios}/Scenario{k % scenarios}" for k in range(scenarios * per)]
         found: dict[str, tuple[list, list]] = {f: ([], []) for f in truth}
         for d in range(draws):
             probs = style_records(rng, len(scen), content, style)
             values = _style_values((rng.random(probs.shape) < probs).astype(float))
+            for bias in BIAS:
+                values[bias] = bias_outcomes(rng, bias_probabilities(rng, len(scen), style))
             rows_d = [{"scenario": s, **{f: float(v[k]) for f, v in values.items()}} for k, s in enumerate(scen)]
-            for r in rows_d:
-                r.update(prefers_detailed=0.5, prefers_markdown=0.5)  # not checked here: the same interval
             got = style_figures(rows_d, MC_DRAWS, seed + d)["overall"]
             for f, (e, c) in found.items():
                 e.append(got[f])

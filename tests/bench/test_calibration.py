@@ -28,6 +28,8 @@ def test_every_check_returns_rows_of_the_contracted_shape(calibration, monkeypat
         "rmb_overall",
         "length-neutral accuracy",
         "style hard",
+        "style prefers_detailed",
+        "style prefers_markdown",
     }
     for r in rows:
         assert set(calibration.ROW_KEYS) <= set(r) and r["draws"] == 2 and r["estimand"]
@@ -66,3 +68,15 @@ def test_a_module_of_further_checks_is_run_where_it_exists(calibration, tmp_path
     (check,) = calibration.external_checks()
     rows = calibration.run(3, 0, [check])
     assert rows[0]["estimator"] == "x" and rows[0]["draws"] == 3 and not math.isnan(rows[0]["truth"])
+
+
+def test_the_prefers_rows_are_drawn_from_a_known_preference(calibration, monkeypatch):
+    """``prefers_*`` were set to 0.5 in every record and never checked; now each record's value is the share of its
+    two answers whose variant one style step up won, drawn from ``style`` logits: a style-reading scorer's truth
+    sits well above a style-blind one's 0.5."""
+    monkeypatch.setattr(calibration, "MC_DRAWS", 20)
+    monkeypatch.setattr(calibration, "TRUTH_RECORDS", 20_000)
+    rows = {(r["estimator"].split(" (")[0], r["case"].split(",")[1].strip()): r for r in calibration.style_checks(2, 0)}
+    for bias in ("prefers_detailed", "prefers_markdown"):
+        assert abs(rows[f"style {bias}", "style-blind"]["truth"] - 0.5) < 0.01
+        assert rows[f"style {bias}", "reads style (1 logit a step)"]["truth"] > 0.65
