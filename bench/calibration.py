@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from rmb_build.core.intervals import adjusted_wald, mean_interval
+from rmb_build.core.intervals import adjusted_wald, mean_interval, pooled_interval
 from rmb_build.evaluate.length_control import length_neutral
 from rmb_build.evaluate.metrics import rmb_overall, set_draws
 from rmb_build.evaluate.style import BIAS
@@ -196,6 +196,114 @@ def overall_checks(draws: int, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+# --- ties counted half, and micro accuracy -----------------------------------------------------------------
+
+TIES = (
+    "a scenario's accuracy with ties counted half: P(win) + P(tie)/2 for an item drawn from the scenario's population"
+)
+MICRO = (
+    "a group's micro accuracy: sum_s n_s theta_s / N, the expected outcome of the group's items drawn as the "
+    "release's were (each scenario's n_s items from its own population, the sizes fixed)"
+)
+TIE_SHARES = (0.1, 0.3)
+
+
+def tied_outcomes(rng: np.random.Generator, n: int, decided: float, ties: float) -> np.ndarray:
+    """``n`` outcomes: a tie (0.5) with probability ``ties``, else a win with probability ``decided``; the
+    scenario's accuracy is ``(1 - ties) decided + ties / 2``."""
+    u = rng.random(n)
+    return np.where(u < ties, 0.5, (rng.random(n) < decided).astype(float))
+
+
+def ties_checks(draws: int, seed: int) -> list[dict[str, Any]]:
+    """One scenario under ``--ties half``, n = 5 to 200, 10% and 30% ties, as evaluate computes its cell
+    (``SetDraws.macro`` of the one scenario) beside the Monte Carlo Clopper-Pearson interval it replaced, on the
+    same draws. The win share among decided items is drawn from 0.4-0.95 each draw (so the accuracy spreads over
+    0.41-0.90 at 10% ties, 0.43-0.82 at 30%: a + t/2 with a = P(win) never above 1 - t), or fixed at a decided
+    share giving an accuracy of 0.75 (diagnostic)."""
+    from rmb_build.core.intervals import weighted_interval
+
+    scenario = "Helpfulness/Chat/Discussion"
+    rows = []
+    for n in (5, 20, 50, 200):
+        for t in TIE_SHARES:
+            for fixed in (True, False):
+                rng = np.random.default_rng([seed, n, int(t * 100), fixed])
+                truths, est, new, old = [], [], [], []
+                for d in range(draws):
+                    decided = (0.75 - t / 2) / (1 - t) if fixed else float(rng.uniform(0.4, 0.95))
+                    y = tied_outcomes(rng, n, decided, t)
+                    preds = [{"set": "pairwise", "scenario": scenario, "outcome": float(o)} for o in y]
+                    sm = set_draws(preds, "pairwise", MC_DRAWS, seed + d)
+                    value, ci = sm.macro([scenario])
+                    truths.append((1 - t) * decided + t / 2)
+                    est.append(value)
+                    new.append(ci)
+                    old.append(weighted_interval([(1.0, sm.draws[scenario])]))
+                case = f"n={n}, {t:.0%} ties, " + (
+                    "accuracy 0.75 (fixed: diagnostic)" if fixed else "decided items won 0.4-0.95"
+                )
+                rows.append(
+                    summarise(
+                        "ties-half accuracy (toolkit: Wilson at its effective size)", TIES, case, truths, est, new
+                    )
+                )
+                rows.append(
+                    summarise(
+                        "ties-half accuracy (replaced: Monte Carlo Clopper-Pearson)", TIES, case, truths, est, old
+                    )
+                )
+    return rows
+
+
+def micro_checks(draws: int, seed: int) -> list[dict[str, Any]]:
+    """A goal's micro accuracy as evaluate computes it (``SetDraws.micro``: one interval over the pooled items),
+    over scenarios of unequal sizes and accuracies, items drawn per scenario at the layout's sizes (the estimand's
+    design), strict and with 30% ties counted half; ``one sample`` rows draw the scenario of each item instead
+    (sizes multinomial at the layout's shares: the design a pooled proportion's interval assumes, diagnostic).
+    Beside it, a candidate on the same draws: ``pooled_interval`` over the scenarios weighted by their sizes (the
+    stratified design's variance, each scenario's shrunk toward the goal's as for a macro)."""
+    layouts = {
+        "8 scenarios of 5-200 items, accuracies 0.55-0.9": None,
+        "uneven: 200 items at 0.95, 10 at 0.5, 30 at 0.9": ((200, 10, 30), (0.95, 0.5, 0.9)),
+        "4 scenarios of 50 items at 0.5, 0.6, 0.9, 0.95": ((50, 50, 50, 50), (0.5, 0.6, 0.9, 0.95)),
+    }
+    rows = []
+    for name, spec in layouts.items():
+        for ties in (0.0, 0.3):
+            for one_sample in (False, True):
+                rng = np.random.default_rng([seed, len(name), int(ties * 10), one_sample])
+                if spec is None:  # one layout for the four rows
+                    layout = np.random.default_rng([seed, len(name)])
+                    sizes, accs = layout.integers(5, 201, 8), layout.uniform(0.55, 0.9, 8)
+                else:
+                    sizes, accs = np.array(spec[0]), np.array(spec[1])
+                names = [f"Helpfulness/Task{s}/Scenario{s}" for s in range(len(sizes))]
+                truth = float(np.sum(sizes * ((1 - ties) * accs + ties / 2)) / sizes.sum())
+                est, cis, strata = [], [], []
+                for d in range(draws):
+                    drawn = rng.multinomial(sizes.sum(), sizes / sizes.sum()) if one_sample else sizes
+                    preds = [
+                        {"set": "pairwise", "scenario": s, "outcome": float(o)}
+                        for s, k, a in zip(names, drawn, accs)
+                        for o in tied_outcomes(rng, int(k), float(a), ties)
+                    ]
+                    sm = set_draws(preds, "pairwise", MC_DRAWS, seed + d)
+                    value, ci = sm.micro(sm.scenarios, "pairwise/Helpfulness/micro")
+                    est.append(value)
+                    cis.append(ci)
+                    total = sum(len(o) for o in sm.outcomes.values())
+                    strata.append(pooled_interval([(len(o) / total, o, "g") for o in sm.outcomes.values()]))
+                case = (
+                    name + (f", {ties:.0%} ties" if ties else "") + (", one sample (diagnostic)" if one_sample else "")
+                )
+                truths = [truth] * draws
+                toolkit, candidate = "toolkit: one interval over the pooled items", "candidate: weights n_s/N, pooled"
+                rows.append(summarise(f"micro accuracy ({toolkit})", MICRO, case, truths, est, cis))
+                rows.append(summarise(f"micro accuracy ({candidate})", MICRO, case, truths, est, strata))
+    return rows
+
+
 # --- length-neutral accuracy -----------------------------------------------------------------------------
 
 LENGTH = (
@@ -337,7 +445,15 @@ def style_checks(draws: int, seed: int) -> list[dict[str, Any]]:
 
 # --- the suite -------------------------------------------------------------------------------------------
 
-CHECKS: tuple[Check, ...] = (cell_checks, macro_checks, overall_checks, length_checks, style_checks)
+CHECKS: tuple[Check, ...] = (
+    cell_checks,
+    ties_checks,
+    macro_checks,
+    micro_checks,
+    overall_checks,
+    length_checks,
+    style_checks,
+)
 
 
 def external_checks() -> list[Check]:

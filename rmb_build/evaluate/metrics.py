@@ -2,10 +2,12 @@
 
 macro = mean of the group's scenario accuracies; micro = mean over the group's items. Harmlessness
 scenarios belong to no task. 95% intervals come from ``rmb_build/core/intervals.py``: mid-p for
-a proportion (Clopper-Pearson's Monte Carlo extension for ties counted half), and for macro means and ``rmb_overall``
-Wilson's interval with each scenario's variance shrunk toward its goal's pooled one; none has zero width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``; a macro over several scenarios some of
-which hold fewer than ``FEW_ITEMS`` carries ``"few_item_scenarios": <how many>``: its interval is conservative
-there (over 95%), calibrated where every scenario holds ``FEW_ITEMS`` or more (docs/calibration.md).
+a proportion (with ties counted half, Wilson's interval at the outcomes' own effective size), and for macro
+means and ``rmb_overall`` Wilson's interval with each scenario's variance shrunk toward its goal's pooled one;
+none has zero width. A figure over fewer than ``FEW_ITEMS`` items carries ``"few_items": true``; a macro over
+several scenarios some of which hold fewer than ``FEW_ITEMS`` carries ``"few_item_scenarios": <how many>``: its
+interval is conservative there (over 95%), calibrated where every scenario holds ``FEW_ITEMS`` or more
+(docs/calibration.md).
 
 ``rmb_overall`` is RMB's headline: the four cells (pairwise/BoN x Helpfulness/Harmlessness), each
 that set's goal ``macro``, and their plain mean; ``few_items`` lists the cells resting on few items,
@@ -81,7 +83,13 @@ class SetDraws:
         )
 
     def micro(self, members: Sequence[str], stratum: str) -> tuple[float, list[float]]:
-        """The group's accuracy over its items and its 95% interval."""
+        """The group's micro accuracy (the mean over its items) and its 95% interval (``ci95_micro``).
+
+        Estimand: ``sum_s n_s theta_s / N``, the expected outcome of the group's items drawn as the release's were
+        (each scenario's ``n_s`` items from its own population, the sizes fixed). The interval is one group's
+        (``core.intervals.mean_interval``: mid-p of the pooled wins, ``ties_interval`` with ties counted half),
+        which treats the items as one sample and ignores the fixed sizes: it holds the band where the scenarios'
+        accuracies are alike and is conservative where they differ (bench/calibration.py's ``micro_checks``)."""
         pooled = np.concatenate([self.outcomes[s] for s in members])
         return float(pooled.mean()), mean_interval(pooled, self.n_draws, self.seed, stratum)
 

@@ -8,8 +8,9 @@
   figure is None with ``"note": "no variation"``, never a division by zero.
 - With the release: each annotator's labels, and the people's majority (``review_labels.majority``),
   scored 1 / 0 / 0.5 (``review_labels.outcome``), overall, per goal and per scenario of each set,
-  with the evaluator's intervals (``core.intervals.mean_interval``: mid-p, or Clopper-Pearson's Monte
-  Carlo form where ties count half); ``both_bad``, ``skip`` and ``cant_judge`` are excluded and counted.
+  with the evaluator's intervals (``core.intervals.mean_interval``: mid-p, or Wilson's interval at the
+  outcomes' own effective size where ties count half); ``both_bad``, ``skip`` and ``cant_judge`` are
+  excluded and counted.
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ def test_every_check_returns_rows_of_the_contracted_shape(calibration, monkeypat
     rows = calibration.run(2, 0, calibration.CHECKS)
     assert {r["estimator"].split(" (")[0] for r in rows} >= {
         "per-scenario accuracy",
+        "ties-half accuracy",
         "macro accuracy",
+        "micro accuracy",
         "rmb_overall",
         "length-neutral accuracy",
         "style hard",

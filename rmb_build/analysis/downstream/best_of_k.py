@@ -126,7 +126,8 @@ def bootstrap_mean(
     Where every draw gives one value (every prompt the same, e.g. an RM that always picks the best grade)
     the bootstrap says nothing; with the grades' ``scale`` known (1-10, 0-1) the interval is then the
     toolkit's interval of a mean of outcomes in [0, 1] (``core.intervals.mean_interval``: mid-p, or
-    Clopper-Pearson carried through the mean) on the rescaled values, which is never of zero width; else None."""
+    Wilson's interval at the values' own effective size) on the rescaled values, which is never of zero
+    width; else None."""
     per_prompt = np.asarray(per_prompt, dtype=float)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(per_prompt), size=(resamples, len(per_prompt)))
@@ -197,6 +198,9 @@ def correlate(
 ) -> dict[str, Any]:
     """Pearson, Spearman and Kendall between a benchmark figure per RM (``figure``, length m) and the
     downstream score (the mean over prompts of ``per_prompt``, shape (m, prompts)).
+
+    Estimand: each statistic's correlation, across the population of RMs these were drawn from, between an RM's
+    benchmark figure and its expected downstream score over the prompts' population.
 
     Fewer than ``MIN_RMS`` RMs: values None with the reason. Fewer than ``MIN_RMS_FOR_INTERVAL``: each
     statistic with its exact permutation p-value and no interval. From there: a 95% bias-corrected bootstrap

@@ -609,7 +609,7 @@ def _results(cfg, prompts, items, grades, rms, rm_scores, grader_rm, benchmarks,
         "calls": calls,
         "scoring": scoring,
         "bootstrap": {"resamples": res, "seed": seed},
-        "interval_method": "bootstrap percentile over prompts; where every draw gives one value, mid-p or Clopper-Pearson "
-        "carried through the mean of the grades rescaled to [0, 1] (rmb_build/core/intervals.py); null where "
+        "interval_method": "bootstrap percentile over prompts; where every draw gives one value, mid-p or Wilson's "
+        "interval at the effective size of the grades rescaled to [0, 1] (rmb_build/core/intervals.py); null where "
         "the grades' scale is unknown (a python grader)",
     }
