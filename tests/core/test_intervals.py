@@ -180,6 +180,22 @@ def test_a_ties_half_interval_holds_where_nearly_every_outcome_is_a_tie():
     assert _ties_coverage(20, 0.9).min() >= 0.93
 
 
+@pytest.mark.parametrize("n", range(1, FEW_ITEMS))
+def test_a_ties_half_interval_never_falls_as_a_loss_becomes_a_tie_or_a_tie_a_win(n):
+    """Below FEW_ITEMS, Wilson at the outcomes' effective size (a reviewer) read 8 wins and a tie as [0.257, 0.999]
+    beside 8 wins and a loss's [0.561, 0.994]: a better outcome, a lower bound far lower. Each end rises with each
+    outcome now (from FEW_ITEMS up a step from mid-p to Wilson can lower an end by under 0.001)."""
+    for w in range(n + 1):
+        for t in range(n - w + 1):
+            y = np.array([1.0] * w + [0.5] * t + [0.0] * (n - w - t))
+            lo, hi = mean_interval(y)
+            for better in (i for i in range(n) if y[i] < 1):
+                up = y.copy()
+                up[better] += 0.5
+                lo2, hi2 = mean_interval(up)
+                assert lo2 >= lo - 1e-9 and hi2 >= hi - 1e-9, (w, t, better, (lo, hi), (lo2, hi2))
+
+
 @pytest.mark.parametrize("n", [*range(1, FEW_ITEMS), FEW_ITEMS, 20])
 def test_a_ties_half_interval_is_never_narrower_than_all_won(n):
     """No mix of wins, ties and losses is surer than n wins in n (one tie of one was [0.030, 0.970], twenty ties
