@@ -127,14 +127,14 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--config", default=None, help="build config whose endpoints openai:<model>@<name> may name")
     add_flags(p, "votes", "judge_mode", "with_criteria", "structured_output")
-    p.add_argument("--seed", type=int, default=0, help="baseline:random seed and the intervals' seed")
+    p.add_argument("--seed", type=int, default=0, help="baseline:random's seed (recorded in results.json)")
     p.add_argument(
         "--bootstrap",
         type=int,
         default=DEFAULT_DRAWS,
         metavar="DRAWS",
-        help="Monte Carlo draws for the 95%% intervals of means (default %(default)s; a proportion's "
-        "mid-p interval needs none)",
+        help="recorded in results.json (default %(default)s); no interval evaluate prints draws any more (mid-p, "
+        "or Wilson's at an effective size: docs/calibration.md), so it changes no figure",
     )
     p.add_argument(
         "--min-coverage",
