@@ -15,8 +15,9 @@
   Wilson's interval at the effective size its outcomes' own variance gives, the rule the macro and style figures
   use, so a tie counts as the half it is, from ``FEW_ITEMS`` outcomes up, its width at least an all-won outcome's
   (mid-p of n wins in n). Below ``FEW_ITEMS`` it is the hull of mid-p's intervals at the whole counts either side
-  of the sum (conservative there: 98.3-99.6% exactly at 5 and 9 items; each end rises with each outcome). It replaced Clopper-Pearson carried through the mean
-  by Monte Carlo (``scenario_draws`` + ``weighted_interval``: each tie a fair coin), which covered 98.0-99.6%
+  of the sum (conservative there: 98.3-99.6% exactly at 5 and 9 items; each end rises with each outcome). It
+  replaced Clopper-Pearson carried through the mean by Monte Carlo (``scenario_draws`` + ``weighted_interval``:
+  each tie a fair coin), which covered 98.0-99.6%
   (averaged over accuracies; 99.8% at one) from 20 to 200 items with 10-30% ties (bench/calibration.py's
   ``ties_checks``; docs/calibration.md); those two functions remain for the bench's rows of the intervals
   replaced (``SetDraws.draws`` still holds the draws).
@@ -43,7 +44,8 @@ FEW_MARK = "†"  # beside a figure over fewer than FEW_ITEMS items, in every re
 METHOD = (
     "mid-p (Clopper-Pearson with the observed count's probability halved) for proportions; for one group's mean "
     "with ties counted half, Wilson's interval at the effective size of its outcomes' own variance (never "
-    "narrower than mid-p's of all won); "
+    "narrower than mid-p's of all won; below 10 outcomes the hull of mid-p's at the whole counts either side of "
+    "the sum); "
     "for means of several scenario accuracies, Wilson's interval at the Korn-Graubard effective size, each "
     "scenario's variance shrunk toward its goal's pooled variance (never below its own with half a win and half a "
     "loss added: p(1-p) at its smoothed mean for 0/1 outcomes; a scenario of fewer than 10 outcomes never below "
@@ -65,7 +67,10 @@ POOLED_FEW_NOTE = f"it pools scenarios of fewer than {FEW_ITEMS} items and is wi
 def few_count_note(unit: str = "items") -> str:
     """What FEW_MARK beside a count of ``unit`` means, in every report, card and page: the figure's interval there is
     conservative (mid-p holds the truth in 97-100% of draws below 10 items, docs/calibration.md), not a 95% one."""
-    return f"fewer than {FEW_ITEMS} {unit}: read the figure with its interval, which is conservative there (wider than 95% needs)"
+    return (
+        f"fewer than {FEW_ITEMS} {unit}: read the figure with its interval, which is conservative there "
+        "(wider than 95% needs)"
+    )
 
 
 # FEW_MARK's two meanings in one line, under a table that marks counts and intervals
@@ -199,8 +204,9 @@ def ties_interval(outcomes: np.ndarray, pool: str = "") -> list[float]:
 
     Below ``FEW_ITEMS`` outcomes: the hull of mid-p's intervals at the whole counts either side of the sum, so that
     each end rises with each outcome. From there: ``pooled_interval`` over one part (its variance the outcomes' own,
-    Wilson at the effective size, Student's t), widened about its centre, where it is narrower, to the width of mid-p's interval of
-    ``n`` wins in ``n``: ties never make a figure look surer than all won. That floor binds where nearly every
+    Wilson at the effective size, Student's t), widened about its centre, where it is narrower, to the width of
+    mid-p's interval of ``n`` wins in ``n``: ties never make a figure look surer than all won. That floor binds
+    where nearly every
     outcome is a tie (one tie of one: [0.030, 0.970] before; twenty ties of twenty: [0.478, 0.522] before, which
     held a 90% tie share's accuracy 81.8% of the time at its least, 93.1% on average, and holds it 97.7% and 99.1%
     now); at 10-60% ties on 10-50 items the exact coverage is the same to 0.01 points with it or without.
