@@ -107,9 +107,9 @@ def environment():
         short_sha=_short_sha,
     )
     env.globals.update(version=__version__, columns=COLUMNS, column_titles=COLUMN_TITLES, sets=SETS)
-    from rmb_build.core.intervals import FEW_ITEMS, FEW_MARK, POOLED_FEW_NOTE
+    from rmb_build.core.intervals import FEW_MARK, POOLED_FEW_NOTE, few_count_note
 
-    env.globals.update(few_mark=FEW_MARK, few_items=FEW_ITEMS, pooled_few_note=POOLED_FEW_NOTE)
+    env.globals.update(few_mark=FEW_MARK, pooled_few_note=POOLED_FEW_NOTE, few_count_note=few_count_note())
     return env
 
 
