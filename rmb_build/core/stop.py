@@ -42,9 +42,15 @@ def received() -> int | None:
 
 
 def on_stop(callback: Callable[[], None]) -> None:
-    """Run ``callback`` at the first stop signal (once; registered twice, still once)."""
-    if callback not in _callbacks:
-        _callbacks.append(callback)
+    """Run ``callback`` at the first stop signal (once; registered twice, still once), or now where the stop
+    came already: one that landed in an import is raised only when the import ends, and the command runs on
+    until then (Prefect's flow engine started and reported its crash when ``rmb build`` registered its
+    silencer after such a stop)."""
+    if callback in _callbacks:
+        return
+    _callbacks.append(callback)
+    if _received:
+        callback()
 
 
 def note(signum: int) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rmb_build.core import stop
 from rmb_build.core.lifeline import pdeathsig_preexec
+from rmb_build.core.log_filters import drop_from_root_handlers
 from rmb_build.core.memory import bound_allocator
 
 
@@ -81,10 +82,19 @@ def detach_temporary_server() -> None:
     Detached()  # registers itself as the process's temporary server, unless one is registered already
 
 
+CRASH_REPORTS = ("Finished in state", "Crash detected!")  # how Prefect's records of a failed or stopped run begin
+
+
+def _crash_report(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is Prefect's report of a run that failed or was stopped (its traceback, its "Crash
+    detected!" and "Finished in state ..." lines): the CLI says what happened itself, in one line."""
+    return bool(record.exc_info) or str(record.msg).startswith(CRASH_REPORTS)
+
+
 class _OwnLinesOnly(logging.Filter):
-    """Passes our own lines through Prefect's run loggers, and Prefect's warnings, but not a failure's
-    traceback, its "Finished in state Failed(...)" line, nor the "Crash detected!" of a sibling task cancelled
-    because the run failed (the CLI prints the error once)."""
+    """Passes our own lines through Prefect's run loggers, and Prefect's warnings, but not its crash reports
+    (``_crash_report``): a failure's traceback and "Finished in state Failed(...)", the "Crash detected!" of a
+    sibling task cancelled because the run failed."""
 
     def __init__(self, prefect_dir: str):
         super().__init__()
@@ -93,11 +103,17 @@ class _OwnLinesOnly(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.pathname.startswith(self.prefect_dir):
             return True
-        return (
-            record.levelno >= logging.WARNING
-            and not record.exc_info
-            and not str(record.msg).startswith(("Finished in state", "Crash detected!"))
-        )
+        return record.levelno >= logging.WARNING and not _crash_report(record)
+
+
+class _NoCrashReports(logging.Filter):
+    """Prefect's engine logger keeps its lines (where a run can be viewed) but not its crash reports. A SIGTERM
+    that lands while the flow engine starts or ends, outside the flow body, reaches Prefect's own handler
+    before the stop is noted (``stop.noting_sigterm`` wraps it inside the body only), and the engine logged
+    "Crash detected! Execution was aborted by a termination signal." under the stop's line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _crash_report(record)
 
 
 def silence_prefect() -> None:
@@ -112,14 +128,7 @@ def silence_prefect() -> None:
     # A Prefect logger made or configured after this (a stop that arrived while Prefect's engine was being
     # imported is raised when the import ends, and the engine logs its crash) still reaches the CLI's own
     # handlers: those drop every Prefect record from now on.
-    for handler in logging.root.handlers:
-        if not any(isinstance(f, _NoPrefect) for f in handler.filters):
-            handler.addFilter(_NoPrefect())
-
-
-class _NoPrefect(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name == "prefect" or record.name.startswith("prefect."))
+    drop_from_root_handlers("prefect")
 
 
 def quiet_prefect(verbose: bool) -> None:
@@ -129,13 +138,16 @@ def quiet_prefect(verbose: bool) -> None:
     ``import prefect`` (it configures logging on import)."""
     if verbose:
         return
-    stop.on_stop(silence_prefect)
     import prefect
 
+    stop.on_stop(silence_prefect)  # after the import, which configures Prefect's logging: run now if a stop came
     only_ours = _OwnLinesOnly(os.path.dirname(prefect.__file__))
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logger = logging.getLogger(name)
         logger.setLevel(logging.INFO)
         if not any(isinstance(f, _OwnLinesOnly) for f in logger.filters):
             logger.addFilter(only_ours)
+    engine = logging.getLogger("prefect.engine")
+    if not any(isinstance(f, _NoCrashReports) for f in engine.filters):
+        engine.addFilter(_NoCrashReports())
     logging.getLogger("prefect").setLevel(logging.WARNING)

@@ -45,6 +45,23 @@ def test_the_first_signal_is_noted_runs_the_callbacks_once_and_stops(ctrl_c_live
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
+def test_a_callback_registered_after_the_stop_runs_at_once(ctrl_c_live):
+    """A stop that lands in an import is raised when the import ends; ``rmb build`` registered Prefect's
+    silencer in between and the flow engine's "Crash detected!" lines followed the stop's line (CI, stop 58)."""
+    calls = []
+    with stop.handlers():
+        stop.note(signal.SIGINT)  # as _handler does for a stop it puts off until an import ends
+        stop.on_stop(lambda: calls.append(stop.received()))
+        assert calls == [signal.SIGINT]
+
+        def again():
+            calls.append("again")
+
+        stop.on_stop(again)
+        stop.on_stop(again)  # registered twice: run once
+        assert calls == [signal.SIGINT, "again"]
+
+
 class Terminated(BaseException):
     pass
 
