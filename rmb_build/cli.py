@@ -27,6 +27,7 @@ from rmb_build.commands import debugging
 from rmb_build.core import stop
 from rmb_build.core.errors import RMBError, closest, environment_error
 from rmb_build.core.extras import missing_extra
+from rmb_build.core.log_filters import drop_from_root_handlers
 from rmb_build.core.redact import redact
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `git log | head -1` and every C tool report when the reader leaves
@@ -181,8 +182,10 @@ def _print_traceback(kind, value, tb) -> None:
 def _quiet_unwinding() -> None:
     """At a stop, the event loop's reports from its teardown (a task that failed while it was
     cancelled, e.g. on a server the same Ctrl-C stopped) belong to the stop the CLI reports, as does a
-    coroutine the stop kept from being awaited."""
-    logging.getLogger("asyncio").disabled = True
+    coroutine the stop kept from being awaited. (A handler filter, not the logger's ``disabled`` flag: Prefect's
+    logging configuration, applied when it is imported after a stop, enabled the logger again and the loop's
+    KeyboardInterrupt traceback followed the stop's line.)"""
+    drop_from_root_handlers("asyncio")
     warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
 
 
@@ -194,6 +197,12 @@ def stop_line(args: argparse.Namespace | None, argv: list[str], signum: int) -> 
     command = f"rmb {args.command}" if args is not None else "rmb"
     resume = redact(shlex.join(["rmb", *argv]))
     return f"{command}: stopped by {signal.Signals(signum).name}; {what}; resume: {resume}"
+
+
+def finished_line(args: argparse.Namespace, code: int, signum: int) -> str:
+    """The line of a command stopped after it had ended (in the interpreter's teardown): nothing was cut short."""
+    name = signal.Signals(signum).name
+    return f"rmb {args.command}: stopped by {name}; it had ended (exit {code}) and its outputs are whole"
 
 
 def _call(args: argparse.Namespace) -> int:
@@ -234,6 +243,8 @@ def _main(argv: list[str], program: bool) -> int:
             code = _call(args)
             stop.check()  # a command that ran on after a stop (its exception swallowed) was stopped
             sys.stdout.flush()  # here, where a reader that has gone away is caught, not at exit
+            if program:
+                stop.end_at_once(lambda signum: finished_line(args, code, signum))
             return code
         except BaseException as exc:
             stop.caught()
@@ -260,6 +271,8 @@ def _main(argv: list[str], program: bool) -> int:
                 return 2
             if debugging(args):
                 _print_traceback(*sys.exc_info())
+            else:  # again, now that all is unwound: a library's catch_warnings block took the first warning filter
+                _quiet_unwinding()  # with it, and a coroutine collected at exit was reported under the line
             print(stop_line(args, argv, signum), file=sys.stderr)
             if program and not debugging(args):
                 stop.quiet_exit()  # kept after handlers(): the interpreter's teardown comes after them

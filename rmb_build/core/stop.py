@@ -209,7 +209,8 @@ def handlers() -> Iterator[None]:
         yield
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            if signal.getsignal(sig) not in _end_handlers:  # a finished command's last handler stays to the end
+                signal.signal(sig, handler)
         if hook is not None and sys.unraisablehook is _redeliver:
             sys.unraisablehook = hook
         _clear_state()
@@ -247,6 +248,30 @@ def noting_sigterm() -> Iterator[None]:
         _wrappers.remove(noted)
         if signal.getsignal(signal.SIGTERM) is noted:
             signal.signal(signal.SIGTERM, theirs)
+
+
+_end_handlers: list[Callable[[int, Any], None]] = []
+
+
+def end_at_once(line: Callable[[int], str]) -> None:
+    """For a process whose command has ended, its outputs whole: a stop in what is left of it (the interpreter's
+    teardown: its exit handlers, the threads it waits for) writes ``line(signum)`` to stderr and ends the process
+    at once with ``128 + signum``. Python's own handling there ended a build that had finished killed by SIGTERM
+    without a word, or printed a Ctrl-C's traceback from an exit handler. Servers the command started end with it
+    (``pipeline/watchdog.py``, their parent-death signal). Call inside :func:`handlers`, from the main thread; a
+    signal the process ignores stays ignored."""
+
+    def ended(signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(Exception):
+            os.write(2, (line(signum) + "\n").encode("utf-8", "replace"))
+        os._exit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _end_handlers[:] = [ended]
+    for sig in SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, ended)
 
 
 def quiet_threads() -> None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -384,3 +385,76 @@ def test_an_import_that_hangs_is_stopped_anyway(ctrl_c_live, tmp_path, monkeypat
     monkeypatch.setattr(stop, "IMPORT_WAIT_S", 0.5)
     body = "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
     _stopped_while_importing(tmp_path, monkeypatch, "hangs_on_import", body)
+
+
+STOPPED_IN_TEARDOWN_CODE = """
+import atexit, sys, time
+import rmb_build.cli as cli
+
+def ends_then_tears_down_slowly(args):
+    atexit.register(time.sleep, 60)  # an exit handler that waits (a server stopping, a thread joined)
+    print("ended", flush=True)
+    return 0
+
+cli._call = ends_then_tears_down_slowly
+sys.argv = ["rmb", "models"]
+sys.exit(cli.main())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_after_the_command_ended_exits_at_once_in_one_line(tmp_path, sig):
+    """A stop in the interpreter's teardown, after the command had ended (a build's summary printed): Python's own
+    handling there killed the build by SIGTERM without a word (exit -15), or printed a Ctrl-C's traceback from the
+    exit handler it landed in. The process now says so in one line and ends at once with 128 + the signal."""
+    (tmp_path / "stopped_in_teardown.py").write_text(STOPPED_IN_TEARDOWN_CODE)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "stopped_in_teardown"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert run.stdout.readline() == "ended\n"
+        time.sleep(0.5)  # into the exit handler's wait
+        run.send_signal(sig)
+        out, err = run.communicate(timeout=30)  # at once, not after the 60 s wait
+    finally:
+        run.kill()
+    assert run.returncode == 128 + sig, err
+    assert err == f"rmb models: stopped by {sig.name}; it had ended (exit 0) and its outputs are whole\n", err
+
+
+STOPPED_IN_CATCH_WARNINGS_CODE = """
+import os, signal, sys, warnings
+import rmb_build.cli as cli
+
+async def never_awaited():
+    pass
+
+def stopped_inside_catch_warnings(args):
+    pending = never_awaited()  # kept from being awaited by the stop; freed with this frame, after the stop's line
+    with warnings.catch_warnings():  # as Prefect's flow call does: on the way out it restores the filters
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10**6):
+            pass
+    return 0
+
+cli._call = stopped_inside_catch_warnings
+sys.argv = ["rmb", "models"]
+sys.exit(cli.main())
+"""
+
+
+def test_a_stop_inside_a_catch_warnings_block_prints_only_its_line(tmp_path):
+    """The stop's warning filter (a coroutine never awaited belongs to the stop) was added inside a library's
+    catch_warnings block, which dropped it on the way out: "coroutine 'run_flow_async' was never awaited" followed
+    a stopped Prefect build's line."""
+    (tmp_path / "stopped_in_catch_warnings.py").write_text(STOPPED_IN_CATCH_WARNINGS_CODE)
+    done = subprocess.run(
+        [sys.executable, "-m", "stopped_in_catch_warnings"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stderr.startswith("rmb models: stopped by SIGTERM; ") and done.stderr.count("\n") == 1, done.stderr
