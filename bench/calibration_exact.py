@@ -34,7 +34,7 @@ import numpy as np
 from scipy.special import stdtrit
 from scipy.stats import binom
 
-from rmb_build.core.intervals import clopper_pearson, macro_interval, mid_p, pooled_interval, scenario_draws
+from rmb_build.core.intervals import clopper_pearson, macro_interval, mid_p, pooled_interval
 from rmb_build.core.taxonomy import PAIRWISE_SET
 
 BAND = (0.93, 0.97)
@@ -144,8 +144,7 @@ def goal_ends(k_scenarios: int, alone: bool = False) -> list[list[float]]:
         if alone:
             out.append(pooled_interval([(1 / k_scenarios, o, "Harmlessness") for o in outcomes.values()]))
         else:
-            draws = {s: scenario_draws(o, 1, 0, s) for s, o in outcomes.items()}
-            out.append(macro_interval(draws, outcomes))
+            out.append(macro_interval(list(outcomes), outcomes))
     return out
 
 

@@ -20,7 +20,7 @@
   each tie a fair coin), which covered 98.0-99.6%
   (averaged over accuracies; 99.8% at one) from 20 to 200 items with 10-30% ties (bench/calibration.py's
   ``ties_checks``; docs/calibration.md); those two functions remain for the bench's rows of the intervals
-  replaced (``SetDraws.draws`` still holds the draws).
+  replaced (``SetDraws.draws`` makes the draws when they are asked for).
 
 Draws are seeded per stratum (a scenario, a goal), so a figure's interval does not move when other
 scenarios are added. ``FEW_ITEMS`` is the count below which a figure is marked as resting on few items.
@@ -31,7 +31,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -249,13 +249,13 @@ def adjusted_wald(parts: Sequence[tuple[float, np.ndarray]], alpha: float = ALPH
     return [float(max(0.0, value - half)), float(min(1.0, value + half))]
 
 
-def macro_interval(members: Mapping[str, Draws], outcomes: Mapping[str, np.ndarray]) -> list[float]:
-    """The interval of the plain mean of the members' accuracies: one scenario's own interval (``mean_interval``:
-    mid-p for 0/1 outcomes, ``ties_interval`` else); over several, ``pooled_interval`` with each scenario's
-    variance shrunk toward its goal's. Where every member holds one 0/1 outcome the macro is the group's share
-    of wins, and its interval also holds that share's own (mid-p of the wins among the members):
-    ``pooled_interval`` alone fell to 87.5-92% at the least favourable accuracy for two to six such scenarios
-    (docs/calibration-uncertainty.md)."""
+def macro_interval(members: Collection[str], outcomes: Mapping[str, np.ndarray]) -> list[float]:
+    """The interval of the plain mean of the members' accuracies (``members``: scenario ids, keys of ``outcomes``):
+    one scenario's own interval (``mean_interval``: mid-p for 0/1 outcomes, ``ties_interval`` else); over several,
+    ``pooled_interval`` with each scenario's variance shrunk toward its goal's. Where every member holds one 0/1
+    outcome the macro is the group's share of wins, and its interval also holds that share's own (mid-p of the wins
+    among the members): ``pooled_interval`` alone fell to 87.5-92% at the least favourable accuracy for two to six
+    such scenarios (docs/calibration-uncertainty.md)."""
     if len(members) == 1:
         (name,) = members
         return mean_interval(outcomes[name], stratum=goal_of(name))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -57,14 +58,22 @@ def goals_of(scenarios: Sequence[str]) -> dict[str, list[str]]:
 
 @dataclass
 class SetDraws:
-    """One set's per-scenario outcomes, accuracies and interval draws (scenarios in RMB's order)."""
+    """One set's per-scenario outcomes and accuracies (scenarios in RMB's order). ``n_draws`` and ``seed`` set the
+    Monte Carlo draws of the intervals the rules of ``core.intervals`` replaced: made only when asked for
+    (``draws``), since no figure reads them."""
 
     outcomes: dict[str, np.ndarray]
     accuracy: dict[str, float]
-    draws: dict[str, Draws]
     chance: dict[str, float | None]
     n_draws: int
     seed: int
+    set_name: str = ""
+
+    @cached_property
+    def draws(self) -> dict[str, Draws]:
+        """Each scenario's lower and upper draws, seeded per set and scenario (the bench's rows of the replaced
+        Monte Carlo intervals read them; evaluate's 4,000 a scenario were made and never read)."""
+        return {s: scenario_draws(o, self.n_draws, self.seed, f"{self.set_name}/{s}") for s, o in self.outcomes.items()}
 
     @property
     def scenarios(self) -> list[str]:
@@ -79,7 +88,7 @@ class SetDraws:
         Estimand: the mean of the members' accuracies, each over its scenario's population of items."""
         return (
             float(np.mean([self.accuracy[s] for s in members])),
-            macro_interval({s: self.draws[s] for s in members}, self.outcomes),
+            macro_interval(members, self.outcomes),
         )
 
     def micro(self, members: Sequence[str], stratum: str) -> tuple[float, list[float]]:
@@ -97,7 +106,7 @@ class SetDraws:
 def set_draws(
     predictions: Sequence[Mapping[str, Any]], set_name: str, draws: int = DEFAULT_RESAMPLES, seed: int = 0
 ) -> SetDraws:
-    """Each scenario of ``set_name``: outcomes, accuracy and interval draws (seeded per set and scenario)."""
+    """Each scenario of ``set_name``: outcomes and accuracy (its draws made when asked for)."""
     by_scenario: dict[str, list[float]] = defaultdict(list)
     chances: dict[str, list[float]] = defaultdict(list)
     for p in predictions:
@@ -109,10 +118,10 @@ def set_draws(
     return SetDraws(
         outcomes=outcomes,
         accuracy={s: float(o.mean()) for s, o in outcomes.items()},
-        draws={s: scenario_draws(o, draws, seed, f"{set_name}/{s}") for s, o in outcomes.items()},
         chance={s: (float(np.mean(chances[s])) if len(chances[s]) == len(o) else None) for s, o in outcomes.items()},
         n_draws=draws,
         seed=seed,
+        set_name=set_name,
     )
 
 

@@ -18,7 +18,6 @@ from rmb_build.core.intervals import (
     clopper_pearson,
     macro_interval,
     mean_interval,
-    scenario_draws,
     ties_interval,
 )
 from rmb_build.evaluate.metrics import build_results
@@ -59,8 +58,7 @@ def test_macro_and_ties_half_intervals_cover(n, accuracy):
 
     def macro(rng, t):
         outcomes = {f"s{i}": (rng.random(n) < a).astype(float) for i, a in enumerate(accuracies)}
-        draws = {s: scenario_draws(o, 20, t, s) for s, o in outcomes.items()}
-        return float(np.mean(accuracies)), macro_interval(draws, outcomes)
+        return float(np.mean(accuracies)), macro_interval(list(outcomes), outcomes)
 
     wins, ties = max(accuracy - 0.2, 0.0), 0.3 if accuracy < 0.9 else 0.1
 
@@ -382,7 +380,7 @@ def test_a_macro_of_one_item_scenarios_holds_93_percent_at_every_accuracy(scenar
     ends = []
     for wins in range(scenarios + 1):
         outcomes = {s: np.array([1.0 if i < wins else 0.0]) for i, s in enumerate(ids)}
-        ends.append(macro_interval({s: scenario_draws(o, 1, 0, s) for s, o in outcomes.items()}, outcomes))
+        ends.append(macro_interval(ids, outcomes))
     grid = np.linspace(0.4, 0.95, 111)
     held = [sum(binom.pmf(k, scenarios, p) for k, (lo, hi) in enumerate(ends) if lo <= p <= hi) for p in grid]
     assert min(held) >= 0.94, (min(held), grid[int(np.argmin(held))])
@@ -395,8 +393,7 @@ def test_a_macro_of_one_item_scenarios_is_monotone_in_its_wins(n, goals):
     scenarios: 11 wins had a lower end of 0.463, 10 wins 0.496; 2 wins an upper end below 1 win's)."""
     names = [f"{goals[i % len(goals)]}/S{i}" for i in range(n)]
     ends = [
-        macro_interval(dict.fromkeys(names), {s: np.array([1.0 if i < k else 0.0]) for i, s in enumerate(names)})
-        for k in range(n + 1)
+        macro_interval(names, {s: np.array([1.0 if i < k else 0.0]) for i, s in enumerate(names)}) for k in range(n + 1)
     ]
     for k in range(n):
         assert ends[k + 1][0] >= ends[k][0] - 1e-12 and ends[k + 1][1] >= ends[k][1] - 1e-12, (k, ends[k], ends[k + 1])
