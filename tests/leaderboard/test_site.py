@@ -104,6 +104,8 @@ def test_evaluate_records_the_command_that_reproduces_it_and_the_release(site, t
     assert info["audit"]["counts"]["identical_pair"] == info["audit"]["total"] == 1
     page = html.unescape((index.parent / "rm" / "baseline-length.html").read_text(encoding="utf-8"))
     assert info["sha256"] in page and r["command"] in page
+    # today's intervals read no draws: the page names their rules, not the --bootstrap it was given (200)
+    assert f"95% intervals: {r['intervals']['method']};" in page and "draws, seed" not in page
     assert "1 defect on 1 item (recorded in the release's manifest)" in page
     assert '<tr><td>identical_pair</td><td class="num">1</td></tr>' in page
 
