@@ -4,6 +4,7 @@ and the manifest's accounting balances; without ``style:`` no Style_set and no s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -81,6 +82,9 @@ def test_a_stub_build_with_style_writes_style_set_that_evaluate_scores(tmp_path)
     assert style["items"] == style["items_kept"] == style["written"] == len(pairs) and "bon_items" not in style
     assert all(set(r) == set(_RECORD_KEYS) for f in (release / "Style_set").rglob("*.json") for r in _json(f))
     assert style["rewrites"] == style["rewrites_kept"] == 6 * len(pairs) == out["rewrite_requests"]
+    written = sorted(p for p in (release / "Style_set").rglob("*") if p.is_file())
+    digests = {p.relative_to(release).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in written}
+    assert digests == PINNED_STYLE_SET
 
     code = main(
         ["evaluate", "--release", str(release), "--rm", "baseline:length", "--out", str(tmp_path / "ev")]
@@ -94,6 +98,15 @@ def test_a_stub_build_with_style_writes_style_set_that_evaluate_scores(tmp_path)
 
 
 _RECORD_KEYS = ("id", "prompt", "conversation_input", "chosen", "rejected", "scenario")
+
+# relative path -> sha256 of the file, from the stub build above at 74f806a (as tests/pipeline/test_pinned.py pins
+# Pairwise_set/, BoN_set/ and annotations.jsonl): a change that means to alter Style_set/ updates them and says why
+PINNED_STYLE_SET: dict[str, str] = {
+    "Style_set/Harmlessness/S6.json": "3cd48d6ec229feaa49ed1dd491a4233c7710a68b882b01296f13ab3de442a084",
+    "Style_set/Helpfulness/Code/Development and Implementation.json": "05e6795738d2106f5b38d2da8639c76683c7e7daaff751302299cef56ceeb1c5",
+    "Style_set/Helpfulness/Generation/Creative Writing.json": "20f8072175b473629ad73e57cdffd42945628f7b099c3749f835a045bf9c3f9c",
+    "Style_set/Helpfulness/Open QA/Factual.json": "7155d840eacc36962e6d2eba5eacb329e5379510c6057ed271544063ff500c75",
+}
 
 
 def _json(path: Path):
