@@ -75,29 +75,50 @@ def model(request, tmp_path_factory) -> tuple[str, str]:
     return request.param, H.build_model(tmp_path_factory.mktemp(f"bos-rm-{request.param}"), **MODELS[request.param])
 
 
-def documented() -> dict[tuple[str, str], tuple[int, int, float]]:
-    """docs/protocols.md's agreement table: (harness, model) -> (scores, identical, largest difference)."""
+def cpu_model() -> str:
+    """This machine's CPU as /proc/cpuinfo names it ("" where it does not): float rounding follows it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def documented() -> dict[tuple[str, str, str], tuple[int, int, float]]:
+    """docs/protocols.md's agreement table: (harness, model, machine) -> (scores, identical, largest difference)."""
     rows = {}
     for line in (REPO / "docs" / "protocols.md").read_text().splitlines():
         cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[1] in MODELS:
-            rows[(cells[0], cells[1])] = (int(cells[2]), int(cells[3]), float(cells[4]))
+        if len(cells) == 6 and cells[1] in MODELS:
+            rows[(cells[0], cells[1], cells[2])] = (int(cells[3]), int(cells[4]), float(cells[5]))
     return rows
 
 
 def check_agreement(harness: str, model: str, theirs: dict, ours: dict) -> None:
-    """Every score within TOL, and the run's figures as docs/protocols.md states them: as many scores, as many
-    identical (where this machine rounds as the recorded one did: at least as many), the largest difference no
-    larger."""
+    """Every score within TOL, and, on a machine whose CPU the table names, the run's figures as docs/protocols.md
+    states them: as many scores, at least as many identical, the largest difference no larger. The rounding
+    follows the CPU: on an AMD EPYC the same versions read 0 identical and up to 6.3e-07 where the first recorded
+    machine read 1 and 3.8e-07. Elsewhere the table must still hold a row for the pair, and TOL binds."""
     pairs = [(t, o) for uid in ours for t, o in zip(theirs[uid], ours[uid])]
     diffs = [abs(t - o) for t, o in pairs]
     n, same, worst = len(pairs), sum(d == 0 for d in diffs), max(diffs)
-    print(json.dumps({"harness": harness, "model": model, "scores": n, "identical": same, "max_abs_diff": worst}))
+    cpu = cpu_model()
+    print(
+        json.dumps(
+            {"harness": harness, "model": model, "cpu": cpu, "scores": n, "identical": same, "max_abs_diff": worst}
+        )
+    )
     assert worst <= TOL
     rows = documented()
-    assert (harness, model) in rows, f"docs/protocols.md has no agreement row for {harness} on {model}"
-    doc_n, doc_same, doc_worst = rows[(harness, model)]
-    assert n == doc_n and same >= doc_same and worst <= doc_worst, (n, same, worst, rows[(harness, model)])
+    assert any(k[:2] == (harness, model) for k in rows), (
+        f"docs/protocols.md has no agreement row for {harness} on {model}"
+    )
+    here = rows.get((harness, model, cpu))
+    if here is not None:
+        doc_n, doc_same, doc_worst = here
+        assert n == doc_n and same >= doc_same and worst <= doc_worst, (n, same, worst, here)
 
 
 def _items():
