@@ -186,11 +186,21 @@ def test_a_redelivery_due_after_the_caller_took_the_stop_raises_nothing(ctrl_c_l
         assert stop.received() == signal.SIGTERM
 
 
+def rmb_program(tmp_path, source: str, command: str = "models") -> str:
+    """A script that runs ``rmb <command>`` as the process's entry point, the CLI's ``_call`` replaced by the
+    ``command(args)`` that ``source`` defines: its path."""
+    script = tmp_path / "program.py"
+    script.write_text(
+        f"{source}\nimport sys\nimport rmb_build.cli\n\nrmb_build.cli._call = command\n"
+        f"sys.argv = ['rmb', {command!r}]\nsys.exit(rmb_build.cli.main())\n"
+    )
+    return str(script)
+
+
 STOPPED_IN_EXTENSION_CODE = '''
 import ctypes, os, sys
-import rmb_build.cli as cli
 
-def lands_in_extension_code(args):
+def command(args):
     """The stop lands in code a C extension runs through PyRun_String (as some do while imported)."""
     run = ctypes.pythonapi.PyRun_String
     run.restype = ctypes.py_object
@@ -198,9 +208,6 @@ def lands_in_extension_code(args):
     run(b"import os, signal\\nos.kill(os.getpid(), signal.SIGTERM)\\nfor _ in range(10**6): pass", 257, {}, {})
     return 0
 
-cli._call = lands_in_extension_code
-sys.argv = ["rmb", "models"]
-sys.exit(cli.main())
 '''
 
 
@@ -210,10 +217,8 @@ def test_a_stop_caught_after_extension_code_exits_with_the_commands_code(tmp_pat
     import subprocess
     import sys
 
-    (tmp_path / "stopped_in_extension.py").write_text(STOPPED_IN_EXTENSION_CODE)
     done = subprocess.run(
-        [sys.executable, "-m", "stopped_in_extension"],
-        cwd=tmp_path,
+        [sys.executable, rmb_program(tmp_path, STOPPED_IN_EXTENSION_CODE)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -293,7 +298,6 @@ def test_the_stopped_works_teardown_says_nothing_after_the_stop_line(ctrl_c_live
 
 _TEARDOWN = """
 import atexit, gc, os, signal, sys, threading
-import rmb_build.cli as cli
 
 class HalfBuilt:  # as an event loop a stop cut off, finalised by the teardown after its self-pipe socket
     def __del__(self):
@@ -318,9 +322,6 @@ def command(args):
     return 0
 
 STOP = sys.argv[-1] == "stop"
-cli._call = command
-sys.argv = ["rmb", "doctor"]
-sys.exit(cli.main())
 """
 
 
@@ -330,9 +331,7 @@ def test_a_stopped_processs_teardown_says_nothing_after_the_stop_line(tmp_path, 
     interpreter's teardown finalised an event loop the stop had cut off, after its self-pipe socket
     (``Exception ignored in: BaseEventLoop.__del__``). A process that ends stopped says nothing but its line
     (nor does a thread that fails on the way down or at exit); one that ends as usual still reports them all."""
-    script = tmp_path / "teardown.py"
-    script.write_text(_TEARDOWN)
-    args = [sys.executable, str(script), "stop" if stopped else "run"]
+    args = [sys.executable, rmb_program(tmp_path, _TEARDOWN, "doctor"), "stop" if stopped else "run"]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONDEVMODE")}
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, env={**env, "RMB_DEBUG": "0"})
     lines = done.stderr.splitlines()
@@ -346,7 +345,6 @@ def test_a_stopped_processs_teardown_says_nothing_after_the_stop_line(tmp_path, 
 
 _HUNG_EXIT = """
 import os, signal, sys, threading
-import rmb_build.cli as cli
 from rmb_build.core import stop
 
 stop.EXIT_GRACE_S = 2.0
@@ -358,10 +356,6 @@ def command(args):
     for _ in range(10**8):
         pass
     return 0
-
-cli._call = command
-sys.argv = ["rmb", "doctor"]
-sys.exit(cli.main())
 """
 
 
@@ -369,10 +363,9 @@ def test_a_stopped_process_whose_exit_hangs_ends_after_the_grace(tmp_path):
     """CI's run: ``rmb build`` on Prefect, stopped by SIGTERM, printed its line and then ran past 300 s: its exit
     waited on something that never ended, and it ignores signals from its line on. It ends after
     ``stop.EXIT_GRACE_S`` with its code."""
-    script = tmp_path / "hung_exit.py"
-    script.write_text(_HUNG_EXIT)
     try:
-        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+        program = rmb_program(tmp_path, _HUNG_EXIT, "doctor")
+        done = subprocess.run([sys.executable, program], capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the stopped process did not end: {exc.stderr!r}")
     assert done.returncode == 143, done.stderr
@@ -389,16 +382,12 @@ def test_an_import_that_hangs_is_stopped_anyway(ctrl_c_live, tmp_path, monkeypat
 
 STOPPED_IN_TEARDOWN_CODE = """
 import atexit, sys, time
-import rmb_build.cli as cli
 
-def ends_then_tears_down_slowly(args):
+def command(args):
     atexit.register(time.sleep, 60)  # an exit handler that waits (a server stopping, a thread joined)
     print("ended", flush=True)
     return 0
 
-cli._call = ends_then_tears_down_slowly
-sys.argv = ["rmb", "models"]
-sys.exit(cli.main())
 """
 
 
@@ -407,10 +396,8 @@ def test_a_stop_after_the_command_ended_exits_at_once_in_one_line(tmp_path, sig)
     """A stop in the interpreter's teardown, after the command had ended (a build's summary printed): Python's own
     handling there killed the build by SIGTERM without a word (exit -15), or printed a Ctrl-C's traceback from the
     exit handler it landed in. The process now says so in one line and ends at once with 128 + the signal."""
-    (tmp_path / "stopped_in_teardown.py").write_text(STOPPED_IN_TEARDOWN_CODE)
     run = subprocess.Popen(
-        [sys.executable, "-m", "stopped_in_teardown"],
-        cwd=tmp_path,
+        [sys.executable, rmb_program(tmp_path, STOPPED_IN_TEARDOWN_CODE)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -429,12 +416,11 @@ def test_a_stop_after_the_command_ended_exits_at_once_in_one_line(tmp_path, sig)
 
 STOPPED_IN_CATCH_WARNINGS_CODE = """
 import os, signal, sys, warnings
-import rmb_build.cli as cli
 
 async def never_awaited():
     pass
 
-def stopped_inside_catch_warnings(args):
+def command(args):
     pending = never_awaited()  # kept from being awaited by the stop; freed with this frame, after the stop's line
     with warnings.catch_warnings():  # as Prefect's flow call does: on the way out it restores the filters
         os.kill(os.getpid(), signal.SIGTERM)
@@ -442,9 +428,6 @@ def stopped_inside_catch_warnings(args):
             pass
     return 0
 
-cli._call = stopped_inside_catch_warnings
-sys.argv = ["rmb", "models"]
-sys.exit(cli.main())
 """
 
 
@@ -452,9 +435,7 @@ def test_a_stop_inside_a_catch_warnings_block_prints_only_its_line(tmp_path):
     """The stop's warning filter (a coroutine never awaited belongs to the stop) was added inside a library's
     catch_warnings block, which dropped it on the way out: "coroutine 'run_flow_async' was never awaited" followed
     a stopped Prefect build's line."""
-    (tmp_path / "stopped_in_catch_warnings.py").write_text(STOPPED_IN_CATCH_WARNINGS_CODE)
-    done = subprocess.run(
-        [sys.executable, "-m", "stopped_in_catch_warnings"], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+    program = rmb_program(tmp_path, STOPPED_IN_CATCH_WARNINGS_CODE)
+    done = subprocess.run([sys.executable, program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert done.stderr.startswith("rmb models: stopped by SIGTERM; ") and done.stderr.count("\n") == 1, done.stderr
