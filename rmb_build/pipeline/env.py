@@ -134,8 +134,8 @@ def silence_prefect() -> None:
 def quiet_prefect(verbose: bool) -> None:
     """Without ``verbose``: Prefect's run loggers (which carry the build's own progress lines) drop
     Prefect's INFO chatter and the traceback it logs when a flow or task fails: the CLI reports the
-    error itself, in one line; at a stop (``core/stop.py``), Prefect says nothing more. Call after
-    ``import prefect`` (it configures logging on import)."""
+    error itself, in one line; at a stop (``core/stop.py``), Prefect says nothing more. It imports Prefect first
+    (which configures its logging on import), so that what it sets is not undone."""
     if verbose:
         return
     import prefect
