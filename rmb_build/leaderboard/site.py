@@ -109,8 +109,10 @@ def environment():
     env.globals.update(version=__version__, columns=COLUMNS, column_titles=COLUMN_TITLES, sets=SETS)
     from rmb_build.core.intervals import FEW_MARK, METHOD, POOLED_FEW_NOTE, few_count_note
 
-    env.globals.update(few_mark=FEW_MARK, pooled_few_note=POOLED_FEW_NOTE, few_count_note=few_count_note())
-    env.globals.update(interval_method=METHOD)  # a result of today's rules, whose intervals read no draws
+    # interval_method: a result of today's rules, whose intervals read no draws (rm.html shows no draws for it)
+    env.globals.update(
+        few_mark=FEW_MARK, pooled_few_note=POOLED_FEW_NOTE, few_count_note=few_count_note(), interval_method=METHOD
+    )
     return env
 
 
